@@ -1,0 +1,10 @@
+"""Languages: the profile language (and, in the channel layer, ETCL)."""
+
+from siftbus.lang.profile import (
+    format_profile,
+    load_profiles,
+    parse_profile,
+    parse_profiles,
+)
+
+__all__ = ["format_profile", "load_profiles", "parse_profile", "parse_profiles"]

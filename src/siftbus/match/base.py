@@ -1,0 +1,52 @@
+"""The interface every matcher implements, and the conformance helpers they share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol, runtime_checkable
+
+from siftbus.model import Event, Profile
+
+
+@runtime_checkable
+class Matcher(Protocol):
+    """A dynamic set of profiles that answers "which profiles does this event satisfy?".
+
+    Ids are unique within a matcher. ``match`` returns ids sorted as plain strings (by
+    code point), exactly what ``siftbus.match.reference`` returns for the same profiles.
+    """
+
+    def add(self, profile: Profile) -> None:
+        """Register a profile.
+
+        Raises :class:`~siftbus.errors.DuplicateProfileError` if its id is taken.
+        """
+
+    def remove(self, profile_id: str) -> Profile:
+        """Unregister and return a profile.
+
+        Raises :class:`~siftbus.errors.UnknownProfileError` if absent.
+        """
+
+    def match(self, event: Event) -> list[str]:
+        """Ids of the profiles the event satisfies, sorted."""
+
+    def match_batch(self, events: Sequence[Event]) -> list[list[str]]:
+        """``[match(e) for e in events]``, possibly faster."""
+
+    def get(self, profile_id: str) -> Profile:
+        """The registered profile with this id."""
+
+    def profiles(self) -> Iterator[Profile]:
+        """Every registered profile."""
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, profile_id: object) -> bool: ...
+
+
+def add_all(matcher: Matcher, profiles: Iterable[Profile]) -> Matcher:
+    """Add every profile; returns the matcher for chaining."""
+    for p in profiles:
+        matcher.add(p)
+    return matcher

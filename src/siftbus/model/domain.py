@@ -1,0 +1,297 @@
+"""Attribute domains: finite ordered (int, decimal, enum) and unordered strings.
+
+Every ordered value has an integer *key* that preserves order: the integer itself, the
+decimal scaled by ``10**places``, or the enum ordinal. Matching, covering, the index and
+the Spark stage all work on keys, so a range test is two integer comparisons whatever
+the domain. Strings are their own key and support only =, !=, prefix and set membership.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Protocol, runtime_checkable
+
+from siftbus.errors import DomainError, SchemaError
+
+Key = int | str
+"""A domain key: ``int`` for ordered domains, ``str`` for string domains."""
+
+Value = int | Decimal | str
+"""A user-facing attribute value: int, Decimal (decimal domains) or str (enum label, string)."""
+
+
+@runtime_checkable
+class Domain(Protocol):
+    """The set of values one attribute can take."""
+
+    @property
+    def ordered(self) -> bool:
+        """Whether <, <=, >, >= and ranges apply."""
+
+    @property
+    def spec(self) -> str:
+        """The schema-file spelling, e.g. ``int[0,999]``."""
+
+    def key(self, value: object) -> Key:
+        """Check ``value`` and return its key; raises :class:`DomainError`."""
+
+    def value(self, key: Key) -> Value:
+        """The user-facing value of a key."""
+
+    def literal(self, key: Key) -> str:
+        """The key written as a profile-language literal."""
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class IntDomain:
+    """Integers ``lo..hi`` inclusive."""
+
+    lo: int
+    hi: int
+
+    def __post_init__(self) -> None:
+        if self.lo > self.hi:
+            raise SchemaError(f"empty integer domain int[{self.lo},{self.hi}]: lo > hi")
+
+    @property
+    def ordered(self) -> bool:
+        return True
+
+    @property
+    def spec(self) -> str:
+        return f"int[{self.lo},{self.hi}]"
+
+    @property
+    def min_key(self) -> int:
+        return self.lo
+
+    @property
+    def max_key(self) -> int:
+        return self.hi
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo + 1
+
+    def key(self, value: object) -> int:
+        if _is_int(value):
+            v = int(value)  # type: ignore[call-overload]
+        elif isinstance(value, Decimal | float) and not isinstance(value, bool):
+            if value != int(value):
+                raise DomainError(f"{value} is not an integer (domain {self.spec})")
+            v = int(value)
+        else:
+            raise DomainError(f"{value!r} is not an integer (domain {self.spec})")
+        if not self.lo <= v <= self.hi:
+            raise DomainError(f"{v} is outside the domain {self.spec}")
+        return v
+
+    def value(self, key: Key) -> int:
+        assert isinstance(key, int)
+        return key
+
+    def literal(self, key: Key) -> str:
+        return str(key)
+
+
+@dataclass(frozen=True, slots=True)
+class DecimalDomain:
+    """Fixed-point decimals ``lo..hi`` in steps of ``10**-places``; keys are scaled ints."""
+
+    lo: Decimal
+    hi: Decimal
+    places: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.places <= 12:
+            raise SchemaError(f"decimal places must be 0..12, got {self.places}")
+        if self.lo > self.hi:
+            raise SchemaError(f"empty decimal domain {self.spec}: lo > hi")
+        for bound in (self.lo, self.hi):
+            if bound != bound.quantize(self._quantum):
+                raise SchemaError(f"bound {bound} has more than {self.places} decimal places")
+
+    @property
+    def ordered(self) -> bool:
+        return True
+
+    @property
+    def _quantum(self) -> Decimal:
+        return Decimal(1).scaleb(-self.places)
+
+    @property
+    def spec(self) -> str:
+        return f"decimal[{self.lo},{self.hi},{self.places}]"
+
+    @property
+    def scale(self) -> int:
+        return 10**self.places
+
+    @property
+    def min_key(self) -> int:
+        return int(self.lo.scaleb(self.places))
+
+    @property
+    def max_key(self) -> int:
+        return int(self.hi.scaleb(self.places))
+
+    @property
+    def size(self) -> int:
+        return self.max_key - self.min_key + 1
+
+    def round(self, value: object) -> Decimal:
+        """Round to the domain's places, half away from zero (as people round)."""
+        if isinstance(value, bool):
+            raise DomainError(f"{value!r} is not a number (domain {self.spec})")
+        if isinstance(value, float):
+            value = Decimal(repr(value))  # shortest repr, not the binary expansion
+        if not isinstance(value, Decimal | int):
+            raise DomainError(f"{value!r} is not a number (domain {self.spec})")
+        try:
+            d = Decimal(value)
+            if not d.is_finite():
+                raise DomainError(f"{value} is not a finite number (domain {self.spec})")
+            return d.quantize(self._quantum, rounding=ROUND_HALF_UP)
+        except InvalidOperation as exc:
+            raise DomainError(f"{value!r} is not a number (domain {self.spec})") from exc
+
+    def key(self, value: object) -> int:
+        d = self.round(value)
+        if not self.lo <= d <= self.hi:
+            raise DomainError(f"{value} is outside the domain {self.spec}")
+        return int(d.scaleb(self.places))
+
+    def value(self, key: Key) -> Decimal:
+        assert isinstance(key, int)
+        return Decimal(key).scaleb(-self.places)
+
+    def literal(self, key: Key) -> str:
+        assert isinstance(key, int)
+        text = f"{self.value(key):.{self.places}f}"
+        # A decimal literal always shows a point, so it never reads as an int literal.
+        return text if "." in text else text + ".0"
+
+
+@dataclass(frozen=True, slots=True)
+class EnumDomain:
+    """An ordered enumeration; labels compare in the order they are declared."""
+
+    labels: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.labels:
+            raise SchemaError("an enum needs at least one label")
+        if len(set(self.labels)) != len(self.labels):
+            raise SchemaError(f"enum labels repeat: {', '.join(self.labels)}")
+        for label in self.labels:
+            if not _IDENT.fullmatch(label) or label in RESERVED_WORDS:
+                raise SchemaError(f"enum label {label!r} is not a plain identifier")
+
+    @property
+    def ordered(self) -> bool:
+        return True
+
+    @property
+    def spec(self) -> str:
+        return f"enum[{','.join(self.labels)}]"
+
+    @property
+    def min_key(self) -> int:
+        return 0
+
+    @property
+    def max_key(self) -> int:
+        return len(self.labels) - 1
+
+    @property
+    def size(self) -> int:
+        return len(self.labels)
+
+    def key(self, value: object) -> int:
+        if isinstance(value, str):
+            try:
+                return self.labels.index(value)
+            except ValueError:
+                pass
+        raise DomainError(f"{value!r} is not one of {self.spec}")
+
+    def value(self, key: Key) -> str:
+        assert isinstance(key, int)
+        return self.labels[key]
+
+    def literal(self, key: Key) -> str:
+        return self.value(key)
+
+
+@dataclass(frozen=True, slots=True)
+class StringDomain:
+    """Unordered strings: =, !=, prefix and set membership only."""
+
+    @property
+    def ordered(self) -> bool:
+        return False
+
+    @property
+    def spec(self) -> str:
+        return "string"
+
+    def key(self, value: object) -> str:
+        if not isinstance(value, str):
+            raise DomainError(f"{value!r} is not a string")
+        return value
+
+    def value(self, key: Key) -> str:
+        assert isinstance(key, str)
+        return key
+
+    def literal(self, key: Key) -> str:
+        assert isinstance(key, str)
+        return quote_string(key)
+
+
+OrderedDomain = IntDomain | DecimalDomain | EnumDomain
+AnyDomain = IntDomain | DecimalDomain | EnumDomain | StringDomain
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+RESERVED_WORDS = frozenset({"MIN", "MAX", "in", "IN", "prefix", "exists", "TYPE", "type"})
+_NUM = r"-?\d+(?:\.\d+)?"
+_SPEC_INT = re.compile(r"int\[\s*(-?\d+)\s*,\s*(-?\d+)\s*\]")
+_SPEC_DEC = re.compile(rf"decimal\[\s*({_NUM})\s*,\s*({_NUM})\s*,\s*(\d+)\s*\]")
+_SPEC_ENUM = re.compile(r"enum\[\s*([^\]]*)\]")
+
+
+def is_identifier(name: str) -> bool:
+    """Whether ``name`` may name an event type, attribute or enum label."""
+    return bool(_IDENT.fullmatch(name)) and name not in RESERVED_WORDS
+
+
+def parse_domain(spec: str) -> AnyDomain:
+    """Parse a schema type spec: ``int[lo,hi]``, ``decimal[lo,hi,places]``,
+    ``enum[A,B,C]`` or ``string``."""
+    text = spec.strip()
+    if text == "string":
+        return StringDomain()
+    if m := _SPEC_INT.fullmatch(text):
+        return IntDomain(int(m[1]), int(m[2]))
+    if m := _SPEC_DEC.fullmatch(text):
+        return DecimalDomain(Decimal(m[1]), Decimal(m[2]), int(m[3]))
+    if m := _SPEC_ENUM.fullmatch(text):
+        labels = tuple(label.strip() for label in m[1].split(","))
+        return EnumDomain(labels)
+    raise SchemaError(
+        f"unknown type {spec!r}: expected int[lo,hi], decimal[lo,hi,places], "
+        "enum[A,B,...] or string"
+    )
+
+
+def quote_string(text: str) -> str:
+    """A double-quoted profile-language string literal (JSON escaping)."""
+    import json
+
+    return json.dumps(text, ensure_ascii=False)

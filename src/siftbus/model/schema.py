@@ -1,0 +1,207 @@
+"""Event types and the schema registry, loaded from a TOML file.
+
+A schema file has one table per event type and one key per attribute, in the order
+attributes are declared::
+
+    [Temperature]
+    sensor = "int[1,400]"
+    value = "decimal[-40,60,1]"
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from siftbus.errors import SchemaError, SiftbusError
+from siftbus.model.domain import AnyDomain, is_identifier, parse_domain
+
+
+@dataclass(frozen=True, slots=True)
+class Attribute:
+    """One attribute of an event type: its name, domain and position."""
+
+    name: str
+    domain: AnyDomain
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class EventType:
+    """A named set of attributes, each with a finite domain (or string)."""
+
+    name: str
+    attributes: tuple[Attribute, ...]
+    _by_name: Mapping[str, Attribute] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not is_identifier(self.name):
+            raise SchemaError(f"event type name {self.name!r} is not a plain identifier")
+        by_name: dict[str, Attribute] = {}
+        for i, attr in enumerate(self.attributes):
+            if attr.position != i:
+                raise SchemaError(f"attribute {attr.name!r} has position {attr.position}, not {i}")
+            if attr.name in by_name:
+                raise SchemaError(f"attribute {attr.name!r} of {self.name} is declared twice")
+            by_name[attr.name] = attr
+        object.__setattr__(self, "_by_name", by_name)
+
+    @classmethod
+    def of(cls, name: str, **specs: str | AnyDomain) -> EventType:
+        """Build a type from keyword specs: ``EventType.of("T", a="int[0,9]")``."""
+        attrs = []
+        for i, (attr, spec) in enumerate(specs.items()):
+            if not is_identifier(attr):
+                raise SchemaError(f"attribute name {attr!r} is not a plain identifier")
+            domain = parse_domain(spec) if isinstance(spec, str) else spec
+            attrs.append(Attribute(attr, domain, i))
+        return cls(name, tuple(attrs))
+
+    def attribute(self, name: str) -> Attribute:
+        """The attribute called ``name``; raises ``KeyError`` if there is none."""
+        return self._by_name[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attributes)
+
+    def __len__(self) -> int:
+        return len(self.attributes)
+
+
+@dataclass(frozen=True, slots=True)
+class Schema:
+    """The registry of event types, by name, in declaration order."""
+
+    types: tuple[EventType, ...]
+    _by_name: Mapping[str, EventType] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        by_name: dict[str, EventType] = {}
+        for t in self.types:
+            if t.name in by_name:
+                raise SchemaError(f"event type {t.name!r} is declared twice")
+            by_name[t.name] = t
+        object.__setattr__(self, "_by_name", by_name)
+
+    def __getitem__(self, name: str) -> EventType:
+        return self._by_name[name]
+
+    def get(self, name: str) -> EventType | None:
+        return self._by_name.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __iter__(self) -> Iterator[EventType]:
+        return iter(self.types)
+
+    def __len__(self) -> int:
+        return len(self.types)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.types)
+
+    def to_toml(self) -> str:
+        """The schema written back as a TOML file that :func:`load_schema` reads."""
+        out: list[str] = []
+        for t in self.types:
+            out.append(f"[{t.name}]")
+            out.extend(f'{a.name} = "{a.domain.spec}"' for a in t.attributes)
+            out.append("")
+        return "\n".join(out)
+
+    def to_dict(self) -> dict[str, dict[str, str]]:
+        """``{type: {attribute: spec}}``, the shape of the TOML file (for the wire)."""
+        return {t.name: {a.name: a.domain.spec for a in t.attributes} for t in self.types}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object], *, source: str | None = None,
+                  text: str | None = None) -> Schema:
+        """Build a schema from ``{type: {attribute: spec}}``; errors name the key."""
+        types = []
+        for tname, table in data.items():
+            if not isinstance(table, Mapping):
+                raise SchemaError(
+                    f"{tname!r} must be a table of attributes", source=source,
+                    line=_find_line(text, tname, None),
+                )
+            if not is_identifier(tname):
+                raise SchemaError(f"event type name {tname!r} is not a plain identifier",
+                                  source=source, line=_find_line(text, tname, None))
+            attrs = []
+            for i, (aname, spec) in enumerate(table.items()):
+                line = _find_line(text, tname, aname)
+                if not is_identifier(aname):
+                    raise SchemaError(
+                        f"attribute name {aname!r} of {tname} is not a plain identifier",
+                        source=source, line=line, column=1)
+                if not isinstance(spec, str):
+                    raise SchemaError(
+                        f"{tname}.{aname}: type must be a string such as \"int[0,9]\"",
+                        source=source, line=line, column=1)
+                try:
+                    attrs.append(Attribute(aname, parse_domain(spec), i))
+                except SiftbusError as exc:
+                    raise SchemaError(f"{tname}.{aname}: {exc.message}", source=source,
+                                      line=line, column=1) from None
+            types.append(EventType(tname, tuple(attrs)))
+        if not types:
+            raise SchemaError("the schema declares no event type", source=source)
+        return cls(tuple(types))
+
+
+def _find_line(text: str | None, table: str, key: str | None) -> int | None:
+    """Line (from 1) of ``[table]`` or of ``key`` inside it; tomllib keeps no positions."""
+    if text is None:
+        return None
+    lines = text.splitlines()
+    header = re.compile(rf"^\s*\[\s*\"?{re.escape(table)}\"?\s*\]")
+    for i, line in enumerate(lines):
+        if header.match(line):
+            if key is None:
+                return i + 1
+            keyline = re.compile(rf"^\s*\"?{re.escape(key)}\"?\s*=")
+            for j in range(i + 1, len(lines)):
+                if re.match(r"^\s*\[", lines[j]):
+                    break
+                if keyline.match(lines[j]):
+                    return j + 1
+            return i + 1
+    return None
+
+
+_TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+def parse_schema(text: str, *, source: str | None = None) -> Schema:
+    """Parse schema TOML text; errors carry source and line."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = _TOML_POS.search(msg)
+        line = int(m[1]) if m else None
+        col = int(m[2]) if m else None
+        raise SchemaError(f"invalid TOML: {_TOML_POS.sub('', msg).strip()}", source=source,
+                          line=line, column=col) from None
+    return Schema.from_dict(data, source=source, text=text)
+
+
+def load_schema(path: str | Path) -> Schema:
+    """Load a schema TOML file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SchemaError(f"cannot read schema: {exc.strerror}", source=str(p)) from None
+    except UnicodeDecodeError as exc:
+        raise SchemaError(f"schema is not UTF-8: {exc.reason}", source=str(p)) from None
+    return parse_schema(text, source=str(p))
