@@ -207,7 +207,7 @@ def resolve(parsed: ProfileText, schema: Schema | EventType, *, id: str | None =
     preds = []
     for wc in parsed.conditions:
         try:
-            pred = _resolve_operands(wc.predicate, etype)
+            pred = resolve_predicate(wc.predicate, etype)
             if pred.attr not in etype:
                 raise ProfileError(f"{etype.name} has no attribute {pred.attr!r} "
                                    f"(it has {', '.join(etype.names)})")
@@ -239,7 +239,8 @@ def _lookup_type(parsed: ProfileText, schema: Schema | EventType, source: str | 
                        source=source, line=line, column=parsed.type_column)
 
 
-def _resolve_operands(pred: Predicate, etype: EventType) -> Predicate:
+def resolve_predicate(pred: Predicate, etype: EventType) -> Predicate:
+    """Turn bare words (enum labels, MIN, MAX) of a written condition into operands."""
     if pred.attr not in etype:
         return pred
     domain = etype.attribute(pred.attr).domain

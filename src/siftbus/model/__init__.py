@@ -13,7 +13,7 @@ from siftbus.model.domain import (
     Value,
     parse_domain,
 )
-from siftbus.model.event import Event, event_from_dict, parse_event
+from siftbus.model.event import Event, event_from_dict, iter_event_lines, parse_event, read_events
 from siftbus.model.predicate import Extreme, Op, Predicate
 from siftbus.model.profile import Condition, Profile, canonical_predicates
 from siftbus.model.schema import Attribute, EventType, Schema, load_schema, parse_schema
@@ -41,8 +41,10 @@ __all__ = [
     "Value",
     "canonical_predicates",
     "event_from_dict",
+    "iter_event_lines",
     "load_schema",
     "parse_domain",
     "parse_event",
     "parse_schema",
+    "read_events",
 ]

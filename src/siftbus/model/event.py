@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from siftbus.errors import DomainError, EventError, SiftbusError
@@ -121,3 +122,35 @@ def parse_event(line: str, schema: Schema, *, source: str | None = None,
     except SiftbusError as exc:
         column = (_column_of(line, exc.field) if exc.field else None) or 1
         raise exc.located(source=source, line=lineno, column=column) from None
+
+
+def iter_event_lines(lines: Iterable[str], schema: Schema, *, source: str | None = None
+                     ) -> Iterator[Event | SiftbusError]:
+    """Each event of an event file in order, or the error of each bad line.
+
+    Blank lines are skipped (they are not events); line numbers count every line.
+    """
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield parse_event(line, schema, source=source, lineno=n)
+        except SiftbusError as exc:
+            yield exc
+
+
+def read_events(path: str | Path, schema: Schema) -> Iterator[Event]:
+    """Stream the events of a JSON-lines file; the first bad line raises."""
+    p = Path(path)
+    try:
+        fh = p.open(encoding="utf-8")
+    except OSError as exc:
+        raise EventError(f"cannot read events: {exc.strerror}", source=str(p)) from None
+    with fh:
+        try:
+            for item in iter_event_lines(fh, schema, source=str(p)):
+                if isinstance(item, SiftbusError):
+                    raise item
+                yield item
+        except UnicodeDecodeError as exc:
+            raise EventError(f"event file is not UTF-8: {exc.reason}", source=str(p)) from None

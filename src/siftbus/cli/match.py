@@ -1,0 +1,107 @@
+"""``siftbus match``: match an event file against a profile file."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, BinaryIO, TextIO
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from siftbus.cli._common import existing_file, stderr
+from siftbus.errors import EventError, SiftbusError
+from siftbus.lang.profile import load_profiles
+from siftbus.match.engines import DEFAULT_ENGINE, ENGINES, make_matcher
+from siftbus.model import Event, Schema, iter_event_lines, load_schema
+
+#: inputs above this many bytes get a progress bar on stderr
+PROGRESS_THRESHOLD = 1 << 20
+BATCH = 4096
+
+
+def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: TextIO, *,
+                engine: str = DEFAULT_ENGINE, progress: bool = False) -> tuple[int, int]:
+    """Write one match line per event of ``events_path``; returns (events, notifications).
+
+    Raises the first :class:`SiftbusError` of any input file.
+    """
+    matcher = make_matcher(engine)
+    for p in load_profiles(profiles_path, schema):
+        matcher.add(p)
+    total = events_path.stat().st_size
+    n_events = n_matches = 0
+    batch: list[Event] = []
+
+    def flush() -> None:
+        nonlocal n_events, n_matches
+        for ids in matcher.match_batch(batch):
+            out.write(json.dumps({"event": n_events, "matches": ids}) + "\n")
+            n_events += 1
+            n_matches += len(ids)
+        batch.clear()
+
+    with Progress(TextColumn("matching"), BarColumn(), TextColumn("{task.fields[events]} events"),
+                  TimeRemainingColumn(), console=stderr, disable=not progress,
+                  transient=True) as bar, events_path.open("rb") as raw:
+        task = bar.add_task("match", total=total, events=0)
+        lines = _decoded_lines(raw, str(events_path),
+                               lambda n: bar.update(task, advance=n, events=n_events))
+        for item in iter_event_lines(lines, schema, source=str(events_path)):
+            if isinstance(item, SiftbusError):
+                raise item
+            batch.append(item)
+            if len(batch) >= BATCH:
+                flush()
+        flush()
+    return n_events, n_matches
+
+
+def _decoded_lines(raw: BinaryIO, source: str, advance: Callable[[int], object]
+                   ) -> Iterator[str]:
+    # Read bytes so the progress bar can count them; decode per line to report the line.
+    for n, line in enumerate(raw, start=1):
+        advance(len(line))
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EventError(f"not UTF-8: {exc.reason}", source=source, line=n,
+                             column=exc.start + 1) from None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("match")
+    def match_cmd(
+        schema: Annotated[Path, typer.Option(help="schema TOML file")],
+        profiles: Annotated[Path, typer.Option(help="profile file, one profile per line")],
+        events: Annotated[Path, typer.Option(help="event file, JSON lines")],
+        out: Annotated[Path | None, typer.Option(help="write matches here (default stdout)")]
+        = None,
+        engine: Annotated[str, typer.Option(help=f"matcher engine: {', '.join(ENGINES)}")]
+        = DEFAULT_ENGINE,
+    ) -> None:
+        """Match every event against every profile: one JSON line per event,
+        {"event": N, "matches": [ids...]}."""
+        if engine not in ENGINES:
+            raise typer.BadParameter(f"choose one of {', '.join(ENGINES)}", param_hint="--engine")
+        sch = load_schema(existing_file(schema, "schema"))
+        existing_file(profiles, "profile file")
+        existing_file(events, "event file")
+        progress = events.stat().st_size > PROGRESS_THRESHOLD
+        if out is None:
+            n, m = match_files(sch, profiles, events, sys.stdout, engine=engine,
+                               progress=progress)
+        else:
+            tmp = out.with_name(out.name + ".part")
+            try:
+                with tmp.open("w", encoding="utf-8") as fh:
+                    n, m = match_files(sch, profiles, events, fh, engine=engine,
+                                       progress=progress)
+                os.replace(tmp, out)
+            finally:
+                tmp.unlink(missing_ok=True)
+        if out is not None or progress:
+            stderr.print(f"matched {n} events, {m} notifications ({engine} engine)")
