@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-stderr = Console(stderr=True, highlight=False)
-stdout = Console(highlight=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+stdout = Console(highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = 2) -> None:

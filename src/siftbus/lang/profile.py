@@ -38,7 +38,7 @@ from siftbus.model import (
 from siftbus.model.domain import AnyDomain
 from siftbus.model.predicate import Operand
 
-_ID_PREFIX = re.compile(r"\s*([A-Za-z0-9_.\-/]+)(?:@([A-Za-z0-9_.\-/]+))?\s*:(?!=)")
+_ID_PREFIX = re.compile(r"\s*([\w.\-/]+)(?:@([\w.\-/]+))?\s*:(?!=)")
 
 
 @cache
@@ -112,7 +112,7 @@ def parse_profile_text(text: str, *, source: str | None = None, line: int = 1) -
         conds.append(_condition(item, bittner, offset, line))
     if type_name is None:
         raise ProfileSyntaxError("PROFILE(PRI(...)) needs TYPE=<event type>", source=source,
-                                 line=line, column=offset + 1)
+                                 line=line, column=offset + len(body) - len(body.lstrip()) + 1)
     return ProfileText(pid, subscriber, type_name, type_col, tuple(conds),
                        "bittner" if bittner else "native")
 
@@ -346,7 +346,7 @@ def format_profile(profile: Profile, *, form: str = "native", with_id: bool = Tr
     head = ""
     if with_id:
         head = profile.id
-        if profile.subscriber and profile.subscriber != profile.id:
+        if profile.subscriber:
             head += f"@{profile.subscriber}"
         head += ": "
     if form == "bittner":

@@ -25,9 +25,12 @@ class Event:
     def of(cls, etype: EventType, values: Mapping[str, object]) -> Event:
         """Validate ``values`` (every attribute exactly once, within its domain)."""
         missing = [a.name for a in etype.attributes if a.name not in values]
-        if missing:
-            raise EventError(f"{etype.name} event lacks attribute(s) {', '.join(missing)}")
         extra = [k for k in values if k not in etype]
+        if missing:
+            msg = f"{etype.name} event lacks attribute(s) {', '.join(missing)}"
+            if extra:
+                msg += f" and has unknown attribute(s) {', '.join(map(str, extra))}"
+            raise EventError(msg, field=str(extra[0]) if extra else None)
         if extra:
             raise EventError(f"{etype.name} has no attribute(s) {', '.join(map(str, extra))}",
                              field=str(extra[0]))
@@ -87,9 +90,13 @@ class _DuplicateKey(Exception):
         self.key = key
 
 
-def _column_of(line: str, name: str) -> int | None:
-    i = line.find(json.dumps(name))
-    return i + 1 if i >= 0 else None
+def _column_of(line: str, name: str, occurrence: int = 1) -> int | None:
+    i = -1
+    for _ in range(occurrence):
+        i = line.find(json.dumps(name), i + 1)
+        if i < 0:
+            return None
+    return i + 1
 
 
 def event_from_dict(data: Mapping[str, Any], schema: Schema) -> Event:
@@ -107,11 +114,12 @@ def event_from_dict(data: Mapping[str, Any], schema: Schema) -> Event:
 def parse_event(line: str, schema: Schema, *, source: str | None = None,
                 lineno: int | None = None) -> Event:
     """Parse one event-file line; errors carry source, line and column."""
+    line = line.rstrip("\r\n")
     try:
         data = json.loads(line, parse_float=Decimal, object_pairs_hook=_no_duplicates)
     except _DuplicateKey as dup:
         raise EventError(f"attribute {dup.key!r} is given twice", source=source, line=lineno,
-                         column=_column_of(line, dup.key)) from None
+                         column=_column_of(line, dup.key, 2), field=dup.key) from None
     except json.JSONDecodeError as exc:
         raise EventError(f"invalid JSON: {exc.msg}", source=source, line=lineno,
                          column=exc.colno) from None

@@ -1,0 +1,5 @@
+"""``python -m siftbus`` runs the CLI."""
+
+from siftbus.cli import main
+
+main()
