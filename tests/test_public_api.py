@@ -1,0 +1,36 @@
+"""The public surface is exactly ``siftbus.__all__``, and each name is importable."""
+
+import siftbus
+
+
+def test_all_names_exist_and_are_unique() -> None:
+    assert len(set(siftbus.__all__)) == len(siftbus.__all__)
+    for name in siftbus.__all__:
+        assert getattr(siftbus, name) is not None
+
+
+def test_no_accidental_public_names() -> None:
+    public = {n for n in vars(siftbus) if not n.startswith("_")}
+    modules = {n for n in public if type(getattr(siftbus, n)).__name__ == "module"}
+    assert public - modules == set(siftbus.__all__)
+
+
+def test_every_error_is_a_siftbus_error_and_refines_a_builtin() -> None:
+    for name in siftbus.__all__:
+        obj = getattr(siftbus, name)
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            assert issubclass(obj, siftbus.SiftbusError)
+            if obj is siftbus.SiftbusError:
+                continue
+            roots = {Exception, BaseException, object}
+            assert any(b.__module__ == "builtins" and b not in roots
+                       for b in obj.__mro__[1:]), name
+
+
+def test_quick_start_from_the_readme() -> None:
+    schema = siftbus.parse_schema('[Temperature]\nroom = "int[1,300]"\n'
+                                  'value = "decimal[-40,60,1]"\n')
+    matcher = siftbus.make_matcher("reference")
+    matcher.add(siftbus.parse_profile("warm: Temperature(room = 12, value > 20)", schema))
+    event = siftbus.parse_event('{"type": "Temperature", "room": 12, "value": 21.5}', schema)
+    assert matcher.match(event) == ["warm"]
