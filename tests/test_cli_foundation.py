@@ -134,3 +134,25 @@ def test_explain_wrong_type_and_bad_inputs() -> None:
                 '"irradiance": 3}')
     assert r.returncode == 2
     assert "siftbus: error: --profile, line 1, column 17: unexpected" in r.stderr
+
+
+def test_match_files_with_progress_bar_streams_in_batches(tmp_path: Path) -> None:
+    import io
+
+    from siftbus.cli import match as match_cli
+    from siftbus.model import load_schema
+
+    events = tmp_path / "e.jsonl"
+    lines = (BUILDING / "events.jsonl").read_text().splitlines()
+    events.write_text("\n".join(lines * 300) + "\n")  # more than one batch of 4096
+    out = io.StringIO()
+    n, m = match_cli.match_files(load_schema(BUILDING / "schema.toml"),
+                                 BUILDING / "profiles.txt", events, out, engine="reference",
+                                 progress=True)
+    expected = [json.loads(x)["matches"]
+                for x in (BUILDING / "expected-matches.jsonl").read_text().splitlines()]
+    got = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert n == len(got) == 34 * 300
+    assert [g["event"] for g in got] == list(range(n))
+    assert [g["matches"] for g in got] == expected * 300
+    assert m == sum(len(x) for x in expected) * 300
