@@ -5,9 +5,12 @@
 * :mod:`~siftbus.covering.query`: covering queries on a large profile set;
 * :mod:`~siftbus.covering.poset`: Siena's filters poset;
 * :mod:`~siftbus.covering.forest`: the poset-derived forest;
+* :mod:`~siftbus.covering.routing`: per-neighbour forwarding updates on either table;
 * :mod:`~siftbus.covering.export`: JSON and Graphviz DOT dumps of either.
 """
 
+from siftbus.covering.forest import PosetForest
+from siftbus.covering.poset import FilterPoset
 from siftbus.covering.relations import (
     Relation,
     covers,
@@ -16,9 +19,17 @@ from siftbus.covering.relations import (
     overlaps,
     relation,
 )
+from siftbus.covering.routing import Forwarder, Update
+from siftbus.covering.table import CoveringTable, FilterNode
 
 __all__ = [
+    "CoveringTable",
+    "FilterNode",
+    "FilterPoset",
+    "Forwarder",
+    "PosetForest",
     "Relation",
+    "Update",
     "covers",
     "equivalent",
     "merge",

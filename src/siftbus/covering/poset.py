@@ -1,0 +1,187 @@
+"""Siena's filters poset: every filter linked to its immediate predecessors and successors.
+
+The edges are exactly the immediate-cover relation (the Hasse diagram of ⊒ on the
+distinct filters held), so a node's ancestors are *all* the filters covering it and its
+descendants all the filters it covers. Insert and delete follow Tarkoma/Bittner
+(B Alg. 8.3–8.6): find the immediate predecessors by descending from the roots through
+covering nodes, the immediate successors by descending from them through overlapping
+nodes, and splice; on delete, reconnect each predecessor to each successor it no longer
+reaches. Profiles with equal filters share a node and keep their own interfaces; unlike
+Siena's Alg. 1 no subscriber is dropped from covered filters, so on unsubscription the
+table itself knows what becomes uncovered (no re-send from the origin is needed).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from siftbus.covering.relations import overlaps
+from siftbus.covering.table import FilterNode, TableBase
+from siftbus.model import Profile
+
+
+class FilterPoset(TableBase):
+    """The filters poset (FP). See :class:`~siftbus.covering.table.CoveringTable`."""
+
+    def _below(self, node: FilterNode) -> Iterable[FilterNode]:
+        return node.succs
+
+    # --- insertion ----------------------------------------------------------------
+
+    def _im_preds(self, f: Profile) -> list[FilterNode]:
+        """Immediate predecessors of ``f``: the lowest covering nodes."""
+        queue = deque(r for r in self._roots if self._covers(r.filter, f))
+        seen: set[FilterNode] = set(queue)
+        res: list[FilterNode] = []
+        while queue:
+            p = queue.popleft()
+            deeper = False
+            for c in p.succs:
+                if c in seen:
+                    deeper = True  # c covers f (it was queued for that reason)
+                    continue
+                if self._covers(c.filter, f):
+                    seen.add(c)
+                    queue.append(c)
+                    deeper = True
+            if not deeper:
+                res.append(p)
+        return res
+
+    def _im_succs(self, f: Profile, preds: list[FilterNode]) -> list[FilterNode]:
+        """Immediate successors of ``f``: the highest nodes it covers."""
+        start: Iterable[FilterNode] = (
+            {c: None for p in preds for c in p.succs} if preds else self._roots)
+        queue = deque(start)
+        seen: set[FilterNode] = set(queue)
+        cand: list[FilterNode] = []
+        while queue:
+            c = queue.popleft()
+            if self._covers(f, c.filter):
+                cand.append(c)
+                continue
+            self.comparisons += 1
+            if not overlaps(f, c.filter):
+                continue  # nothing below c can lie inside f either
+            for d in c.succs:
+                if d not in seen:
+                    seen.add(d)
+                    queue.append(d)
+        if len(cand) <= 1:
+            return cand
+        return [c for c in cand
+                if not any(o is not c and self._covers(o.filter, c.filter) for o in cand)]
+
+    def _insert_filter(self, filter: Profile) -> FilterNode:
+        preds = self._im_preds(filter)
+        for p in preds:
+            if self._covers(filter, p.filter):
+                return p  # equivalent filter written differently
+        succs = self._im_succs(filter, preds)
+        node = self._new_node(filter)
+        for c in succs:
+            for p in preds:
+                if c in p.succs:
+                    _disconnect(p, c)
+            _connect(node, c)
+        for p in preds:
+            _connect(p, node)
+        if not preds:
+            for c in succs:
+                self._roots.pop(c, None)
+            self._roots[node] = None
+        return node
+
+    # --- deletion -----------------------------------------------------------------
+
+    def _reaches(self, top: FilterNode, target: FilterNode) -> bool:
+        """Whether ``target`` lies below ``top``; only nodes covering ``target`` can be on
+        the way, so the search stays among them."""
+        stack = [top]
+        seen = {top}
+        while stack:
+            n = stack.pop()
+            for c in n.succs:
+                if c is target:
+                    return True
+                if c not in seen:
+                    seen.add(c)
+                    if self._covers(c.filter, target.filter):
+                        stack.append(c)
+        return False
+
+    def _delete_node(self, node: FilterNode) -> None:
+        preds = list(node.preds)
+        succs = list(node.succs)
+        for p in preds:
+            _disconnect(p, node)
+        for c in succs:
+            _disconnect(node, c)
+        for p in preds:
+            for c in succs:
+                if not self._reaches(p, c):
+                    _connect(p, c)
+        if node in self._roots:
+            del self._roots[node]
+            for c in succs:
+                if not c.preds:
+                    self._roots[c] = None
+
+    # --- router queries -----------------------------------------------------------
+
+    def covered_by_other(self, node: FilterNode, neighbour: str | None) -> bool:
+        # Ancestors are exactly the covering filters.
+        stack = list(node.preds)
+        seen = set(stack)
+        while stack:
+            n = stack.pop()
+            if n.in_scope(neighbour):
+                return True
+            for p in n.preds:
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        return False
+
+    def topmost_below(self, node: FilterNode, neighbour: str | None) -> list[FilterNode]:
+        out: list[FilterNode] = []
+        stack = list(node.succs)
+        seen = set(stack)
+        while stack:
+            n = stack.pop()
+            if n.in_scope(neighbour):
+                out.append(n)
+                continue
+            for c in n.succs:
+                if c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+        return out
+
+    def edges(self) -> list[tuple[FilterNode, FilterNode]]:
+        return sorted(((p, c) for p in self.nodes() for c in p.succs),
+                      key=lambda e: (e[0].seq, e[1].seq))
+
+    def immediate_predecessors(self, profile_id: str) -> list[Profile]:
+        """One profile per filter immediately covering this profile's filter."""
+        return [n.rep_for(None) for n in sorted(self.node_of(profile_id).preds,
+                                                key=lambda n: n.seq)]
+
+    def immediate_successors(self, profile_id: str) -> list[Profile]:
+        """One profile per filter this profile's filter immediately covers."""
+        return [n.rep_for(None) for n in sorted(self.node_of(profile_id).succs,
+                                                key=lambda n: n.seq)]
+
+
+def _connect(upper: FilterNode, lower: FilterNode) -> None:
+    upper.succs[lower] = None
+    lower.preds[upper] = None
+
+
+def _disconnect(upper: FilterNode, lower: FilterNode) -> None:
+    upper.succs.pop(lower, None)
+    lower.preds.pop(upper, None)
+
+
+__all__ = ["FilterPoset"]

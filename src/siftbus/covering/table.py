@@ -1,0 +1,298 @@
+"""What the filters poset and the poset-derived forest share: nodes, entries, interfaces.
+
+A *covering table* holds profiles, each registered for one *interface* (the neighbour
+broker or local client it came from; by default the profile's owner). Profiles with the
+same filter share one :class:`FilterNode`. The structures differ only in which covering
+edges they keep (all immediate ones: poset; one parent per node: forest), so the
+queries a router needs are written once here on top of a few structural primitives:
+
+* ``roots()``: the minimal cover (the filters nothing else covers);
+* ``forwards(Y)``: out(Y), the minimal cover of the filters some interface other than
+  ``Y`` holds — what this broker must have sent to neighbour ``Y`` [Tarkoma §3.3.2];
+* ``forwards_of(id, neighbours)``: the forwards set of one filter [Tarkoma Eq. 3.1].
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Protocol, runtime_checkable
+
+from siftbus.covering.relations import covers
+from siftbus.errors import DuplicateProfileError, UnknownProfileError
+from siftbus.model import Event, Profile
+
+
+def in_scope(ifaces: Mapping[str, int], neighbour: str | None) -> bool:
+    """Whether a filter held by ``ifaces`` must reach ``neighbour``: some holder is not
+    the neighbour itself (a filter is never sent back where it came from)."""
+    if neighbour is None:
+        return bool(ifaces)
+    return len(ifaces) > 1 or (len(ifaces) == 1 and neighbour not in ifaces)
+
+
+class FilterNode:
+    """One distinct filter in a table, with every profile registered under it.
+
+    Structural links (``preds``/``succs`` in the poset, ``parent``/``children`` in the
+    forest) are maintained by the owning table; read them, never change them.
+    """
+
+    __slots__ = ("children", "entries", "filter", "ifaces", "keys", "parent", "preds", "seq",
+                 "succs")
+
+    def __init__(self, seq: int, filter: Profile) -> None:
+        self.seq = seq
+        #: the first profile registered here; its conditions are the node's filter
+        self.filter = filter
+        #: profile id -> (profile, interface), oldest first
+        self.entries: dict[str, tuple[Profile, str]] = {}
+        #: the filter keys indexing this node
+        self.keys: list[object] = []
+        #: interface -> number of entries it holds here
+        self.ifaces: dict[str, int] = {}
+        self.preds: dict[FilterNode, None] = {}
+        self.succs: dict[FilterNode, None] = {}
+        self.parent: FilterNode | None = None
+        self.children: dict[FilterNode, None] = {}
+
+    def __repr__(self) -> str:
+        return f"FilterNode(#{self.seq}, {sorted(self.entries)})"
+
+    @property
+    def subscribers(self) -> frozenset[str]:
+        """The interfaces holding this filter."""
+        return frozenset(self.ifaces)
+
+    def in_scope(self, neighbour: str | None) -> bool:
+        """Whether some interface other than ``neighbour`` holds this filter."""
+        return in_scope(self.ifaces, neighbour)
+
+    def rep_for(self, neighbour: str | None) -> Profile:
+        """The profile to forward to ``neighbour``: the oldest entry not from it."""
+        for profile, iface in self.entries.values():
+            if iface != neighbour:
+                return profile
+        raise LookupError(f"no entry of {self!r} is held by an interface other than "
+                          f"{neighbour!r}")
+
+
+@runtime_checkable
+class CoveringTable(Protocol):
+    """A routing table of profiles organised by covering (poset or forest)."""
+
+    def add(self, profile: Profile, iface: str | None = None) -> FilterNode:
+        """Register ``profile`` for ``iface`` (default: its owner); returns its node."""
+
+    def remove(self, profile_id: str) -> Profile:
+        """Unregister a profile; a node left empty leaves the structure."""
+
+    def get(self, profile_id: str) -> Profile: ...
+
+    def iface_of(self, profile_id: str) -> str: ...
+
+    def node_of(self, profile_id: str) -> FilterNode: ...
+
+    def profiles(self) -> Iterator[Profile]: ...
+
+    def nodes(self) -> list[FilterNode]: ...
+
+    def edges(self) -> list[tuple[FilterNode, FilterNode]]: ...
+
+    def root_nodes(self) -> list[FilterNode]: ...
+
+    def roots(self) -> list[Profile]: ...
+
+    def match(self, event: Event) -> list[str]: ...
+
+    def forwards(self, neighbour: str | None) -> list[Profile]: ...
+
+    def forward_nodes(self, neighbour: str | None) -> list[FilterNode]: ...
+
+    def forwards_of(self, profile_id: str, neighbours: Iterable[str]) -> frozenset[str]: ...
+
+    def covered_by_other(self, node: FilterNode, neighbour: str | None) -> bool: ...
+
+    def topmost_below(self, node: FilterNode, neighbour: str | None) -> list[FilterNode]: ...
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, profile_id: object) -> bool: ...
+
+
+class TableBase(ABC):
+    """Entry bookkeeping shared by :class:`FilterPoset` and :class:`PosetForest`."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, FilterNode] = {}
+        self._by_key: dict[object, FilterNode] = {}
+        self._roots: dict[FilterNode, None] = {}
+        self._seq = itertools.count()
+        self.comparisons = 0
+        """Covering tests run so far (the cost measure of the literature)."""
+
+    # --- structure, per subclass ----------------------------------------------------
+
+    @abstractmethod
+    def _insert_filter(self, filter: Profile) -> FilterNode:
+        """Place a new filter; return an existing equivalent node instead if there is one."""
+
+    @abstractmethod
+    def _delete_node(self, node: FilterNode) -> None:
+        """Take an empty node out of the structure."""
+
+    @abstractmethod
+    def _below(self, node: FilterNode) -> Iterable[FilterNode]:
+        """The nodes directly under ``node`` (immediate successors, or children)."""
+
+    @abstractmethod
+    def covered_by_other(self, node: FilterNode, neighbour: str | None) -> bool:
+        """Whether another node covering ``node`` is held by an interface other than
+        ``neighbour`` (any interface when ``neighbour`` is ``None``)."""
+
+    @abstractmethod
+    def topmost_below(self, node: FilterNode, neighbour: str | None) -> list[FilterNode]:
+        """Nodes strictly covered by ``node`` and in scope for ``neighbour``, including
+        every such node that no other in-scope node covers (a superset is allowed)."""
+
+    @abstractmethod
+    def edges(self) -> list[tuple[FilterNode, FilterNode]]:
+        """Every structural edge (upper, lower), in creation order."""
+
+    def _covers(self, a: Profile, b: Profile) -> bool:
+        self.comparisons += 1
+        return covers(a, b)
+
+    def _new_node(self, filter: Profile) -> FilterNode:
+        return FilterNode(next(self._seq), filter)
+
+    # --- entries ------------------------------------------------------------------
+
+    def add(self, profile: Profile, iface: str | None = None) -> FilterNode:
+        """Register ``profile`` for ``iface`` (default: ``profile.owner``)."""
+        if profile.id in self._entries:
+            raise DuplicateProfileError(f"profile id {profile.id!r} is already registered",
+                                        field=profile.id)
+        node = self._by_key.get(profile.filter_key)
+        if node is None:
+            node = self._insert_filter(profile)
+            # An equivalent filter written differently joins the node under a second key.
+            node.keys.append(profile.filter_key)
+            self._by_key[profile.filter_key] = node
+        holder = profile.owner if iface is None else iface
+        node.entries[profile.id] = (profile, holder)
+        node.ifaces[holder] = node.ifaces.get(holder, 0) + 1
+        self._entries[profile.id] = node
+        return node
+
+    def remove(self, profile_id: str) -> Profile:
+        """Unregister and return a profile; its node goes when it holds no profile."""
+        node = self._entries.pop(profile_id, None)
+        if node is None:
+            raise UnknownProfileError(f"no profile with id {profile_id!r}", field=profile_id)
+        profile, holder = node.entries.pop(profile_id)
+        left = node.ifaces[holder] - 1
+        if left:
+            node.ifaces[holder] = left
+        else:
+            del node.ifaces[holder]
+        if not node.entries:
+            self._delete_node(node)
+            for key in node.keys:
+                del self._by_key[key]
+        return profile
+
+    def get(self, profile_id: str) -> Profile:
+        return self.node_of(profile_id).entries[profile_id][0]
+
+    def iface_of(self, profile_id: str) -> str:
+        """The interface the profile was registered for."""
+        return self.node_of(profile_id).entries[profile_id][1]
+
+    def node_of(self, profile_id: str) -> FilterNode:
+        try:
+            return self._entries[profile_id]
+        except KeyError:
+            raise UnknownProfileError(f"no profile with id {profile_id!r}",
+                                      field=profile_id) from None
+
+    def profiles(self) -> Iterator[Profile]:
+        return iter([p for n in self.nodes() for p, _ in n.entries.values()])
+
+    def nodes(self) -> list[FilterNode]:
+        """Every node, oldest first."""
+        return sorted(set(self._entries.values()), key=lambda n: n.seq)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, profile_id: object) -> bool:
+        return profile_id in self._entries
+
+    @property
+    def node_count(self) -> int:
+        """Distinct filters held."""
+        return len(set(self._entries.values()))
+
+    # --- queries ------------------------------------------------------------------
+
+    def root_nodes(self) -> list[FilterNode]:
+        """Nodes no other node covers, oldest first."""
+        return sorted(self._roots, key=lambda n: n.seq)
+
+    def roots(self) -> list[Profile]:
+        """The root set (minimal cover of every filter held): one profile per root."""
+        return [n.rep_for(None) for n in self.root_nodes()]
+
+    def match(self, event: Event) -> list[str]:
+        """Ids of the profiles ``event`` matches, sorted: walk from the roots and descend
+        only below matching nodes (whatever a node covers cannot match if it does not)."""
+        out: list[str] = []
+        seen: set[FilterNode] = set()
+        stack = [n for n in self._roots if n.filter.matches(event)]
+        seen.update(stack)
+        while stack:
+            node = stack.pop()
+            out.extend(node.entries)
+            for c in self._below(node):
+                if c not in seen:
+                    seen.add(c)
+                    if c.filter.matches(event):
+                        stack.append(c)
+        out.sort()
+        return out
+
+    def forward_nodes(self, neighbour: str | None) -> list[FilterNode]:
+        """out(neighbour): the minimal cover of the nodes in scope for it, oldest first."""
+        cand: dict[FilterNode, None] = {}
+        seen: set[FilterNode] = set()
+        stack = list(self._roots)
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            if node.in_scope(neighbour):
+                cand[node] = None
+            else:
+                stack.extend(self._below(node))
+        keep = [n for n in cand if n in self._roots or not self.covered_by_other(n, neighbour)]
+        return sorted(keep, key=lambda n: n.seq)
+
+    def forwards(self, neighbour: str | None) -> list[Profile]:
+        """What neighbour ``neighbour`` must hold from us: one profile per filter of
+        out(neighbour), never one the neighbour itself registered. With ``None``, the
+        root set (hierarchical routing to a parent that sent nothing)."""
+        return [n.rep_for(neighbour) for n in self.forward_nodes(neighbour)]
+
+    def forwards_of(self, profile_id: str, neighbours: Iterable[str]) -> frozenset[str]:
+        """The neighbours this profile's filter must be forwarded to (Tarkoma Eq. 3.1):
+        those for which some other interface holds it and no covering filter is already
+        forwarded."""
+        node = self.node_of(profile_id)
+        return frozenset(y for y in neighbours
+                         if node.in_scope(y) and not self.covered_by_other(node, y))
+
+
+__all__ = ["CoveringTable", "FilterNode", "TableBase", "in_scope"]

@@ -1,0 +1,273 @@
+"""Filters poset and poset-derived forest: after random interleaved inserts and deletes the
+structures are exactly what the covering relation says, and match like the reference."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from siftbus.covering.forest import PosetForest
+from siftbus.covering.poset import FilterPoset
+from siftbus.covering.relations import covers
+from siftbus.covering.routing import Forwarder, Update
+from siftbus.covering.table import FilterNode, TableBase
+from siftbus.errors import DuplicateProfileError, UnknownProfileError
+from siftbus.lang.profile import parse_profile
+from siftbus.match.reference import ReferenceMatcher
+from siftbus.model import Event, Op, Predicate, Profile, parse_schema
+from strategies import profiles
+
+SCHEMA = parse_schema('[T]\na = "int[0,5]"\nb = "int[0,3]"\nc = "enum[L0,L1,L2]"\n'
+                      '[V]\nx = "int[0,2]"\n')
+T = SCHEMA["T"]
+EVENTS = [Event.of(T, {"a": a, "b": b, "c": c})
+          for a, b, c in itertools.product(range(6), range(4), ["L0", "L1", "L2"])]
+EVENTS += [Event.of(SCHEMA["V"], {"x": x}) for x in range(3)]
+IFACES = ["I1", "I2", "I3", "local"]
+NEIGHBOURS = ["I1", "I2", "I3"]
+
+
+def _key(n: FilterNode) -> object:
+    return n.filter.filter_key
+
+
+def random_profile(rng: random.Random, pid: str) -> Profile:
+    """Conditions on few values of small domains, so covering chains are common."""
+    if rng.random() < 0.08:
+        return Profile.build(pid, SCHEMA["V"], [Predicate("x", Op.LE, (rng.randrange(3),))])
+    preds = []
+    for attr, top in (("a", 5), ("b", 3)):
+        if rng.random() < 0.6:
+            lo = rng.randint(0, top)
+            hi = rng.randint(lo, top)
+            kind = rng.randrange(5)
+            if kind == 0:
+                preds.append(Predicate(attr, Op.RANGE, (lo, hi)))
+            elif kind == 1:
+                preds.append(Predicate(attr, Op.LE, (hi,)))
+            elif kind == 2:
+                preds.append(Predicate(attr, Op.GE, (lo,)))
+            elif kind == 3:
+                preds.append(Predicate(attr, Op.NE, (lo,)))
+            else:
+                preds.append(Predicate(attr, Op.IN, tuple(rng.sample(range(top + 1), 2))))
+    if rng.random() < 0.3:
+        preds.append(Predicate("c", Op.IN, tuple(rng.sample(["L0", "L1", "L2"], 2))))
+    return Profile.build(pid, T, preds)
+
+
+class Brute:
+    """The covering relation on the distinct filters held, computed pairwise."""
+
+    def __init__(self, live: dict[str, tuple[Profile, str]]) -> None:
+        nodes: dict[object, tuple[Profile, set[str]]] = {}
+        for p, iface in live.values():
+            nodes.setdefault(p.filter_key, (p, set()))[1].add(iface)
+        self.keys = list(nodes)
+        self.filters = [nodes[k][0] for k in self.keys]
+        self.ifaces = [nodes[k][1] for k in self.keys]
+        n = len(self.keys)
+        m = np.zeros((n, n), dtype=bool)
+        for i, j in itertools.permutations(range(n), 2):
+            m[i, j] = covers(self.filters[i], self.filters[j])
+        self.strict = m  # distinct filters are never equivalent
+
+    def hasse(self) -> set[tuple[object, object]]:
+        m = self.strict
+        between = (m.astype(np.int64) @ m.astype(np.int64)) > 0
+        im = m & ~between
+        return {(self.keys[i], self.keys[j]) for i, j in zip(*np.nonzero(im), strict=True)}
+
+    def out(self, y: str | None) -> set[object]:
+        """Minimal cover of the filters held by some interface other than ``y``."""
+        scope = np.array([bool(ifs - {y}) for ifs in self.ifaces], dtype=bool)
+        if not len(scope):
+            return set()
+        covered = (self.strict & scope[:, None]).any(axis=0)
+        return {self.keys[i] for i in np.nonzero(scope & ~covered)[0]}
+
+
+def check_structure(poset: FilterPoset, forest: PosetForest,
+                    live: dict[str, tuple[Profile, str]]) -> Brute:
+    brute = Brute(live)
+    for table in (poset, forest):
+        assert len(table) == len(live)
+        assert {_key(n) for n in table.nodes()} == set(brute.keys)
+        for n in table.nodes():
+            assert {pid: i for pid, (_, i) in n.entries.items()} == {
+                pid: i for pid, (p, i) in live.items() if p.filter_key == _key(n)}
+    roots = brute.out(None)
+    # Poset: edges are exactly the immediate-cover relation; roots the minimal cover.
+    assert {(_key(u), _key(v)) for u, v in poset.edges()} == brute.hasse()
+    assert {_key(n) for n in poset.root_nodes()} == roots
+    # Forest: one parent that covers; roots pairwise incomparable and equal to the poset's.
+    assert {_key(n) for n in forest.root_nodes()} == roots
+    for u, v in forest.edges():
+        assert covers(u.filter, v.filter) and v.parent is u
+    seen = 0
+    stack = forest.root_nodes()
+    while stack:
+        n = stack.pop()
+        seen += 1
+        stack.extend(n.children)
+    assert seen == len(brute.keys)  # every node hangs under a root, once
+    for y in [None, *NEIGHBOURS]:
+        want = brute.out(y)
+        for table in (poset, forest):
+            got = table.forward_nodes(y)
+            assert {_key(n) for n in got} == want
+            if y is not None:
+                assert all(table.iface_of(p.id) != y for p in table.forwards(y))
+    return brute
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32), st.integers(10, 70), st.floats(0.5, 0.8))
+def test_random_insert_delete_keeps_both_structures_exact(
+        seed: int, steps: int, p_add: float) -> None:
+    rng = random.Random(seed)
+    poset, forest = FilterPoset(), PosetForest()
+    fwd = {"poset": Forwarder(FilterPoset(), NEIGHBOURS),
+           "forest": Forwarder(PosetForest(), NEIGHBOURS)}
+    # What each neighbour holds from us, built only from the updates we sent.
+    remote: dict[str, dict[str, dict[str, Profile]]] = {
+        name: {y: {} for y in NEIGHBOURS} for name in fwd}
+    ref = ReferenceMatcher()
+    live: dict[str, tuple[Profile, str]] = {}
+    for step in range(steps):
+        if rng.random() < p_add or not live:
+            p = random_profile(rng, f"p{step}")
+            iface = rng.choice(IFACES)
+            live[p.id] = (p, iface)
+            ref.add(p)
+            poset.add(p, iface)
+            forest.add(p, iface)
+            updates = {name: f.subscribe(p, iface) for name, f in fwd.items()}
+        else:
+            pid = rng.choice(sorted(live))
+            del live[pid]
+            ref.remove(pid)
+            assert poset.remove(pid).id == pid
+            assert forest.remove(pid).id == pid
+            updates = {name: f.unsubscribe(pid) for name, f in fwd.items()}
+        for name, per in updates.items():
+            for y, upd in per.items():
+                assert upd, "empty updates are not reported"
+                held = remote[name][y]
+                for s in upd.subscribe:
+                    assert s.id not in held
+                    held[s.id] = s
+                for u in upd.unsubscribe:
+                    assert held.pop(u.id) is u
+        brute = check_structure(poset, forest, live)
+        for name, f in fwd.items():
+            for y in NEIGHBOURS:
+                assert {p.filter_key for p in f.exported(y)} == brute.out(y)
+                assert {p.id for p in f.exported(y)} == set(remote[name][y])
+                assert all(live[p.id][1] != y for p in f.exported(y))
+    for e in EVENTS[::3]:
+        assert poset.match(e) == ref.match(e) == forest.match(e)
+    for pid in rng.sample(sorted(live), len(live)):
+        poset.remove(pid)
+        forest.remove(pid)
+    for table in (poset, forest):
+        assert len(table) == 0 and not table.nodes() and not table.root_nodes()
+        assert not table.edges()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(profiles(T, "p", max_conditions=3), min_size=1, max_size=30))
+def test_matching_through_either_structure_equals_reference(ps: list[Profile]) -> None:
+    poset, forest, ref = FilterPoset(), PosetForest(), ReferenceMatcher()
+    for i, p in enumerate(ps):
+        q = p.with_id(f"p{i}")
+        for m in (poset, forest):
+            m.add(q)
+        ref.add(q)
+    for e in EVENTS:
+        want = ref.match(e)
+        assert poset.match(e) == want
+        assert forest.match(e) == want
+
+
+def _p(text: str) -> Profile:
+    return parse_profile(text, SCHEMA)
+
+
+@pytest.mark.parametrize("cls", [FilterPoset, PosetForest])
+def test_tarkoma_forwarding_trace(cls: type[TableBase]) -> None:
+    """Tarkoma Figs. 3.1-3.3: router S with neighbours I1, I2, I3."""
+    fwd = Forwarder(cls(), ["I1", "I2", "I3"])
+    a = _p("a: T(a <= 4)")
+    b = _p("b: T(b <= 2)")
+    c = _p("c: T(a <= 3)")
+    d = _p("d: T(b <= 1)")
+    e = _p("e: T(a <= 2)")
+    assert fwd.subscribe(a, "I1") == {"I2": Update((a,)), "I3": Update((a,))}
+    assert fwd.subscribe(b, "I1") == {"I2": Update((b,)), "I3": Update((b,))}
+    # c and d come from I2: covered for I3 by I1's filters, but I1 must get them.
+    assert fwd.subscribe(c, "I2") == {"I1": Update((c,))}
+    assert fwd.subscribe(d, "I2") == {"I1": Update((d,))}
+    assert fwd.table.forwards_of("c", ["I1", "I2", "I3"]) == {"I1"}
+    # e is covered from both sides: sent nowhere.
+    assert fwd.subscribe(e, "I3") == {}
+    assert fwd.table.forwards_of("e", ["I1", "I2", "I3"]) == frozenset()
+    # Unsub(a) goes to I2 and I3; c is uncovered for I3, e for I2.
+    assert fwd.unsubscribe("a") == {"I2": Update((e,), (a,)), "I3": Update((c,), (a,))}
+    assert [p.id for p in fwd.exported("I1")] == ["c", "d"]
+    assert [p.id for p in fwd.exported("I2")] == ["b", "e"]
+    assert [p.id for p in fwd.exported("I3")] == ["b", "c"]
+
+
+@pytest.mark.parametrize("cls", [FilterPoset, PosetForest])
+def test_equal_filters_share_a_node_and_representatives_move(cls: type[TableBase]) -> None:
+    fwd = Forwarder(cls(), ["up"])
+    p1 = _p("h1: T(a > 3)")
+    p2 = _p("h2: T(a in {4, 5})")  # the same filter, written differently
+    assert fwd.subscribe(p1, "r1") == {"up": Update((p1,))}
+    assert fwd.subscribe(p2, "r2") == {}
+    assert fwd.table.node_of("h1") is fwd.table.node_of("h2")
+    assert fwd.table.node_of("h1").subscribers == {"r1", "r2"}
+    # Removing the profile that stood for the filter sends its twin instead.
+    assert fwd.unsubscribe("h1") == {"up": Update((p2,), (p1,))}
+    assert fwd.unsubscribe("h2") == {"up": Update((), (p2,))}
+    assert fwd.exported("up") == []
+
+
+@pytest.mark.parametrize("cls", [FilterPoset, PosetForest])
+def test_errors_for_duplicate_and_unknown_ids(cls: type[TableBase]) -> None:
+    t = cls()
+    t.add(_p("x: T(a = 1)"))
+    with pytest.raises(DuplicateProfileError):
+        t.add(_p("x: T(a = 2)"))
+    with pytest.raises(UnknownProfileError):
+        t.remove("nope")
+    with pytest.raises(UnknownProfileError):
+        t.node_of("nope")
+
+
+def test_forest_deletion_reinserts_subtree_and_poset_reconnects() -> None:
+    rng = random.Random(7)
+    chain = [_p(f"c{k}: T(a <= {k})") for k in range(6)]
+    side = [_p(f"s{k}: T(a <= {k}, b = 0)") for k in range(6)]
+    poset, forest = FilterPoset(), PosetForest()
+    order = chain + side
+    rng.shuffle(order)
+    for p in order:
+        poset.add(p)
+        forest.add(p)
+    assert [p.id for p in poset.roots()] == [p.id for p in forest.roots()] == ["c5"]
+    poset.remove("c5")
+    forest.remove("c5")
+    # s5 (a <= 5, b = 0) was covered only by c5.
+    assert {p.id for p in poset.roots()} == {p.id for p in forest.roots()} == {"c4", "s5"}
+    assert [p.id for p in poset.immediate_successors("c4")] == ["c3", "s4"]
+    assert [p.id for p in poset.immediate_predecessors("s3")] == ["c3", "s4"]
+    parent = forest.parent_of("s0")
+    assert parent is not None and covers(parent, forest.get("s0"))
+    assert forest.depth() >= 5
