@@ -11,11 +11,27 @@ from collections.abc import Callable
 from siftbus.match.base import Matcher
 from siftbus.match.reference import ReferenceMatcher
 
+
+def _index() -> Matcher:
+    # Imported on use: the index pulls in numba, which the CLI's --help should not pay for.
+    from siftbus.match.index import IndexMatcher
+
+    return IndexMatcher()
+
+
+def _counting() -> Matcher:
+    from siftbus.match.counting import CountingMatcher
+
+    return CountingMatcher()
+
+
 ENGINES: dict[str, Callable[[], Matcher]] = {
+    "index": _index,
+    "counting": _counting,
     "reference": ReferenceMatcher,
 }
 
-DEFAULT_ENGINE = "reference"
+DEFAULT_ENGINE = "index"
 
 
 def make_matcher(name: str) -> Matcher:

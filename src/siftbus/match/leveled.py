@@ -1,0 +1,267 @@
+"""Dynamic matchers over immutable compiled indexes: levels, tombstones, a small pending set.
+
+A compiled index (PrimAS or counting) is built in one vectorised pass and never changes,
+so readers (the batch kernel, a Spark broadcast) never see a half-applied update. The
+dynamic :class:`LeveledMatcher` keeps per event type:
+
+* ``pending``: profiles added since the last compile, matched one by one while they are
+  few (at most ``pending_limit``);
+* ``levels``: compiled indexes over disjoint profile subsets, largest first. Pending
+  profiles become a new level; a level at least half the size of its elder neighbour is
+  merged into it (a binary-counter schedule), so each profile is recompiled
+  O(log n) times in total and a match visits O(log n) levels;
+* tombstones: ``remove`` clears one byte of the level's ``alive`` array; a level that is
+  more dead than alive is recompiled from its live profiles.
+
+No update ever rebuilds the whole index; the cost of an add is amortised over the
+levels (the DAS "Leerfelder"/"Änderung" tuning becomes ``pending_limit`` and the merge
+ratio).
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from siftbus.errors import DuplicateProfileError, UnknownProfileError
+from siftbus.match.cells import AttributeCells, column_cells, event_cells, events_to_columns
+from siftbus.model import Event, EventType, Profile
+
+#: keep every OBSERVE_STRIDE-th matched event as a sample for ``optimize()``
+OBSERVE_STRIDE = 8
+OBSERVE_KEEP = 4096
+
+
+class Compiled(Protocol):
+    """What a compiled per-type index offers to :class:`LeveledMatcher`."""
+
+    @property
+    def cells(self) -> tuple[AttributeCells, ...]: ...
+
+    @property
+    def n(self) -> int: ...
+
+    def run(self, cells: np.ndarray, alive: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@dataclass(slots=True)
+class Level:
+    """One compiled index over a fixed list of profiles (slot = index, ids sorted)."""
+
+    compiled: Any
+    profiles: list[Profile]
+    ids: list[str]
+    alive: np.ndarray
+    live: int
+
+    def slot_of(self, pid: str) -> int:
+        i = bisect_left(self.ids, pid)
+        if i < len(self.ids) and self.ids[i] == pid and self.alive[i]:
+            return i
+        return -1
+
+    def live_profiles(self) -> list[Profile]:
+        if self.live == len(self.profiles):
+            return self.profiles
+        return [p for p, a in zip(self.profiles, self.alive.tolist(), strict=True) if a]
+
+
+@dataclass(slots=True)
+class TypeState:
+    """Per event type: pending profiles, compiled levels and observed event samples."""
+
+    etype: EventType
+    pending: dict[str, Profile] = field(default_factory=dict)
+    levels: list[Level] = field(default_factory=list)
+    observed: deque[tuple[Any, ...]] = field(default_factory=lambda: deque(maxlen=OBSERVE_KEEP))
+    seen: int = 0
+
+
+class LeveledMatcher:
+    """Base of the dynamic matchers; subclasses provide :meth:`_compile`."""
+
+    def __init__(self, *, pending_limit: int = 16) -> None:
+        if pending_limit < 0:
+            raise ValueError("pending_limit must be >= 0")
+        self._pending_limit = pending_limit
+        self._profiles: dict[str, Profile] = {}
+        self._types: dict[str, TypeState] = {}
+        self._version = 0
+
+    # -- subclass hook -------------------------------------------------------------
+
+    def _compile(self, etype: EventType, profiles: Sequence[Profile]) -> Any:
+        """A compiled index over ``profiles`` (sorted by id)."""
+        raise TypeError(f"{type(self).__name__} does not define _compile")
+
+    # -- Matcher protocol ----------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """Bumped on every change of the profile set or of the evaluation order."""
+        return self._version
+
+    def add(self, profile: Profile) -> None:
+        if profile.id in self._profiles:
+            raise DuplicateProfileError(f"profile id {profile.id!r} is already registered",
+                                        field=profile.id)
+        self._profiles[profile.id] = profile
+        ts = self._types.get(profile.type_name)
+        if ts is None:
+            ts = self._types[profile.type_name] = TypeState(profile.etype)
+        ts.pending[profile.id] = profile
+        self._version += 1
+
+    def remove(self, profile_id: str) -> Profile:
+        try:
+            profile = self._profiles.pop(profile_id)
+        except KeyError:
+            raise UnknownProfileError(f"no profile with id {profile_id!r}",
+                                      field=profile_id) from None
+        self._version += 1
+        ts = self._types[profile.type_name]
+        if ts.pending.pop(profile_id, None) is not None:
+            return profile
+        for level in ts.levels:
+            slot = level.slot_of(profile_id)
+            if slot >= 0:
+                level.alive[slot] = 0
+                level.live -= 1
+                return profile
+        raise AssertionError(f"profile {profile_id!r} is registered but in no level")
+
+    def get(self, profile_id: str) -> Profile:
+        try:
+            return self._profiles[profile_id]
+        except KeyError:
+            raise UnknownProfileError(f"no profile with id {profile_id!r}",
+                                      field=profile_id) from None
+
+    def profiles(self) -> Iterator[Profile]:
+        return iter(list(self._profiles.values()))
+
+    def __len__(self) -> int:
+        return len(self._profiles)
+
+    def __contains__(self, profile_id: object) -> bool:
+        return profile_id in self._profiles
+
+    def match(self, event: Event) -> list[str]:
+        ts = self._types.get(event.type_name)
+        if ts is None:
+            return []
+        self._observe(ts, event.keys)
+        self._settle(ts)
+        parts: list[list[str]] = []
+        for level in ts.levels:
+            cells = np.array([event_cells(level.compiled.cells, event)], dtype=np.int32)
+            _, slots = level.compiled.run(cells, level.alive)
+            if len(slots):
+                ids = level.ids
+                parts.append([ids[s] for s in slots.tolist()])
+        if ts.pending:
+            parts.append(sorted(pid for pid, p in ts.pending.items() if p.matches(event)))
+        return _merge(parts)
+
+    def match_batch(self, events: Sequence[Event]) -> list[list[str]]:
+        out: list[list[str]] = [[] for _ in events]
+        by_type: dict[str, list[int]] = {}
+        for i, e in enumerate(events):
+            by_type.setdefault(e.type_name, []).append(i)
+        for tname, idx in by_type.items():
+            ts = self._types.get(tname)
+            if ts is None:
+                continue
+            group = [events[i] for i in idx]
+            for e in group[::OBSERVE_STRIDE]:
+                ts.observed.append(e.keys)
+            self._settle(ts)
+            per_event: list[list[list[str]]] = [[] for _ in group]
+            columns = events_to_columns(ts.etype, group) if ts.levels else {}
+            for level in ts.levels:
+                cells = column_cells(level.compiled.cells, columns, len(group))
+                offsets, slots = level.compiled.run(cells, level.alive)
+                ids = level.ids
+                off = offsets.tolist()
+                sl = slots.tolist()
+                for j in range(len(group)):
+                    if off[j + 1] > off[j]:
+                        per_event[j].append([ids[s] for s in sl[off[j]:off[j + 1]]])
+            if ts.pending:
+                pend = list(ts.pending.items())
+                for j, e in enumerate(group):
+                    hits = sorted(pid for pid, p in pend if p.matches(e))
+                    if hits:
+                        per_event[j].append(hits)
+            for j, i in enumerate(idx):
+                out[i] = _merge(per_event[j])
+        return out
+
+    # -- maintenance ---------------------------------------------------------------
+
+    def _observe(self, ts: TypeState, keys: tuple[Any, ...]) -> None:
+        ts.seen += 1
+        if ts.seen % OBSERVE_STRIDE == 1:
+            ts.observed.append(keys)
+
+    def _new_level(self, etype: EventType, profiles: list[Profile]) -> Level:
+        profiles = sorted(profiles, key=lambda p: p.id)
+        compiled = self._compile(etype, profiles)
+        return Level(compiled, profiles, [p.id for p in profiles],
+                     np.ones(len(profiles), np.uint8), len(profiles))
+
+    def _settle(self, ts: TypeState) -> None:
+        """Compile pending profiles, drop or shrink mostly-dead levels, merge levels."""
+        changed = False
+        if len(ts.pending) > self._pending_limit:
+            ts.levels.append(self._new_level(ts.etype, list(ts.pending.values())))
+            ts.pending.clear()
+            changed = True
+        for i, level in enumerate(ts.levels):
+            if level.live * 2 < len(level.profiles):
+                ts.levels[i] = self._new_level(ts.etype, level.live_profiles())
+                changed = True
+        if not changed:
+            return
+        levels = sorted((lv for lv in ts.levels if lv.live), key=lambda lv: -lv.live)
+        while len(levels) >= 2 and levels[-1].live * 2 >= levels[-2].live:
+            young = levels.pop()
+            old = levels.pop()
+            merged = self._new_level(ts.etype, old.live_profiles() + young.live_profiles())
+            levels.append(merged)
+            levels.sort(key=lambda lv: -lv.live)
+        ts.levels = levels
+
+    def _recompile_all(self) -> None:
+        """One fresh level per type holding every profile (used by ``optimize``)."""
+        for ts in self._types.values():
+            profiles = [p for lv in ts.levels for p in lv.live_profiles()]
+            profiles.extend(ts.pending.values())
+            ts.pending.clear()
+            ts.levels = [self._new_level(ts.etype, profiles)] if profiles else []
+        self._version += 1
+
+    def _type_profiles(self, ts: TypeState) -> list[Profile]:
+        """Every live profile of a type, sorted by id."""
+        if not ts.pending and len(ts.levels) == 1 and ts.levels[0].live == len(
+                ts.levels[0].profiles):
+            return ts.levels[0].profiles
+        out = [p for lv in ts.levels for p in lv.live_profiles()]
+        out.extend(ts.pending.values())
+        out.sort(key=lambda p: p.id)
+        return out
+
+
+def _merge(parts: list[list[str]]) -> list[str]:
+    if not parts:
+        return []
+    if len(parts) == 1:
+        return parts[0]
+    return list(heapq.merge(*parts))

@@ -1,0 +1,232 @@
+"""The PrimAS index against the reference matcher: fixed cases, conformance, hypothesis."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from siftbus.errors import DomainError, DuplicateProfileError, UnknownProfileError
+from siftbus.lang.profile import parse_profile
+from siftbus.match import Matcher, ReferenceMatcher
+from siftbus.match.conformance import (
+    _hot,
+    check_matcher,
+    random_event,
+    random_profile,
+    random_type,
+)
+from siftbus.match.engines import DEFAULT_ENGINE, ENGINES, make_matcher
+from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
+from siftbus.model import Event, parse_schema
+
+THRESHOLDS = [0.0, 1 / 32, 1.0]
+
+FIG41 = parse_schema('[T4]\na3 = "int[0,200]"\na4 = "int[0,200]"\na5 = "int[0,200]"\n')
+FIG41_PROFILES = [
+    "p1: T4(a3 = 10, a4 = 20, a5 = 50)",
+    "p2: T4(a3 = 40, a4 = 10, a5 = 80)",
+    "p3: T4(a3 = 40, a4 = 20, a5 = 100)",
+    "p4: T4(a3 = 40, a5 = 100)",
+    "p5: T4(a3 = 40, a4 = 20, a5 = 100)",
+]
+
+
+def fig41(threshold: float, pending_limit: int = 0) -> IndexMatcher:
+    m = IndexMatcher(threshold, pending_limit=pending_limit)
+    for text in FIG41_PROFILES:
+        m.add(parse_profile(text, FIG41))
+    return m
+
+
+def ev(values: dict[str, object]) -> Event:
+    return Event.of(FIG41["T4"], values)
+
+
+@pytest.mark.parametrize("threshold", THRESHOLDS)
+def test_bittner_figure_4_1(threshold: float) -> None:
+    m = fig41(threshold)
+    assert m.match(ev({"a3": 40, "a4": 10, "a5": 80})) == ["p2"]
+    assert m.match(ev({"a3": 40, "a4": 20, "a5": 100})) == ["p3", "p4", "p5"]
+    assert m.match(ev({"a3": 40, "a4": 7, "a5": 100})) == ["p4"]
+    assert m.match(ev({"a3": 41, "a4": 20, "a5": 100})) == []
+
+
+def test_engines_registry() -> None:
+    assert DEFAULT_ENGINE == "index"
+    assert {"index", "counting", "reference"} <= set(ENGINES)
+    assert isinstance(make_matcher("index"), IndexMatcher)
+
+
+@pytest.mark.parametrize("threshold", THRESHOLDS)
+@pytest.mark.parametrize("pending_limit", [0, 16])
+def test_conformance(threshold: float, pending_limit: int) -> None:
+    check_matcher(lambda: IndexMatcher(threshold, pending_limit=pending_limit), seed=3,
+                  rounds=2)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), threshold=st.sampled_from(THRESHOLDS),
+       pending_limit=st.sampled_from([0, 2, 16]), n_profiles=st.integers(0, 80))
+def test_differential_interleaved(seed: int, threshold: float, pending_limit: int,
+                                  n_profiles: int) -> None:
+    """Random schema (1..10 attributes, every domain kind), every operator, interleaved
+    add/remove/match against the reference, per event and in batches."""
+    rnd = random.Random(seed)
+    t = random_type(rnd)
+    hot = _hot(rnd, t)
+    m = IndexMatcher(threshold, pending_limit=pending_limit)
+    ref = ReferenceMatcher()
+    evs = [random_event(rnd, t, hot) for _ in range(25)]
+    live: list[str] = []
+    for i in range(n_profiles):
+        action = rnd.random()
+        if action < 0.2 and live:
+            pid = live.pop(rnd.randrange(len(live)))
+            assert m.remove(pid) == ref.remove(pid)
+        else:
+            p = random_profile(rnd, t, f"p{i}", hot)
+            if p is not None:
+                m.add(p)
+                ref.add(p)
+                live.append(p.id)
+        if action > 0.9:
+            e = rnd.choice(evs)
+            assert m.match(e) == ref.match(e), f"seed {seed}"
+    for e in evs:
+        assert m.match(e) == ref.match(e), f"seed {seed}"
+    assert m.match_batch(evs) == ref.match_batch(evs), f"seed {seed}"
+    snap = m.snapshot()
+    assert snap.match_batch(evs) == ref.match_batch(evs), f"seed {seed}"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), threshold=st.sampled_from(THRESHOLDS),
+       perm_seed=st.integers(0, 1000), by_events=st.booleans())
+def test_evaluation_orders_do_not_change_results(seed: int, threshold: float, perm_seed: int,
+                                                 by_events: bool) -> None:
+    rnd = random.Random(seed)
+    t = random_type(rnd)
+    hot = _hot(rnd, t)
+    m = IndexMatcher(threshold, pending_limit=0)
+    ref = ReferenceMatcher()
+    for i in range(60):
+        p = random_profile(rnd, t, f"p{i}", hot)
+        if p is not None:
+            m.add(p)
+            ref.add(p)
+    evs = [random_event(rnd, t, hot) for _ in range(30)]
+    want = ref.match_batch(evs)
+    assert m.match_batch(evs) == want
+    names = list(t.names)
+    random.Random(perm_seed).shuffle(names)
+    m.optimize(order={t.name: names})
+    assert m.evaluation_order(t.name) == tuple(names)
+    assert m.match_batch(evs) == want
+    assert [m.match(e) for e in evs] == want
+    m.optimize(evs if by_events else None)
+    assert m.match_batch(evs) == want
+    assert [m.match(e) for e in evs] == want
+
+
+def test_optimize_puts_selective_attribute_first() -> None:
+    schema = parse_schema('[S]\nwide = "int[0,999]"\nnarrow = "int[0,999]"\n')
+    m = IndexMatcher(pending_limit=0)
+    for i in range(200):
+        m.add(parse_profile(f"p{i}: S(wide < 900, narrow in [{i}, {i + 500}])", schema))
+    assert m.evaluation_order("S") == ("narrow", "wide")
+    # Events that always sit on narrow = 300, wide = 950 make "wide" the selective one.
+    evs = [Event.of(schema["S"], {"wide": 950, "narrow": 300}) for _ in range(50)]
+    m.optimize(evs)
+    assert m.evaluation_order("S")[0] == "wide"
+    assert m.match(evs[0]) == []
+
+
+def test_errors_and_protocol() -> None:
+    m = fig41(1 / 32)
+    assert isinstance(m, Matcher)
+    with pytest.raises(DuplicateProfileError):
+        m.add(parse_profile("p1: T4(a3 = 1)", FIG41))
+    with pytest.raises(UnknownProfileError):
+        m.remove("nope")
+    with pytest.raises(UnknownProfileError):
+        m.get("nope")
+    with pytest.raises(ValueError):
+        IndexMatcher(1.5)
+    assert len(m) == 5 and "p3" in m and "zz" not in m
+
+
+def test_snapshot_csr_pickle_and_version() -> None:
+    schema = parse_schema('[A]\nx = "int[0,9]"\ns = "string"\n[B]\ny = "enum[L,M,H]"\n')
+    m = IndexMatcher(pending_limit=0)
+    for text in ['a1@alice: A(x > 3)', 'a2: A(s prefix "ro")', 'a3: A(x = 5, s = "room")',
+                 'b1@bob: B(y >= M)', 'b0: B()']:
+        m.add(parse_profile(text, schema))
+    v0 = m.snapshot().version
+    snap = pickle.loads(pickle.dumps(m.snapshot()))
+    assert isinstance(snap, CompiledIndex) and snap.version == v0
+    a_events = [Event.of(schema["A"], {"x": x, "s": s})
+                for x, s in [(5, "room"), (2, "rook"), (9, "x"), (0, "")]]
+    cols = events_to_columns(schema["A"], a_events)
+    assert cols["x"].dtype == np.int64
+    csr = snap.match_columns("A", cols)
+    assert isinstance(csr, MatchCSR)
+    assert csr.offsets.dtype == np.int64 and csr.profiles.dtype == np.int32
+    assert csr.rows(snap.profile_ids) == [["a1", "a2", "a3"], ["a2"], ["a1"], []]
+    owners = [str(snap.owners[i]) for i in csr.profiles[: csr.offsets[1]]]
+    assert owners == ["alice", "a2", "a3"]
+    b = snap.match_columns("B", {"y": np.array([0, 1, 2])})
+    assert b.rows(snap.profile_ids) == [["b0"], ["b0", "b1"], ["b0", "b1"]]
+    # extra columns are ignored; unknown types match nothing
+    cols["extra"] = np.zeros(4)
+    assert snap.match_columns("A", cols).n_matches == 5
+    assert snap.match_columns("Nope", {"q": np.zeros(3)}).offsets.tolist() == [0, 0, 0, 0]
+    m.remove("a1")
+    assert m.snapshot().version > v0
+    assert m.match_columns("A", cols).rows(m.snapshot().profile_ids)[0] == ["a2", "a3"]
+
+
+def test_match_columns_record_batch_and_bad_columns() -> None:
+    pa = pytest.importorskip("pyarrow")
+    schema = parse_schema('[A]\nx = "int[0,9]"\ns = "string"\n')
+    m = IndexMatcher(pending_limit=0)
+    m.add(parse_profile('a1: A(x > 3, s != "no")', schema))
+    batch = pa.record_batch({"x": [4, 2, 9], "s": ["yes", "yes", "no"], "other": [1, 2, 3]})
+    csr = m.match_columns("A", batch)
+    assert csr.offsets.tolist() == [0, 1, 1, 1]
+    with pytest.raises(DomainError):
+        m.match_columns("A", {"x": np.array([10]), "s": np.array(["a"], dtype=object)})
+    with pytest.raises(DomainError):
+        m.match_columns("A", {"x": np.array([1])})
+    with pytest.raises(DomainError):
+        m.match_columns("A", {"x": np.array([1]), "s": np.array([3], dtype=object)})
+
+
+def test_levels_merge_and_tombstones_compact() -> None:
+    schema = parse_schema('[A]\nx = "int[0,999]"\n')
+    m = IndexMatcher(pending_limit=0)
+    ref = ReferenceMatcher()
+    rnd = random.Random(7)
+    evs = [Event.of(schema["A"], {"x": rnd.randrange(1000)}) for _ in range(50)]
+    for i in range(300):
+        p = parse_profile(f"p{i:04d}: A(x in [{rnd.randrange(900)}, {rnd.randrange(900, 1000)}])",
+                          schema)
+        m.add(p)
+        ref.add(p)
+        m.match(evs[i % 50])
+        assert m.stats().levels <= 10
+    assert m.match_batch(evs) == ref.match_batch(evs)
+    for i in range(0, 300, 2):
+        m.remove(f"p{i:04d}")
+        ref.remove(f"p{i:04d}")
+    assert m.match_batch(evs) == ref.match_batch(evs)
+    st_ = m.stats()
+    assert st_.tombstones <= st_.profiles
+    m.optimize()
+    st_ = m.stats()
+    assert st_.levels == 1 and st_.tombstones == 0 and st_.pending == 0
+    assert m.match_batch(evs) == ref.match_batch(evs)
