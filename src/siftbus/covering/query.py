@@ -1,0 +1,274 @@
+"""Covering queries on a large, changing profile set.
+
+For a profile ``p`` the :class:`CoveringIndex` answers which stored profiles cover ``p``,
+which ``p`` covers, which ``p`` covers *directly* (nothing stored lies strictly between)
+and which are equivalent to it. A linear scan costs one covering test per stored profile;
+here each event type keeps column arrays (numpy) of every profile's per-attribute key
+hull ``[lo, hi]`` and a constrained/free flag, so one vectorised pass keeps only the
+profiles whose hulls can contain (or lie inside) ``p``'s, and the exact test runs on those
+few. Necessary conditions used:
+
+* q ⊒ p  ⇒  q constrains no attribute p leaves free, and hull(q.a) ⊇ hull(p.a);
+* p ⊒ q  ⇒  hull(q.a) ⊆ hull(p.a) for every attribute p constrains.
+
+Equivalence is a hash lookup: normalised profiles with equal filters have equal keys.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+
+import numpy as np
+
+from siftbus.covering.relations import covers, equivalent
+from siftbus.errors import DuplicateProfileError, UnknownProfileError
+from siftbus.model import EventType, IntervalSet, Profile, StringConstraint
+from siftbus.model.domain import StringDomain
+
+
+class _TypeStore:
+    """Column arrays for the profiles of one event type; slots are reused after removal."""
+
+    def __init__(self, etype: EventType) -> None:
+        self.etype = etype
+        self.ordered = [a.position for a in etype.attributes
+                        if not isinstance(a.domain, StringDomain)]
+        self.row = {pos: i for i, pos in enumerate(self.ordered)}
+        self.dom_lo = np.array([etype.attributes[p].domain.min_key for p in self.ordered],  # type: ignore[union-attr]
+                               dtype=np.int64)
+        self.dom_hi = np.array([etype.attributes[p].domain.max_key for p in self.ordered],  # type: ignore[union-attr]
+                               dtype=np.int64)
+        cap = 64
+        self.lo = np.zeros((len(self.ordered), cap), dtype=np.int64)
+        self.hi = np.zeros((len(self.ordered), cap), dtype=np.int64)
+        self.cons = np.zeros((len(etype.attributes), cap), dtype=bool)
+        self.alive = np.zeros(cap, dtype=bool)
+        self.profiles: list[Profile | None] = [None] * cap
+        self.free: list[int] = list(range(cap - 1, -1, -1))
+
+    def _grow(self) -> None:
+        old = self.alive.shape[0]
+        cap = old * 2
+
+        def widen(a: np.ndarray) -> np.ndarray:
+            out = np.zeros((*a.shape[:-1], cap), dtype=a.dtype)
+            out[..., :old] = a
+            return out
+
+        self.lo, self.hi, self.cons, self.alive = (widen(self.lo), widen(self.hi),
+                                                   widen(self.cons), widen(self.alive))
+        self.profiles.extend([None] * old)
+        self.free.extend(range(cap - 1, old - 1, -1))
+
+    def add(self, p: Profile) -> int:
+        if not self.free:
+            self._grow()
+        slot = self.free.pop()
+        self.lo[:, slot] = self.dom_lo
+        self.hi[:, slot] = self.dom_hi
+        self.cons[:, slot] = False
+        for c in p.conditions:
+            self.cons[c.position, slot] = True
+            if isinstance(c.constraint, IntervalSet):
+                r = self.row[c.position]
+                self.lo[r, slot] = c.constraint.lo
+                self.hi[r, slot] = c.constraint.hi
+        self.alive[slot] = True
+        self.profiles[slot] = p
+        return slot
+
+    def remove(self, slot: int) -> None:
+        self.alive[slot] = False
+        self.profiles[slot] = None
+        self.free.append(slot)
+
+    def candidates_covering(self, p: Profile) -> np.ndarray:
+        mask = self.alive.copy()
+        constrained = {c.position: c.constraint for c in p.conditions}
+        for pos in range(len(self.etype.attributes)):
+            c = constrained.get(pos)
+            if c is None:
+                mask &= ~self.cons[pos]
+            elif isinstance(c, IntervalSet):
+                r = self.row[pos]
+                mask &= (self.lo[r] <= c.lo) & (self.hi[r] >= c.hi)
+        return np.flatnonzero(mask)
+
+    def candidates_covered(self, p: Profile) -> np.ndarray:
+        mask = self.alive.copy()
+        for c in p.conditions:
+            if isinstance(c.constraint, IntervalSet):
+                r = self.row[c.position]
+                mask &= (self.lo[r] >= c.constraint.lo) & (self.hi[r] <= c.constraint.hi)
+        return np.flatnonzero(mask)
+
+
+def _breadth(p: Profile) -> float:
+    """A size measure that never decreases from a profile to one covering it (log of the
+    number of events, strings counted by how open they are)."""
+    total = 0.0
+    for a in p.etype.attributes:
+        c = p.constraint(a.name)
+        if isinstance(a.domain, StringDomain):
+            if c is None:
+                total += 100.0
+            else:
+                assert isinstance(c, StringConstraint)
+                total += (math.log(len(c.allowed)) if c.allowed is not None
+                          else 60.0 - len(c.prefix))
+        else:
+            assert c is None or isinstance(c, IntervalSet)
+            size = a.domain.size if c is None else c.size
+            total += math.log(size)
+    return total
+
+
+class CoveringIndex:
+    """A profile set answering covering queries; profiles may be added and removed."""
+
+    def __init__(self, profiles: Iterable[Profile] = ()) -> None:
+        self._stores: dict[str, _TypeStore] = {}
+        self._slots: dict[str, tuple[_TypeStore, int]] = {}
+        self._by_key: dict[object, dict[str, Profile]] = {}
+        self.exact_tests = 0
+        """Exact covering tests run on candidates (the rest were pruned by hulls)."""
+        for p in profiles:
+            self.add(p)
+
+    def add(self, profile: Profile) -> None:
+        if profile.id in self._slots:
+            raise DuplicateProfileError(f"profile id {profile.id!r} is already registered",
+                                        field=profile.id)
+        store = self._stores.get(profile.type_name)
+        if store is None:
+            store = self._stores[profile.type_name] = _TypeStore(profile.etype)
+        elif store.etype != profile.etype:
+            raise DuplicateProfileError(
+                f"event type {profile.type_name!r} is registered with other attributes",
+                field=profile.id)
+        self._slots[profile.id] = (store, store.add(profile))
+        self._by_key.setdefault(profile.filter_key, {})[profile.id] = profile
+
+    def remove(self, profile_id: str) -> Profile:
+        try:
+            store, slot = self._slots.pop(profile_id)
+        except KeyError:
+            raise UnknownProfileError(f"no profile with id {profile_id!r}",
+                                      field=profile_id) from None
+        p = store.profiles[slot]
+        assert p is not None
+        store.remove(slot)
+        same = self._by_key[p.filter_key]
+        del same[profile_id]
+        if not same:
+            del self._by_key[p.filter_key]
+        return p
+
+    def get(self, profile_id: str) -> Profile:
+        try:
+            store, slot = self._slots[profile_id]
+        except KeyError:
+            raise UnknownProfileError(f"no profile with id {profile_id!r}",
+                                      field=profile_id) from None
+        p = store.profiles[slot]
+        assert p is not None
+        return p
+
+    def profiles(self) -> Iterator[Profile]:
+        return iter([self.get(pid) for pid in self._slots])
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __contains__(self, profile_id: object) -> bool:
+        return profile_id in self._slots
+
+    # --- queries ------------------------------------------------------------------
+
+    def _store_for(self, p: Profile) -> _TypeStore | None:
+        store = self._stores.get(p.type_name)
+        return store if store is not None and store.etype == p.etype else None
+
+    def _pick(self, store: _TypeStore, slots: np.ndarray, test: Callable[[Profile], bool],
+              p: Profile, strict: bool) -> list[Profile]:
+        out = []
+        for s in slots.tolist():
+            q = store.profiles[s]
+            assert q is not None
+            if q.id == p.id:
+                continue
+            self.exact_tests += 1
+            if test(q) and not (strict and equivalent(p, q)):
+                out.append(q)
+        out.sort(key=lambda q: q.id)
+        return out
+
+    def covering(self, p: Profile, *, strict: bool = False) -> list[Profile]:
+        """Stored profiles (other than ``p`` itself) covering ``p``, sorted by id; with
+        ``strict``, not the equivalent ones."""
+        store = self._store_for(p)
+        if store is None:
+            return []
+        return self._pick(store, store.candidates_covering(p), lambda q: covers(q, p), p,
+                          strict)
+
+    def covered(self, p: Profile, *, strict: bool = False) -> list[Profile]:
+        """Stored profiles (other than ``p`` itself) that ``p`` covers, sorted by id."""
+        store = self._store_for(p)
+        if store is None:
+            return []
+        return self._pick(store, store.candidates_covered(p), lambda q: covers(p, q), p,
+                          strict)
+
+    def is_covered(self, p: Profile, *, strict: bool = False) -> bool:
+        """Whether some other stored profile covers ``p``."""
+        store = self._store_for(p)
+        if store is None:
+            return False
+        for s in store.candidates_covering(p).tolist():
+            q = store.profiles[s]
+            assert q is not None
+            if q.id != p.id and covers(q, p) and not (strict and equivalent(p, q)):
+                return True
+        return False
+
+    def equivalent(self, p: Profile) -> list[Profile]:
+        """Stored profiles (other than ``p``) matching exactly the events ``p`` matches."""
+        same = self._by_key.get(p.filter_key, {})
+        return sorted((q for q in same.values() if q.id != p.id and q.etype == p.etype),
+                      key=lambda q: q.id)
+
+    def directly_covered(self, p: Profile) -> list[Profile]:
+        """Profiles ``p`` strictly covers with no stored profile strictly in between
+        (the immediate successors of ``p`` were it in a filters poset), sorted by id."""
+        below = self.covered(p, strict=True)
+        return _maximal(below)
+
+    def directly_covering(self, p: Profile) -> list[Profile]:
+        """Profiles strictly covering ``p`` with none strictly in between."""
+        above = self.covering(p, strict=True)
+        # Minimal elements: reverse the order (narrowest first) and the relation.
+        return _maximal(above, reverse=True)
+
+
+def _maximal(items: list[Profile], *, reverse: bool = False) -> list[Profile]:
+    """The elements no other element strictly covers (``reverse``: strictly covered by).
+
+    Processing widest first, a covered element usually meets its coverer before it; a
+    final pass settles ties in the size measure, so the result is exact either way.
+    """
+    def above(a: Profile, b: Profile) -> bool:  # a strictly beyond b in the wanted order
+        return (covers(a, b) if not reverse else covers(b, a)) and not equivalent(a, b)
+
+    ordered = sorted(items, key=_breadth, reverse=not reverse)
+    keep: list[Profile] = []
+    for q in ordered:
+        if not any(above(m, q) for m in keep):
+            keep.append(q)
+    # Equivalent profiles never exclude each other, so all of a maximal filter's stay.
+    final = [q for q in keep if not any(m is not q and above(m, q) for m in keep)]
+    return sorted(final, key=lambda q: q.id)
+
+
+__all__ = ["CoveringIndex"]
