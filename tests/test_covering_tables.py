@@ -92,33 +92,36 @@ class Brute:
         return {self.keys[i] for i in np.nonzero(scope & ~covered)[0]}
 
 
-def check_structure(poset: FilterPoset, forest: PosetForest,
+def check_structure(posets: list[FilterPoset], forests: list[PosetForest],
                     live: dict[str, tuple[Profile, str]]) -> Brute:
     brute = Brute(live)
-    for table in (poset, forest):
+    for table in (*posets, *forests):
         assert len(table) == len(live)
         assert {_key(n) for n in table.nodes()} == set(brute.keys)
         for n in table.nodes():
             assert {pid: i for pid, (_, i) in n.entries.items()} == {
                 pid: i for pid, (p, i) in live.items() if p.filter_key == _key(n)}
     roots = brute.out(None)
-    # Poset: edges are exactly the immediate-cover relation; roots the minimal cover.
-    assert {(_key(u), _key(v)) for u, v in poset.edges()} == brute.hasse()
-    assert {_key(n) for n in poset.root_nodes()} == roots
-    # Forest: one parent that covers; roots pairwise incomparable and equal to the poset's.
-    assert {_key(n) for n in forest.root_nodes()} == roots
-    for u, v in forest.edges():
-        assert covers(u.filter, v.filter) and v.parent is u
-    seen = 0
-    stack = forest.root_nodes()
-    while stack:
-        n = stack.pop()
-        seen += 1
-        stack.extend(n.children)
-    assert seen == len(brute.keys)  # every node hangs under a root, once
+    hasse = brute.hasse()
+    for poset in posets:
+        # Edges are exactly the immediate-cover relation; roots the minimal cover.
+        assert {(_key(u), _key(v)) for u, v in poset.edges()} == hasse
+        assert {_key(n) for n in poset.root_nodes()} == roots
+    for forest in forests:
+        # One parent that covers; roots pairwise incomparable and equal to the poset's.
+        assert {_key(n) for n in forest.root_nodes()} == roots
+        for u, v in forest.edges():
+            assert covers(u.filter, v.filter) and v.parent is u
+        seen = 0
+        stack = forest.root_nodes()
+        while stack:
+            n = stack.pop()
+            seen += 1
+            stack.extend(n.children)
+        assert seen == len(brute.keys)  # every node hangs under a root, once
     for y in [None, *NEIGHBOURS]:
         want = brute.out(y)
-        for table in (poset, forest):
+        for table in (*posets, *forests):
             got = table.forward_nodes(y)
             assert {_key(n) for n in got} == want
             if y is not None:
@@ -131,9 +134,14 @@ def check_structure(poset: FilterPoset, forest: PosetForest,
 def test_random_insert_delete_keeps_both_structures_exact(
         seed: int, steps: int, p_add: float) -> None:
     rng = random.Random(seed)
-    poset, forest = FilterPoset(), PosetForest()
+    # The indexed structures and the literal walks (indexed=False) side by side.
+    posets = [FilterPoset(), FilterPoset(indexed=False)]
+    forests = [PosetForest(), PosetForest(indexed=False)]
+    tables: list[TableBase] = [*posets, *forests]
     fwd = {"poset": Forwarder(FilterPoset(), NEIGHBOURS),
-           "forest": Forwarder(PosetForest(), NEIGHBOURS)}
+           "forest": Forwarder(PosetForest(), NEIGHBOURS),
+           "poset-walk": Forwarder(FilterPoset(indexed=False), NEIGHBOURS),
+           "forest-walk": Forwarder(PosetForest(indexed=False), NEIGHBOURS)}
     # What each neighbour holds from us, built only from the updates we sent.
     remote: dict[str, dict[str, dict[str, Profile]]] = {
         name: {y: {} for y in NEIGHBOURS} for name in fwd}
@@ -145,15 +153,15 @@ def test_random_insert_delete_keeps_both_structures_exact(
             iface = rng.choice(IFACES)
             live[p.id] = (p, iface)
             ref.add(p)
-            poset.add(p, iface)
-            forest.add(p, iface)
+            for t in tables:
+                t.add(p, iface)
             updates = {name: f.subscribe(p, iface) for name, f in fwd.items()}
         else:
             pid = rng.choice(sorted(live))
             del live[pid]
             ref.remove(pid)
-            assert poset.remove(pid).id == pid
-            assert forest.remove(pid).id == pid
+            for t in tables:
+                assert t.remove(pid).id == pid
             updates = {name: f.unsubscribe(pid) for name, f in fwd.items()}
         for name, per in updates.items():
             for y, upd in per.items():
@@ -164,18 +172,19 @@ def test_random_insert_delete_keeps_both_structures_exact(
                     held[s.id] = s
                 for u in upd.unsubscribe:
                     assert held.pop(u.id) is u
-        brute = check_structure(poset, forest, live)
+        brute = check_structure(posets, forests, live)
         for name, f in fwd.items():
             for y in NEIGHBOURS:
                 assert {p.filter_key for p in f.exported(y)} == brute.out(y)
                 assert {p.id for p in f.exported(y)} == set(remote[name][y])
                 assert all(live[p.id][1] != y for p in f.exported(y))
     for e in EVENTS[::3]:
-        assert poset.match(e) == ref.match(e) == forest.match(e)
+        want = ref.match(e)
+        assert all(t.match(e) == want for t in tables)
     for pid in rng.sample(sorted(live), len(live)):
-        poset.remove(pid)
-        forest.remove(pid)
-    for table in (poset, forest):
+        for t in tables:
+            t.remove(pid)
+    for table in tables:
         assert len(table) == 0 and not table.nodes() and not table.root_nodes()
         assert not table.edges()
 
@@ -199,10 +208,11 @@ def _p(text: str) -> Profile:
     return parse_profile(text, SCHEMA)
 
 
+@pytest.mark.parametrize("indexed", [True, False])
 @pytest.mark.parametrize("cls", [FilterPoset, PosetForest])
-def test_tarkoma_forwarding_trace(cls: type[TableBase]) -> None:
+def test_tarkoma_forwarding_trace(cls: type[TableBase], indexed: bool) -> None:
     """Tarkoma Figs. 3.1-3.3: router S with neighbours I1, I2, I3."""
-    fwd = Forwarder(cls(), ["I1", "I2", "I3"])
+    fwd = Forwarder(cls(indexed=indexed), ["I1", "I2", "I3"])
     a = _p("a: T(a <= 4)")
     b = _p("b: T(b <= 2)")
     c = _p("c: T(a <= 3)")

@@ -11,7 +11,10 @@ subtrees from its parent. Invariants, kept by both operations:
 
 Covering edges to other branches are not kept, so questions about *all* covering nodes
 (``covered_by_other``) search every branch whose root covers the filter; the descent
-prunes at the first node that does not.
+prunes at the first node that does not. By default (``indexed=True``) a
+:class:`~siftbus.covering.query.CoveringIndex` of the filters answers "which nodes cover
+(are covered by) this filter" in one vectorised pass, so the descent only looks up
+children in those sets instead of testing every root; ``indexed=False`` tests literally.
 """
 
 from __future__ import annotations
@@ -40,38 +43,65 @@ class PosetForest(TableBase):
         del self._children(node.parent)[node]
         node.parent = None
 
-    def _place(self, node: FilterNode, start: FilterNode | None) -> FilterNode:
+    def _place(self, node: FilterNode, start: FilterNode | None, *,
+               new: bool = False) -> FilterNode:
         """Put ``node`` (with its subtree) below ``start``: adopt the children it covers,
         else hang it where nothing covers it, else descend into the first covering child.
-        Returns an existing equivalent node instead of placing, if one is met."""
+        For a ``new`` node, returns an existing equivalent node instead, if one exists."""
         f = node.filter
+        below: set[FilterNode] | None = None
+        above: set[FilterNode] | None = None
+        if self._index is not None:
+            # All coverers and all covered nodes at once; each level then only asks
+            # which of its children are in these sets.
+            above = {n for n in self._all_covering(f) if n is not node}
+            below = {n for n in self._all_covered(f) if n is not node}
+            if new:
+                for n in above & below:
+                    return n  # equivalent filter written differently
         cur = start
         while True:
             kids = self._children(cur)
-            covered = [c for c in kids if self._covers(f, c.filter)]
+            if below is not None:
+                pool = below if len(below) < len(kids) else kids
+                covered = sorted((c for c in pool if c in kids and c in below),
+                                 key=lambda c: c.seq)
+            else:
+                covered = [c for c in kids if self._covers(f, c.filter)]
+                if new:
+                    for c in covered:
+                        if self._covers(c.filter, f):
+                            return c  # equivalent
             if covered:
-                for c in covered:
-                    if self._covers(c.filter, f):
-                        return c  # equivalent
                 for c in covered:
                     self._detach(c)
                     self._attach(node, c)
                 self._attach(cur, node)
                 return node
             nxt = None
-            for c in kids:
-                if self._covers(c.filter, f):
-                    nxt = c
-                    break
+            if above is not None:
+                pool = above if len(above) < len(kids) else kids
+                ups = [c for c in pool if c in kids and c in above]
+                nxt = min(ups, key=lambda c: c.seq) if ups else None
+            else:
+                for c in kids:
+                    if self._covers(c.filter, f):
+                        nxt = c
+                        break
             if nxt is None:
                 self._attach(cur, node)
                 return node
             cur = nxt
 
     def _insert_filter(self, filter: Profile) -> FilterNode:
-        return self._place(self._new_node(filter), None)
+        node = self._new_node(filter)
+        placed = self._place(node, None, new=True)
+        if placed is node:
+            self._index_add(node)
+        return placed
 
     def _delete_node(self, node: FilterNode) -> None:
+        self._index_remove(node)
         parent = node.parent
         self._detach(node)
         for c in list(node.children):
@@ -84,6 +114,8 @@ class PosetForest(TableBase):
 
     def covered_by_other(self, node: FilterNode, neighbour: str | None) -> bool:
         f = node.filter
+        if self._index is not None:
+            return any(n is not node and n.in_scope(neighbour) for n in self._all_covering(f))
         stack = [r for r in self._roots if r is not node and self._covers(r.filter, f)]
         while stack:
             n = stack.pop()
@@ -95,6 +127,10 @@ class PosetForest(TableBase):
 
     def topmost_below(self, node: FilterNode, neighbour: str | None) -> list[FilterNode]:
         f = node.filter
+        if self._index is not None:
+            scope = {n for n in self._all_covered(f) if n is not node and n.in_scope(neighbour)}
+            return sorted((n for n in scope if not _has_ancestor_in(n, scope)),
+                          key=lambda n: n.seq)
         out: list[FilterNode] = []
         # Inside a subtree whose top ``node`` covers, everything is covered: keep the
         # topmost in-scope nodes. Elsewhere descend only where ``f`` overlaps, since a
@@ -135,6 +171,15 @@ class PosetForest(TableBase):
             best = max(best, d)
             stack.extend((c, d + 1) for c in n.children)
         return best
+
+
+def _has_ancestor_in(node: FilterNode, nodes: set[FilterNode]) -> bool:
+    p = node.parent
+    while p is not None:
+        if p in nodes:
+            return True
+        p = p.parent
+    return False
 
 
 __all__ = ["PosetForest"]

@@ -6,9 +6,13 @@ descendants all the filters it covers. Insert and delete follow Tarkoma/Bittner
 (B Alg. 8.3–8.6): find the immediate predecessors by descending from the roots through
 covering nodes, the immediate successors by descending from them through overlapping
 nodes, and splice; on delete, reconnect each predecessor to each successor it no longer
-reaches. Profiles with equal filters share a node and keep their own interfaces; unlike
-Siena's Alg. 1 no subscriber is dropped from covered filters, so on unsubscription the
-table itself knows what becomes uncovered (no re-send from the origin is needed).
+reaches. By default (``indexed=True``) the predecessors and successors are read off a
+:class:`~siftbus.covering.query.CoveringIndex` of the filters held (all coverers in one
+vectorised pass, then the lowest of them) instead of walking from the roots, which tests
+every root; ``indexed=False`` keeps the walks. Profiles with equal filters share a node
+and keep their own interfaces; unlike Siena's Alg. 1 no subscriber is dropped from
+covered filters, so on unsubscription the table itself knows what becomes uncovered (no
+re-send from the origin is needed).
 """
 
 from __future__ import annotations
@@ -74,11 +78,25 @@ class FilterPoset(TableBase):
                 if not any(o is not c and self._covers(o.filter, c.filter) for o in cand)]
 
     def _insert_filter(self, filter: Profile) -> FilterNode:
-        preds = self._im_preds(filter)
-        for p in preds:
-            if self._covers(filter, p.filter):
-                return p  # equivalent filter written differently
-        succs = self._im_succs(filter, preds)
+        if self._index is not None:
+            # Every node covering the filter, in one vectorised pass; the immediate
+            # predecessors are its lowest members: a node with a successor in the set
+            # is not one (a Hasse path from a coverer to a lower coverer stays inside).
+            above = self._all_covering(filter)
+            for p in above:
+                if self._covers(filter, p.filter):
+                    return p  # equivalent filter written differently
+            above_set = set(above)
+            preds = [p for p in above if not any(c in above_set for c in p.succs)]
+            below = self._all_covered(filter)
+            below_set = set(below)
+            succs = [c for c in below if not any(p in below_set for p in c.preds)]
+        else:
+            preds = self._im_preds(filter)
+            for p in preds:
+                if self._covers(filter, p.filter):
+                    return p
+            succs = self._im_succs(filter, preds)
         node = self._new_node(filter)
         for c in succs:
             for p in preds:
@@ -91,6 +109,7 @@ class FilterPoset(TableBase):
             for c in succs:
                 self._roots.pop(c, None)
             self._roots[node] = None
+        self._index_add(node)
         return node
 
     # --- deletion -----------------------------------------------------------------
@@ -112,6 +131,7 @@ class FilterPoset(TableBase):
         return False
 
     def _delete_node(self, node: FilterNode) -> None:
+        self._index_remove(node)
         preds = list(node.preds)
         succs = list(node.succs)
         for p in preds:

@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Protocol, runtime_checkable
 
+from siftbus.covering.query import CoveringIndex
 from siftbus.covering.relations import covers
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.model import Event, Profile
@@ -124,7 +125,13 @@ class CoveringTable(Protocol):
 class TableBase(ABC):
     """Entry bookkeeping shared by :class:`FilterPoset` and :class:`PosetForest`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, indexed: bool = True) -> None:
+        """With ``indexed`` (the default) the table keeps a :class:`CoveringIndex` of its
+        filters, so finding every node that covers (or is covered by) a new filter is one
+        vectorised pass instead of a walk that tests each root; ``indexed=False`` runs
+        the literature's walks literally (a reference, and the benchmark's contrast)."""
+        self._index: CoveringIndex | None = CoveringIndex() if indexed else None
+        self._node_by_fid: dict[str, FilterNode] = {}
         self._entries: dict[str, FilterNode] = {}
         self._by_key: dict[object, FilterNode] = {}
         self._roots: dict[FilterNode, None] = {}
@@ -166,6 +173,38 @@ class TableBase(ABC):
 
     def _new_node(self, filter: Profile) -> FilterNode:
         return FilterNode(next(self._seq), filter)
+
+    @property
+    def indexed(self) -> bool:
+        return self._index is not None
+
+    def _index_add(self, node: FilterNode) -> None:
+        if self._index is not None:
+            fid = f"#{node.seq}"  # '#' never occurs in a profile id
+            self._node_by_fid[fid] = node
+            self._index.add(node.filter.with_id(fid))
+
+    def _index_remove(self, node: FilterNode) -> None:
+        if self._index is not None:
+            fid = f"#{node.seq}"
+            del self._node_by_fid[fid]
+            self._index.remove(fid)
+
+    def _all_covering(self, f: Profile) -> list[FilterNode]:
+        """Every node whose filter covers ``f`` (equivalent ones included)."""
+        assert self._index is not None
+        before = self._index.exact_tests
+        found = [self._node_by_fid[q.id] for q in self._index.covering(f)]
+        self.comparisons += self._index.exact_tests - before
+        return found
+
+    def _all_covered(self, f: Profile) -> list[FilterNode]:
+        """Every node whose filter ``f`` covers (equivalent ones included)."""
+        assert self._index is not None
+        before = self._index.exact_tests
+        found = [self._node_by_fid[q.id] for q in self._index.covered(f)]
+        self.comparisons += self._index.exact_tests - before
+        return found
 
     # --- entries ------------------------------------------------------------------
 
