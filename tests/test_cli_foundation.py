@@ -21,7 +21,7 @@ def building_args(events: Path = BUILDING / "events.jsonl") -> list[str]:
             str(BUILDING / "profiles.txt"), "--events", str(events)]
 
 
-@pytest.mark.parametrize("engine", ["reference", None])
+@pytest.mark.parametrize("engine", ["reference", "counting", "index", None])
 def test_match_on_the_building_example_gives_the_checked_in_matches(engine: str | None) -> None:
     args = ["match", *building_args()] + (["--engine", engine] if engine else [])
     r = siftbus(*args)
