@@ -17,9 +17,14 @@ counted from 1, as editors do) and whether retrying the same operation can help.
     │   ├── DomainError                    a value outside its attribute's domain
     │   ├── ConstraintError                ETCL constraint text (channel layer)
     │   ├── XmlFilterError                 XML subscriptions, XPath subset, XML input
+    │   │   ├── XPathSubsetError           expression outside the restricted XPath (position)
+    │   │   ├── SubscriptionError          invalid subscription document or value
+    │   │   │   └── DuplicateSubscriptionError  exact duplicate or id already taken
+    │   │   └── XmlInputError              malformed XML event input
     │   ├── WireError                      a malformed, oversized or unknown frame
     │   └── ConfigError                    TOML configs (network, pipeline)
     ├── UnknownProfileError (KeyError)     remove/lookup of an id that is not there
+    │   └── UnknownSubscriptionError       unsubscribe of an XML subscription id not there
     ├── DuplicateProfileError (ValueError) add of an id that is already there
     ├── ConnectionLostError (ConnectionError, retriable)
     └── EnvironmentProblem (RuntimeError)  missing Java, port in use, …
@@ -146,3 +151,31 @@ class ConnectionLostError(SiftbusError, ConnectionError):
 
 class EnvironmentProblem(SiftbusError, RuntimeError):
     """The machine lacks something siftbus needs (Java for Spark, a free port, ...)."""
+
+
+class XPathSubsetError(XmlFilterError):
+    """A target or attribute path uses XPath outside the restricted subset.
+
+    ``position`` is the 1-based character offset inside the expression; ``field`` holds the
+    expression itself.
+    """
+
+    def __init__(self, message: str, *, position: int, expression: str, **kw: object) -> None:
+        super().__init__(message, field=expression, **kw)  # type: ignore[arg-type]
+        self.position = position
+
+
+class SubscriptionError(XmlFilterError):
+    """An XML subscription is invalid (schema, unknown operator, bad operand, no receiver)."""
+
+
+class DuplicateSubscriptionError(SubscriptionError):
+    """The same subscription (or one with the same id) is already registered."""
+
+
+class XmlInputError(XmlFilterError):
+    """XML event input is not well-formed."""
+
+
+class UnknownSubscriptionError(UnknownProfileError):
+    """No XML subscription with this id is registered."""

@@ -1,0 +1,118 @@
+"""The XML event filter: subscriptions in, XML messages in, notifications out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO
+
+from lxml import etree
+
+from siftbus.xmlfilter.matcher import ElementMatch, Strategy, XmlMatcher
+from siftbus.xmlfilter.output import Dispatcher, Notification
+from siftbus.xmlfilter.splitter import cut
+from siftbus.xmlfilter.subscription import Subscription, parse_subscriptions
+
+
+@dataclass(frozen=True, slots=True)
+class EventResult:
+    """One located event (matched or not) and, when it has receivers, its notification."""
+
+    event: int
+    """0-based index among the located events of the message."""
+    match: ElementMatch
+    notification: Notification | None
+
+
+class XmlEventFilter:
+    """Subscribe, unsubscribe and publish XML; the thesis's ``XMLEventFilter``.
+
+    ``publish`` is synchronous and thread-safe; subscriptions may change between any two
+    events of a message (each event is matched atomically). Targets whose event-root name is
+    new take effect from the next message (the parser's tag filter is fixed per message).
+    """
+
+    def __init__(
+        self,
+        *,
+        strategy: Strategy = "access",
+        precheck: bool = True,
+        precheck_rounds: int = 4,
+        serialize: bool = True,
+    ) -> None:
+        self.matcher = XmlMatcher(strategy=strategy, precheck=precheck,
+                                  precheck_rounds=precheck_rounds)
+        self.serialize = serialize
+
+    # -- subscriptions ---------------------------------------------------------------
+    def subscribe(self, sub: Subscription) -> str:
+        return self.matcher.subscribe(sub)
+
+    def subscribe_xml(
+        self,
+        data: bytes | str,
+        *,
+        source: str | None = None,
+        default_method: str | None = None,
+        sender: str | None = None,
+    ) -> list[str]:
+        """Parse, validate and register every subscription of a document (all or none)."""
+        subs = parse_subscriptions(data, source=source, default_method=default_method,
+                                   sender=sender)
+        done: list[str] = []
+        try:
+            for s in subs:
+                done.append(self.matcher.subscribe(s))
+        except Exception:
+            for sid in done:
+                self.matcher.unsubscribe(sid)
+            raise
+        return done
+
+    def unsubscribe(self, sub_id: str) -> Subscription:
+        return self.matcher.unsubscribe(sub_id)
+
+    def subscriptions(self) -> Iterator[Subscription]:
+        return self.matcher.subscriptions()
+
+    def __len__(self) -> int:
+        return len(self.matcher)
+
+    # -- publishing -----------------------------------------------------------------
+    def iter_results(self, source: bytes | str | IO[bytes], *, name: str | None = None
+                     ) -> Iterator[EventResult]:
+        """Every located event of a message as it completes, matched or not."""
+        exact, local = self.matcher.root_tags()
+        n = 0
+        for el, tags in cut(source, exact, local, name=name):
+            m = self.matcher.match_element(el, tags)
+            if m is None:
+                continue
+            note = None
+            if m.receivers:
+                xml = etree.tostring(el, with_tail=False) if self.serialize else b""
+                note = Notification(n, m.targets, m.subscriptions, m.receivers, xml)
+            yield EventResult(n, m, note)
+            n += 1
+
+    def publish(self, source: bytes | str | IO[bytes], *, name: str | None = None
+                ) -> list[Notification]:
+        """Notifications for every matched event of a message, in order."""
+        return [r.notification for r in self.iter_results(source, name=name)
+                if r.notification is not None]
+
+    async def publish_to(self, source: bytes | str | IO[bytes], dispatcher: Dispatcher, *,
+                         name: str | None = None) -> list[Notification]:
+        """Publish and hand every notification to the dispatcher."""
+        notes = self.publish(source, name=name)
+        for note in notes:
+            await dispatcher.dispatch(note)
+        return notes
+
+
+def load_filter(subscription_docs: Iterable[bytes | str], **kw: object) -> XmlEventFilter:
+    """A filter with every subscription of the given documents registered."""
+    f = XmlEventFilter(**kw)  # type: ignore[arg-type]
+    for doc in subscription_docs:
+        f.subscribe_xml(doc, default_method="api", sender="local")
+    return f

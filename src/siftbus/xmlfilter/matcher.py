@@ -1,0 +1,585 @@
+"""The counting matcher: target index, attribute-path index, constraint index, counters.
+
+Steps per located element (thesis §5.5.7, with §4.7's bugs fixed):
+
+1. *Targets*: candidate targets by the element's name, then the ancestor path, then the
+   predicates (evaluated on the complete subtree, so a discriminator below the root works).
+2. *Pre-check* (optional, ``precheck=True``): for the ``precheck_rounds`` paths required by
+   most filters of the target, every filter requiring a path missing from the event is dead.
+   Exclusion is per *filter*, so a receiver is only dropped when all its filters are dead
+   (the thesis excluded receivers, losing matches of receivers with several filters). When
+   every filter of the target is dead the event is dropped before any value is compared.
+3. *Attribute paths*: one walk over the event subtree guided by a trie of the registered
+   paths collects each path's values (all occurrences).
+4. *Values*: per (target, path) a :class:`~siftbus.xmlfilter.operators.SlotIndex` lists the
+   satisfied constraints per value; the quantifier is applied over all occurrences, so each
+   constraint is satisfied (and counted) at most once per event.
+5. *Counting*: a filter matches when the number of its distinct satisfied constraints equals
+   its size. ``strategy="counting"`` is Siena's algorithm literally (every satisfied
+   constraint increments the counter of each of its filters). ``strategy="access"`` (the
+   default) keeps a counter only for filters whose *access constraint* (the rarest of its
+   constraints, chosen at subscribe time) is satisfied and counts their other constraints
+   against the satisfied set: same result, far fewer counters.
+6. *Receivers*: disjunction over filters; the receivers of matched filters, as a set.
+
+Identical constraints (same target, path, operator, values, quantifier) are shared between
+filters. Subscribe and unsubscribe take the same lock as matching one element, so an element
+is matched against one consistent set of subscriptions.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pyroaring import BitMap
+
+from siftbus.errors import DuplicateSubscriptionError, UnknownSubscriptionError
+from siftbus.xmlfilter.subscription import Condition, Receiver, Subscription
+from siftbus.xmlfilter.xpath import RelPath, Step, Target
+
+Strategy = Literal["access", "counting"]
+
+# cost of an operator as an access constraint (lower = more selective, a better access)
+_KIND_COST = {"equals": 1, "in-set": 2, "epc": 8, "match": 8, "numeric": 50, "exists": 1000}
+
+
+@dataclass(frozen=True, slots=True)
+class MatcherStats:
+    """Counters since the matcher was created (or :meth:`XmlMatcher.reset_stats`)."""
+
+    elements: int
+    """Elements offered by the splitter (candidate event roots)."""
+    events: int
+    """Elements located as events by at least one target (ancestors and predicates hold)."""
+    matched_events: int
+    """Events with at least one receiver."""
+    precheck_dropped: int
+    """(event, target) evaluations skipped because the pre-check found every filter dead."""
+    constraints_satisfied: int
+    """Satisfied constraints summed over events (step 4 output)."""
+    counters: int
+    """Filter counters touched (step 5 work)."""
+
+
+@dataclass(slots=True)
+class _TargetEntry:
+    tid: int
+    target: Target
+    filters: set[int] = field(default_factory=set)
+    unconditional: set[int] = field(default_factory=set)
+    paths: Counter[int] = field(default_factory=Counter)  # pid -> number of constraints
+    pred_pids: list[tuple[int, str | None]] = field(default_factory=list)
+    selectivity: dict[int, BitMap] = field(default_factory=dict)  # pid -> filters needing it
+    top: list[int] | None = None  # pids ordered by len(selectivity), cached
+    receivers: Counter[Receiver] = field(default_factory=Counter)
+
+
+@dataclass(slots=True)
+class _Constraint:
+    cid: int
+    key: tuple[Any, ...]
+    tid: int
+    pid: int
+    condition: Condition
+    filters: set[int] = field(default_factory=set)
+    access: set[int] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class _FilterRec:
+    fid: int
+    sub_id: str
+    receiver: Receiver
+    tid: int
+    cids: frozenset[int]
+    access: int  # -1 for a filter without conditions
+
+
+class _Trie:
+    """Registered relative paths as a trie; ``walk`` collects their values from a subtree."""
+
+    __slots__ = ("attrs", "desc", "exact", "local", "text")
+
+    def __init__(self) -> None:
+        self.exact: dict[str, _Trie] = {}
+        self.local: dict[str, _Trie] = {}
+        self.desc: list[tuple[Step, _Trie]] = []
+        self.text: list[int] = []
+        self.attrs: list[tuple[str, int]] = []
+
+    def insert(self, path: RelPath, pid: int) -> None:
+        node = self
+        for s in path.steps:
+            if s.axis == "descendant":
+                nxt = next((n for st, n in node.desc if st.uri == s.uri and st.local == s.local),
+                           None)
+                if nxt is None:
+                    nxt = _Trie()
+                    node.desc.append((s, nxt))
+            else:
+                table = node.local if s.uri is None else node.exact
+                key = s.local if s.uri is None else (f"{{{s.uri}}}{s.local}" if s.uri else s.local)
+                nxt = table.get(key)
+                if nxt is None:
+                    nxt = table[key] = _Trie()
+            node = nxt
+        if path.attribute is None:
+            node.text.append(pid)
+        else:
+            node.attrs.append((path.attribute.key, pid))
+
+
+def _walk(el: Any, node: _Trie, out: dict[int, list[str]],
+          seen: dict[tuple[int, int], Any] | None) -> None:
+    # ``seen`` (only for paths with '//', which can reach a node twice) maps (path, id(el))
+    # to the element itself: keeping the proxy alive keeps its id from being reused
+    if node.text:
+        text = el.text if len(el) == 0 else "".join(el.itertext())
+        if text is None:
+            text = ""
+        for pid in node.text:
+            if seen is not None:
+                key = (pid, id(el))
+                if key in seen:
+                    continue
+                seen[key] = el
+            lst = out.get(pid)
+            if lst is None:
+                out[pid] = [text]
+            else:
+                lst.append(text)
+    if node.attrs:
+        for key_, pid in node.attrs:
+            v = el.get(key_)
+            if v is not None:
+                if seen is not None:
+                    key = (pid, id(el))
+                    if key in seen:
+                        continue
+                    seen[key] = el
+                lst = out.get(pid)
+                if lst is None:
+                    out[pid] = [v]
+                else:
+                    lst.append(v)
+    exact, local = node.exact, node.local
+    if exact or local:
+        for ch in el.iterchildren("*"):
+            tag = ch.tag
+            if exact:
+                n = exact.get(tag)
+                if n is not None:
+                    _walk(ch, n, out, seen)
+            if local:
+                n = local.get(tag[tag.index("}") + 1 :] if tag[0] == "{" else tag)
+                if n is not None:
+                    _walk(ch, n, out, seen)
+    for step, n in node.desc:
+        for d in el.iterdescendants("*"):
+            if step.matches(d.tag):
+                _walk(d, n, out, seen)
+
+
+def _local(tag: str) -> str:
+    return tag[tag.index("}") + 1 :] if tag[:1] == "{" else tag
+
+
+@dataclass(frozen=True, slots=True)
+class ElementMatch:
+    """The outcome for one element located as an event by at least one target."""
+
+    targets: tuple[str, ...]
+    """Texts of the targets that located the element."""
+    subscriptions: tuple[str, ...]
+    """Ids of matched subscriptions, sorted."""
+    receivers: tuple[Receiver, ...]
+    """Distinct receivers of the matched subscriptions, sorted."""
+
+
+class XmlMatcher:
+    """The dynamic subscription index and counting matcher (see module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        strategy: Strategy = "access",
+        precheck: bool = True,
+        precheck_rounds: int = 4,
+    ) -> None:
+        if strategy not in ("access", "counting"):
+            raise ValueError(f"unknown strategy {strategy!r}")
+        self.strategy: Strategy = strategy
+        self.precheck = precheck
+        self.precheck_rounds = precheck_rounds
+        self._lock = threading.Lock()
+        self._subs: dict[str, Subscription] = {}
+        self._sub_filters: dict[str, list[int]] = {}
+        self._digests: dict[str, str] = {}
+        self._targets: dict[str, _TargetEntry] = {}
+        self._tid_entry: dict[int, _TargetEntry] = {}
+        self._by_exact: dict[str, set[int]] = {}
+        self._by_local: dict[str, set[int]] = {}
+        self._paths: dict[str, int] = {}
+        self._path_obj: dict[int, RelPath] = {}
+        self._path_refs: Counter[int] = Counter()
+        self._slots: dict[tuple[int, int], Any] = {}
+        self._constraints: dict[tuple[Any, ...], _Constraint] = {}
+        self._cons: dict[int, _Constraint] = {}
+        self._filters: dict[int, _FilterRec] = {}
+        self._tries: dict[frozenset[int], tuple[_Trie, bool]] = {}
+        self._next_tid = 0
+        self._next_cid = 0
+        self._next_fid = 0
+        self._version = 0
+        self._stats = [0, 0, 0, 0, 0, 0]
+
+    # -- registry ---------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._subs)
+
+    def __contains__(self, sub_id: object) -> bool:
+        return sub_id in self._subs
+
+    def get(self, sub_id: str) -> Subscription:
+        try:
+            return self._subs[sub_id]
+        except KeyError:
+            raise UnknownSubscriptionError(f"no subscription {sub_id!r}") from None
+
+    def subscriptions(self) -> Iterator[Subscription]:
+        return iter(list(self._subs.values()))
+
+    @property
+    def version(self) -> int:
+        """Incremented by every subscribe and unsubscribe."""
+        return self._version
+
+    def root_tags(self) -> tuple[set[str], set[str]]:
+        """(exact Clark tags, local names in any namespace) of every target's event root."""
+        with self._lock:
+            return set(self._by_exact), set(self._by_local)
+
+    def stats(self) -> MatcherStats:
+        return MatcherStats(*self._stats)
+
+    def reset_stats(self) -> None:
+        self._stats = [0, 0, 0, 0, 0, 0]
+
+    def is_empty_index(self) -> bool:
+        """True when no internal structure is left (all subscriptions removed)."""
+        return not (self._subs or self._targets or self._paths or self._slots
+                    or self._constraints or self._filters or self._by_exact or self._by_local
+                    or self._digests)
+
+    # -- subscribe / unsubscribe ------------------------------------------------------
+    def subscribe(self, sub: Subscription) -> str:
+        """Register a subscription; returns its id.
+
+        Raises :class:`~siftbus.errors.DuplicateSubscriptionError` for an exact duplicate
+        (same digest) or an id already in use.
+        """
+        with self._lock:
+            if sub.digest in self._digests:
+                raise DuplicateSubscriptionError(
+                    f"duplicate of subscription {self._digests[sub.digest]!r}",
+                    field=sub.id)
+            if sub.id in self._subs:
+                raise DuplicateSubscriptionError(f"subscription id {sub.id!r} is already in use",
+                                                 field=sub.id)
+            self._subs[sub.id] = sub
+            self._digests[sub.digest] = sub.id
+            self._sub_filters[sub.id] = [self._add_filter(sub, f.target, f.conditions)
+                                         for f in sub.filters]
+            self._version += 1
+            return sub.id
+
+    def subscribe_all(self, subs: Iterable[Subscription]) -> list[str]:
+        return [self.subscribe(s) for s in subs]
+
+    def unsubscribe(self, sub_id: str) -> Subscription:
+        """Remove a subscription and everything only it used; returns it."""
+        with self._lock:
+            sub = self._subs.pop(sub_id, None)
+            if sub is None:
+                raise UnknownSubscriptionError(f"no subscription {sub_id!r}")
+            del self._digests[sub.digest]
+            for fid in self._sub_filters.pop(sub_id):
+                self._remove_filter(fid)
+            self._version += 1
+            return sub
+
+    def _intern_path(self, path: RelPath) -> int:
+        key = path.canonical()
+        pid = self._paths.get(key)
+        if pid is None:
+            pid = len(self._path_obj)
+            while pid in self._path_obj:
+                pid += 1
+            self._paths[key] = pid
+            self._path_obj[pid] = path
+            self._tries.clear()
+        self._path_refs[pid] += 1
+        return pid
+
+    def _release_path(self, pid: int) -> None:
+        self._path_refs[pid] -= 1
+        if self._path_refs[pid] == 0:
+            del self._path_refs[pid]
+            del self._paths[self._path_obj.pop(pid).canonical()]
+            self._tries.clear()
+
+    def _target(self, target: Target) -> _TargetEntry:
+        key = target.canonical()
+        entry = self._targets.get(key)
+        if entry is None:
+            entry = _TargetEntry(self._next_tid, target)
+            self._next_tid += 1
+            self._targets[key] = entry
+            self._tid_entry[entry.tid] = entry
+            root = target.root
+            if root.uri is None:
+                self._by_local.setdefault(root.local, set()).add(entry.tid)
+            else:
+                self._by_exact.setdefault(root.clark, set()).add(entry.tid)
+            for p in target.predicates:
+                entry.pred_pids.append((self._intern_path(p.path), p.literal))
+            self._tries.clear()
+        return entry
+
+    def _drop_target(self, entry: _TargetEntry) -> None:
+        del self._targets[entry.target.canonical()]
+        del self._tid_entry[entry.tid]
+        root = entry.target.root
+        table, key = ((self._by_local, root.local) if root.uri is None
+                      else (self._by_exact, root.clark))
+        table[key].discard(entry.tid)
+        if not table[key]:
+            del table[key]
+        for pid, _ in entry.pred_pids:
+            self._release_path(pid)
+        self._tries.clear()
+
+    def _add_filter(self, sub: Subscription, target: Target, conds: tuple[Condition, ...]
+                    ) -> int:
+        entry = self._target(target)
+        fid = self._next_fid
+        self._next_fid += 1
+        cons: list[_Constraint] = []
+        for c in conds:
+            pid = self._intern_path(c.path)
+            key = (entry.tid, pid, c.operator.name, c.values, c.quantifier)
+            con = self._constraints.get(key)
+            if con is None:
+                con = _Constraint(self._next_cid, key, entry.tid, pid, c)
+                self._next_cid += 1
+                self._constraints[key] = con
+                self._cons[con.cid] = con
+                slot = self._slots.get((entry.tid, pid))
+                if slot is None:
+                    from siftbus.xmlfilter.operators import SlotIndex
+
+                    slot = self._slots[(entry.tid, pid)] = SlotIndex()
+                slot.add(c.operator, c.values, con.cid)
+                entry.paths[pid] += 1
+                if entry.paths[pid] == 1:
+                    self._tries.clear()
+            else:
+                self._release_path(pid)  # the constraint holds its own reference
+            con.filters.add(fid)
+            cons.append(con)
+        access = -1
+        if cons:
+            best = min(cons, key=lambda k: (_KIND_COST[k.condition.operator.kind]
+                                            * max(1, len(k.condition.values)) * 4
+                                            + len(k.access), k.cid))
+            best.access.add(fid)
+            access = best.cid
+        rec = _FilterRec(fid, sub.id, sub.receiver, entry.tid,
+                         frozenset(k.cid for k in cons), access)
+        self._filters[fid] = rec
+        entry.filters.add(fid)
+        entry.receivers[sub.receiver] += 1
+        if not cons:
+            entry.unconditional.add(fid)
+        for pid in {k.pid for k in cons}:
+            bm = entry.selectivity.get(pid)
+            if bm is None:
+                bm = entry.selectivity[pid] = BitMap()
+            bm.add(fid)
+        entry.top = None
+        return fid
+
+    def _remove_filter(self, fid: int) -> None:
+        rec = self._filters.pop(fid)
+        entry = self._tid_entry[rec.tid]
+        entry.filters.discard(fid)
+        entry.unconditional.discard(fid)
+        entry.receivers[rec.receiver] -= 1
+        if entry.receivers[rec.receiver] == 0:
+            del entry.receivers[rec.receiver]
+        for cid in rec.cids:
+            con = self._cons[cid]
+            con.filters.discard(fid)
+            con.access.discard(fid)
+            bm = entry.selectivity.get(con.pid)
+            if bm is not None:
+                bm.discard(fid)
+                if not bm:
+                    del entry.selectivity[con.pid]
+            if not con.filters:
+                del self._constraints[con.key]
+                del self._cons[cid]
+                slot = self._slots[(con.tid, con.pid)]
+                slot.remove(con.condition.operator, con.condition.values, cid)
+                if len(slot) == 0:
+                    del self._slots[(con.tid, con.pid)]
+                entry.paths[con.pid] -= 1
+                if entry.paths[con.pid] == 0:
+                    del entry.paths[con.pid]
+                    self._tries.clear()
+                self._release_path(con.pid)
+        entry.top = None
+        if not entry.filters:
+            self._drop_target(entry)
+
+    # -- matching -----------------------------------------------------------------------
+    def candidate_targets(self, tag: str) -> list[int]:
+        """Targets whose event-root name test accepts this tag."""
+        out: list[int] = []
+        hit = self._by_exact.get(tag)
+        if hit:
+            out.extend(hit)
+        if self._by_local:
+            hit = self._by_local.get(_local(tag))
+            if hit:
+                out.extend(hit)
+        return out
+
+    def _trie(self, tids: frozenset[int]) -> tuple[_Trie, bool]:
+        cached = self._tries.get(tids)
+        if cached is None:
+            trie = _Trie()
+            pids: set[int] = set()
+            for tid in tids:
+                e = self._tid_entry[tid]
+                pids.update(e.paths)
+                pids.update(p for p, _ in e.pred_pids)
+            desc = False
+            for pid in sorted(pids):
+                path = self._path_obj[pid]
+                desc = desc or path.has_descendant
+                trie.insert(path, pid)
+            cached = self._tries[tids] = (trie, desc)
+        return cached
+
+    def match_element(self, el: Any, tags: list[str]) -> ElementMatch | None:
+        """Match one candidate element; ``tags`` are its ancestors-or-self tags, root first.
+
+        Returns None when no target locates the element.
+        """
+        with self._lock:
+            return self._match(el, tags)
+
+    def _match(self, el: Any, tags: list[str]) -> ElementMatch | None:
+        st = self._stats
+        st[0] += 1
+        cands = [t for t in self.candidate_targets(tags[-1])
+                 if self._tid_entry[t].target.matches_path(tags)]
+        if not cands:
+            return None
+        trie, desc = self._trie(frozenset(cands))
+        values: dict[int, list[str]] = {}
+        _walk(el, trie, values, {} if desc else None)
+        located: list[_TargetEntry] = []
+        for tid in cands:
+            e = self._tid_entry[tid]
+            ok = True
+            for pid, lit in e.pred_pids:
+                vs = values.get(pid)
+                if not vs or (lit is not None and lit not in vs):
+                    ok = False
+                    break
+            if ok:
+                located.append(e)
+        if not located:
+            return None
+        st[1] += 1
+        matched: set[int] = set()
+        for e in located:
+            self._match_target(e, values, matched)
+        if not matched:
+            return ElementMatch(tuple(e.target.text for e in located), (), ())
+        st[2] += 1
+        filters = self._filters
+        subs = sorted({filters[f].sub_id for f in matched})
+        receivers = sorted({filters[f].receiver for f in matched})
+        return ElementMatch(tuple(e.target.text for e in located), tuple(subs),
+                            tuple(receivers))
+
+    def _match_target(self, e: _TargetEntry, values: dict[int, list[str]], matched: set[int]
+                      ) -> None:
+        st = self._stats
+        dead: BitMap | None = None
+        if self.precheck and not e.unconditional:
+            top = e.top
+            if top is None:
+                top = e.top = sorted(e.selectivity, key=lambda p: -len(e.selectivity[p]))
+            missing = [e.selectivity[p] for p in top[: self.precheck_rounds] if p not in values]
+            if missing:
+                dead = BitMap.union(*missing) if len(missing) > 1 else missing[0]
+                if len(dead) == len(e.filters):
+                    st[3] += 1
+                    return
+        matched.update(e.unconditional)
+        # step 4: satisfied constraints, each at most once per event
+        sat: list[int] = []
+        slots = self._slots
+        tid = e.tid
+        cons = self._cons
+        for pid, vs in values.items():
+            slot = slots.get((tid, pid))
+            if slot is None:
+                continue
+            if len(vs) == 1:
+                sat.extend(slot.satisfied(vs[0]))
+            else:
+                counts: Counter[int] = Counter()
+                for v in vs:
+                    counts.update(slot.satisfied(v))
+                k = len(vs)
+                for cid, n in counts.items():
+                    if n == k or cons[cid].condition.quantifier == "any":
+                        sat.append(cid)
+        if not sat:
+            return
+        st[4] += len(sat)
+        filters = self._filters
+        if self.strategy == "access":
+            sset = set(sat)
+            touched = 0
+            for cid in sat:
+                acc = cons[cid].access
+                if not acc:
+                    continue
+                for fid in acc:
+                    touched += 1
+                    if dead is not None and fid in dead:
+                        continue
+                    if filters[fid].cids <= sset:
+                        matched.add(fid)
+            st[5] += touched
+        else:
+            counters: dict[int, int] = {}
+            for cid in sat:
+                for fid in cons[cid].filters:
+                    if fid in matched or (dead is not None and fid in dead):
+                        continue
+                    n = counters.get(fid, 0) + 1
+                    counters[fid] = n
+                    if n == len(filters[fid].cids):
+                        matched.add(fid)
+            st[5] += len(counters)

@@ -1,0 +1,422 @@
+"""Condition operators: names, operand checks, reference semantics and per-path indexes.
+
+Every operator compares one event value (a string: an element's string-value or an attribute
+value) with the condition's operand values. Operators are looked up by ``operatorId``; the
+registry accepts the thesis's spellings (``string-equal``, ``attribute-exist``) as aliases,
+and unknown ids are refused when the subscription is made.
+
+=====================  ========  ==========================================================
+operator               operands  the event value ``v`` satisfies it iff
+=====================  ========  ==========================================================
+``attribute-exists``   0         always (the path is present; that is checked before)
+``string-equals``      1         ``v == x``
+``string-in-set``      >= 1      ``v`` is one of the operands
+``string-match``       1         ``v`` matches the glob ``x`` as a whole: ``*`` = any
+                                 sequence, ``?`` = one character, nothing else is special
+``match-epc``          1         ``v`` is an EPC URN matched by the pattern ``x`` (below)
+``numeric-eq`` …       1         ``v`` is a decimal number and ``v OP x`` (eq, ne, lt, le,
+                                 gt, ge)
+=====================  ========  ==========================================================
+
+EPC patterns: ``urn:epc:[id:|idpat:|pat:|tag:]SCHEME:F1.F2...``; each field is a literal, ``*``
+(any field) or ``[lo-hi]`` (a decimal field in that inclusive range). The value must be
+``urn:epc:[id:|tag:]SCHEME:G1.G2...`` with the same scheme and the same number of fields.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from siftbus.errors import SubscriptionError
+
+Kind = Literal["exists", "equals", "in-set", "match", "epc", "numeric"]
+
+_NUMBER = re.compile(r"^\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*$")
+
+
+def parse_number(text: str) -> float | None:
+    """The decimal number a value spells, or None (no NaN, infinity or underscores)."""
+    if not _NUMBER.match(text):
+        return None
+    x = float(text)
+    return x if math.isfinite(x) else None
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorSpec:
+    """One operator: canonical name, kind and the number of operands it takes."""
+
+    name: str
+    kind: Kind
+    min_values: int
+    max_values: int | None
+    #: for numeric operators: eq, ne, lt, le, gt, ge
+    cmp: str = ""
+
+
+_SPECS: dict[str, OperatorSpec] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def _register(spec: OperatorSpec, *aliases: str) -> None:
+    _SPECS[spec.name] = spec
+    for a in (spec.name, *aliases):
+        _ALIASES[a] = spec.name
+
+
+_register(OperatorSpec("attribute-exists", "exists", 0, 0), "attribute-exist", "exists")
+_register(OperatorSpec("string-equals", "equals", 1, 1), "string-equal", "equals")
+_register(OperatorSpec("string-in-set", "in-set", 1, None), "string-in", "in-set")
+_register(OperatorSpec("string-match", "match", 1, 1), "string-matches", "glob")
+_register(OperatorSpec("match-epc", "epc", 1, 1), "epc-match")
+for _cmp, _long in (
+    ("eq", "equals"),
+    ("ne", "not-equals"),
+    ("lt", "less-than"),
+    ("le", "less-or-equal"),
+    ("gt", "greater-than"),
+    ("ge", "greater-or-equal"),
+):
+    _register(OperatorSpec(f"numeric-{_cmp}", "numeric", 1, 1, _cmp), f"numeric-{_long}")
+
+
+def operator_names() -> list[str]:
+    """Canonical names of all operators."""
+    return sorted(_SPECS)
+
+
+def lookup(operator_id: str) -> OperatorSpec:
+    """The operator for an id or alias; :class:`SubscriptionError` if unknown."""
+    name = _ALIASES.get(operator_id.strip())
+    if name is None:
+        raise SubscriptionError(
+            f"unknown operatorId {operator_id!r} (known: {', '.join(operator_names())})",
+            field="operatorId",
+        )
+    return _SPECS[name]
+
+
+# -- operand normalisation --------------------------------------------------------------
+
+
+def normalise_values(spec: OperatorSpec, values: Iterable[str]) -> tuple[str, ...]:
+    """Check the operands of a condition and return them in canonical order."""
+    vals = tuple(values)
+    n = len(vals)
+    if n < spec.min_values or (spec.max_values is not None and n > spec.max_values):
+        want = (
+            f"exactly {spec.min_values}"
+            if spec.min_values == spec.max_values
+            else f"at least {spec.min_values}"
+        )
+        raise SubscriptionError(
+            f"operator {spec.name!r} takes {want} value(s), got {n}", field="value"
+        )
+    if spec.kind == "in-set":
+        return tuple(sorted(set(vals)))
+    if spec.kind == "numeric":
+        x = parse_number(vals[0])
+        if x is None:
+            raise SubscriptionError(
+                f"operator {spec.name!r} needs a decimal number, got {vals[0]!r}", field="value"
+            )
+        return (repr(x),)
+    if spec.kind == "epc":
+        EpcPattern.parse(vals[0])
+    return vals
+
+
+# -- reference semantics ------------------------------------------------------------------
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a glob (``*`` any sequence, ``?`` one character) to an anchored regex."""
+    out = []
+    for ch in pattern:
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        else:
+            out.append(re.escape(ch))
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+_EPC_KINDS = {"id", "idpat", "pat", "tag"}
+
+
+def _epc_split(text: str) -> tuple[str, list[str]] | None:
+    parts = text.strip().split(":")
+    if len(parts) < 4 or parts[0].lower() != "urn" or parts[1].lower() != "epc":
+        return None
+    rest = parts[2:]
+    if rest[0] in _EPC_KINDS:
+        rest = rest[1:]
+    if len(rest) != 2 or not rest[0] or not rest[1]:
+        return None
+    return rest[0], rest[1].split(".")
+
+
+_RANGE = re.compile(r"^\[(\d+)-(\d+)\]$")
+
+
+@dataclass(frozen=True, slots=True)
+class EpcPattern:
+    """A parsed EPC pattern URN."""
+
+    scheme: str
+    fields: tuple[str | tuple[int, int] | None, ...]  # literal, (lo, hi) or None = '*'
+
+    @staticmethod
+    def parse(text: str) -> EpcPattern:
+        split = _epc_split(text)
+        if split is None:
+            raise SubscriptionError(
+                f"not an EPC pattern URN: {text!r} (expected urn:epc:[idpat:]SCHEME:F1.F2...)",
+                field="value",
+            )
+        scheme, raw = split
+        fields: list[str | tuple[int, int] | None] = []
+        for f in raw:
+            if f == "*":
+                fields.append(None)
+            elif m := _RANGE.match(f):
+                lo, hi = int(m.group(1)), int(m.group(2))
+                if lo > hi:
+                    raise SubscriptionError(f"empty EPC range {f!r} in {text!r}", field="value")
+                fields.append((lo, hi))
+            elif not f or "*" in f or "[" in f or "]" in f:
+                raise SubscriptionError(f"bad EPC pattern field {f!r} in {text!r}", field="value")
+            else:
+                fields.append(f)
+        return EpcPattern(scheme, tuple(fields))
+
+    def matches(self, value: str) -> bool:
+        split = _epc_split(value)
+        if split is None:
+            return False
+        scheme, got = split
+        if scheme != self.scheme or len(got) != len(self.fields):
+            return False
+        for want, g in zip(self.fields, got, strict=True):
+            if want is None:
+                continue
+            if isinstance(want, tuple):
+                if not g.isdigit() or not (want[0] <= int(g) <= want[1]):
+                    return False
+            elif want != g:
+                return False
+        return True
+
+
+def reference_test(spec: OperatorSpec, values: tuple[str, ...]) -> Callable[[str], bool]:
+    """A literal predicate on one event value (the oracle's semantics)."""
+    kind = spec.kind
+    if kind == "exists":
+        return lambda v: True
+    if kind == "equals":
+        x = values[0]
+        return lambda v: v == x
+    if kind == "in-set":
+        s = frozenset(values)
+        return lambda v: v in s
+    if kind == "match":
+        rx = glob_regex(values[0])
+        return lambda v: rx.match(v) is not None
+    if kind == "epc":
+        pat = EpcPattern.parse(values[0])
+        return pat.matches
+    c = float(values[0])
+    ops: dict[str, Callable[[float, float], bool]] = {
+        "eq": lambda a, b: a == b,
+        "ne": lambda a, b: a != b,
+        "lt": lambda a, b: a < b,
+        "le": lambda a, b: a <= b,
+        "gt": lambda a, b: a > b,
+        "ge": lambda a, b: a >= b,
+    }
+    op = ops[spec.cmp]
+
+    def numeric(v: str) -> bool:
+        x = parse_number(v)
+        return x is not None and op(x, c)
+
+    return numeric
+
+
+# -- the per-(target, path) index --------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Sorted:
+    """Thresholds in ascending order with their constraint ids (parallel lists)."""
+
+    keys: list[float] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+
+    def add(self, k: float, cid: int) -> None:
+        i = bisect.bisect_right(self.keys, k)
+        self.keys.insert(i, k)
+        self.ids.insert(i, cid)
+
+    def remove(self, k: float, cid: int) -> None:
+        i = bisect.bisect_left(self.keys, k)
+        while self.ids[i] != cid:
+            i += 1
+        del self.keys[i]
+        del self.ids[i]
+
+
+def _add_to(d: dict[str, list[int]], key: str, cid: int) -> None:
+    lst = d.get(key)
+    if lst is None:
+        d[key] = [cid]
+    else:
+        lst.append(cid)
+
+
+def _remove_from(d: dict[str, list[int]], key: str, cid: int) -> None:
+    lst = d[key]
+    lst.remove(cid)
+    if not lst:
+        del d[key]
+
+
+class SlotIndex:
+    """All constraints on one (target, attribute path): Siena's multi-operator index.
+
+    ``satisfied(v)`` lists each constraint id satisfied by the value ``v`` exactly once:
+    string equality and set membership by one hash lookup, prefix globs by one lookup per
+    distinct prefix length, numeric comparisons by binary search in sorted thresholds.
+    """
+
+    __slots__ = (
+        "_epc",
+        "_globs",
+        "_num",
+        "_num_eq",
+        "_num_ne",
+        "_prefix",
+        "eq",
+        "exists",
+        "n",
+    )
+
+    def __init__(self) -> None:
+        self.exists: list[int] = []
+        self.eq: dict[str, list[int]] = {}
+        self._prefix: dict[int, dict[str, list[int]]] = {}
+        self._globs: list[tuple[re.Pattern[str], int]] = []
+        self._epc: list[tuple[EpcPattern, int]] = []
+        self._num: dict[str, _Sorted] = {}
+        self._num_eq: dict[float, list[int]] = {}
+        self._num_ne: list[tuple[float, int]] = []
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _apply(self, spec: OperatorSpec, values: tuple[str, ...], cid: int, add: bool) -> None:
+        kind = spec.kind
+        if kind == "exists":
+            if add:
+                self.exists.append(cid)
+            else:
+                self.exists.remove(cid)
+        elif kind in ("equals", "in-set"):
+            for v in values:
+                (_add_to if add else _remove_from)(self.eq, v, cid)
+        elif kind == "match":
+            pat = values[0]
+            body = pat[:-1]
+            if "*" not in pat and "?" not in pat:
+                (_add_to if add else _remove_from)(self.eq, pat, cid)
+            elif pat.endswith("*") and "*" not in body and "?" not in body:
+                d = self._prefix.setdefault(len(body), {})
+                (_add_to if add else _remove_from)(d, body, cid)
+                if not d:
+                    del self._prefix[len(body)]
+            else:
+                item = (glob_regex(pat), cid)
+                if add:
+                    self._globs.append(item)
+                else:
+                    self._globs = [g for g in self._globs if g[1] != cid]
+        elif kind == "epc":
+            if add:
+                self._epc.append((EpcPattern.parse(values[0]), cid))
+            else:
+                self._epc = [e for e in self._epc if e[1] != cid]
+        else:
+            c = float(values[0])
+            if spec.cmp == "eq":
+                lst = self._num_eq.setdefault(c, [])
+                if add:
+                    lst.append(cid)
+                else:
+                    lst.remove(cid)
+                    if not lst:
+                        del self._num_eq[c]
+            elif spec.cmp == "ne":
+                if add:
+                    self._num_ne.append((c, cid))
+                else:
+                    self._num_ne.remove((c, cid))
+            else:
+                s = self._num.setdefault(spec.cmp, _Sorted())
+                if add:
+                    s.add(c, cid)
+                else:
+                    s.remove(c, cid)
+                    if not s.ids:
+                        del self._num[spec.cmp]
+        self.n += 1 if add else -1
+
+    def add(self, spec: OperatorSpec, values: tuple[str, ...], cid: int) -> None:
+        self._apply(spec, values, cid, True)
+
+    def remove(self, spec: OperatorSpec, values: tuple[str, ...], cid: int) -> None:
+        self._apply(spec, values, cid, False)
+
+    def satisfied(self, v: str) -> list[int]:
+        """Constraint ids the value satisfies (each at most once)."""
+        out: list[int] = list(self.exists)
+        hit = self.eq.get(v)
+        if hit:
+            out.extend(hit)
+        if self._prefix:
+            for n, d in self._prefix.items():
+                if len(v) >= n:
+                    hit = d.get(v[:n])
+                    if hit:
+                        out.extend(hit)
+        for rx, cid in self._globs:
+            if rx.match(v) is not None:
+                out.append(cid)
+        for pat, cid in self._epc:
+            if pat.matches(v):
+                out.append(cid)
+        if self._num or self._num_eq or self._num_ne:
+            x = parse_number(v)
+            if x is not None:
+                hit = self._num_eq.get(x)
+                if hit:
+                    out.extend(hit)
+                for c, cid in self._num_ne:
+                    if c != x:
+                        out.append(cid)
+                for cmp, s in self._num.items():
+                    if cmp == "lt":
+                        out.extend(s.ids[bisect.bisect_right(s.keys, x) :])
+                    elif cmp == "le":
+                        out.extend(s.ids[bisect.bisect_left(s.keys, x) :])
+                    elif cmp == "gt":
+                        out.extend(s.ids[: bisect.bisect_left(s.keys, x)])
+                    else:
+                        out.extend(s.ids[: bisect.bisect_right(s.keys, x)])
+        return out

@@ -1,0 +1,148 @@
+"""Notifications and their delivery.
+
+One :class:`Notification` per located event that has receivers: the event subtree
+re-serialised as XML (its root is the target's event root; every namespace in scope is
+declared on it, so it is a standalone document), with the receivers and subscriptions it
+matched. Delivery goes through a :class:`NotificationSink`; :class:`Dispatcher` chooses the
+sink per receiver by ``callbackMethod``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from siftbus.xmlfilter.subscription import Receiver
+
+NOTIFICATION_NS = "urn:siftbus:xmlfilter:notification"
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One event and everyone it goes to."""
+
+    event: int
+    """0-based index of the event in its message, in the order events complete."""
+    targets: tuple[str, ...]
+    """The targets that located the event."""
+    subscriptions: tuple[str, ...]
+    """Ids of the matched subscriptions, sorted."""
+    receivers: tuple[Receiver, ...]
+    """Distinct receivers, sorted by (method, address)."""
+    xml: bytes
+    """The event subtree as a standalone UTF-8 XML document (no declaration)."""
+
+    def to_json_dict(self) -> dict[str, object]:
+        return {
+            "event": self.event,
+            "targets": list(self.targets),
+            "subscriptions": list(self.subscriptions),
+            "receivers": [{"method": r.method, "address": r.address} for r in self.receivers],
+            "xml": self.xml.decode(),
+        }
+
+
+@runtime_checkable
+class NotificationSink(Protocol):
+    """Somewhere notifications go. ``deliver`` is called once per (notification, receiver)."""
+
+    async def deliver(self, receiver: Receiver, notification: Notification) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SinkStats:
+    """Delivery counters of a sink."""
+
+    delivered: int
+    """Deliveries that succeeded."""
+    failed: int
+    """Deliveries that raised or were refused by the receiver."""
+
+
+class MemorySink:
+    """Keeps every delivery in a list (tests, embedding)."""
+
+    def __init__(self) -> None:
+        self.deliveries: list[tuple[Receiver, Notification]] = []
+
+    async def deliver(self, receiver: Receiver, notification: Notification) -> None:
+        self.deliveries.append((receiver, notification))
+
+    async def aclose(self) -> None:
+        return None
+
+    def stats(self) -> SinkStats:
+        return SinkStats(len(self.deliveries), 0)
+
+
+class CallbackSink:
+    """Calls a function (sync or async) per delivery."""
+
+    def __init__(self, fn: Callable[[Receiver, Notification], object]) -> None:
+        self._fn = fn
+        self._ok = 0
+        self._failed = 0
+
+    async def deliver(self, receiver: Receiver, notification: Notification) -> None:
+        try:
+            r = self._fn(receiver, notification)
+            if inspect.isawaitable(r):
+                await r
+        except Exception:
+            self._failed += 1
+            raise
+        self._ok += 1
+
+    async def aclose(self) -> None:
+        return None
+
+    def stats(self) -> SinkStats:
+        return SinkStats(self._ok, self._failed)
+
+
+@dataclass(slots=True)
+class Dispatcher:
+    """Routes each (notification, receiver) to the sink registered for its method.
+
+    Methods are compared case-insensitively; ``default`` takes the rest (None: counted as
+    undeliverable). A failing delivery is counted and never stops the others.
+    """
+
+    sinks: Mapping[str, NotificationSink] = field(default_factory=dict)
+    default: NotificationSink | None = None
+    undeliverable: int = 0
+    failures: list[tuple[Receiver, str]] = field(default_factory=list)
+
+    def sink_for(self, receiver: Receiver) -> NotificationSink | None:
+        for name, sink in self.sinks.items():
+            if name.lower() == receiver.method.lower():
+                return sink
+        return self.default
+
+    async def dispatch(self, notification: Notification) -> None:
+        jobs: list[Awaitable[None]] = []
+        targets: list[Receiver] = []
+        for r in notification.receivers:
+            sink = self.sink_for(r)
+            if sink is None:
+                self.undeliverable += 1
+                continue
+            jobs.append(sink.deliver(r, notification))
+            targets.append(r)
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        for r, res in zip(targets, results, strict=True):
+            if isinstance(res, BaseException):
+                self.failures.append((r, f"{type(res).__name__}: {res}"))
+                del self.failures[:-1000]  # bounded
+
+    async def aclose(self) -> None:
+        seen: set[int] = set()
+        for sink in [*self.sinks.values(), *([self.default] if self.default else [])]:
+            if id(sink) not in seen:
+                seen.add(id(sink))
+                await sink.aclose()

@@ -1,0 +1,76 @@
+"""Streaming event cutting with lxml ``iterparse``.
+
+The parser reports the end of every element whose name is the root name of some registered
+target (lxml filters the tags in C, so other elements cost no Python work). At that point
+the element's subtree is complete, so targets whose discriminating predicate lies below the
+event root are decided on the whole event, children before the discriminator included (the
+thesis only collected what followed the discriminator). After the consumer has handled an
+element it is cleared together with its already handled preceding siblings, unless an
+ancestor could itself still become an event (nested events), so memory stays bounded by
+the largest open event, not by the document.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import IO, Any
+
+from lxml import etree
+
+from siftbus.errors import XmlInputError
+
+#: a tag no document can contain, for "cut nothing" (lxml treats an empty tag list as all)
+_NOTHING = "{urn:siftbus:xmlfilter:none}none"
+
+
+def _local(tag: str) -> str:
+    return tag[tag.index("}") + 1 :] if tag[:1] == "{" else tag
+
+
+def cut(
+    source: bytes | str | IO[bytes],
+    exact: set[str],
+    local: set[str],
+    *,
+    name: str | None = None,
+) -> Iterator[tuple[Any, list[str]]]:
+    """Yield ``(element, tags)`` for each element named like an event root, in end order.
+
+    ``tags`` are the Clark tags of the element's ancestors-or-self, document root first.
+    The element must be used before the next item is requested: it is cleared afterwards.
+    Raises :class:`~siftbus.errors.XmlInputError` (with line and column) when the input is
+    not well-formed; elements before the error have been yielded already.
+    """
+    if isinstance(source, str):
+        source = source.encode()
+    stream: IO[bytes] = io.BytesIO(source) if isinstance(source, bytes | bytearray) else source
+    tags = sorted(exact) + ["{*}" + n for n in sorted(local)] or [_NOTHING]
+    ctx = etree.iterparse(
+        stream, events=("end",), tag=tags, remove_comments=True, remove_pis=True,
+        resolve_entities=False, no_network=True, huge_tree=True,
+    )
+    try:
+        for _, el in ctx:
+            chain: list[str] = []
+            keep = False
+            p = el.getparent()
+            while p is not None:
+                t = p.tag
+                chain.append(t)
+                if not keep and (t in exact or (local and _local(t) in local)):
+                    keep = True
+                p = p.getparent()
+            chain.reverse()
+            chain.append(el.tag)
+            yield el, chain
+            if not keep:
+                el.clear()
+                parent = el.getparent()
+                if parent is not None:
+                    while el.getprevious() is not None:
+                        del parent[0]
+    except etree.XMLSyntaxError as exc:
+        line, col = exc.position if exc.position else (None, None)
+        raise XmlInputError(f"not well-formed XML: {exc.msg}", source=name, line=line,
+                            column=col) from None
