@@ -16,6 +16,7 @@ from siftbus.covering.relations import (
     equivalent,
     is_perfect_merge,
     merge,
+    merge_set,
     overlaps,
     relation,
     string_hull,
@@ -225,3 +226,24 @@ def test_two_attribute_difference_has_no_perfect_merge() -> None:
 ])
 def test_string_relations(p: str, q: str, want: Relation) -> None:
     assert relation(parse_profile("p: " + p, SCHEMA), parse_profile("q: " + q, SCHEMA)) is want
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(related_pairs().map(lambda pq: pq[0]), related_pairs().map(
+    lambda pq: pq[1]), profiles(T, "r", max_conditions=2)), min_size=1, max_size=8))
+def test_merge_set_keeps_exactly_the_same_events(ps: list[Profile]) -> None:
+    ps = [p.with_id(f"p{i}") for i, p in enumerate(ps)]
+    out = merge_set(ps)
+    assert frozenset().union(*map(events_of, out)) == frozenset().union(*map(events_of, ps))
+    assert len(out) <= len(ps)
+    assert not any(a is not b and covers(a, b) for a in out for b in out)
+    # Pairs left over have no perfect merge.
+    assert all(merge(a, b) is None for a, b in itertools.combinations(out, 2))
+
+
+def test_merge_set_fuses_per_room_profiles() -> None:
+    s = parse_schema('[R]\nroom = "int[1,9]"\nvalue = "int[0,40]"\n')
+    ps = [parse_profile(f"p{r}: R(room = {r}, value > 20)", s) for r in range(1, 10)]
+    ps.append(parse_profile("x: R(room = 2, value > 30)", s))  # covered
+    out = merge_set(ps)
+    assert [format_profile(p, with_id=False) for p in out] == ["R(value > 20)"]

@@ -26,26 +26,36 @@ from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.model import EventType, IntervalSet, Profile, StringConstraint
 from siftbus.model.domain import StringDomain
 
+_WORD = 63  # attributes whose constrained/free flags share one int64 signature
+
 
 class _TypeStore:
-    """Column arrays for the profiles of one event type; slots are reused after removal."""
+    """Column arrays for the profiles of one event type; slots are reused after removal.
+
+    Per slot: the key hull ``[lo, hi]`` of every ordered attribute (the whole domain when
+    free), and which attributes are constrained — as bits of one int64 ``sig`` for the
+    first 63 attributes (one vector operation tests "constrains only attributes p
+    constrains") and as a bool row per further attribute.
+    """
 
     def __init__(self, etype: EventType) -> None:
         self.etype = etype
         self.ordered = [a.position for a in etype.attributes
                         if not isinstance(a.domain, StringDomain)]
         self.row = {pos: i for i, pos in enumerate(self.ordered)}
-        self.dom_lo = np.array([etype.attributes[p].domain.min_key for p in self.ordered],  # type: ignore[union-attr]
-                               dtype=np.int64)
-        self.dom_hi = np.array([etype.attributes[p].domain.max_key for p in self.ordered],  # type: ignore[union-attr]
-                               dtype=np.int64)
+        bounds = [(a.domain.min_key, a.domain.max_key) for a in etype.attributes
+                  if not isinstance(a.domain, StringDomain)]
+        self.dom_lo = np.array([b[0] for b in bounds], dtype=np.int64)
+        self.dom_hi = np.array([b[1] for b in bounds], dtype=np.int64)
         cap = 64
         self.lo = np.zeros((len(self.ordered), cap), dtype=np.int64)
         self.hi = np.zeros((len(self.ordered), cap), dtype=np.int64)
-        self.cons = np.zeros((len(etype.attributes), cap), dtype=bool)
+        self.sig = np.zeros(cap, dtype=np.int64)
+        self.cons_high = np.zeros((max(0, len(etype.attributes) - _WORD), cap), dtype=bool)
         self.alive = np.zeros(cap, dtype=bool)
         self.profiles: list[Profile | None] = [None] * cap
         self.free: list[int] = list(range(cap - 1, -1, -1))
+        self.top = 0  # slots at and above are unused: queries look at [:top] only
 
     def _grow(self) -> None:
         old = self.alive.shape[0]
@@ -56,20 +66,32 @@ class _TypeStore:
             out[..., :old] = a
             return out
 
-        self.lo, self.hi, self.cons, self.alive = (widen(self.lo), widen(self.hi),
-                                                   widen(self.cons), widen(self.alive))
+        self.lo, self.hi, self.sig = widen(self.lo), widen(self.hi), widen(self.sig)
+        self.cons_high, self.alive = widen(self.cons_high), widen(self.alive)
         self.profiles.extend([None] * old)
         self.free.extend(range(cap - 1, old - 1, -1))
+
+    @staticmethod
+    def signature(p: Profile) -> int:
+        sig = 0
+        for c in p.conditions:
+            if c.position < _WORD:
+                sig |= 1 << c.position
+        return sig
 
     def add(self, p: Profile) -> int:
         if not self.free:
             self._grow()
         slot = self.free.pop()
+        self.top = max(self.top, slot + 1)
         self.lo[:, slot] = self.dom_lo
         self.hi[:, slot] = self.dom_hi
-        self.cons[:, slot] = False
+        self.sig[slot] = self.signature(p)
+        if len(self.cons_high):
+            self.cons_high[:, slot] = False
         for c in p.conditions:
-            self.cons[c.position, slot] = True
+            if c.position >= _WORD:
+                self.cons_high[c.position - _WORD, slot] = True
             if isinstance(c.constraint, IntervalSet):
                 r = self.row[c.position]
                 self.lo[r, slot] = c.constraint.lo
@@ -84,24 +106,64 @@ class _TypeStore:
         self.free.append(slot)
 
     def candidates_covering(self, p: Profile) -> np.ndarray:
-        mask = self.alive.copy()
-        constrained = {c.position: c.constraint for c in p.conditions}
-        for pos in range(len(self.etype.attributes)):
-            c = constrained.get(pos)
-            if c is None:
-                mask &= ~self.cons[pos]
-            elif isinstance(c, IntervalSet):
-                r = self.row[pos]
-                mask &= (self.lo[r] <= c.lo) & (self.hi[r] >= c.hi)
-        return np.flatnonzero(mask)
-
-    def candidates_covered(self, p: Profile) -> np.ndarray:
-        mask = self.alive.copy()
+        top = self.top
+        # q may constrain only attributes p constrains (a non-full constraint cannot
+        # contain the whole domain p leaves open): usually the sharpest test, so it runs
+        # on every slot and the interval tests only on the survivors.
+        mask = (self.sig[:top] & ~np.int64(self.signature(p))) == 0
+        mask &= self.alive[:top]
+        if len(self.cons_high):
+            mine = {c.position for c in p.conditions}
+            for k in range(len(self.cons_high)):
+                if k + _WORD not in mine:
+                    mask &= ~self.cons_high[k, :top]
+        idx = np.flatnonzero(mask)
         for c in p.conditions:
+            if not len(idx):
+                break
             if isinstance(c.constraint, IntervalSet):
                 r = self.row[c.position]
-                mask &= (self.lo[r] >= c.constraint.lo) & (self.hi[r] <= c.constraint.hi)
-        return np.flatnonzero(mask)
+                keep = (self.lo[r, idx] <= c.constraint.lo) & (self.hi[r, idx] >= c.constraint.hi)
+                idx = idx[keep]
+        return idx
+
+    def candidates_covered(self, p: Profile) -> np.ndarray:
+        top = self.top
+        want = self.signature(p)
+        ordered = [c for c in p.conditions if isinstance(c.constraint, IntervalSet)]
+        if ordered:
+            # Start from the narrowest condition relative to its domain: fewest survivors.
+            def share(c: object) -> float:
+                assert isinstance(c, type(ordered[0]))
+                r = self.row[c.position]
+                assert isinstance(c.constraint, IntervalSet)
+                span = int(self.dom_hi[r] - self.dom_lo[r]) + 1
+                return (c.constraint.hi - c.constraint.lo + 1) / span
+
+            first = min(ordered, key=share)
+            assert isinstance(first.constraint, IntervalSet)
+            r = self.row[first.position]
+            mask = self.lo[r, :top] >= first.constraint.lo
+            mask &= self.hi[r, :top] <= first.constraint.hi
+            mask &= self.alive[:top]
+            idx = np.flatnonzero(mask)
+            rest = [c for c in ordered if c is not first]
+        else:
+            idx = np.flatnonzero(self.alive[:top])
+            rest = []
+        # q must constrain every attribute p constrains.
+        idx = idx[(self.sig[idx] & np.int64(want)) == want]
+        for c in p.conditions:
+            if c.position >= _WORD:
+                idx = idx[self.cons_high[c.position - _WORD, idx]]
+        for c in rest:
+            if not len(idx):
+                break
+            assert isinstance(c.constraint, IntervalSet)
+            r = self.row[c.position]
+            keep = (self.lo[r, idx] >= c.constraint.lo) & (self.hi[r, idx] <= c.constraint.hi)
+            idx = idx[keep]
+        return idx
 
 
 def _breadth(p: Profile) -> float:

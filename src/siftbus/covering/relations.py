@@ -275,6 +275,62 @@ def merge(p: Profile, q: Profile, *, imperfect: bool = False, compact: bool = Fa
     return Profile.from_constraints(mid, etype, merged, sub)
 
 
+def merge_set(profiles: Iterable[Profile], *, id_prefix: str = "merged-") -> list[Profile]:
+    """A smaller set matching exactly the same events: covered profiles dropped, then
+    perfect merges to a fixpoint (Tarkoma §8.5 root-set merging, perfect only).
+
+    Two profiles left after covering merge perfectly only if they constrain the same
+    attributes and differ on one, so each round buckets profiles by type and by their
+    constraints on all attributes but one, and unites every bucket. Untouched profiles
+    come back as they were; merged ones get ids ``id_prefix + n``.
+    """
+    current = _drop_covered(list(profiles))
+    counter = 0
+    changed = True
+    while changed:
+        changed = False
+        attrs = sorted({c.position for p in current for c in p.conditions})
+        for pos in attrs:
+            buckets: dict[object, list[Profile]] = {}
+            for p in current:
+                key = (p.type_name, p.etype,
+                       tuple((c.position, c.constraint) for c in p.conditions
+                             if c.position != pos),
+                       any(c.position == pos for c in p.conditions))
+                buckets.setdefault(key, []).append(p)
+            merged_any = False
+            nxt: list[Profile] = []
+            for group in buckets.values():
+                while group:
+                    acc = group.pop()
+                    rest: list[Profile] = []
+                    fused = False
+                    for other in group:
+                        m = merge(acc, other, id=f"{id_prefix}{counter}")
+                        if m is None:
+                            rest.append(other)
+                        else:
+                            acc, fused = m, True
+                            counter += 1
+                    group = rest
+                    nxt.append(acc)
+                    merged_any = merged_any or fused
+            if merged_any:
+                current = _drop_covered(nxt)
+                changed = True
+    return current
+
+
+def _drop_covered(items: list[Profile]) -> list[Profile]:
+    """Keep one profile per filter and drop every profile another one covers (pairwise:
+    meant for root sets and per-neighbour sets, not whole tables)."""
+    uniq: dict[object, Profile] = {}
+    for p in items:
+        uniq.setdefault((p.type_name, p.filter_key, p.etype), p)
+    kept = list(uniq.values())
+    return [p for p in kept if not any(q is not p and covers(q, p) for q in kept)]
+
+
 def is_perfect_merge(m: Profile, p: Profile, q: Profile) -> bool:
     """Whether ``m`` matches exactly the events of ``p`` or ``q``: a perfect merge exists
     and ``m`` is equivalent to it."""
@@ -294,6 +350,7 @@ __all__ = [
     "full_constraint",
     "is_perfect_merge",
     "merge",
+    "merge_set",
     "overlaps",
     "relation",
     "same_type",

@@ -1,0 +1,222 @@
+"""Covering structures: insert/delete cost and table size, filters poset vs forest.
+
+For each workload (``standard``: the matcher benchmark's 12-attribute profiles, little
+covering; ``building``: Bittner's building automation, heavy covering and duplicates) and
+each size n, the script builds a :class:`FilterPoset` and a :class:`PosetForest` (both
+indexed; the literal root-walking variants too at small n), then measures on the full
+table:
+
+* insert: adding a sample of fresh profiles, one at a time (then removing them again);
+* delete: removing a sample of the stored profiles (then putting them back) — a covering
+  node's removal re-links its successors (poset) or re-inserts its subtrees (forest);
+* size: distinct filters (nodes), roots, edges;
+* forwarding: the root set, i.e. what a broker must send its parent; ``shrink`` is the
+  share of profiles covering saves (1 - roots / profiles);
+* match: events/s walking from the roots, against the reference matcher on the same
+  events (results are checked equal).
+
+The baseline for insert and delete is what a broker without a covering structure does:
+a linear scan of every stored profile with ``covers`` (is the new profile covered? which
+stored profiles did the removed one cover?), timed on the same table in the same run.
+Figures are medians over ``--repeat`` rounds. The machine is shared (2 cores, several
+engineers running tests), so absolute times are noisy: compare the ratios.
+
+    .venv/bin/python bench/covering.py            # 1k, 10k, 100k
+    .venv/bin/python bench/covering.py --quick    # 1k, 10k, fewer samples
+    .venv/bin/python bench/covering.py --full     # also the walking variants at 10k
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from siftbus.covering.forest import PosetForest
+from siftbus.covering.poset import FilterPoset
+from siftbus.covering.relations import covers
+from siftbus.covering.table import TableBase
+from siftbus.match.reference import ReferenceMatcher
+from siftbus.model import Event, Profile
+from workload import (
+    building_events,
+    building_profiles,
+    standard_events,
+    standard_profiles,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results" / "covering.json"
+
+WORKLOADS: dict[str, tuple[Callable[[int], list[Profile]], Callable[[int], list[Event]]]] = {
+    "standard": (lambda n: standard_profiles(n, seed=11), lambda n: standard_events(n)),
+    "building": (lambda n: building_profiles(n, seed=13), lambda n: building_events(n)),
+}
+
+
+def _median_us(rounds: list[float], ops: int) -> float:
+    return statistics.median(rounds) / max(ops, 1) * 1e6
+
+
+def baseline_insert_us(stored: Sequence[Profile], fresh: Sequence[Profile],
+                       repeat: int) -> float:
+    """Linear scan: is the new profile covered by any stored one?"""
+    rounds = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for p in fresh:
+            any(covers(q, p) for q in stored)
+        rounds.append(time.perf_counter() - t0)
+    return _median_us(rounds, len(fresh))
+
+
+def baseline_delete_us(stored: Sequence[Profile], gone: Sequence[Profile],
+                       repeat: int) -> float:
+    """Linear scan: which stored profiles did the removed one cover?"""
+    rounds = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for p in gone:
+            [q for q in stored if q is not p and covers(p, q)]
+        rounds.append(time.perf_counter() - t0)
+    return _median_us(rounds, len(gone))
+
+
+def measure(cls: type[TableBase], indexed: bool, base: list[Profile], fresh: list[Profile],
+            victims: list[Profile], events: list[Event], expected: list[list[str]],
+            repeat: int) -> dict[str, Any]:
+    table = cls(indexed=indexed)
+    t0 = time.perf_counter()
+    for p in base:
+        table.add(p)
+    build = time.perf_counter() - t0
+    ins, dele = [], []
+    comparisons_before = table.comparisons
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for p in fresh:
+            table.add(p)
+        ins.append(time.perf_counter() - t0)
+        for p in fresh:
+            table.remove(p.id)
+        t0 = time.perf_counter()
+        for p in victims:
+            table.remove(p.id)
+        dele.append(time.perf_counter() - t0)
+        for p in victims:
+            table.add(p)
+    ops = repeat * (2 * len(fresh) + 2 * len(victims))
+    roots = len(table.root_nodes())
+    t0 = time.perf_counter()
+    got = [table.match(e) for e in events]
+    match_s = time.perf_counter() - t0
+    if got != expected:
+        raise SystemExit(f"{cls.__name__}: matches differ from the reference matcher")
+    return {
+        "structure": ("poset" if cls is FilterPoset else "forest")
+        + ("" if indexed else "-walk"),
+        "build_us_per_insert": build / len(base) * 1e6,
+        "insert_us": _median_us(ins, len(fresh)),
+        "delete_us": _median_us(dele, len(victims)),
+        "covering_tests_per_op": (table.comparisons - comparisons_before) / max(ops, 1),
+        "nodes": table.node_count,
+        "roots": roots,
+        "edges": len(table.edges()),
+        "shrink": 1 - roots / len(base),
+        "match_events_per_s": len(events) / match_s if match_s else float("inf"),
+    }
+
+
+def run(sizes: list[int], sample: int, repeat: int, n_events: int, walk_upto: int,
+        only: list[str]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for name in only:
+        gen_profiles, gen_events = WORKLOADS[name]
+        for n in sizes:
+            allp = gen_profiles(n + sample)
+            base, fresh = allp[:n], allp[n:]
+            victims = random.Random(n).sample(base, min(sample, n))
+            events = gen_events(n_events)
+            ref = ReferenceMatcher()
+            for p in base:
+                ref.add(p)
+            t0 = time.perf_counter()
+            expected = [ref.match(e) for e in events]
+            ref_s = time.perf_counter() - t0
+            ref_eps = len(events) / ref_s if ref_s else float("inf")
+            # The linear baselines are O(n) per operation: time a few operations only.
+            k = max(3, min(sample, 20_000 // max(1, n // 10)))
+            b_ins = baseline_insert_us(base, fresh[:k], repeat)
+            b_del = baseline_delete_us(base, victims[:k], repeat)
+            variants = [(FilterPoset, True), (PosetForest, True)]
+            if n <= walk_upto:
+                variants += [(FilterPoset, False), (PosetForest, False)]
+            for cls, indexed in variants:
+                r = measure(cls, indexed, base, fresh, victims, events, expected, repeat)
+                r.update(workload=name, profiles=n, baseline_insert_us=b_ins,
+                         baseline_delete_us=b_del,
+                         insert_speedup=b_ins / r["insert_us"],
+                         delete_speedup=b_del / r["delete_us"],
+                         reference_events_per_s=ref_eps,
+                         match_ratio=r["match_events_per_s"] / ref_eps)
+                rows.append(r)
+                print(_row(r), flush=True)
+    return rows
+
+
+HEADER = ("| workload | n | structure | insert µs | ×linear | delete µs | ×linear | "
+          "tests/op | nodes | roots | shrink | match ev/s | ×ref |\n"
+          "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+
+def _row(r: dict[str, Any]) -> str:
+    return (f"| {r['workload']} | {r['profiles']} | {r['structure']} | {r['insert_us']:.0f} | "
+            f"{r['insert_speedup']:.1f} | {r['delete_us']:.0f} | {r['delete_speedup']:.1f} | "
+            f"{r['covering_tests_per_op']:.1f} | {r['nodes']} | {r['roots']} | "
+            f"{r['shrink']:.1%} | {r['match_events_per_s']:.0f} | {r['match_ratio']:.2f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="1k and 10k, small samples")
+    g.add_argument("--full", action="store_true", help="also the walking variants at 10k")
+    ap.add_argument("--sizes", type=int, nargs="*", help="profile counts (overrides)")
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), action="append")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    sizes = args.sizes or ([1000, 10_000] if args.quick else [1000, 10_000, 100_000])
+    sample = 50 if args.quick else 200
+    n_events = 50 if args.quick else 100
+    walk_upto = 10_000 if args.full else 1000
+    print(HEADER, flush=True)
+    t0 = time.perf_counter()
+    rows = run(sizes, sample, args.repeat, n_events, walk_upto,
+               args.workload or ["standard", "building"])
+    out = {
+        "benchmark": "covering",
+        "command": " ".join(sys.argv),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "note": "2 shared cores, other jobs running: absolute times are noisy; ratios are "
+                "against a linear covers() scan (insert, delete) and the reference matcher "
+                "(match) measured in the same run; medians of --repeat rounds",
+        "seconds": time.perf_counter() - t0,
+        "rows": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"\nwrote {args.out} in {out['seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
