@@ -178,6 +178,12 @@ def test_random_insert_delete_keeps_both_structures_exact(
                 assert {p.filter_key for p in f.exported(y)} == brute.out(y)
                 assert {p.id for p in f.exported(y)} == set(remote[name][y])
                 assert all(live[p.id][1] != y for p in f.exported(y))
+    brute = Brute(live)
+    for f in fwd.values():
+        late = f.add_neighbour("late")  # joins with everything it must hold
+        assert {p.filter_key for p in late.subscribe} == brute.out("late")
+        assert f.add_neighbour("late") == Update()
+        f.remove_neighbour("late")
     for e in EVENTS[::3]:
         want = ref.match(e)
         assert all(t.match(e) == want for t in tables)
