@@ -1,0 +1,366 @@
+"""The broker core, independent of any transport.
+
+A :class:`BrokerNode` handles one message at a time (each handler is one atomic step, as
+in Bittner's DAS) and emits messages through a ``send`` callback. The asyncio server and
+the in-process simulator drive the very same object: the server calls :meth:`handle` for
+each frame read from a socket, the simulator for each message taken from an in-memory
+link.
+
+Links are named: a neighbour broker by its name, a local client by ``@`` + its name.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from siftbus.errors import (
+    ConfigError,
+    SiftbusError,
+    UnknownProfileError,
+    WireError,
+)
+from siftbus.lang.profile import format_profile, parse_profile
+from siftbus.match.base import Matcher
+from siftbus.match.engines import make_matcher
+from siftbus.model import Profile, Schema
+
+from .routing import Routing, make_routing
+from .stats import BrokerStats, Counters, LinkStats
+from .store import ProfileStore
+from .wire import (
+    Envelope,
+    Message,
+    MsgType,
+    decode_events,
+    decode_profile,
+    encode_envelope,
+    error_body,
+    get,
+)
+
+ServiceHandler = Callable[[str, dict[str, Any], str], Any]
+"""A broker-hosted service: ``handler(method, args, caller) -> result`` (or an awaitable
+of it). ``caller`` is the calling client's name. Raise a ``SiftbusError`` to answer with
+an error; the result must be msgpack-serialisable."""
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+def check_name(name: str, what: str) -> str:
+    """Broker and client names: letters, digits, ``_ . -``, not starting with a symbol."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > 100:
+        raise ConfigError(f"{what} name {name!r} must be letters, digits, '_', '.', '-' "
+                          "(starting with a letter or digit)", field=what)
+    return name
+
+
+def default_engine() -> str:
+    """``index`` when the interval-index matcher is installed, else ``reference``."""
+    from siftbus.match.engines import ENGINES
+
+    return "index" if "index" in ENGINES else "reference"
+
+
+class BrokerNode:
+    """One broker: profile table, routing protocol, local client sessions, services."""
+
+    def __init__(self, name: str, schema: Schema, *, protocol: str = "forwarding",
+                 strategy: str = "covering", imperfect: bool = False,
+                 advertisements: bool = False, neighbours: tuple[str, ...] = (),
+                 rendezvous: dict[str, str | None] | None = None,
+                 engine: str | None = None, store: ProfileStore | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.name = check_name(name, "broker")
+        self.schema = schema
+        self.protocol = protocol
+        self.neighbours = tuple(neighbours)
+        self._up: set[str] = set()
+        self._up_frozen: frozenset[str] = frozenset()
+        self.clients: set[str] = set()
+        self.counters = Counters()
+        self.clock = clock
+        self.store = store
+        self.engine = engine or default_engine()
+        matcher: Matcher = make_matcher(self.engine)
+        if protocol == "flooding":
+            strategy = "simple"  # profiles never leave the broker
+        self.routing: Routing = make_routing(
+            protocol, self, matcher, strategy=strategy, imperfect=imperfect,
+            advertisements=advertisements, rendezvous=rendezvous)
+        #: transport hooks, set by the server or the simulator
+        self.transport_send: Callable[[str, Message], None] = _unconnected
+        self.run_async: Callable[[Awaitable[Any], str, int | None], None] = _no_async
+        self.services: dict[str, ServiceHandler] = {"broker": self._broker_service}
+        if store is not None:
+            for client, p in store.load(schema):
+                self._subscribe_local(client, p, persist=False)
+
+    # ---- RoutingHost -----------------------------------------------------------------
+
+    def neighbours_up(self) -> frozenset[str]:
+        return self._up_frozen
+
+    def is_broker(self, link: str) -> bool:
+        return not link.startswith("@")
+
+    def send(self, link: str, msg: Message) -> None:
+        if self.is_broker(link) and link not in self._up:
+            return  # the link is down; neighbour_up re-exports what it needs
+        self.transport_send(link, msg)
+
+    def deliver(self, link: str, items: list[tuple[Envelope, list[str]]]) -> None:
+        n = sum(len(pids) for _, pids in items)
+        if link not in self.clients:
+            self.counters.dropped += n
+            return
+        c = self.counters
+        c.notifications += n
+        now = self.clock()
+        for env, pids in items:
+            c.observe_latency(max(0.0, now - env.ts), len(pids))
+        self.transport_send(link, Message(MsgType.NOTIFY, {
+            "items": [[encode_envelope(env), pids] for env, pids in items]}))
+
+    # ---- links -------------------------------------------------------------------------
+
+    def broker_up(self, name: str) -> None:
+        """A neighbour's link is up (after the HELLO/SCHEMA handshake)."""
+        if name not in self.neighbours:
+            raise ConfigError(f"{name} is not a neighbour of {self.name}", field="neighbours")
+        self._up.add(name)
+        self._up_frozen = frozenset(self._up)
+        self.routing.table.neighbour_up(name)
+
+    def broker_down(self, name: str) -> None:
+        if name not in self._up:
+            return
+        self._up.discard(name)
+        self._up_frozen = frozenset(self._up)
+        self.routing.table.neighbour_down(name)
+
+    def client_up(self, name: str) -> tuple[str, list[str]]:
+        """Attach a local client; returns its link and the ids of its stored profiles."""
+        check_name(name, "client")
+        link = "@" + name
+        if link in self.clients:
+            raise ConfigError(f"a client named {name!r} is already connected to {self.name}",
+                              field="name")
+        self.clients.add(link)
+        mine = sorted(e.local_id for e in self.routing.table.entries.values()
+                      if e.src == link)
+        return link, mine
+
+    def client_down(self, link: str) -> None:
+        """Detach a client. Without a store its profiles go; with one they stay (durable)."""
+        self.clients.discard(link)
+        if self.store is None:
+            self.routing.table.remove_source(link)
+
+    def hello_body(self) -> dict[str, Any]:
+        return {"role": "broker", "name": self.name, "protocol": self.protocol}
+
+    def schema_message(self) -> Message:
+        return Message(MsgType.SCHEMA, {"schema": self.schema.to_dict()})
+
+    # ---- message handling (one atomic step per message) ---------------------------------------
+
+    def handle(self, link: str, msg: Message) -> None:
+        """Handle one message from ``link``; bad requests are answered with ERROR."""
+        corr = msg.body.get("corr")
+        corr = corr if isinstance(corr, int) and not isinstance(corr, bool) else None
+        try:
+            if self.is_broker(link):
+                self._from_broker(link, msg)
+            else:
+                self._from_client(link, msg, corr)
+        except SiftbusError as exc:
+            self.transport_send(link, Message(MsgType.ERROR, error_body(exc, corr)))
+
+    def _from_broker(self, z: str, msg: Message) -> None:
+        t, body = msg.type, msg.body
+        table = self.routing.table
+        if t is MsgType.PUB or t is MsgType.NOTIFY:
+            envs = decode_events(get(body, "events", list), self.schema)
+            self._route(z, t, envs)
+        elif t is MsgType.SUB:
+            for item in get(body, "profiles", list):
+                table.add(z, decode_profile(item, self.schema))
+        elif t is MsgType.UNSUB:
+            for gid in get(body, "ids", list):
+                table.remove(z, str(gid))
+        elif t is MsgType.ADV:
+            for item in get(body, "adverts", list):
+                table.advertise(z, decode_profile(item, self.schema))
+        elif t is MsgType.UNADV:
+            for gid in get(body, "ids", list):
+                table.unadvertise(z, str(gid))
+        elif t is MsgType.SCHEMA:
+            self.check_schema(body, z)
+        elif t is MsgType.PING:
+            self.transport_send(z, Message(MsgType.ACK, {"corr": body.get("corr")}))
+        elif t not in (MsgType.ACK, MsgType.ERROR):  # the server logs a neighbour's ERROR
+            raise WireError(f"{t.name} is not expected from a broker")
+
+    def check_schema(self, body: dict[str, Any], peer: str) -> None:
+        theirs = get(body, "schema", dict, where="SCHEMA")
+        if theirs != self.schema.to_dict():
+            raise ConfigError(f"{peer} uses a different schema than {self.name}",
+                              field="schema")
+
+    def _route(self, src: str, kind: MsgType, envs: list[Envelope]) -> None:
+        c = self.counters
+        c.events_in += len(envs)
+        res = self.routing.route(src, kind, envs)
+        c.filter_ops += res.filtered
+        c.matches += res.matches
+        c.events_out += res.events_out
+
+    def _from_client(self, link: str, msg: Message, corr: int | None) -> None:
+        t, body = msg.type, msg.body
+        client = link[1:]
+        reply: dict[str, Any] = {"corr": corr}
+        if t is MsgType.PUB:
+            envs = decode_events(get(body, "events", list), self.schema)
+            src = f"{self.name}/{client}"
+            envs = [Envelope(e.event, src, e.seq, e.ts) for e in envs]
+            self.counters.events_published += len(envs)
+            self._route(link, MsgType.PUB, envs)
+            if corr is None:
+                return
+            reply["count"] = len(envs)
+        elif t is MsgType.SUB:
+            ids = []
+            for p in self._client_profiles(body, client):
+                self._subscribe_local(client, p)
+                ids.append(p.id)
+            reply["ids"] = ids
+        elif t is MsgType.UNSUB:
+            ids = [str(i) for i in get(body, "ids", list)]
+            for pid in ids:
+                self._unsubscribe_local(client, pid)
+            reply["ids"] = ids
+        elif t is MsgType.ADV:
+            for p in self._client_profiles(body, client, key="adverts"):
+                self.routing.table.advertise(link, p.with_id(f"{self.name}/{client}/{p.id}",
+                                                             client))
+        elif t is MsgType.UNADV:
+            for pid in get(body, "ids", list):
+                self.routing.table.unadvertise(link, f"{self.name}/{client}/{pid}")
+        elif t is MsgType.PING:
+            pass
+        elif t is MsgType.CALL:
+            self._call(link, client, body, corr)
+            return
+        elif t is MsgType.SCHEMA:
+            self.transport_send(link, self.schema_message())
+            return
+        else:
+            raise WireError(f"{t.name} is not a client request")
+        if corr is not None:
+            self.transport_send(link, Message(MsgType.ACK, reply))
+
+    def _client_profiles(self, body: dict[str, Any], client: str,
+                         key: str = "profiles") -> list[Profile]:
+        out = []
+        if "texts" in body:
+            for i, text in enumerate(get(body, "texts", list)):
+                if not isinstance(text, str):
+                    raise WireError("profile texts must be strings", field="texts")
+                try:
+                    out.append(parse_profile(text, self.schema))
+                except SiftbusError as exc:
+                    raise exc.located(source=f"profile {i + 1}") from None
+        else:
+            out = [decode_profile(item, self.schema) for item in get(body, key, list)]
+        return [p.with_id(p.id, client) for p in out]
+
+    def _subscribe_local(self, client: str, p: Profile, persist: bool = True) -> None:
+        link = "@" + client
+        gid = f"{self.name}/{client}/{p.id}"
+        self.routing.table.add(link, p.with_id(gid, client), local_id=p.id)
+        if persist and self.store is not None:
+            self.store.put(client, p)
+
+    def _unsubscribe_local(self, client: str, pid: str) -> None:
+        try:
+            self.routing.table.remove("@" + client, f"{self.name}/{client}/{pid}")
+        except UnknownProfileError:
+            raise UnknownProfileError(f"{client} has no profile {pid!r}", field=pid) from None
+        if self.store is not None:
+            self.store.delete(client, pid)
+
+    # ---- services ------------------------------------------------------------------------------
+
+    def register_service(self, name: str, handler: ServiceHandler) -> None:
+        """Host a service reachable with ``client.call(name, method, **args)``."""
+        if name in self.services:
+            raise ConfigError(f"service {name!r} is already registered", field=name)
+        self.services[name] = handler
+
+    def _call(self, link: str, client: str, body: dict[str, Any], corr: int | None) -> None:
+        service = get(body, "service", str, where="CALL")
+        method = get(body, "method", str, where="CALL")
+        args = body.get("args") or {}
+        if not isinstance(args, dict):
+            raise WireError("CALL args must be a map", field="args")
+        handler = self.services.get(service)
+        if handler is None:
+            raise WireError(f"no service {service!r} at broker {self.name} "
+                            f"(have {', '.join(sorted(self.services))})", field="service")
+        result = handler(method, args, client)
+        if inspect.isawaitable(result):
+            self.run_async(result, link, corr)
+            return
+        self.transport_send(link, Message(MsgType.REPLY, {"corr": corr, "result": result}))
+
+    def _broker_service(self, method: str, args: dict[str, Any], caller: str) -> Any:
+        if method == "stats":
+            return self.stats().to_dict()
+        if method == "profiles":
+            return [{"id": e.gid, "source": e.src, "text": format_profile(e.profile)}
+                    for e in self.routing.table.entries.values()]
+        if method == "schema":
+            return self.schema.to_dict()
+        raise WireError(f"the broker service has no method {method!r} "
+                        "(stats, profiles, schema)", field="method")
+
+    # ---- stats -----------------------------------------------------------------------------
+
+    def stats(self) -> BrokerStats:
+        c = self.counters
+        table = self.routing.table
+        bl = [lk for n, lk in c.links.items() if self.is_broker(n)]
+        return BrokerStats(
+            name=self.name, protocol=self.protocol, events_in=c.events_in,
+            events_published=c.events_published, events_out=c.events_out,
+            filter_ops=c.filter_ops, matches=c.matches, notifications=c.notifications,
+            dropped=c.dropped, table_size=len(table),
+            local_profiles=sum(1 for e in table.entries.values() if not self.is_broker(e.src)),
+            exported=table.exported_count(), adverts=table.advert_count,
+            covering_tests=table.covering_tests, clients=len(self.clients),
+            neighbours_up=len(self._up),
+            messages_in=sum(lk.messages_in for lk in bl),
+            messages_out=sum(lk.messages_out for lk in bl),
+            bytes_in=sum(lk.bytes_in for lk in bl), bytes_out=sum(lk.bytes_out for lk in bl),
+            latency_ms=c.latency_dict(),
+            links={n: LinkStats(lk.messages_in, lk.messages_out, lk.bytes_in, lk.bytes_out)
+                   for n, lk in sorted(c.links.items())},
+        )
+
+
+def _unconnected(link: str, msg: Message) -> None:
+    raise RuntimeError("broker node has no transport")
+
+
+def _no_async(result: Awaitable[Any], link: str, corr: int | None) -> None:
+    close = getattr(result, "close", None)
+    if close is not None:
+        close()
+    raise WireError("this transport cannot run asynchronous services")
+
+
+__all__ = ["BrokerNode", "ServiceHandler", "check_name", "default_engine"]

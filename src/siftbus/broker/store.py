@@ -1,0 +1,59 @@
+"""Durable subscriptions: a broker's local clients' profiles in SQLite.
+
+The table is ``profiles(id TEXT PRIMARY KEY, subscriber TEXT NOT NULL, type TEXT NOT NULL,
+text TEXT NOT NULL)`` where ``id`` is ``<client>/<profile id>`` and ``text`` is
+``format_profile`` of the profile under that id (so other tools, e.g. the Spark pipeline,
+can read the table as a subscription source with ``parse_profile``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from siftbus.errors import ConfigError
+from siftbus.lang.profile import format_profile, parse_profile
+from siftbus.model import Profile, Schema
+
+_DDL = ("CREATE TABLE IF NOT EXISTS profiles (id TEXT PRIMARY KEY, subscriber TEXT NOT NULL, "
+        "type TEXT NOT NULL, text TEXT NOT NULL)")
+
+
+class ProfileStore:
+    """The durable profile table of one broker."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self._db = sqlite3.connect(str(self.path), isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(_DDL)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open subscription store: {exc}",
+                              source=str(self.path)) from None
+
+    def put(self, client: str, profile: Profile) -> None:
+        """Store (or replace) ``profile`` of ``client``; its id is the client's id."""
+        sid = f"{client}/{profile.id}"
+        text = format_profile(profile.with_id(sid, client))
+        self._db.execute("INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?)",
+                         (sid, client, profile.etype.name, text))
+
+    def delete(self, client: str, pid: str) -> None:
+        self._db.execute("DELETE FROM profiles WHERE id = ?", (f"{client}/{pid}",))
+
+    def load(self, schema: Schema) -> list[tuple[str, Profile]]:
+        """Every stored ``(client, profile)``, the profile under the client's own id."""
+        out = []
+        for sid, client, text in self._db.execute(
+                "SELECT id, subscriber, text FROM profiles ORDER BY rowid"):
+            p = parse_profile(text, schema, source=f"{self.path}:{sid}")
+            out.append((client, p.with_id(sid[len(client) + 1:], client)))
+        return out
+
+    def close(self) -> None:
+        self._db.close()
+
+
+__all__ = ["ProfileStore"]

@@ -1,0 +1,201 @@
+"""The key property of the broker network (issue 6, item 7), in the simulator.
+
+Random trees of 1-9 brokers, random client placement, random interleaved SUB/UNSUB
+sequences with many covering and equivalent profiles; then publishing. For every
+protocol and strategy the multiset of (subscriber, profile, event) deliveries must equal
+the reference matcher's prediction, and once every profile is removed every routing
+table must be empty.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from siftbus.broker.simulator import Delivery, Simulator
+from siftbus.model import Event, IntervalSet, Profile, StringConstraint, parse_schema
+from siftbus.model.constraint import Constraint
+
+SCHEMA = parse_schema("""
+[T]
+a = "int[0,7]"
+b = "enum[LO,MID,HI]"
+s = "string"
+
+[U]
+x = "int[0,3]"
+""")
+T, U = SCHEMA["T"], SCHEMA["U"]
+WORDS = ["ab", "abc", "b", "ba"]
+
+CONFIGS = [
+    dict(protocol="flooding"),
+    dict(protocol="forwarding", strategy="simple"),
+    dict(protocol="forwarding", strategy="identity"),
+    dict(protocol="forwarding", strategy="covering"),
+    dict(protocol="forwarding", strategy="merging"),
+    dict(protocol="forwarding", strategy="merging", imperfect=True),
+    dict(protocol="forwarding", strategy="covering", advertisements=True),
+    dict(protocol="rendezvous", strategy="covering"),
+    dict(protocol="rendezvous", strategy="identity"),
+]
+
+
+@st.composite
+def interval_sets(draw: st.DrawFn, lo: int, hi: int) -> IntervalSet:
+    kind = draw(st.sampled_from(["eq", "range", "set", "ne"]))
+    if kind == "eq":
+        return IntervalSet.points([draw(st.integers(lo, hi))])
+    if kind == "range":
+        a, b = sorted(draw(st.lists(st.integers(lo, hi), min_size=2, max_size=2)))
+        return IntervalSet.range(a, b)
+    if kind == "set":
+        return IntervalSet.points(draw(st.sets(st.integers(lo, hi), min_size=1, max_size=3)))
+    return IntervalSet.range(lo, hi).intersect(
+        IntervalSet.points([draw(st.integers(lo, hi))]).complement(lo, hi))
+
+
+@st.composite
+def string_constraints(draw: st.DrawFn) -> StringConstraint:
+    if draw(st.booleans()):
+        return StringConstraint.make(frozenset(draw(st.sets(st.sampled_from(WORDS),
+                                                            min_size=1, max_size=2))))
+    return StringConstraint.make(None, draw(st.sampled_from(["", "a", "ab", "b"])),
+                                 frozenset(draw(st.sets(st.sampled_from(WORDS), max_size=1))))
+
+
+@st.composite
+def profiles(draw: st.DrawFn, pid: str) -> Profile:
+    if draw(st.integers(0, 3)) == 0:
+        cons: dict[str, Constraint] = {}
+        if draw(st.booleans()):
+            cons["x"] = draw(interval_sets(0, 3))
+        return Profile.from_constraints(pid, U, cons)
+    cons = {}
+    if draw(st.booleans()):
+        cons["a"] = draw(interval_sets(0, 7))
+    if draw(st.booleans()):
+        cons["b"] = draw(interval_sets(0, 2))
+    if draw(st.integers(0, 3)) == 0:
+        c = draw(string_constraints())
+        if not c.empty:
+            cons["s"] = c
+    return Profile.from_constraints(pid, T, cons)
+
+
+@st.composite
+def events(draw: st.DrawFn) -> Event:
+    if draw(st.integers(0, 3)) == 0:
+        return Event(U, (draw(st.integers(0, 3)),))
+    return Event(T, (draw(st.integers(0, 7)), draw(st.integers(0, 2)),
+                     draw(st.sampled_from([*WORDS, "c", ""]))))
+
+
+def oracle(active: dict[tuple[str, str], Profile],
+           published: list[tuple[tuple[str, int], Event]]) -> Counter[Delivery]:
+    out: Counter[Delivery] = Counter()
+    for ident, ev in published:
+        for (client, pid), p in active.items():
+            if p.matches(ev):
+                out[Delivery(client, pid, ident)] += 1
+    return out
+
+
+def run_scenario(data: st.DataObject, config: dict[str, Any], max_brokers: int = 9,
+                 roundtrip: bool = False) -> None:
+    n = data.draw(st.integers(1, max_brokers), label="brokers")
+    names = [f"B{i}" for i in range(n)]
+    edges = [(names[data.draw(st.integers(0, i - 1))], names[i]) for i in range(1, n)]
+    rendezvous = None
+    if config["protocol"] == "rendezvous":
+        rendezvous = {t: data.draw(st.sampled_from(names)) for t in SCHEMA.names}
+    sim = Simulator(SCHEMA, names, edges, rendezvous=rendezvous, roundtrip=roundtrip,
+                    seed=data.draw(st.integers(0, 2**16)), **config)
+    nclients = data.draw(st.integers(1, 5), label="clients")
+    clients = [f"c{i}" for i in range(nclients)]
+    for c in clients:
+        sim.add_client(c, data.draw(st.sampled_from(names)))
+    adverts: dict[str, Profile] = {}
+    if config.get("advertisements"):
+        for c in clients:
+            if data.draw(st.booleans()):
+                adverts[c] = data.draw(profiles("adv"))
+                sim.advertise(c, [adverts[c]])
+    active: dict[tuple[str, str], Profile] = {}
+    counter = 0
+
+    def churn(steps: int) -> None:
+        nonlocal counter
+        for _ in range(steps):
+            c = data.draw(st.sampled_from(clients))
+            mine = sorted(pid for (cl, pid) in active if cl == c)
+            if mine and data.draw(st.integers(0, 2)) == 0:
+                pid = data.draw(st.sampled_from(mine))
+                sim.unsubscribe(c, pid)
+                del active[(c, pid)]
+            else:
+                counter += 1
+                pid = f"p{counter}"
+                if active and data.draw(st.integers(0, 2)) == 0:
+                    # an equivalent (identical) copy of an existing profile
+                    p = data.draw(st.sampled_from(sorted(active.items())))[1].with_id(pid)
+                else:
+                    p = data.draw(profiles(pid))
+                sim.subscribe(c, p)
+                active[(c, pid)] = p
+            for _ in range(data.draw(st.integers(0, 3))):  # interleave partial progress
+                sim.step()
+
+    def publish_and_check() -> None:
+        sim.run()
+        sim.clear_deliveries()
+        published: list[tuple[tuple[str, int], Event]] = []
+        for c in clients:
+            evs = data.draw(st.lists(events(), max_size=6))
+            if config.get("advertisements"):
+                adv = adverts.get(c)
+                evs = [e for e in evs if adv is not None and adv.matches(e)]
+            if evs:
+                published.extend(zip(sim.publish(c, evs), evs, strict=True))
+        sim.run()
+        got = Counter(sim.deliveries())
+        assert got == oracle(active, published)
+        assert not any(c.errors for c in sim.clients.values())
+
+    churn(data.draw(st.integers(1, 14), label="ops"))
+    publish_and_check()
+    churn(data.draw(st.integers(0, 8), label="more ops"))
+    publish_and_check()
+    # remove everything: every table must be empty
+    for (c, pid) in sorted(active):
+        sim.unsubscribe(c, pid)
+    active.clear()
+    for c in adverts:
+        sim.unadvertise(c, ["adv"])
+    sim.run()
+    assert sim.table_sizes() == {b: 0 for b in names}
+    for node in sim.nodes.values():
+        assert node.routing.table.exported_count() == 0
+        assert node.routing.table.advert_count == 0
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(
+    str(v) if not isinstance(v, bool) else k for k, v in c.items()))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_network_delivers_exactly_the_oracle(config: dict[str, Any],
+                                             data: st.DataObject) -> None:
+    run_scenario(data, config)
+
+
+@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[3], CONFIGS[5], CONFIGS[7]],
+                         ids=["flooding", "covering", "imperfect", "rendezvous"])
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_network_over_the_wire_codec(config: dict[str, Any], data: st.DataObject) -> None:
+    """Every message encoded to a frame and decoded again (bytes are counted too)."""
+    run_scenario(data, config, max_brokers=5, roundtrip=True)
