@@ -1,0 +1,5 @@
+"""The PySpark bulk pipeline: sources, parsing, the match stage, sinks, workloads, analysis.
+
+Importing this package does not import pyspark; each module imports what it needs, so the
+CLI stays fast and the pure helpers (parsing, the match kernel) are usable without a JVM.
+"""

@@ -1,0 +1,343 @@
+"""Parse and validate events into the keyed layout the match stage reads.
+
+The keyed layout is one row per event with its domain keys in schema order, split by kind:
+
+=========  ==================  =====================================================
+column     type                meaning
+=========  ==================  =====================================================
+source     string              the file (or stream) the event came from
+event      int64               0-based line index of the event in its source
+type       string              event type name
+ikeys      list<int64>         keys of the ordered attributes (int, scaled decimal,
+                               enum ordinal), in schema order
+skeys      list<string>        values of the string attributes, in schema order
+text       string              the event as it arrived (for delivery); may be null
+=========  ==================  =====================================================
+
+Bad records never vanish: they leave the parse stage with an ``error`` (the reason, as
+:class:`~siftbus.errors.SiftbusError` words it) and a ``column``, and the pipeline writes
+them to the dead-letter output. The functions here work on Arrow record batches and need
+no JVM; :mod:`siftbus.spark.pipeline` runs them inside ``mapInArrow``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from siftbus.errors import EventError, SiftbusError
+from siftbus.model import Event, EventType, Schema, StringDomain, event_from_dict, parse_schema
+from siftbus.model.event import parse_event
+
+PARSED_SCHEMA = pa.schema([
+    ("source", pa.string()),
+    ("event", pa.int64()),
+    ("type", pa.string()),
+    ("ikeys", pa.list_(pa.int64())),
+    ("skeys", pa.list_(pa.string())),
+    ("text", pa.string()),
+    ("error", pa.string()),
+    ("column", pa.int32()),
+])
+"""Arrow schema of the parse stage's output (good rows have a null ``error``)."""
+
+PARSED_DDL = (
+    "source string, event long, type string, ikeys array<long>, skeys array<string>, "
+    "text string, error string, column int"
+)
+"""The same schema as a Spark DDL string (for ``mapInArrow``)."""
+
+KEYED_DDL = "source string, event long, type string, ikeys array<long>, skeys array<string>"
+"""The keyed columns without text and error, as produced by the workload generators."""
+
+
+@dataclass(frozen=True, slots=True)
+class TypeLayout:
+    """Where each attribute of a type lives in the keyed layout."""
+
+    name: str
+    ordered: tuple[str, ...]
+    """Ordered attributes, in schema order: ``ikeys[i]`` is ``ordered[i]``."""
+    strings: tuple[str, ...]
+    """String attributes, in schema order: ``skeys[j]`` is ``strings[j]``."""
+    slots: tuple[tuple[bool, int], ...]
+    """Per schema position: (is_string, index into ikeys or skeys)."""
+    bounds: tuple[tuple[int, int], ...]
+    """Per ordered attribute: the domain's (min_key, max_key)."""
+
+    @classmethod
+    def of(cls, etype: EventType) -> TypeLayout:
+        ordered: list[str] = []
+        strings: list[str] = []
+        slots: list[tuple[bool, int]] = []
+        bounds: list[tuple[int, int]] = []
+        for attr in etype.attributes:
+            dom = attr.domain
+            if isinstance(dom, StringDomain):
+                slots.append((True, len(strings)))
+                strings.append(attr.name)
+            else:
+                slots.append((False, len(ordered)))
+                ordered.append(attr.name)
+                bounds.append((dom.min_key, dom.max_key))
+        return cls(etype.name, tuple(ordered), tuple(strings), tuple(slots), tuple(bounds))
+
+    def split(self, keys: Sequence[Any]) -> tuple[list[int], list[str]]:
+        """An event's keys (schema order) as (ikeys, skeys)."""
+        ik: list[int] = []
+        sk: list[str] = []
+        for (is_str, _), k in zip(self.slots, keys, strict=True):
+            (sk if is_str else ik).append(k)
+        return ik, sk
+
+    def join(self, ikeys: Sequence[int], skeys: Sequence[str]) -> tuple[Any, ...]:
+        """(ikeys, skeys) back to keys in schema order."""
+        return tuple(skeys[i] if is_str else int(ikeys[i]) for is_str, i in self.slots)
+
+
+@lru_cache(maxsize=8)
+def schema_from_text(text: str) -> Schema:
+    """Parse a schema once per process (executors receive the TOML text, not objects)."""
+    return parse_schema(text)
+
+
+@lru_cache(maxsize=8)
+def layouts_for(text: str) -> dict[str, TypeLayout]:
+    """Every type's layout, cached per schema text."""
+    return {t.name: TypeLayout.of(t) for t in schema_from_text(text)}
+
+
+def event_to_keyed(event: Event, layouts: dict[str, TypeLayout]) -> tuple[list[int], list[str]]:
+    """An event's keys split into (ikeys, skeys)."""
+    return layouts[event.etype.name].split(event.keys)
+
+
+def keyed_to_event(schema: Schema, layouts: dict[str, TypeLayout], type_name: str,
+                   ikeys: Sequence[int], skeys: Sequence[str]) -> Event:
+    """Rebuild an :class:`Event` from keyed columns (no validation: keys come checked)."""
+    return Event(schema[type_name], layouts[type_name].join(ikeys, skeys))
+
+
+class _Out:
+    """Column builders for one output batch."""
+
+    def __init__(self) -> None:
+        self.source: list[str | None] = []
+        self.event: list[int] = []
+        self.type: list[str | None] = []
+        self.ikeys: list[list[int] | None] = []
+        self.skeys: list[list[str] | None] = []
+        self.text: list[str | None] = []
+        self.error: list[str | None] = []
+        self.column: list[int | None] = []
+
+    def good(self, source: str | None, event: int, ev: Event, layouts: dict[str, TypeLayout],
+             text: str | None) -> None:
+        ik, sk = layouts[ev.etype.name].split(ev.keys)
+        self.source.append(source)
+        self.event.append(event)
+        self.type.append(ev.etype.name)
+        self.ikeys.append(ik)
+        self.skeys.append(sk)
+        self.text.append(text)
+        self.error.append(None)
+        self.column.append(None)
+
+    def bad(self, source: str | None, event: int, type_name: str | None, text: str | None,
+            exc: SiftbusError) -> None:
+        self.source.append(source)
+        self.event.append(event)
+        self.type.append(type_name)
+        self.ikeys.append(None)
+        self.skeys.append(None)
+        self.text.append(text)
+        self.error.append(exc.message)
+        self.column.append(exc.column)
+
+    def batch(self) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays([
+            pa.array(self.source, pa.string()),
+            pa.array(self.event, pa.int64()),
+            pa.array(self.type, pa.string()),
+            pa.array(self.ikeys, pa.list_(pa.int64())),
+            pa.array(self.skeys, pa.list_(pa.string())),
+            pa.array(self.text, pa.string()),
+            pa.array(self.error, pa.string()),
+            pa.array(self.column, pa.int32()),
+        ], schema=PARSED_SCHEMA)
+
+
+def parse_text_batch(batch: pa.RecordBatch, schema_text: str) -> pa.RecordBatch:
+    """Parse JSON-lines rows ``(source, line, text)``; ``line`` counts from 1.
+
+    Blank lines are not events and are dropped; every other line yields one row, good or
+    bad.
+    """
+    schema = schema_from_text(schema_text)
+    layouts = layouts_for(schema_text)
+    out = _Out()
+    sources = batch.column("source").to_pylist()
+    lines = batch.column("line").to_pylist()
+    texts = batch.column("text").to_pylist()
+    for source, line, text in zip(sources, lines, texts, strict=True):
+        if text is None or not text.strip():
+            continue
+        try:
+            ev = parse_event(text, schema, source=source, lineno=line)
+        except SiftbusError as exc:
+            out.bad(source, line - 1, _type_of(text), text, exc)
+            continue
+        out.good(source, line - 1, ev, layouts, text)
+    return out.batch()
+
+
+def _type_of(text: str) -> str | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    t = data.get("type") if isinstance(data, dict) else None
+    return t if isinstance(t, str) else None
+
+
+def parse_wide_batch(batch: pa.RecordBatch, schema_text: str) -> pa.RecordBatch:
+    """Parse rows of a wide table (``type`` plus one column per attribute, null if absent).
+
+    Needs ``source`` and ``event`` columns (the pipeline adds them). A null attribute is
+    treated as absent, so the type's attributes must all be non-null.
+    """
+    schema = schema_from_text(schema_text)
+    layouts = layouts_for(schema_text)
+    out = _Out()
+    for row in batch.to_pylist():
+        source = row.pop("source")
+        event = int(row.pop("event"))
+        data = {k: _plain(v) for k, v in row.items() if v is not None}
+        text = json.dumps(data, default=str)
+        try:
+            ev = event_from_dict(data, schema)
+        except SiftbusError as exc:
+            exc.located(source=source, line=event + 1)
+            tname = data.get("type")
+            out.bad(source, event, tname if isinstance(tname, str) else None, text, exc)
+            continue
+        out.good(source, event, ev, layouts, text)
+    return out.batch()
+
+
+def _plain(v: object) -> object:
+    # Parquet doubles arrive as floats; domains round decimals from their shortest repr.
+    if isinstance(v, float):
+        return Decimal(repr(v))
+    return v
+
+
+def validate_keyed_batch(batch: pa.RecordBatch, schema_text: str) -> pa.RecordBatch:
+    """Check already-keyed rows against the schema (type known, key counts, domains).
+
+    Vectorised per type with numpy; rows that fail get an ``error`` like any bad record.
+    """
+    layouts = layouts_for(schema_text)
+    n = batch.num_rows
+    types = batch.column("type").to_pylist()
+    error: list[str | None] = [None] * n
+    ik = batch.column("ikeys")
+    sk = batch.column("skeys")
+    by_type: dict[str | None, list[int]] = {}
+    for i, t in enumerate(types):
+        by_type.setdefault(t, []).append(i)
+    for t, rows in by_type.items():
+        layout = layouts.get(t) if t is not None else None
+        if layout is None:
+            for i in rows:
+                error[i] = f"unknown event type {t!r}"
+            continue
+        idx = pa.array(rows, pa.int64())
+        ik_t = ik.take(idx)
+        sk_t = sk.take(idx)
+        ilen = _lengths(ik_t)
+        slen = _lengths(sk_t)
+        wrong = (ilen != len(layout.ordered)) | (slen != len(layout.strings))
+        ok_rows = np.flatnonzero(~wrong)
+        if len(layout.ordered) and len(ok_rows):
+            sub = ik_t.take(pa.array(ok_rows, pa.int64()))
+            flat = sub.flatten()
+            if flat.null_count:
+                wrong[ok_rows] = True
+            else:
+                vals = flat.to_numpy(zero_copy_only=False).reshape(len(ok_rows), -1)
+                lo = np.array([b[0] for b in layout.bounds], dtype=np.int64)
+                hi = np.array([b[1] for b in layout.bounds], dtype=np.int64)
+                out_of = ((vals < lo) | (vals > hi)).any(axis=1)
+                for j in np.flatnonzero(out_of):
+                    bad_attr = np.flatnonzero((vals[j] < lo) | (vals[j] > hi))[0]
+                    error[rows[ok_rows[j]]] = (
+                        f"{t}.{layout.ordered[bad_attr]}: key {int(vals[j][bad_attr])} is "
+                        f"outside {lo[bad_attr]}..{hi[bad_attr]}")
+        for j in np.flatnonzero(wrong):
+            if error[rows[j]] is None:
+                error[rows[j]] = (f"{t} needs {len(layout.ordered)} ordered and "
+                                  f"{len(layout.strings)} string keys")
+    text = (batch.column("text") if "text" in batch.schema.names
+            else pa.nulls(n, pa.string()))
+    return pa.RecordBatch.from_arrays([
+        batch.column("source"), batch.column("event"), batch.column("type"),
+        ik, sk, text, pa.array(error, pa.string()), pa.nulls(n, pa.int32()),
+    ], schema=PARSED_SCHEMA)
+
+
+def _lengths(arr: pa.Array) -> np.ndarray:
+    offsets = arr.offsets.to_numpy()
+    lengths = np.diff(offsets).astype(np.int64)
+    if arr.null_count:
+        lengths[np.asarray(arr.is_null())] = -1
+    return lengths
+
+
+def parse_lines(lines: Sequence[str], schema_text: str, source: str = "<lines>"
+                ) -> pa.RecordBatch:
+    """Convenience for tests and small inputs: parse a list of JSON lines."""
+    batch = pa.RecordBatch.from_arrays([
+        pa.array([source] * len(lines), pa.string()),
+        pa.array(range(1, len(lines) + 1), pa.int64()),
+        pa.array(lines, pa.string()),
+    ], names=["source", "line", "text"])
+    return parse_text_batch(batch, schema_text)
+
+
+def iter_parsed(batches: Iterator[pa.RecordBatch], schema_text: str, kind: str
+                ) -> Iterator[pa.RecordBatch]:
+    """The ``mapInArrow`` body for a source of the given kind (text, wide or keyed)."""
+    for b in batches:
+        if kind == "text":
+            yield parse_text_batch(b, schema_text)
+        elif kind == "wide":
+            yield parse_wide_batch(b, schema_text)
+        elif kind == "keyed":
+            yield validate_keyed_batch(b, schema_text)
+        else:
+            raise EventError(f"unknown source kind {kind!r}")
+
+
+__all__ = [
+    "KEYED_DDL",
+    "PARSED_DDL",
+    "PARSED_SCHEMA",
+    "TypeLayout",
+    "event_to_keyed",
+    "iter_parsed",
+    "keyed_to_event",
+    "layouts_for",
+    "parse_lines",
+    "parse_text_batch",
+    "parse_wide_batch",
+    "schema_from_text",
+    "validate_keyed_batch",
+]

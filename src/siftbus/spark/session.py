@@ -1,0 +1,236 @@
+"""Building the SparkSession: settings from a TOML file and flags, and a clear error without Java.
+
+A pipeline config file is TOML; the ``[spark]`` table holds the session settings::
+
+    [spark]
+    master = "local[*]"
+    app_name = "siftbus"
+    shuffle_partitions = 8
+    driver_memory = "2g"
+    arrow_batch_rows = 65536
+
+    [spark.conf]              # any other Spark property, passed through verbatim
+    "spark.local.dir" = "/tmp/spark"
+
+Flags given on the command line override the file; the file overrides the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from siftbus.errors import ConfigError, EnvironmentProblem
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True, slots=True)
+class SparkSettings:
+    """How to build the session. Every field has a default that works on one laptop."""
+
+    master: str = "local[*]"
+    """Spark master URL: ``local[*]``, ``local[2]``, ``spark://host:7077``."""
+    app_name: str = "siftbus"
+    """Application name shown by the Spark UI and the cluster master."""
+    shuffle_partitions: int = 8
+    """``spark.sql.shuffle.partitions``; Spark's 200 is far too many for one machine."""
+    driver_memory: str | None = None
+    """``spark.driver.memory`` (only effective before the JVM starts)."""
+    arrow_batch_rows: int = 65536
+    """Rows per Arrow batch handed to the match stage; bigger batches amortise the call."""
+    ui: bool = False
+    """Whether to start the Spark web UI (off: it needs a port and time)."""
+    conf: Mapping[str, str] = field(default_factory=dict)
+    """Further Spark properties, passed through verbatim."""
+
+    def with_overrides(self, **flags: Any) -> SparkSettings:
+        """A copy with every flag that is not ``None`` applied."""
+        given = {k: v for k, v in flags.items() if v is not None}
+        unknown = set(given) - set(self.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown Spark setting(s): {', '.join(sorted(unknown))}")
+        return replace(self, **given)
+
+
+_FIELDS = {
+    "master": str,
+    "app_name": str,
+    "shuffle_partitions": int,
+    "driver_memory": str,
+    "arrow_batch_rows": int,
+    "ui": bool,
+}
+
+
+def settings_from_mapping(table: Mapping[str, Any], *, source: str | None = None) -> SparkSettings:
+    """Settings from the ``[spark]`` table of a config file; errors name the key."""
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key == "conf":
+            if not isinstance(value, Mapping):
+                raise ConfigError("[spark.conf] must be a table of properties", source=source,
+                                  field="conf")
+            values["conf"] = {str(k): str(v) for k, v in value.items()}
+            continue
+        kind = _FIELDS.get(key)
+        if kind is None:
+            raise ConfigError(f"unknown key spark.{key} (known: {', '.join([*_FIELDS, 'conf'])})",
+                              source=source, field=key)
+        if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigError(f"spark.{key} must be an integer", source=source, field=key)
+        if not isinstance(value, kind):
+            raise ConfigError(f"spark.{key} must be a {kind.__name__}", source=source, field=key)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise ConfigError(f"spark.{key} must be at least 1", source=source, field=key)
+        values[key] = value
+    return SparkSettings(**values)
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a pipeline TOML config file; errors carry the file, line and column."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config: {exc.strerror}", source=str(p)) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None)
+        col = getattr(exc, "colno", None)
+        msg = getattr(exc, "msg", str(exc))
+        raise ConfigError(f"invalid TOML: {msg}", source=str(p), line=line, column=col) from None
+
+
+def load_settings(path: str | Path | None) -> SparkSettings:
+    """Settings from the ``[spark]`` table of a config file, or the defaults."""
+    if path is None:
+        return SparkSettings()
+    data = load_config(path)
+    table = data.get("spark", {})
+    if not isinstance(table, Mapping):
+        raise ConfigError("[spark] must be a table", source=str(path), field="spark")
+    return settings_from_mapping(table, source=str(path))
+
+
+def find_java() -> str:
+    """The ``java`` executable Spark will use; :class:`EnvironmentProblem` when there is none."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = Path(home) / "bin" / "java"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+        raise EnvironmentProblem(
+            f"JAVA_HOME is set to {home!r} but {candidate} is not an executable; "
+            "point JAVA_HOME at a Java 17 or 21 installation or unset it")
+    found = shutil.which("java")
+    if found is None:
+        raise EnvironmentProblem(
+            "Spark needs Java 17 or 21 but no `java` is on PATH and JAVA_HOME is unset; "
+            "install one (Debian: apt-get install openjdk-17-jre-headless, or `make sysdeps`)")
+    return found
+
+
+def java_version(java: str) -> str:
+    """The first line of ``java -version``, for messages."""
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"cannot run {java}: {exc}") from None
+    text = (out.stderr or out.stdout).strip().splitlines()
+    return text[0] if text else "unknown"
+
+
+def build_session(settings: SparkSettings | None = None) -> SparkSession:
+    """Start (or join) the SparkSession described by ``settings``.
+
+    Raises :class:`EnvironmentProblem` when Java is missing or the JVM does not start.
+    """
+    settings = settings or SparkSettings()
+    find_java()
+    # Executors must run the same interpreter (and so see the same siftbus) as the driver,
+    # also on a standalone cluster whose workers were started from another environment.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Stay on loopback (the machine's name may resolve elsewhere) and keep the JVM quiet.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log_conf = _quiet_log4j()
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(settings.master)
+        .appName(settings.app_name)
+        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+        .config("spark.default.parallelism", str(settings.shuffle_partitions))
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(settings.arrow_batch_rows))
+        .config("spark.ui.enabled", "true" if settings.ui else "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.executorEnv.PYTHONHASHSEED", "0")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={log_conf}")
+        .config("spark.executor.extraJavaOptions", f"-Dlog4j.configurationFile={log_conf}")
+    )
+    if settings.driver_memory:
+        builder = builder.config("spark.driver.memory", settings.driver_memory)
+    for key, value in settings.conf.items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # pyspark raises its own error types for a JVM that died
+        raise EnvironmentProblem(
+            f"Spark did not start (master {settings.master}): {_first_line(exc)}") from None
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _quiet_log4j() -> str:
+    """A log4j2 config that prints errors only (Spark's default prints pages of INFO/WARN)."""
+    d = Path(tempfile.gettempdir()) / f"siftbus-{os.getuid()}"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "log4j2.properties"
+    if not path.is_file() or path.read_text() != _LOG4J:
+        tmp = d / f"log4j2.{os.getpid()}.tmp"
+        tmp.write_text(_LOG4J)
+        os.replace(tmp, path)
+    return str(path)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+__all__ = [
+    "SparkSettings",
+    "build_session",
+    "find_java",
+    "java_version",
+    "load_config",
+    "load_settings",
+    "settings_from_mapping",
+]

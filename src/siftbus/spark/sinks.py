@@ -1,0 +1,505 @@
+"""Notification sinks: Parquet, JSON lines, per-subscriber counts, dead letters, live delivery.
+
+Every sink implements :class:`Sink` and passes :func:`check_sink`. A sink receives one
+:class:`MatchedBatch` per batch job or per streaming micro-batch and must be *idempotent
+per batch id*: a streaming query that is killed after a sink wrote batch ``n`` but before
+Spark recorded ``n`` as committed runs batch ``n`` again after the restart, with the same
+input; writing it again must not duplicate anything. The file sinks get this by
+overwriting exactly the output of that batch (``batch=n`` partitions, dynamic partition
+overwrite); live delivery cannot take a message back and is at-least-once on replay.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from siftbus.errors import ConfigError, ConnectionLostError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True, slots=True)
+class MatchedBatch:
+    """What the sinks see of one batch."""
+
+    matched: DataFrame
+    """One row per good event: source, event, type, matches, owners, version, text."""
+    dead: DataFrame
+    """One row per bad record: source, line, column, reason, text."""
+    batch_id: int
+    """0 for a batch job; the micro-batch id in a streaming query."""
+    streaming: bool = False
+
+    def notifications(self) -> DataFrame:
+        """One row per (event, profile): source, event, type, profile, subscriber, version,
+        text."""
+        from pyspark.sql import functions as F
+
+        z = F.explode(F.arrays_zip("matches", "owners")).alias("z")
+        return (self.matched.select("source", "event", "type", "version", "text", z)
+                .select("source", "event", "type",
+                        F.col("z.matches").alias("profile"),
+                        F.col("z.owners").alias("subscriber"),
+                        "version", "text"))
+
+
+@dataclass(frozen=True, slots=True)
+class SinkResult:
+    """What one sink did with one batch."""
+
+    sink: str
+    """The sink's name."""
+    rows: int
+    """Rows written or notifications delivered."""
+    where: str = ""
+    """Where the output went (a path, a URL, a broker address)."""
+    detail: Mapping[str, int] = field(default_factory=dict)
+    """Per-key figures (e.g. notifications per subscriber)."""
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """A destination for the pipeline's results."""
+
+    @property
+    def name(self) -> str:
+        """Short name for tables and logs."""
+
+    def write(self, batch: MatchedBatch) -> SinkResult:
+        """Write one batch; idempotent per ``batch.batch_id`` (see the module docstring)."""
+
+    def close(self) -> None:
+        """Release connections; further writes are errors."""
+
+
+def _overwrite(df: DataFrame, path: Path, fmt: str, *, partition_by: Sequence[str] = (),
+               streaming: bool = False) -> None:
+    writer = df.write.mode("overwrite")
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    if fmt == "parquet":
+        writer.parquet(str(path))
+    else:
+        writer.option("ignoreNullFields", "false").json(str(path))
+
+
+class ParquetSink:
+    """Notifications as Parquet, partitioned by subscriber (and by batch when streaming).
+
+    Columns: source, event, type, profile, version (+ the partition columns). Key: (source,
+    event, profile).
+    """
+
+    name = "parquet"
+
+    def __init__(self, path: str | Path, *, with_text: bool = False) -> None:
+        self.path = Path(path)
+        self.with_text = with_text
+
+    def write(self, batch: MatchedBatch) -> SinkResult:
+        from pyspark.sql import functions as F
+
+        notes = batch.notifications()
+        cols = ["source", "event", "type", "profile", "version", "subscriber"]
+        if self.with_text:
+            cols.insert(5, "text")
+        notes = notes.select(*cols)
+        if batch.streaming:
+            notes = notes.withColumn("batch", F.lit(batch.batch_id).cast("long"))
+            parts: tuple[str, ...] = ("subscriber", "batch")
+        else:
+            parts = ("subscriber",)
+        notes = notes.persist()
+        try:
+            counts = {r["subscriber"]: int(r["count"])
+                      for r in notes.groupBy("subscriber").count().collect()}
+            if counts or not batch.streaming:
+                _overwrite(notes.repartition(*[F.col(p) for p in parts]), self.path, "parquet",
+                           partition_by=parts)
+        finally:
+            notes.unpersist()
+        return SinkResult(self.name, sum(counts.values()), str(self.path), counts)
+
+    def read_back(self, spark: SparkSession) -> list[tuple[str, int, str]]:
+        """Every (source, event, profile) stored, duplicates included."""
+        if not any(self.path.rglob("*.parquet")):
+            return []
+        rows = spark.read.parquet(str(self.path)).select("source", "event", "profile").collect()
+        return [(r["source"], int(r["event"]), r["profile"]) for r in rows]
+
+    def close(self) -> None:
+        return None
+
+
+class JsonLinesSink:
+    """Matches per event as JSON lines ``{"event": N, "matches": [...]}`` (DESIGN.md format).
+
+    A batch job writes one file ``matches.jsonl`` sorted by source and event (with a
+    ``source`` field when there are several sources); a streaming query writes a directory
+    per batch.
+    """
+
+    name = "jsonl"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def write(self, batch: MatchedBatch) -> SinkResult:
+        from pyspark.sql import functions as F
+
+        df = batch.matched
+        several = batch.streaming or df.select("source").distinct().limit(2).count() > 1
+        cols = (["source"] if several else []) + ["event", "matches"]
+        if batch.streaming:
+            target = self.path / f"batch={batch.batch_id}"
+            out = df.select(*cols)
+            rows = out.count()
+            _overwrite(out, target, "json")
+            return SinkResult(self.name, rows, str(target))
+        out = df.select(*cols).orderBy(*[F.col(c) for c in cols if c != "matches"])
+        rows = _write_single(out.coalesce(1), self.path, "json")
+        return SinkResult(self.name, rows, str(self.path))
+
+    def read_back(self, spark: SparkSession) -> list[tuple[str, int, str]]:
+        """(source, event, profile) per match in the file(s); ``source`` may be ``""``."""
+        out: list[tuple[str, int, str]] = []
+        files = ([self.path] if self.path.is_file()
+                 else sorted(self.path.rglob("*.json")) if self.path.exists() else [])
+        for f in files:
+            for line in f.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    d = json.loads(line)
+                    out.extend((d.get("source", ""), int(d["event"]), m) for m in d["matches"])
+        return out
+
+    def close(self) -> None:
+        return None
+
+
+def _write_single(df: DataFrame, target: Path, fmt: str) -> int:
+    """Write a one-partition DataFrame as exactly one file at ``target`` (atomic rename)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        if fmt == "json":
+            df.write.mode("overwrite").option("ignoreNullFields", "false").json(str(tmp / "out"))
+        else:
+            df.write.mode("overwrite").parquet(str(tmp / "out"))
+        parts = sorted((tmp / "out").glob("part-*"))
+        rows = 0
+        with open(tmp / "joined", "wb") as dst:
+            for part in parts:
+                data = part.read_bytes()
+                rows += data.count(b"\n")
+                dst.write(data)
+        os.replace(tmp / "joined", target)
+        return rows
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class DeadLetterSink:
+    """Bad records with the reason, as JSON lines: source, line, column, reason, text."""
+
+    name = "dead-letters"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def write(self, batch: MatchedBatch) -> SinkResult:
+        from pyspark.sql import functions as F
+
+        dead = batch.dead.select("source", "line", "column", "reason", "text")
+        if batch.streaming:
+            target = self.path / f"batch={batch.batch_id}"
+            rows = dead.count()
+            if rows:
+                _overwrite(dead, target, "json")
+            return SinkResult(self.name, rows, str(target))
+        rows = _write_single(dead.orderBy(F.col("source"), F.col("line")).coalesce(1),
+                             self.path, "json")
+        return SinkResult(self.name, rows, str(self.path))
+
+    def read_back(self) -> list[dict[str, Any]]:
+        files = ([self.path] if self.path.is_file()
+                 else sorted(self.path.rglob("*.json")) if self.path.exists() else [])
+        return [json.loads(line) for f in files
+                for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    def close(self) -> None:
+        return None
+
+
+class CountsSink:
+    """Notifications per subscriber, kept in one JSON file per job, per batch id.
+
+    ``{"batches": {"0": {"alice": 3}}, "total": {"alice": 3}}``; rewriting a batch id
+    replaces its figures, so replays do not double count.
+    """
+
+    name = "counts"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def _load(self) -> dict[str, dict[str, int]]:
+        if not self.path.is_file():
+            return {}
+        data = json.loads(self.path.read_text(encoding="utf-8"))
+        return {k: dict(v) for k, v in data.get("batches", {}).items()}
+
+    def write(self, batch: MatchedBatch) -> SinkResult:
+        from pyspark.sql import functions as F
+
+        rows = (batch.matched.select(F.explode("owners").alias("subscriber"))
+                .groupBy("subscriber").count().collect())
+        counts = {r["subscriber"]: int(r["count"]) for r in rows}
+        batches = self._load() if batch.streaming else {}
+        batches[str(batch.batch_id)] = counts
+        total: dict[str, int] = {}
+        for per in batches.values():
+            for sub, n in per.items():
+                total[sub] = total.get(sub, 0) + n
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"batches": batches, "total": dict(sorted(total.items()))},
+                                  indent=1), encoding="utf-8")
+        os.replace(tmp, self.path)
+        return SinkResult(self.name, sum(counts.values()), str(self.path), counts)
+
+    def totals(self) -> dict[str, int]:
+        """Notifications per subscriber over every batch written so far."""
+        if not self.path.is_file():
+            return {}
+        return dict(json.loads(self.path.read_text(encoding="utf-8"))["total"])
+
+    def read_back(self, spark: SparkSession) -> list[tuple[str, int, str]] | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One delivery: an event that satisfied a subscriber's profile."""
+
+    subscriber: str
+    profile: str
+    source: str
+    event: int
+    type: str
+    text: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        body = json.loads(self.text) if self.text else None
+        return {"subscriber": self.subscriber, "profile": self.profile, "source": self.source,
+                "event": self.event, "type": self.type, "data": body}
+
+
+class Deliverer(Protocol):
+    """Hands notifications to the outside world (driver side)."""
+
+    @property
+    def where(self) -> str:
+        """Where deliveries go, for messages."""
+
+    def deliver(self, batch_id: int, notes: Sequence[Notification]) -> int:
+        """Deliver; returns how many were accepted. Raises
+        :class:`~siftbus.errors.ConnectionLostError` when the destination is gone."""
+
+    def close(self) -> None: ...
+
+
+class FileDeliverer:
+    """Deliveries as JSON lines, one file per subscriber and batch (replays overwrite)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+
+    @property
+    def where(self) -> str:
+        return str(self.directory)
+
+    def deliver(self, batch_id: int, notes: Sequence[Notification]) -> int:
+        by_sub: dict[str, list[Notification]] = {}
+        for n in notes:
+            by_sub.setdefault(n.subscriber, []).append(n)
+        for sub, items in by_sub.items():
+            d = self.directory / sub
+            d.mkdir(parents=True, exist_ok=True)
+            tmp = d / f".batch-{batch_id:06d}.tmp"
+            tmp.write_text("".join(json.dumps(n.to_dict()) + "\n" for n in items),
+                           encoding="utf-8")
+            os.replace(tmp, d / f"batch-{batch_id:06d}.jsonl")
+        return len(notes)
+
+    def close(self) -> None:
+        return None
+
+
+class WebhookDeliverer:
+    """POSTs each subscriber's notifications of a batch as one JSON document.
+
+    ``urls`` maps subscriber to URL; ``"*"`` is the URL for everyone else. Body:
+    ``{"batch": N, "subscriber": S, "notifications": [...]}``.
+    """
+
+    def __init__(self, urls: Mapping[str, str], *, timeout: float = 10.0) -> None:
+        import httpx
+
+        if not urls:
+            raise ConfigError("a webhook sink needs at least one URL", field="webhook")
+        self.urls = dict(urls)
+        self._client = httpx.Client(timeout=timeout)
+
+    @property
+    def where(self) -> str:
+        return ", ".join(sorted(set(self.urls.values())))
+
+    def deliver(self, batch_id: int, notes: Sequence[Notification]) -> int:
+        import httpx
+
+        by_sub: dict[str, list[Notification]] = {}
+        for n in notes:
+            by_sub.setdefault(n.subscriber, []).append(n)
+        sent = 0
+        for sub, items in sorted(by_sub.items()):
+            url = self.urls.get(sub, self.urls.get("*"))
+            if url is None:
+                continue
+            body = {"batch": batch_id, "subscriber": sub,
+                    "notifications": [n.to_dict() for n in items]}
+            try:
+                r = self._client.post(url, json=body)
+                r.raise_for_status()
+            except httpx.HTTPError as exc:
+                raise ConnectionLostError(f"webhook {url} failed: {exc}") from None
+            sent += len(items)
+        return sent
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class DeliverySink:
+    """Live delivery from ``foreachBatch``: collect the batch's notifications on the driver
+    (only those ``accept`` lets through, e.g. alarms) and hand them to a :class:`Deliverer`.
+    """
+
+    name = "delivery"
+
+    def __init__(self, deliverer: Deliverer, *,
+                 accept: Callable[[Notification], bool] | None = None,
+                 types: Iterable[str] | None = None,
+                 subscribers: Iterable[str] | None = None) -> None:
+        self.deliverer = deliverer
+        self.accept = accept
+        self.types = frozenset(types) if types is not None else None
+        self.subscribers = frozenset(subscribers) if subscribers is not None else None
+        self.delivered = 0
+
+    def write(self, batch: MatchedBatch) -> SinkResult:
+        from pyspark.sql import functions as F
+
+        notes = batch.notifications()
+        if self.types is not None:
+            notes = notes.where(F.col("type").isin(list(self.types)))
+        if self.subscribers is not None:
+            notes = notes.where(F.col("subscriber").isin(list(self.subscribers)))
+        items = [Notification(r["subscriber"], r["profile"], r["source"], int(r["event"]),
+                              r["type"], r["text"])
+                 for r in notes.select("subscriber", "profile", "source", "event", "type",
+                                       "text").toLocalIterator()]
+        if self.accept is not None:
+            items = [n for n in items if self.accept(n)]
+        items.sort(key=lambda n: (n.source, n.event, n.profile))
+        sent = self.deliverer.deliver(batch.batch_id, items)
+        self.delivered += sent
+        counts: dict[str, int] = {}
+        for n in items:
+            counts[n.subscriber] = counts.get(n.subscriber, 0) + 1
+        return SinkResult(self.name, sent, self.deliverer.where, counts)
+
+    def read_back(self, spark: SparkSession) -> list[tuple[str, int, str]] | None:
+        return None
+
+    def close(self) -> None:
+        self.deliverer.close()
+
+
+def check_sink(sink: Sink, spark: SparkSession, *,
+               read_back: Callable[[], list[tuple[str, int, str]] | None] | None = None
+               ) -> None:
+    """Conformance checks every sink passes (raises ``AssertionError`` on a violation).
+
+    Writes an empty batch, then a small batch twice under one batch id (a replay) and a
+    second batch, as a streaming query would; the results must count what was given, and
+    where the sink can be read back, every (source, event, profile) must be there exactly
+    once.
+    """
+    assert isinstance(sink, Sink), f"{sink!r} does not implement the Sink protocol"
+    assert isinstance(sink.name, str) and sink.name
+
+    matched_ddl = ("source string, event long, type string, matches array<string>, "
+                   "owners array<string>, version long, text string")
+    dead_ddl = "source string, line long, column int, reason string, text string"
+    text = '{"type": "T", "a": 1}'
+    first = [("f.jsonl", 0, "T", ["p1", "p2"], ["alice", "bob"], 1, text),
+             ("f.jsonl", 1, "T", [], [], 1, text),
+             ("f.jsonl", 2, "T", ["p2"], ["bob"], 1, text)]
+    second = [("g.jsonl", 0, "T", ["p1"], ["alice"], 2, text)]
+    dead = [("f.jsonl", 4, 3, "invalid JSON: Expecting value", "{oops")]
+
+    def batch(rows: list[Any], dead_rows: list[Any], bid: int) -> MatchedBatch:
+        return MatchedBatch(spark.createDataFrame(rows, matched_ddl),
+                            spark.createDataFrame(dead_rows, dead_ddl), bid, streaming=True)
+
+    r0 = sink.write(batch([], [], 0))
+    assert isinstance(r0, SinkResult) and r0.sink == sink.name
+    r1 = sink.write(batch(first, dead, 1))
+    r1b = sink.write(batch(first, dead, 1))
+    assert r1.rows == r1b.rows, "a replayed batch must give the same result"
+    r2 = sink.write(batch(second, [], 2))
+    if sink.name != "dead-letters":
+        assert r0.rows == 0, f"empty batch reported {r0.rows} rows"
+        assert r1.rows == 3, f"batch 1 has 3 notifications, sink reported {r1.rows}"
+        assert r2.rows == 1, f"batch 2 has 1 notification, sink reported {r2.rows}"
+        if r1.detail:
+            assert dict(r1.detail) == {"alice": 1, "bob": 2}, r1.detail
+    else:
+        assert (r0.rows, r1.rows, r2.rows) == (0, 1, 0)
+    if read_back is not None:
+        got = read_back()
+        if got is not None:
+            want = [("f.jsonl", 0, "p1"), ("f.jsonl", 0, "p2"), ("f.jsonl", 2, "p2"),
+                    ("g.jsonl", 0, "p1")]
+            norm = sorted((os.path.basename(s) if s else s, e, p) for s, e, p in got)
+            assert len(norm) == len(set(norm)), f"duplicates after a replay: {norm}"
+            assert norm == sorted(want), f"read back {norm}, want {sorted(want)}"
+    sink.close()
+
+
+__all__ = [
+    "CountsSink",
+    "DeadLetterSink",
+    "Deliverer",
+    "DeliverySink",
+    "FileDeliverer",
+    "JsonLinesSink",
+    "MatchedBatch",
+    "Notification",
+    "ParquetSink",
+    "Sink",
+    "SinkResult",
+    "WebhookDeliverer",
+    "check_sink",
+]

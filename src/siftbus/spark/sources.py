@@ -1,0 +1,174 @@
+"""Event sources: JSON lines, Parquet, a directory of new files, a socket.
+
+Every source yields one of three *kinds* of DataFrame, which the parse stage knows:
+
+* ``text``: ``source, line, text`` (JSON lines; ``line`` counts from 1 within ``source``);
+* ``wide``: ``source, event, type, <attribute columns>`` (Parquet tables of events);
+* ``keyed``: ``source, event, type, ikeys, skeys`` (already keyed, e.g. generated workloads).
+
+Line numbers are exact and computed on the JVM side: a file scan is split into partitions
+deterministically, rows keep file order inside a partition, so the line of a row is its
+``monotonically_increasing_id`` minus the first id of its (partition, file) plus the lines
+of the same file in earlier partitions. One small aggregation finds those offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from siftbus.errors import ConfigError, EventError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+SOURCE_FORMATS = ("jsonl", "parquet", "keyed")
+"""Batch input formats: JSON lines, a wide Parquet table, or a keyed Parquet table."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFrame:
+    """A source's DataFrame and which kind of rows it holds."""
+
+    frame: DataFrame
+    kind: str
+    """``text``, ``wide`` or ``keyed`` (see the module docstring)."""
+
+
+def _existing(paths: Sequence[str | Path]) -> list[str]:
+    out = []
+    for p in paths:
+        path = Path(p)
+        if not path.exists():
+            raise EventError(f"no such event file or directory: {path}", source=str(path))
+        if path.is_dir() and not any(c.is_file() and not c.name.startswith(("_", "."))
+                                     for c in path.rglob("*")):
+            raise EventError(f"event directory {path} holds no files", source=str(path))
+        out.append(str(path.resolve()))
+    return out
+
+
+def _local_path(col: Column) -> Column:
+    """``file:/a/b`` becomes ``/a/b``; other URIs (hdfs:, s3a:) stay as they are."""
+    from pyspark.sql import functions as F
+
+    return F.regexp_replace(col, "^file:(//)?", "")
+
+
+def number_lines(df: DataFrame) -> DataFrame:
+    """Add ``line`` (from 1, per source file) to a ``source, text`` DataFrame, exactly."""
+    from pyspark.sql import functions as F
+
+    return _attach_numbers(df.select("source", "text")).select(
+        "source", (F.col("event") + 1).alias("line"), "text")
+
+
+def read_json_lines(spark: SparkSession, paths: Sequence[str | Path]) -> SourceFrame:
+    """JSON-lines files (or directories of them), numbered by line."""
+    from pyspark.sql import functions as F
+
+    raw = spark.read.text(_existing(paths)).select(
+        _local_path(F.col("_metadata.file_path")).alias("source"), F.col("value").alias("text"))
+    return SourceFrame(number_lines(raw), "text")
+
+
+def read_parquet(spark: SparkSession, paths: Sequence[str | Path]) -> SourceFrame:
+    """A Parquet table of events: keyed (``type, ikeys, skeys``) or wide (one column per
+    attribute). Without an ``event`` column, rows are numbered in file order."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(*_existing(paths))
+    cols = set(df.columns)
+    if "type" not in cols:
+        raise EventError("a Parquet event table needs a 'type' column",
+                         source=str(paths[0]), field="type")
+    kind = "keyed" if {"ikeys", "skeys"} <= cols else "wide"
+    df = df.withColumn("source", _local_path(F.col("_metadata.file_path")))
+    if "event" not in cols:
+        df = _attach_numbers(df)
+    if kind == "keyed":
+        df = df.select("source", F.col("event").cast("long"), "type", "ikeys", "skeys")
+    else:
+        attrs = [c for c in df.columns if c not in ("source", "event", "type")]
+        df = df.select("source", F.col("event").cast("long"), "type", *attrs)
+    return SourceFrame(df, kind)
+
+
+def _attach_numbers(df: DataFrame) -> DataFrame:
+    """Add ``event`` (from 0, per source file) to a DataFrame with a ``source`` column."""
+    from pyspark.sql import functions as F
+
+    spark = df.sparkSession
+    tagged = df.withColumn("_pid", F.spark_partition_id()).withColumn(
+        "_mid", F.monotonically_increasing_id())
+    stats = (tagged.groupBy("source", "_pid")
+             .agg(F.count(F.lit(1)).alias("_n"), F.min("_mid").alias("_first")).collect())
+    seen: dict[str, int] = {}
+    rows = []
+    for r in sorted(stats, key=lambda r: (r["source"], r["_pid"])):
+        base = seen.get(r["source"], 0)
+        rows.append((r["source"], r["_pid"], r["_first"], base))
+        seen[r["source"]] = base + r["_n"]
+    if not rows:
+        return df.withColumn("event", F.lit(0).cast("long")).limit(0)
+    offsets = spark.createDataFrame(rows, "source string, _pid int, _first long, _base long")
+    return (tagged.join(F.broadcast(offsets), ["source", "_pid"])
+            .withColumn("event", F.col("_mid") - F.col("_first") + F.col("_base"))
+            .drop("_pid", "_mid", "_first", "_base"))
+
+
+def read_source(spark: SparkSession, paths: Sequence[str | Path], fmt: str = "jsonl"
+                ) -> SourceFrame:
+    """A batch source by format name (see :data:`SOURCE_FORMATS`)."""
+    if fmt == "jsonl":
+        return read_json_lines(spark, paths)
+    if fmt in ("parquet", "keyed"):
+        return read_parquet(spark, paths)
+    raise ConfigError(f"unknown event format {fmt!r}; choose one of {', '.join(SOURCE_FORMATS)}",
+                      field="format")
+
+
+def watch_directory(spark: SparkSession, directory: str | Path, *,
+                    max_files_per_trigger: int | None = None) -> DataFrame:
+    """A streaming ``source, text`` DataFrame of the lines of new files in ``directory``.
+
+    Spark's file source remembers (in the checkpoint) which files it has taken, so a
+    restarted query continues where the killed one stopped.
+    """
+    from pyspark.sql import functions as F
+
+    d = Path(directory)
+    if not d.is_dir():
+        raise ConfigError(f"watch directory {d} does not exist", source=str(d))
+    reader = spark.readStream.format("text")
+    if max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
+    return reader.load(str(d.resolve())).select(
+        _local_path(F.col("_metadata.file_path")).alias("source"), F.col("value").alias("text"))
+
+
+def socket_stream(spark: SparkSession, host: str, port: int) -> DataFrame:
+    """A streaming ``source, text`` DataFrame of lines read from a TCP socket (no replay:
+    Spark's socket source is for demos and tests, not fault tolerant)."""
+    from pyspark.sql import functions as F
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise ConfigError(f"socket sources read from this machine only, not {host!r}",
+                          field="host")
+    return (spark.readStream.format("socket").option("host", host).option("port", str(port))
+            .load().select(F.lit(f"socket:{host}:{port}").alias("source"),
+                           F.col("value").alias("text")))
+
+
+__all__ = [
+    "SOURCE_FORMATS",
+    "SourceFrame",
+    "number_lines",
+    "read_json_lines",
+    "read_parquet",
+    "read_source",
+    "socket_stream",
+    "watch_directory",
+]

@@ -1,0 +1,226 @@
+"""Where the subscription set comes from, and how a running job follows its changes.
+
+Two sources:
+
+* a profile file (one profile per line, see DESIGN.md);
+* a broker's durable store: a SQLite file with the table
+  ``profiles(id TEXT PRIMARY KEY, subscriber TEXT NOT NULL, type TEXT NOT NULL,
+  text TEXT NOT NULL)``, ``text`` being a profile line.
+
+:class:`SubscriptionSet` keeps one live matcher and applies the difference between the
+set it holds and what the source says now (add, remove, replace), then compiles a new
+versioned :class:`~siftbus.spark.match_stage.MatchPlan`. A streaming job calls
+:meth:`SubscriptionSet.refresh` between micro-batches, so changes take effect at the next
+batch without restarting the query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from siftbus.errors import ProfileError, SiftbusError
+from siftbus.lang.profile import iter_profile_lines, parse_profile
+from siftbus.model import Profile, Schema
+from siftbus.spark.match_stage import MatchPlan, build_plan, new_index_matcher
+
+
+class ProfileSource(Protocol):
+    """Something that lists the current profiles."""
+
+    @property
+    def name(self) -> str:
+        """Where the profiles come from, for messages."""
+
+    def fingerprint(self) -> str:
+        """Changes whenever the profiles may have changed (cheap to compute)."""
+
+    def load(self, schema: Schema, *, strict: bool = True) -> list[Profile]:
+        """Every profile; with ``strict``, the first bad one raises, else bad ones are
+        reported on stderr and skipped (a running stream must not die of one bad row)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileFile:
+    """Profiles from a text file, one per line."""
+
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+    def fingerprint(self) -> str:
+        try:
+            st = self.path.stat()
+        except OSError as exc:
+            raise ProfileError(f"cannot read profiles: {exc.strerror}",
+                               source=str(self.path)) from None
+        return f"{st.st_mtime_ns}:{st.st_size}"
+
+    def load(self, schema: Schema, *, strict: bool = True) -> list[Profile]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ProfileError(f"cannot read profiles: {exc.strerror}",
+                               source=str(self.path)) from None
+        except UnicodeDecodeError as exc:
+            raise ProfileError(f"profile file is not UTF-8: {exc.reason}",
+                               source=str(self.path)) from None
+        out: list[Profile] = []
+        for item in iter_profile_lines(text, schema, source=str(self.path)):
+            if isinstance(item, SiftbusError):
+                if strict:
+                    raise item
+                print(f"siftbus: skipped profile: {item}", file=sys.stderr)
+                continue
+            out.append(item)
+        return out
+
+
+STORE_DDL = ("CREATE TABLE IF NOT EXISTS profiles(id TEXT PRIMARY KEY, "
+             "subscriber TEXT NOT NULL, type TEXT NOT NULL, text TEXT NOT NULL)")
+"""The durable store's profile table (written by the broker)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileStore:
+    """Profiles from a broker's durable SQLite store (read only)."""
+
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return f"sqlite:{self.path}"
+
+    def _rows(self) -> list[tuple[str, str, str, str]]:
+        if not self.path.is_file():
+            raise ProfileError(f"no profile store at {self.path}", source=str(self.path))
+        try:
+            con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
+            try:
+                rows = con.execute(
+                    "SELECT id, subscriber, type, text FROM profiles ORDER BY id").fetchall()
+            finally:
+                con.close()
+        except sqlite3.Error as exc:
+            raise ProfileError(f"cannot read the profiles table: {exc}",
+                               source=str(self.path)) from None
+        return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
+
+    def fingerprint(self) -> str:
+        h = hashlib.blake2b(digest_size=16)
+        for row in self._rows():
+            h.update("\x1f".join(row).encode())
+            h.update(b"\x1e")
+        return h.hexdigest()
+
+    def load(self, schema: Schema, *, strict: bool = True) -> list[Profile]:
+        out: list[Profile] = []
+        for n, (pid, subscriber, tname, text) in enumerate(self._rows(), start=1):
+            try:
+                p = parse_profile(text, schema, id=pid, source=f"{self.path}[{pid}]")
+                if p.type_name != tname:
+                    raise ProfileError(f"row says type {tname!r} but the profile is a "
+                                       f"{p.type_name}", source=f"{self.path}[{pid}]",
+                                       field="type")
+                out.append(p.with_id(pid, subscriber))
+            except SiftbusError as exc:
+                if strict:
+                    raise exc.located(line=n) from None
+                print(f"siftbus: skipped profile: {exc}", file=sys.stderr)
+        return out
+
+
+def profile_source(spec: str | Path) -> ProfileSource:
+    """A profile file, or a store given as ``sqlite:PATH`` or a ``.db``/``.sqlite`` file."""
+    text = str(spec)
+    if text.startswith("sqlite:"):
+        return ProfileStore(Path(text.removeprefix("sqlite:")))
+    path = Path(text)
+    if path.suffix in (".db", ".sqlite", ".sqlite3"):
+        return ProfileStore(path)
+    return ProfileFile(path)
+
+
+class SubscriptionSet:
+    """The current subscription set of a job, compiled for the match stage."""
+
+    def __init__(self, schema: Schema, source: ProfileSource, *, engine: str = "index") -> None:
+        self.schema = schema
+        self.schema_text = schema.to_toml()
+        self.source = source
+        self.engine = engine
+        self.version = 0
+        self._fingerprint: str | None = None
+        self._profiles: dict[str, Profile] = {}
+        self._matcher: Any = new_index_matcher() if engine == "index" else None
+        self._plan: MatchPlan | None = None
+        self.changes = 0
+        """Profile adds, removes and replacements applied since the start."""
+        self.refresh(strict=True)
+
+    def __len__(self) -> int:
+        return len(self._profiles)
+
+    @property
+    def profiles(self) -> Sequence[Profile]:
+        return list(self._profiles.values())
+
+    def refresh(self, *, strict: bool = False) -> bool:
+        """Re-read the source if it changed; True when the set changed."""
+        fp = self.source.fingerprint()
+        if fp == self._fingerprint and self._plan is not None:
+            return False
+        fresh = {p.id: p for p in self.source.load(self.schema, strict=strict)}
+        self._fingerprint = fp
+        changed = self._apply(fresh)
+        if changed or self._plan is None:
+            self.version += 1
+            self._plan = build_plan(self.schema_text, list(self._profiles.values()),
+                                    engine=self.engine, version=self.version,
+                                    matcher=self._matcher)
+        return changed
+
+    def _apply(self, fresh: dict[str, Profile]) -> bool:
+        old = self._profiles
+        removed = [pid for pid in old if pid not in fresh]
+        added = [p for pid, p in fresh.items() if pid not in old]
+        replaced = [p for pid, p in fresh.items()
+                    if pid in old and (old[pid].filter_key != p.filter_key
+                                       or old[pid].subscriber != p.subscriber)]
+        if self._matcher is not None:
+            for pid in removed:
+                self._matcher.remove(pid)
+            for p in replaced:
+                self._matcher.remove(p.id)
+                self._matcher.add(p)
+            for p in added:
+                self._matcher.add(p)
+        for pid in removed:
+            del old[pid]
+        for p in (*replaced, *added):
+            old[p.id] = p
+        n = len(removed) + len(added) + len(replaced)
+        self.changes += n
+        return n > 0
+
+    def plan(self) -> MatchPlan:
+        """The compiled set for the current version."""
+        assert self._plan is not None
+        return self._plan
+
+
+__all__ = [
+    "STORE_DDL",
+    "ProfileFile",
+    "ProfileSource",
+    "ProfileStore",
+    "SubscriptionSet",
+    "profile_source",
+]

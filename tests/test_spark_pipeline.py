@@ -1,0 +1,241 @@
+"""The Spark pipeline end to end on local[2], differentially against the reference matcher."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from siftbus.lang.profile import format_profile
+from siftbus.match import ReferenceMatcher, add_all
+from siftbus.model import Profile, load_schema, parse_schema
+from siftbus.spark.match_stage import index_available
+from siftbus.spark.pipeline import Pipeline, run_files, streaming_sinks
+from siftbus.spark.sinks import (
+    CountsSink,
+    DeadLetterSink,
+    DeliverySink,
+    FileDeliverer,
+    JsonLinesSink,
+    ParquetSink,
+    WebhookDeliverer,
+    check_sink,
+)
+from siftbus.spark.sources import read_source, watch_directory
+from siftbus.spark.subscriptions import STORE_DDL, ProfileStore, SubscriptionSet, profile_source
+from spark_fixtures import SCHEMA_TOML, schema_file, spark
+from spark_strategies import event_dicts, events_of, profile_sets
+
+pytestmark = pytest.mark.spark
+__all__ = ["schema_file", "spark"]  # fixtures, imported so pytest finds them
+
+SCHEMA = parse_schema(SCHEMA_TOML)
+ENGINES = ["reference", *(["index"] if index_available() else [])]
+
+
+def _profiles_text(profiles: list[Profile]) -> str:
+    return "".join(format_profile(p) + "\n" for p in profiles)
+
+
+def _expected(profiles: list[Profile], dicts: list[dict[str, Any]]) -> list[list[str]]:
+    return add_all(ReferenceMatcher(), profiles).match_batch(events_of(dicts, SCHEMA))
+
+
+def _read_matches(path: Path) -> dict[tuple[str, int], list[str]]:
+    out = {}
+    for line in path.read_text().splitlines():
+        d = json.loads(line)
+        out[(Path(d.get("source", "")).name, d["event"])] = d["matches"]
+    return out
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_batch_job_equals_reference(spark: Any, schema_file: Path, engine: str,
+                                    data: st.DataObject) -> None:
+    profiles = data.draw(profile_sets(SCHEMA))
+    dicts = data.draw(st.lists(event_dicts(), max_size=40))
+    want = _expected(profiles, dicts)
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        (root / "p.txt").write_text(_profiles_text(profiles))
+        (root / "e.jsonl").write_text("".join(json.dumps(x) + "\n" for x in dicts))
+        report = run_files(spark, SCHEMA, root / "p.txt", [root / "e.jsonl"], root / "out",
+                           engine=engine)
+        got = _read_matches(root / "out" / "matches.jsonl")
+        assert got == {("", i): m for i, m in enumerate(want)}
+        assert report.events == len(dicts)
+        assert report.notifications == sum(map(len, want))
+        pq = ParquetSink(root / "out" / "notifications").read_back(spark)
+        assert sorted((e, p) for _, e, p in pq) == sorted(
+            (i, p) for i, ms in enumerate(want) for p in ms)
+        counts = json.loads((root / "out" / "counts.json").read_text())["total"]
+        owners = {p.id: p.owner for p in profiles}
+        want_counts: dict[str, int] = {}
+        for ms in want:
+            for p in ms:
+                want_counts[owners[p]] = want_counts.get(owners[p], 0) + 1
+        assert counts == want_counts
+
+
+def test_bad_records_go_to_dead_letters_with_reason(spark: Any, tmp_path: Path) -> None:
+    (tmp_path / "p.txt").write_text("d@alice: Door(open = 1)\n")
+    lines = ['{"type": "Door", "open": 1, "floor": 2}', "{oops",
+             '{"type": "Door", "open": 1, "floor": 99}', "",
+             '{"type": "Door", "open": 1, "floor": 3}']
+    (tmp_path / "e.jsonl").write_text("\n".join(lines) + "\n")
+    report = run_files(spark, SCHEMA, tmp_path / "p.txt", [tmp_path / "e.jsonl"],
+                       tmp_path / "out", engine="reference")
+    assert (report.events, report.bad, report.notifications) == (2, 2, 2)
+    dead = DeadLetterSink(tmp_path / "out" / "dead_letters.jsonl").read_back()
+    assert [(d["line"], d["text"]) for d in dead] == [(2, "{oops"), (3, lines[2])]
+    assert dead[0]["reason"].startswith("invalid JSON")
+    assert "outside the domain int[-1,8]" in dead[1]["reason"]
+    assert dead[1]["column"] == lines[2].index('"floor"') + 1
+    assert Path(dead[0]["source"]).name == "e.jsonl"
+    assert _read_matches(tmp_path / "out" / "matches.jsonl") == {("", 0): ["d"], ("", 4): ["d"]}
+
+
+def test_line_numbers_exact_across_files_and_partitions(spark: Any, tmp_path: Path) -> None:
+    # Many small files plus one split across partitions: every line keeps its number.
+    d = tmp_path / "events"
+    d.mkdir()
+    for f in range(5):
+        (d / f"f{f}.jsonl").write_text("".join(
+            json.dumps({"type": "Door", "open": 1, "floor": (i + f) % 9}) + "\n"
+            for i in range(50 + f)))
+    old = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "700")
+    try:
+        src = read_source(spark, [d])
+        rows = src.frame.collect()
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", old)
+    got = {(Path(r["source"]).name, r["line"]): json.loads(r["text"])["floor"] for r in rows}
+    want = {(f"f{f}.jsonl", i + 1): (i + f) % 9 for f in range(5) for i in range(50 + f)}
+    assert got == want
+
+
+def test_keyed_parquet_source(spark: Any, tmp_path: Path) -> None:
+    rows = [("g", 0, "Door", [1, 8], []), ("g", 1, "Door", [0, 8], []),
+            ("g", 2, "Door", [1, 9], [])]
+    spark.createDataFrame(rows, "source string, event long, type string, ikeys array<long>, "
+                          "skeys array<string>").write.parquet(str(tmp_path / "k.parquet"))
+    (tmp_path / "p.txt").write_text("d: Door(open = 1)\n")
+    report = run_files(spark, SCHEMA, tmp_path / "p.txt", [tmp_path / "k.parquet"],
+                       tmp_path / "out", engine="reference", fmt="keyed")
+    assert (report.events, report.bad, report.notifications) == (2, 1, 1)
+
+
+def test_profiles_from_the_broker_store(spark: Any, tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    con = sqlite3.connect(db)
+    con.execute(STORE_DDL)
+    con.executemany("INSERT INTO profiles VALUES (?, ?, ?, ?)", [
+        ("s1", "alice", "Door", "Door(open = 1)"),
+        ("s2", "bob", "Temp", "x: Temp(room = 3)"),
+    ])
+    con.commit()
+    con.close()
+    src = profile_source(f"sqlite:{db}")
+    assert isinstance(src, ProfileStore)
+    subs = SubscriptionSet(SCHEMA, src, engine="reference")
+    assert sorted((p.id, p.owner) for p in subs.profiles) == [("s1", "alice"), ("s2", "bob")]
+    con = sqlite3.connect(db)
+    con.execute("INSERT INTO profiles VALUES ('s3', 'carol', 'Door', 'Door(open = 1, oops)')")
+    con.commit()
+    con.close()
+    with pytest.raises(Exception, match="s3"):
+        SubscriptionSet(SCHEMA, src, engine="reference")
+    # A running job skips the bad row and keeps the good ones.
+    assert subs.refresh() is False
+    assert len(subs) == 2
+
+
+class _Hook(BaseHTTPRequestHandler):
+    received: list[dict[str, Any]] = []  # noqa: RUF012 (one server per test)
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).received.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    received: list[dict[str, Any]] = []
+    handler = type("Hook", (_Hook,), {"received": received})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
+    server.shutdown()
+    server.server_close()
+    t.join(timeout=10)
+
+
+def test_every_sink_passes_the_conformance_check(
+        spark: Any, tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]) -> None:
+    pq = ParquetSink(tmp_path / "pq")
+    check_sink(pq, spark, read_back=lambda: pq.read_back(spark))
+    js = JsonLinesSink(tmp_path / "js")
+    check_sink(js, spark, read_back=lambda: js.read_back(spark))
+    check_sink(CountsSink(tmp_path / "counts.json"), spark)
+    assert CountsSink(tmp_path / "counts.json").totals() == {"alice": 2, "bob": 2}
+    check_sink(DeadLetterSink(tmp_path / "dead"), spark)
+    check_sink(DeliverySink(FileDeliverer(tmp_path / "deliveries")), spark)
+    assert sorted(p.name for p in (tmp_path / "deliveries").iterdir()) == ["alice", "bob"]
+    url, received = webhook
+    check_sink(DeliverySink(WebhookDeliverer({"*": url})), spark)
+    # batch 1 twice (a replay re-delivers: at-least-once), then batch 2.
+    assert sorted((b["batch"], b["subscriber"], len(b["notifications"])) for b in received) == [
+        (1, "alice", 1), (1, "alice", 1), (1, "bob", 2), (1, "bob", 2), (2, "alice", 1)]
+
+
+def test_stream_picks_up_subscription_changes(spark: Any, tmp_path: Path) -> None:
+    watch = tmp_path / "in"
+    watch.mkdir()
+    prof = tmp_path / "p.txt"
+    prof.write_text("a@alice: Door(open = 1)\n")
+    subs = SubscriptionSet(SCHEMA, profile_source(prof), engine=ENGINES[-1])
+    pipe = Pipeline(spark, SCHEMA, subs, streaming_sinks(tmp_path / "out"))
+    reports = []
+    line = json.dumps({"type": "Door", "open": 1, "floor": 0}) + "\n"
+    (watch / "1.jsonl").write_text(line)
+    q = pipe.stream(watch_directory(spark, watch, max_files_per_trigger=1), tmp_path / "ck",
+                    on_batch=reports.append)
+    try:
+        q.processAllAvailable()
+        prof.write_text("a@alice: Door(open = 1)\nb@bob: Door(floor = 0)\n")
+        (watch / "2.jsonl").write_text(line)
+        q.processAllAvailable()
+        prof.write_text("b@bob: Door(floor = 0)\n")
+        (watch / "3.jsonl").write_text(line)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+        pipe.close()
+    assert [r.notifications for r in reports] == [1, 2, 1]
+    assert len({r.version for r in reports}) == 3
+    got = sorted((Path(s).name, p) for s, _, p in
+                 ParquetSink(tmp_path / "out" / "notifications").read_back(spark))
+    assert got == [("1.jsonl", "a"), ("2.jsonl", "a"), ("2.jsonl", "b"), ("3.jsonl", "b")]
+
+
+def test_schema_loaded_from_file_matches_fixture(schema_file: Path) -> None:
+    assert load_schema(schema_file).names == SCHEMA.names
