@@ -27,6 +27,7 @@ counted from 1, as editors do) and whether retrying the same operation can help.
     │   └── UnknownSubscriptionError       unsubscribe of an XML subscription id not there
     ├── DuplicateProfileError (ValueError) add of an id that is already there
     ├── ConnectionLostError (ConnectionError, retriable)
+    ├── RemoteError                        a broker answered a client request with ERROR
     └── EnvironmentProblem (RuntimeError)  missing Java, port in use, …
 """
 
@@ -179,3 +180,12 @@ class XmlInputError(XmlFilterError):
 
 class UnknownSubscriptionError(UnknownProfileError):
     """No XML subscription with this id is registered."""
+
+
+class RemoteError(SiftbusError):
+    """A broker answered a client's request with ERROR; ``kind`` names the remote error
+    class (e.g. ``ProfileSyntaxError``) and line/column/field are copied from it."""
+
+    def __init__(self, message: str, *, kind: str = "", **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.kind = kind

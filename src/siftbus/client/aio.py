@@ -1,0 +1,477 @@
+"""The asyncio client: publish, subscribe, advertise and call broker-hosted services.
+
+::
+
+    async with await Client.connect("127.0.0.1", 7400, name="heater") as c:
+        sub = await c.subscribe("Temperature(room = 12, value > 20)")
+        await c.publish({"type": "Temperature", "sensor": 1, "room": 12, "value": 21.5})
+        async for n in sub:            # Notification(profile, event, src, seq, ts)
+            print(n.profile, n.event.to_json())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from siftbus.broker.server import read_frame
+from siftbus.broker.wire import (
+    Envelope,
+    Message,
+    MsgType,
+    decode_envelope,
+    encode,
+    encode_events,
+    encode_profile,
+)
+from siftbus.errors import (
+    ConnectionLostError,
+    EnvironmentProblem,
+    ProfileError,
+    RemoteError,
+    SiftbusError,
+    WireError,
+)
+from siftbus.lang.profile import parse_profile_text, resolve
+from siftbus.model import Event, Profile, Schema, event_from_dict, parse_event
+
+MAX_BATCH = 5000
+"""Events per PUB frame when publishing a large batch."""
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """An event delivered for one of this client's profiles."""
+
+    profile: str
+    """The id of the matching profile (the client's own id)."""
+    event: Event
+    src: str
+    """The publisher (``broker/client``)."""
+    seq: int
+    """The publication's sequence number at its publisher."""
+    ts: float
+    """The publisher's clock at publication (seconds)."""
+
+    @property
+    def latency(self) -> float:
+        """Seconds from publication to now (same-machine clocks)."""
+        return time.time() - self.ts
+
+
+def remote_error(body: dict[str, Any]) -> RemoteError:
+    """The :class:`RemoteError` for an ERROR body."""
+    def opt_int(v: Any) -> int | None:
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    return RemoteError(str(body.get("message", "error")), kind=str(body.get("kind", "")),
+                       line=opt_int(body.get("line")), column=opt_int(body.get("column")),
+                       field=str(body["field"]) if body.get("field") is not None else None)
+
+
+Callback = Callable[[Notification], Any]
+
+
+class Subscription:
+    """One profile of this client: an async iterator of its notifications.
+
+    The queue is bounded; when it is full new notifications are dropped and counted in
+    :attr:`dropped` (a slow consumer is visible, not silent). With a callback, the
+    notifications go to the callback instead of the queue.
+    """
+
+    def __init__(self, client: Client, profile: Profile, callback: Callback | None,
+                 maxsize: int) -> None:
+        self.client = client
+        self.profile = profile
+        self.callback = callback
+        self.queue: asyncio.Queue[Notification] = asyncio.Queue(maxsize)
+        self.dropped = 0
+        self.received = 0
+
+    @property
+    def id(self) -> str:
+        return self.profile.id
+
+    def _put(self, n: Notification) -> None:
+        self.received += 1
+        if self.callback is not None:
+            result = self.callback(n)
+            if asyncio.iscoroutine(result):
+                self.client._spawn(result)
+            return
+        try:
+            self.queue.put_nowait(n)
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    def __aiter__(self) -> AsyncIterator[Notification]:
+        return self
+
+    async def __anext__(self) -> Notification:
+        return await self.client._next(self.queue)
+
+    async def get(self, timeout: float | None = None) -> Notification:
+        """The next notification (``TimeoutError`` after ``timeout`` seconds)."""
+        return await asyncio.wait_for(self.__anext__(), timeout)
+
+    async def unsubscribe(self) -> None:
+        await self.client.unsubscribe(self.id)
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.id in self.client.subscriptions:
+            await self.unsubscribe()
+
+
+class Client:
+    """A connection to one broker (publisher, subscriber, or both)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+                 queue_size: int = 10_000) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.queue_size = queue_size
+        self.name = ""
+        self.broker = ""
+        self.schema: Schema | None = None
+        self.restored: list[str] = []
+        """Ids of durable profiles the broker kept for this client name."""
+        self.subscriptions: dict[str, Subscription] = {}
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._corr = itertools.count(1)
+        self._auto_ids = itertools.count(1)
+        self._seq = 0
+        self._buffer: list[Envelope] = []
+        self._flush_scheduled = False
+        self._closed = False
+        self._lost: BaseException | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.unclaimed: asyncio.Queue[Notification] = asyncio.Queue(queue_size)
+        """Notifications for profiles without a :class:`Subscription` (e.g. restored)."""
+        self.unclaimed_dropped = 0
+        self.service_events: dict[str, asyncio.Queue[Any]] = {}
+        self.errors: list[RemoteError] = []
+        """ERRORs that answered no request (e.g. about an unacknowledged publish)."""
+        self._reader_task: asyncio.Task[None] | None = None
+
+    # ---- connection ---------------------------------------------------------------------
+
+    @classmethod
+    async def connect(cls, host: str = "127.0.0.1", port: int = 7400, *,
+                      name: str | None = None, timeout: float = 10.0,
+                      queue_size: int = 10_000) -> Client:
+        """Connect, say HELLO and receive the schema."""
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
+                                                    timeout)
+        except (OSError, TimeoutError) as exc:
+            raise ConnectionLostError(f"cannot connect to broker at {host}:{port}: "
+                                      f"{getattr(exc, 'strerror', None) or exc}") from None
+        c = cls(reader, writer, queue_size=queue_size)
+        hello: dict[str, Any] = {"role": "client", "corr": 0}
+        if name:
+            hello["name"] = name
+        writer.write(encode(Message(MsgType.HELLO, hello)))
+        try:
+            ack, _ = await asyncio.wait_for(read_frame(reader), timeout)
+            if ack.type is MsgType.ERROR:
+                writer.close()
+                raise remote_error(ack.body)
+            schema_msg, _ = await asyncio.wait_for(read_frame(reader), timeout)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            writer.close()
+            raise ConnectionLostError(f"broker at {host}:{port} did not complete the "
+                                      f"handshake: {exc!r}") from None
+        c.name = str(ack.body.get("name", ""))
+        c.broker = str(ack.body.get("broker", ""))
+        c.restored = list(ack.body.get("profiles", []))
+        c.schema = Schema.from_dict(schema_msg.body.get("schema", {}), source="broker")
+        c._reader_task = asyncio.ensure_future(c._read_loop())
+        return c
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Send what is buffered and close the connection."""
+        if self._closed:
+            return
+        with contextlib.suppress(SiftbusError, ConnectionError):
+            await self.flush()
+        self._closed = True
+        self._writer.close()
+        with contextlib.suppress(Exception):
+            await self._writer.wait_closed()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader_task
+        for t in list(self._tasks):
+            t.cancel()
+        self._fail_pending(ConnectionLostError("client closed"))
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _fail_pending(self, exc: BaseException) -> None:
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        self._pending.clear()
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                msg, _ = await read_frame(self._reader)
+                self._dispatch(msg)
+        except (asyncio.IncompleteReadError, ConnectionError, WireError) as exc:
+            self._lost = ConnectionLostError(f"connection to broker {self.broker} lost: "
+                                             f"{exc!r}")
+            self._fail_pending(self._lost)
+
+    def _dispatch(self, msg: Message) -> None:
+        body = msg.body
+        if msg.type is MsgType.NOTIFY:
+            assert self.schema is not None
+            for item in body.get("items", []):
+                env = decode_envelope(item[0], self.schema)
+                for pid in item[1]:
+                    n = Notification(pid, env.event, env.src, env.seq, env.ts)
+                    sub = self.subscriptions.get(pid)
+                    if sub is not None:
+                        sub._put(n)
+                    else:
+                        try:
+                            self.unclaimed.put_nowait(n)
+                        except asyncio.QueueFull:
+                            self.unclaimed_dropped += 1
+            return
+        if msg.type is MsgType.SCHEMA:
+            self.schema = Schema.from_dict(body.get("schema", {}), source="broker")
+            return
+        corr = body.get("corr")
+        if msg.type is MsgType.REPLY and corr is None and "service" in body:
+            q = self.service_events.setdefault(str(body["service"]), asyncio.Queue())
+            q.put_nowait(body.get("event"))
+            return
+        fut = self._pending.pop(corr, None) if isinstance(corr, int) else None
+        if msg.type is MsgType.ERROR:
+            if fut is not None and not fut.done():
+                fut.set_exception(remote_error(body))
+            else:
+                self.errors.append(remote_error(body))
+        elif fut is not None and not fut.done():
+            fut.set_result(body)
+
+    async def _next(self, queue: asyncio.Queue[Notification]) -> Notification:
+        if self._lost is not None and queue.empty():
+            raise StopAsyncIteration
+        getter = asyncio.ensure_future(queue.get())
+        try:
+            while True:
+                done, _ = await asyncio.wait({getter}, timeout=0.5)
+                if done:
+                    return getter.result()
+                if self._lost is not None or self._closed:
+                    raise StopAsyncIteration
+        finally:
+            getter.cancel()
+
+    async def _request(self, mtype: MsgType, body: dict[str, Any],
+                       timeout: float | None = 60.0) -> dict[str, Any]:
+        if self._lost is not None:
+            raise self._lost
+        if self._closed:
+            raise ConnectionLostError("client is closed")
+        self._flush_now()
+        corr = next(self._corr)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[corr] = fut
+        self._writer.write(encode(Message(mtype, {**body, "corr": corr})))
+        return await asyncio.wait_for(fut, timeout)
+
+    # ---- profiles ------------------------------------------------------------------------------
+
+    def profile(self, profile: str | Profile, id: str | None = None) -> Profile:
+        """Parse a profile line against the broker's schema (an id is made up if absent)."""
+        if isinstance(profile, Profile):
+            return profile if id is None else profile.with_id(id)
+        assert self.schema is not None
+        parsed = parse_profile_text(profile)
+        pid = id or parsed.id or f"s{next(self._auto_ids)}"
+        return resolve(parsed, self.schema, id=pid)
+
+    async def subscribe(self, profile: str | Profile, callback: Callback | None = None, *,
+                        id: str | None = None) -> Subscription:
+        """Subscribe one profile; returns its :class:`Subscription`."""
+        (sub,) = await self.subscribe_many([profile], callback, ids=[id] if id else None)
+        return sub
+
+    async def subscribe_many(self, profiles: Iterable[str | Profile],
+                             callback: Callback | None = None, *,
+                             ids: Sequence[str] | None = None) -> list[Subscription]:
+        """Subscribe several profiles in one request."""
+        ps = [self.profile(p, ids[i] if ids else None) for i, p in enumerate(profiles)]
+        seen = set(self.subscriptions)
+        for p in ps:
+            if p.id in seen:
+                raise ProfileError(f"profile id {p.id!r} is already subscribed", field=p.id)
+            seen.add(p.id)
+        subs = [Subscription(self, p, callback, self.queue_size) for p in ps]
+        for s in subs:  # registered first: notifications may overtake the ACK
+            self.subscriptions[s.id] = s
+        try:
+            await self._request(MsgType.SUB, {"profiles": [encode_profile(p) for p in ps]})
+        except BaseException:
+            for s in subs:
+                self.subscriptions.pop(s.id, None)
+            raise
+        return subs
+
+    async def unsubscribe(self, *ids: str | Subscription) -> None:
+        names = [i.id if isinstance(i, Subscription) else i for i in ids]
+        await self._request(MsgType.UNSUB, {"ids": names})
+        for n in names:
+            self.subscriptions.pop(n, None)
+
+    async def advertise(self, profile: str | Profile, *, id: str | None = None) -> str:
+        """Announce what this client publishes (advertisement mode)."""
+        p = self.profile(profile, id)
+        await self._request(MsgType.ADV, {"adverts": [encode_profile(p)]})
+        return p.id
+
+    async def unadvertise(self, id: str) -> None:
+        await self._request(MsgType.UNADV, {"ids": [id]})
+
+    # ---- publishing ---------------------------------------------------------------------------
+
+    def event(self, event: Event | Mapping[str, Any] | str) -> Event:
+        """An :class:`Event` from an event, an event-file object or a JSON line."""
+        if isinstance(event, Event):
+            return event
+        assert self.schema is not None
+        if isinstance(event, str):
+            return parse_event(event, self.schema)
+        data = {k: Decimal(repr(v)) if isinstance(v, float) else v for k, v in event.items()}
+        return event_from_dict(data, self.schema)
+
+    def _envelope(self, event: Event | Mapping[str, Any] | str, ts: float) -> Envelope:
+        env = Envelope(self.event(event), self.name, self._seq, ts)
+        self._seq += 1
+        return env
+
+    async def publish(self, event: Event | Mapping[str, Any] | str) -> int:
+        """Publish one event; events published in the same loop turn share one frame.
+
+        Returns the event's sequence number.
+        """
+        if self._lost is not None:
+            raise self._lost
+        env = self._envelope(event, time.time())
+        self._buffer.append(env)
+        if len(self._buffer) >= MAX_BATCH:
+            self._flush_now()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_now)
+        return env.seq
+
+    async def publish_batch(self, events: Iterable[Event | Mapping[str, Any] | str], *,
+                            ack: bool = False) -> int:
+        """Publish many events in as few frames as possible; returns how many.
+
+        With ``ack=True`` waits until the broker has routed them (flow control).
+        """
+        if self._lost is not None:
+            raise self._lost
+        self._flush_now()
+        now = time.time()
+        envs = [self._envelope(e, now) for e in events]
+        for i in range(0, len(envs), MAX_BATCH):
+            chunk = envs[i:i + MAX_BATCH]
+            body = {"events": encode_events(chunk)}
+            if ack:
+                await self._request(MsgType.PUB, body)
+            else:
+                self._writer.write(encode(Message(MsgType.PUB, body)))
+        await self._writer.drain()
+        return len(envs)
+
+    def _flush_now(self) -> None:
+        self._flush_scheduled = False
+        if self._buffer and not self._closed:
+            body = {"events": encode_events(self._buffer)}
+            self._buffer = []
+            self._writer.write(encode(Message(MsgType.PUB, body)))
+
+    async def flush(self) -> None:
+        """Send buffered events and wait until the socket buffer drains."""
+        self._flush_now()
+        await self._writer.drain()
+
+    async def ping(self, timeout: float = 30.0) -> None:
+        """Round trip to the broker: everything sent before has been handled there."""
+        await self._request(MsgType.PING, {}, timeout)
+
+    # ---- services ----------------------------------------------------------------------------
+
+    async def call(self, service: str, method: str, _timeout: float | None = 60.0,
+                   **args: Any) -> Any:
+        """Call ``method`` of a service hosted in the broker; returns its result."""
+        reply = await self._request(MsgType.CALL, {"service": service, "method": method,
+                                                   "args": args}, _timeout)
+        return reply.get("result")
+
+    async def stats(self) -> dict[str, Any]:
+        """The broker's instrumentation counters."""
+        result = await self.call("broker", "stats")
+        assert isinstance(result, dict)
+        return result
+
+    async def notifications(self) -> AsyncIterator[Notification]:
+        """Notifications for profiles that have no :class:`Subscription` object."""
+        while True:
+            try:
+                yield await self._next(self.unclaimed)
+            except StopAsyncIteration:
+                return
+
+
+async def connect(host: str = "127.0.0.1", port: int = 7400, *, name: str | None = None,
+                  timeout: float = 10.0) -> Client:
+    """Shorthand for :meth:`Client.connect`."""
+    return await Client.connect(host, port, name=name, timeout=timeout)
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``host:port`` (or ``port``) -> ``(host, port)``."""
+    host, _, port = text.rpartition(":")
+    try:
+        return (host or "127.0.0.1", int(port))
+    except ValueError:
+        raise EnvironmentProblem(f"bad broker address {text!r}: use host:port") from None
+
+
+def event_json(n: Notification) -> str:
+    """One JSON line for a notification (what ``siftbus subscribe`` prints)."""
+    return json.dumps({"profile": n.profile, "src": n.src, "seq": n.seq,
+                       "event": json.loads(n.event.to_json())})
+
+
+__all__ = ["Client", "Notification", "RemoteError", "Subscription", "connect",
+           "event_json", "parse_address"]

@@ -1,0 +1,294 @@
+"""Real asyncio broker servers on 127.0.0.1: client API, services, bad frames, and the key
+property on small networks."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections import Counter
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from siftbus.broker.node import BrokerNode
+from siftbus.broker.routing import rendezvous_directions
+from siftbus.broker.server import BrokerServer, read_frame
+from siftbus.broker.simulator import Delivery
+from siftbus.broker.wire import VERSION, Message, MsgType, encode
+from siftbus.client import Client, SyncClient
+from siftbus.errors import ConnectionLostError, RemoteError, SiftbusError
+from siftbus.model import Event, Profile
+from test_broker_sim import SCHEMA, events, oracle, profiles
+
+T = SCHEMA["T"]
+
+
+async def start_network(names: list[str], edges: list[tuple[str, str]], protocol: str,
+                        strategy: str = "covering",
+                        rendezvous: dict[str, str] | None = None) -> dict[str, BrokerServer]:
+    """Brokers of a tree, each its own server; a broker dials its neighbours listed
+    before it (as ``siftbus network up`` does)."""
+    servers: dict[str, BrokerServer] = {}
+    for i, b in enumerate(names):
+        nbrs = tuple(x for a, c in edges for x in (a, c) if b in (a, c) and x != b)
+        dirs = rendezvous_directions(edges, b, rendezvous) if rendezvous else None
+        node = BrokerNode(b, SCHEMA, protocol=protocol, strategy=strategy, neighbours=nbrs,
+                          rendezvous=dirs)
+        dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs if names.index(n) < i}
+        srv = BrokerServer(node, dial=dial)
+        await srv.start()
+        servers[b] = srv
+    for srv in servers.values():
+        await srv.wait_neighbours(10)
+    return servers
+
+
+async def settle(servers: dict[str, BrokerServer], clients: list[Client]) -> None:
+    """Wait until no broker-to-broker message is in flight and clients have read all."""
+    prev = None
+    for _ in range(500):
+        snap = tuple((s.node.stats().messages_in, s.node.stats().messages_out)
+                     for s in servers.values())
+        if snap == prev and sum(a for a, _ in snap) == sum(b for _, b in snap):
+            break
+        prev = snap
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError("network did not settle")
+    for c in clients:
+        await c.ping()
+
+
+@pytest.fixture
+async def broker() -> Any:
+    srv = BrokerServer(BrokerNode("B1", SCHEMA))
+    await srv.start()
+    yield srv
+    await srv.close()
+
+
+async def test_subscribe_publish_notify(broker: BrokerServer) -> None:
+    async with await Client.connect(port=broker.port, name="sub") as sub, \
+            await Client.connect(port=broker.port) as pub:
+        assert sub.schema == SCHEMA and sub.broker == "B1" and pub.name.startswith("c")
+        s = await sub.subscribe('T(a in [2, 4], s prefix "a")', id="mine")
+        got: list[str] = []
+        await sub.subscribe("cb: T(b = HI)", lambda n: got.append(n.profile))
+        await pub.publish({"type": "T", "a": 3, "b": "LO", "s": "abc"})
+        await pub.publish({"type": "T", "a": 5, "b": "HI", "s": "abc"})
+        await pub.publish_batch([{"type": "T", "a": 2, "b": "HI", "s": "ax"}], ack=True)
+        n1 = await s.get(5)
+        n2 = await s.get(5)
+        assert (n1.profile, n1.event["a"], n1.seq) == ("mine", 3, 0)
+        assert (n2.event["a"], n2.seq, n2.src) == (2, 2, f"B1/{pub.name}")
+        await sub.ping()
+        assert got == ["cb", "cb"]
+        stats = await pub.stats()
+        assert stats["notifications"] == 4 and stats["events_published"] == 3
+        await s.unsubscribe()
+        assert stats["table_size"] == 2
+        assert (await sub.stats())["table_size"] == 1
+
+
+async def test_bad_requests_get_errors_and_others_keep_being_served(
+        broker: BrokerServer) -> None:
+    async with await Client.connect(port=broker.port, name="good") as good:
+        with pytest.raises(RemoteError) as info:
+            await good._request(MsgType.SUB, {"texts": ["x: T(a > 5, b = NOPE)"]})
+        assert info.value.column == 13 and info.value.kind in ("ProfileError", "DomainError")
+        with pytest.raises(SiftbusError):  # parsed locally against the distributed schema
+            await good.subscribe("T(zz = 1)")
+        with pytest.raises(RemoteError, match="outside"):
+            await good._request(MsgType.PUB, {"events": [["T", [99, 0, "x"], "s", 0, 0.0]]})
+        for bad in (b"\x00\x00\x00\x02\x09\x01",  # wrong version
+                    struct.pack(">IBB", 2, VERSION, 77),  # unknown type
+                    struct.pack(">I", 1 << 30),  # oversized
+                    struct.pack(">IBB", 3, VERSION, int(MsgType.PUB)) + b"\xc1"):  # bad body
+            r, w = await asyncio.open_connection("127.0.0.1", broker.port)
+            w.write(encode(Message(MsgType.HELLO, {"role": "client"})))
+            await read_frame(r)
+            await read_frame(r)
+            w.write(bad)
+            msg, _ = await read_frame(r)
+            assert msg.type is MsgType.ERROR
+            assert await r.read() == b""  # closed
+            w.close()
+        # a connection that does not start with HELLO
+        r, w = await asyncio.open_connection("127.0.0.1", broker.port)
+        w.write(encode(Message(MsgType.PING, {})))
+        msg, _ = await read_frame(r)
+        assert msg.type is MsgType.ERROR and "HELLO" in msg.body["message"]
+        w.close()
+        with pytest.raises(RemoteError, match="already connected"):
+            await Client.connect(port=broker.port, name="good")
+        await good.subscribe("T(a = 1)")
+        assert (await good.stats())["table_size"] == 1
+
+
+async def test_services_call_reply_and_push(broker: BrokerServer) -> None:
+    calls: list[tuple[str, dict[str, Any], str]] = []
+
+    def echo(method: str, args: dict[str, Any], caller: str) -> Any:
+        calls.append((method, args, caller))
+        if method == "fail":
+            raise RemoteError("no such thing", field="x")
+        return {"method": method, **args}
+
+    async def slow(method: str, args: dict[str, Any], caller: str) -> Any:
+        await asyncio.sleep(0.01)
+        broker.push(caller, "slow", {"pushed": args["n"]})
+        return args["n"] * 2
+
+    broker.register_service("echo", echo)
+    broker.register_service("slow", slow)
+    with pytest.raises(SiftbusError):
+        broker.register_service("echo", echo)
+    async with await Client.connect(port=broker.port, name="cl") as c:
+        assert await c.call("echo", "hi", x=[1, 2]) == {"method": "hi", "x": [1, 2]}
+        assert calls == [("hi", {"x": [1, 2]}, "cl")]
+        with pytest.raises(RemoteError, match="no such thing"):
+            await c.call("echo", "fail")
+        with pytest.raises(RemoteError, match="no service"):
+            await c.call("nope", "x")
+        assert await asyncio.gather(c.call("slow", "x", n=1), c.call("slow", "x", n=2)) == [2, 4]
+        assert await asyncio.wait_for(c.service_events["slow"].get(), 5) == {"pushed": 1}
+        assert (await c.call("broker", "schema")) == SCHEMA.to_dict()
+
+
+async def test_durable_subscriptions_survive_a_restart(tmp_path: Any) -> None:
+    from siftbus.broker.store import ProfileStore
+
+    path = tmp_path / "b1.sqlite"
+    srv = BrokerServer(BrokerNode("B1", SCHEMA, store=ProfileStore(path)))
+    await srv.start()
+    async with await Client.connect(port=srv.port, name="dur") as c:
+        await c.subscribe("keep: T(a = 1)")
+        await c.subscribe("drop: T(a = 2)")
+        await c.unsubscribe("drop")
+    await srv.close()
+    import sqlite3
+
+    rows = sqlite3.connect(path).execute("SELECT id, subscriber, type, text FROM profiles")
+    assert list(rows) == [("dur/keep", "dur", "T", "dur/keep@dur: T(a = 1)")]
+    srv = BrokerServer(BrokerNode("B1", SCHEMA, store=ProfileStore(path)))
+    await srv.start()
+    try:
+        async with await Client.connect(port=srv.port, name="dur") as c, \
+                await Client.connect(port=srv.port) as pub:
+            assert c.restored == ["keep"]
+            await pub.publish_batch([Event(T, (1, 0, "x"))], ack=True)
+            n = await asyncio.wait_for(c.notifications().__anext__(), 5)
+            assert n.profile == "keep"
+    finally:
+        await srv.close()
+
+
+def test_sync_client() -> None:
+    async def serve(ready: asyncio.Queue[int], stop: asyncio.Event) -> None:
+        srv = BrokerServer(BrokerNode("B1", SCHEMA))
+        await srv.start()
+        await ready.put(srv.port)
+        await stop.wait()
+        await srv.close()
+
+    import threading
+
+    loop = asyncio.new_event_loop()
+    ready: asyncio.Queue[int] = asyncio.Queue()
+    stop = asyncio.Event()
+    th = threading.Thread(target=loop.run_until_complete, args=(serve(ready, stop),))
+    th.start()
+    try:
+        port = asyncio.run_coroutine_threadsafe(ready.get(), loop).result(10)
+        with SyncClient.connect(port=port) as c:
+            pid = c.subscribe("T(a = 4)")
+            c.publish_batch([{"type": "T", "a": 4, "b": "MID", "s": "q"}], ack=True)
+            n = c.receive(timeout=5)
+            assert n.profile == pid and n.event["b"] == "MID"
+            assert c.call("broker", "stats")["notifications"] == 1
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        th.join(10)
+        loop.close()
+
+
+async def test_client_sees_a_lost_connection(broker: BrokerServer) -> None:
+    c = await Client.connect(port=broker.port)
+    sub = await c.subscribe("T(a = 1)")
+    await broker.close()
+    with pytest.raises(StopAsyncIteration):
+        await asyncio.wait_for(sub.__anext__(), 5)
+    with pytest.raises(ConnectionLostError):
+        await c.ping()
+    await c.close()
+
+
+async def run_network_case(data: st.DataObject, protocol: str, strategy: str) -> None:
+    n = data.draw(st.integers(1, 4), label="brokers")
+    names = [f"B{i}" for i in range(n)]
+    edges = [(names[data.draw(st.integers(0, i - 1))], names[i]) for i in range(1, n)]
+    rn = {t: data.draw(st.sampled_from(names)) for t in SCHEMA.names} \
+        if protocol == "rendezvous" else None
+    servers = await start_network(names, edges, protocol, strategy, rn)
+    clients: list[Client] = []
+    try:
+        for i in range(data.draw(st.integers(1, 3))):
+            b = data.draw(st.sampled_from(names))
+            clients.append(await Client.connect(port=servers[b].port, name=f"k{i}"))
+        active: dict[tuple[str, str], Profile] = {}
+        for j in range(data.draw(st.integers(1, 8))):
+            c = data.draw(st.sampled_from(clients))
+            mine = [pid for (cl, pid) in active if cl == c.name]
+            if mine and data.draw(st.booleans()):
+                pid = data.draw(st.sampled_from(sorted(mine)))
+                await c.unsubscribe(pid)
+                del active[(c.name, pid)]
+            else:
+                p = data.draw(profiles(f"p{j}"))
+                sub = await c.subscribe(p)
+                active[(c.name, p.id)] = p
+                assert sub.id == p.id
+        await settle(servers, clients)
+        published: list[tuple[tuple[str, int], Event]] = []
+        for c in clients:
+            evs = data.draw(st.lists(events(), max_size=5))
+            seq0 = c._seq
+            await c.publish_batch(evs, ack=True)
+            published += [((f"{c.broker}/{c.name}", seq0 + i), e) for i, e in enumerate(evs)]
+        await settle(servers, clients)
+        got: Counter[Delivery] = Counter()
+        for c in clients:
+            for s in c.subscriptions.values():
+                while not s.queue.empty():
+                    nt = s.queue.get_nowait()
+                    got[Delivery(c.name, nt.profile, (nt.src, nt.seq))] += 1
+        assert got == oracle(active, published)
+        for c in clients:
+            if c.subscriptions:
+                await c.unsubscribe(*c.subscriptions)
+        await settle(servers, clients)
+        assert {b: s.node.stats().table_size for b, s in servers.items()} == \
+            {b: 0 for b in names}
+    finally:
+        for c in clients:
+            await c.close()
+        for srv in servers.values():
+            await srv.close()
+
+
+@pytest.mark.parametrize(("protocol", "strategy"), [
+    ("flooding", "simple"), ("forwarding", "covering"), ("forwarding", "merging"),
+    ("rendezvous", "covering")])
+@settings(max_examples=6, deadline=None)
+@given(data=st.data())
+def test_real_network_delivers_exactly_the_oracle(protocol: str, strategy: str,
+                                                  data: st.DataObject) -> None:
+    asyncio.run(run_network_case(data, protocol, strategy))
+
+
+def test_frames_are_msgpack_maps() -> None:
+    frame = encode(Message(MsgType.PING, {"corr": 1}))
+    assert msgpack.unpackb(frame[6:]) == {"corr": 1}
