@@ -1017,6 +1017,7 @@ class EventChannel:
         self._dispatcher: _Dispatcher | None = None
         self._restoring = False
         self._pending: dict[int, tuple[int, Entry]] | None = None
+        self._waiters: set[Callable[[], None]] = set()
         self._admins["consumer"][0] = ConsumerAdmin(self, 0, Q.AND_OP, self._admin_qos())
         self._admins["supplier"][0] = SupplierAdmin(self, 0, Q.AND_OP, self._admin_qos())
 
@@ -1216,6 +1217,8 @@ class EventChannel:
             if pending and self.factory.store is not None:
                 self.factory.store.add_events(self.id, list(pending.values()))
             self._cond.notify_all()
+            for fn in list(self._waiters):
+                fn()
 
     def _passes_supplier_side(self, proxy: ProxyConsumer, admin: _Admin, m: Message) -> bool:
         view = m.filter_view
@@ -1361,6 +1364,15 @@ class EventChannel:
         persistent = [e.seq for e in entries if e.persistent]
         if persistent and self.factory.store is not None:
             self.factory.store.delete_events(self.id, p.id, persistent)
+
+    def add_waiter(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` (quick, thread-safe) whenever events were queued (remote long-polls)."""
+        with self._lock:
+            self._waiters.add(fn)
+
+    def remove_waiter(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            self._waiters.discard(fn)
 
     def _wake(self, p: _Proxy) -> None:
         if isinstance(p, ProxySupplier) and p.mode == "push" and p.queue_length:
