@@ -153,7 +153,7 @@ def run(sizes: list[int], sample: int, repeat: int, n_events: int, walk_upto: in
             ref_s = time.perf_counter() - t0
             ref_eps = len(events) / ref_s if ref_s else float("inf")
             # The linear baselines are O(n) per operation: time a few operations only.
-            k = max(3, min(sample, 20_000 // max(1, n // 10)))
+            k = max(10, min(sample, 20_000 // max(1, n // 10)))
             b_ins = baseline_insert_us(base, fresh[:k], repeat)
             b_del = baseline_delete_us(base, victims[:k], repeat)
             variants = [(FilterPoset, True), (PosetForest, True)]
