@@ -1,0 +1,166 @@
+"""Kill-and-restart durability: the channel service runs in a subprocess with a SQLite
+store, is SIGKILLed while a supplier pushes and a persistent consumer pulls, restarted on
+the same store, and the consumer must get every accepted event exactly once, in order."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from siftbus.channel import EventChannelFactory, StructuredEvent
+from siftbus.channel import qos as Q
+from siftbus.channel.service import ChannelClient, RemoteConsumer, RemoteSupplier
+from siftbus.errors import SiftbusError
+
+PERSISTENT = {Q.EVENT_RELIABILITY: Q.PERSISTENT, Q.CONNECTION_RELIABILITY: Q.PERSISTENT,
+              Q.ORDER_POLICY: Q.FIFO_ORDER}
+
+
+def start_server(store: Path, port_file: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port_file.unlink(missing_ok=True)
+    proc = subprocess.Popen([sys.executable, "-m", "siftbus.channel.server", "--store",
+                             str(store), "--port-file", str(port_file)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.monotonic() + 30
+    while not port_file.exists():
+        if proc.poll() is not None or time.monotonic() > end:
+            proc.kill()
+            raise AssertionError("the channel server did not start")
+        time.sleep(0.02)
+    return proc, int(port_file.read_text())
+
+
+def ev(i: int) -> StructuredEvent:
+    return StructuredEvent.of("d", "t", f"e{i}", filterable_data={"i": i})
+
+
+async def _phase(port: int, setup: dict[str, Any] | None, start: int, count: int,
+                 accepted: list[int], received: list[int], kill_after: int | None,
+                 proc: subprocess.Popen[bytes] | None) -> dict[str, Any]:
+    client = await ChannelClient.connect("127.0.0.1", port)
+    try:
+        if setup is None:
+            cid = await client.call("create_channel", qos=PERSISTENT)
+            consumer = await RemoteConsumer.obtain(client, cid)
+            odd = await RemoteConsumer.obtain(client, cid)
+            await odd.add_filter([[[], "$i - ($i / 2) * 2 == 1"]])
+            supplier = await RemoteSupplier.obtain(client, cid)
+            setup = {"channel": cid, "consumer": consumer.proxy, "odd": odd.proxy,
+                     "supplier": supplier.proxy, "last": 0, "odd_last": 0, "odd_got": []}
+        else:
+            setup.pop("killed", None)
+            consumer = RemoteConsumer(client, setup["channel"], setup["consumer"])
+            odd = RemoteConsumer(client, setup["channel"], setup["odd"])
+            supplier = RemoteSupplier(client, setup["channel"], setup["supplier"])
+        consumer.last_seq, odd.last_seq = setup["last"], setup["odd_last"]
+        try:
+            for i in range(start, start + count, 5):
+                batch = list(range(i, min(i + 5, start + count)))
+                await supplier.push([ev(j) for j in batch])
+                accepted.extend(batch)  # push returned: accepted (stored)
+                if i % 10 == 0:
+                    received.extend(e.filterable_data[0][1]
+                                    for e in await consumer.pull(7, timeout=0))
+                    setup["last"] = consumer.last_seq
+                if kill_after is not None and len(accepted) >= kill_after and proc:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait(10)
+                    # the next call must fail; what was accepted before stays stored
+                    await supplier.push([ev(10**6)])
+            while True:
+                got = await consumer.pull(50, timeout=0.3)
+                setup["last"] = consumer.last_seq
+                if not got:
+                    break
+                received.extend(e.filterable_data[0][1] for e in got)
+            while True:
+                got = await odd.pull(50, timeout=0.3)
+                setup["odd_last"] = odd.last_seq
+                if not got:
+                    break
+                setup["odd_got"].extend(e.filterable_data[0][1] for e in got)
+            setup["dups"] = setup.get("dups", 0) + consumer.duplicates
+        except SiftbusError:
+            setup["dups"] = setup.get("dups", 0) + consumer.duplicates
+            setup["last"] = consumer.last_seq
+            setup["odd_last"] = odd.last_seq
+            setup["killed"] = True
+        return setup
+    finally:
+        await client.close()
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_and_restart_delivers_everything_once_in_order(tmp_path: Path) -> None:
+    store, port_file = tmp_path / "channels.db", tmp_path / "port"
+    accepted: list[int] = []
+    received: list[int] = []
+    proc, port = start_server(store, port_file)
+    try:
+        setup = asyncio.run(_phase(port, None, 0, 400, accepted, received, 150, proc))
+        assert setup.get("killed") and 150 <= len(accepted) < 400
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    proc, port = start_server(store, port_file)
+    try:
+        setup = asyncio.run(_phase(port, setup, 1000, 100, accepted, received, None, None))
+        assert not setup.get("killed")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    assert received == accepted  # every accepted event, once, in order
+    assert setup["dups"] <= 50  # only the unacknowledged pull window came again
+    assert setup["odd_got"] == [i for i in accepted if i % 2 == 1]
+
+
+def test_in_process_restart_keeps_objects_filters_and_events(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with EventChannelFactory(db, dispatch=False) as f:
+        ch, cid = f.create_channel(PERSISTENT, {Q.MAX_CONSUMERS: 5})
+        ca, aid = ch.new_for_consumers(Q.OR_OP)
+        pull, pid = ca.obtain_notification_pull_supplier("STRUCTURED_EVENT")
+        pull.connect_structured_pull_consumer()
+        flt = f.filter_factory.create_filter()
+        flt.add_constraints([([("d", "*")], "$i > 1")])
+        pull.add_filter(flt)
+        ca.add_filter(f.filter_factory.create_filter())  # empty filter: matches nothing
+        sup, sid = ch.default_supplier_admin.obtain_notification_push_consumer(
+            "STRUCTURED_EVENT")
+        sup.connect_structured_push_supplier()
+        sup.push_structured_event(ev(1))
+        sup.push_structured_event(ev(2))
+        sup.push_structured_event(ev(3))
+        assert pull.try_pull_structured_event()[0].event_name == "e2"  # acked: gone
+        f.create_channel()  # best effort: not stored
+    with EventChannelFactory(db, dispatch=False) as f:
+        assert f.get_all_channels() == [cid]  # only the persistent channel
+        ch = f.get_event_channel(cid)
+        assert ch.get_admin()[Q.MAX_CONSUMERS] == 5
+        ca = ch.get_consumeradmin(aid)
+        assert ca.MyOperator == Q.OR_OP
+        pull = ca.get_proxy_supplier(pid)
+        assert pull.connected  # a nil-client proxy comes back connected
+        assert [pull.get_filter(i).get_all_constraints()[0].constraint_expression
+                .constraint_expr for i in pull.get_all_filters()] == ["$i > 1"]
+        assert pull.try_pull_structured_event()[0].event_name == "e3"
+        assert pull.try_pull_structured_event() == (None, False)
+        sup = ch.default_supplier_admin.get_proxy_consumer(sid)
+        sup.push_structured_event(ev(4))
+        sup.push_structured_event(ev(0))
+        assert [pull.try_pull_structured_event()[0].event_name] == ["e4"]
+        assert f.store is not None and f.store.event_count() == 0
+    assert os.path.exists(db)
