@@ -61,6 +61,12 @@ class CountingType:
     def n_filters(self) -> int:
         return len(self.pr_off) - 1
 
+    def slot(self, rank: int) -> int:
+        return rank
+
+    def ranks_alive(self, alive: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(alive)
+
     def run(self, cells: np.ndarray, alive: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
         return kernel.counting_match(cells, self.cell_base, self.af_off, self.af_mem,

@@ -119,8 +119,9 @@ def _uniform_weights(ac: AttributeCells) -> np.ndarray:
 class CompiledType:
     """The immutable PrimAS index of one event type over a fixed list of profiles.
 
-    Slots ``0..n-1`` are the profiles in plain string order of their ids. Arrays are laid
-    out for :func:`siftbus.match.kernel.index_match`, which documents them.
+    Profiles have a *rank* (position in plain string order of their ids; ``ids`` is in
+    rank order) and an internal *slot* (clustered by lead attribute and cell). Arrays are
+    laid out for :func:`siftbus.match.kernel.index_match`, which documents them.
     """
 
     type_name: str
@@ -131,28 +132,44 @@ class CompiledType:
     """int32 evaluation order: attribute positions, most selective first."""
     cell_base: np.ndarray
     """int64 first global cell of each attribute."""
-    lead_off: np.ndarray
-    """int64 CSR offsets over global cells into ``lead_mem``."""
-    lead_mem: np.ndarray
-    """int32 lead profiles per cell."""
     set_kind: np.ndarray
-    """int32 per set: bitmap row, or -1 for a list slice."""
+    """int32 per cell: bitmap row of its lead set, or -1 for a list slice."""
     set_off: np.ndarray
-    """int64 CSR offsets over sets into ``set_mem``."""
+    """int64 CSR offsets over cells into ``set_mem``."""
     set_mem: np.ndarray
-    """int32 sorted members of the list sets."""
+    """int32 sorted slots of the list lead sets."""
+    pre_attr: np.ndarray
+    """int16 per ``set_mem`` entry: the member's second most selective attribute (-1)."""
+    pre_first: np.ndarray
+    """int32 per ``set_mem`` entry: first cell of the hull of its runs there."""
+    pre_last: np.ndarray
+    """int32 per ``set_mem`` entry: last cell of that hull."""
+    slot_pre: np.ndarray
+    """int32 ``[n, 3]`` by slot: second attribute (-1: none), hull first, hull last."""
     bitmaps: np.ndarray
-    """uint64 ``[rows, words]`` bitmap sets."""
+    """uint64 ``[rows, words]`` bitmap lead sets."""
+    cond_off: np.ndarray
+    """int64 CSR offsets over slots into the condition runs."""
+    cond_attr: np.ndarray
+    """int16 attribute position of each run (profile-major, evaluation order)."""
+    cond_first: np.ndarray
+    """int32 first cell of each run."""
+    cond_last: np.ndarray
+    """int32 last cell of each run (inclusive)."""
+    rank: np.ndarray
+    """int32 rank of each slot."""
+    slot_of_rank: np.ndarray
+    """int32 slot of each rank."""
     always: np.ndarray
-    """int32 profiles without any condition."""
+    """int32 slots of the profiles without any condition."""
     lead: np.ndarray
-    """int8 lead attribute of each profile (-1: none)."""
+    """int16 lead attribute of each rank (-1: none)."""
     ids: np.ndarray
-    """Profile ids by slot (numpy str array)."""
+    """Profile ids by rank (numpy str array)."""
     owners: np.ndarray
-    """Subscriber (or id) by slot, aligned with ``ids``."""
+    """Subscriber (or id) by rank, aligned with ``ids``."""
     threshold: float
-    """Fill ratio above which a set is a bitmap."""
+    """Fill ratio above which a lead set is a bitmap."""
 
     @property
     def n(self) -> int:
@@ -160,17 +177,27 @@ class CompiledType:
 
     def run(self, cells: np.ndarray, alive: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
-        """Match cell rows; returns CSR ``(offsets, slots)``."""
-        return kernel.index_match(cells, self.order, self.cell_base, self.lead_off,
-                                  self.lead_mem, self.set_kind, self.set_off, self.set_mem,
-                                  self.bitmaps, self.always,
+        """Match cell rows; returns CSR ``(offsets, ranks)``. ``alive`` is by slot."""
+        return kernel.index_match(cells, self.cell_base, self.set_kind, self.set_off,
+                                  self.set_mem, self.pre_attr, self.pre_first, self.pre_last,
+                                  self.slot_pre, self.bitmaps, self.cond_off, self.cond_attr,
+                                  self.cond_first, self.cond_last, self.rank, self.always,
                                   _NO_TOMBSTONES if alive is None else alive)
 
+    def slot(self, rank: int) -> int:
+        return int(self.slot_of_rank[rank])
+
+    def ranks_alive(self, alive: np.ndarray) -> np.ndarray:
+        return np.sort(self.rank[alive.astype(bool)])
+
     def nbytes(self) -> int:
-        """Bytes held by the arrays (ids excluded)."""
-        return sum(a.nbytes for a in (self.order, self.cell_base, self.lead_off, self.lead_mem,
-                                      self.set_kind, self.set_off, self.set_mem, self.bitmaps,
-                                      self.always, self.lead))
+        """Bytes held by the index arrays (ids and owners excluded)."""
+        return sum(a.nbytes for a in (self.order, self.cell_base, self.set_kind, self.set_off,
+                                      self.set_mem, self.pre_attr, self.pre_first,
+                                      self.pre_last, self.slot_pre, self.bitmaps,
+                                      self.cond_off, self.cond_attr,
+                                      self.cond_first, self.cond_last, self.rank,
+                                      self.slot_of_rank, self.always, self.lead))
 
 
 _NO_TOMBSTONES = np.zeros(0, np.uint8)
@@ -188,7 +215,7 @@ def compile_type(etype: EventType, profiles: Sequence[Profile], *,
     if not 0 <= threshold <= 1:
         raise ValueError(f"bitmap_threshold must be in [0, 1], got {threshold}")
     n = len(profiles)
-    cells, pieces = layout(etype, profiles)
+    cells, pieces = layout(etype, profiles)  # piece slots are ranks here
     m = len(cells)
     weights = [model.cell_weights(ac) if model is not None else _uniform_weights(ac)
                for ac in cells]
@@ -203,12 +230,30 @@ def compile_type(etype: EventType, profiles: Sequence[Profile], *,
             constrained = np.zeros(n, bool)
             constrained[pc.slots] = True
             cov[a, constrained] = total[constrained]
-    if m:
-        lead = np.argmin(cov, axis=0).astype(np.int8)
+    if m and n:
+        lead = np.argmin(cov, axis=0).astype(np.int16)
         lead[cov.min(axis=0) > 1.5] = -1
+        cov2 = cov.copy()
+        cov2[lead.clip(0), np.arange(n)] = 2.0
+        attr2 = np.argmin(cov2, axis=0).astype(np.int16)
+        attr2[cov2.min(axis=0) > 1.5] = -1
+        del cov2
     else:
-        lead = np.full(n, -1, np.int8)
-    pass_rate = np.where(cov[:m] > 1.5, 1.0, cov[:m]).mean(axis=1) if n else np.ones(m)
+        lead = np.full(n, -1, np.int16)
+        attr2 = np.full(n, -1, np.int16)
+    # Hull of each profile's runs on its second attribute (the lead sets' pre-check).
+    lo2 = np.zeros(n, np.int32)
+    hi2 = np.zeros(n, np.int32)
+    for a, pc in enumerate(pieces):
+        sel = attr2[pc.slots] == a
+        if sel.any():
+            lo = np.full(n, np.iinfo(np.int32).max, np.int32)
+            hi = np.full(n, -1, np.int32)
+            np.minimum.at(lo, pc.slots[sel], pc.first[sel])
+            np.maximum.at(hi, pc.slots[sel], pc.last[sel])
+            mine = attr2 == a
+            lo2[mine] = lo[mine]
+            hi2[mine] = hi[mine]
     if order is not None:
         names = [ac.name for ac in cells]
         unknown = [a for a in order if a not in names]
@@ -219,60 +264,86 @@ def compile_type(etype: EventType, profiles: Sequence[Profile], *,
         ordered += [i for i in range(m) if i not in ordered]
         eval_order = np.array(ordered, np.int32)
     else:
+        pass_rate = np.where(cov[:m] > 1.5, 1.0, cov[:m]).mean(axis=1) if n else np.ones(m)
         eval_order = np.argsort(pass_rate, kind="stable").astype(np.int32)
+    attr_rank = np.empty(max(m, 1), np.int64)
+    attr_rank[eval_order] = np.arange(m)
+
+    # Slots: cluster profiles by lead attribute and first lead cell, so that one cell's
+    # candidates are neighbours in memory (their runs are read one after another).
+    lead_first = np.zeros(n, np.int64)
+    for a, pc in enumerate(pieces):
+        sel = lead[pc.slots] == a
+        if sel.any():
+            lf = np.full(n, np.iinfo(np.int64).max, np.int64)
+            np.minimum.at(lf, pc.slots[sel], pc.first[sel].astype(np.int64))
+            mine = lead == a
+            lead_first[mine] = lf[mine]
+    lead_key = np.where(lead < 0, m, lead).astype(np.int64)
+    rank = np.lexsort((np.arange(n), lead_first, lead_key)).astype(np.int32)  # slot -> rank
+    slot_of_rank = np.empty(n, np.int32)
+    slot_of_rank[rank] = np.arange(n, dtype=np.int32)
 
     n_cells = np.array([ac.n_cells for ac in cells], np.int64)
-    cell_base = np.concatenate([[0], np.cumsum(n_cells)[:-1]]).astype(np.int64) if m else \
-        np.zeros(0, np.int64)
+    cell_base = (np.concatenate([[0], np.cumsum(n_cells)[:-1]]).astype(np.int64) if m
+                 else np.zeros(0, np.int64))
     total_cells = int(n_cells.sum())
-    limit = threshold * n
-
-    def is_dense(count: np.ndarray) -> np.ndarray:
-        return (count > 0) & (count > limit) if threshold < 1 else np.zeros(len(count), bool)
-
-    lead_counts = np.zeros(total_cells, np.int64)
-    rest_counts = np.zeros(total_cells, np.int64)
-    split: list[tuple[Pieces, Pieces]] = []
-    w_members: list[np.ndarray] = []
+    lead_pieces: list[Pieces] = []
+    counts = np.zeros(total_cells, np.int64)
+    run_slot: list[np.ndarray] = []
+    run_attr: list[np.ndarray] = []
+    run_first: list[np.ndarray] = []
+    run_last: list[np.ndarray] = []
     for a, pc in enumerate(pieces):
+        slots = slot_of_rank[pc.slots]
         is_lead = lead[pc.slots] == a
-        lp = Pieces(pc.slots[is_lead], pc.first[is_lead], pc.last[is_lead])
-        rp = Pieces(pc.slots[~is_lead], pc.first[~is_lead], pc.last[~is_lead])
-        split.append((lp, rp))
+        by_slot = np.argsort(slots[is_lead], kind="stable")
+        lp = Pieces(slots[is_lead][by_slot], pc.first[is_lead][by_slot],
+                    pc.last[is_lead][by_slot])
+        lead_pieces.append(lp)
         base = int(cell_base[a])
         nc = cells[a].n_cells
-        lead_counts[base:base + nc] = _run_counts(lp, nc)
-        rest_counts[base:base + nc] = _run_counts(rp, nc)
-        w_members.append(np.flatnonzero(cov[a] > 1.5).astype(np.int32))
-    w_counts = np.array([len(w) for w in w_members], np.int64)
-    set_counts = np.concatenate([rest_counts, w_counts])
-    dense = is_dense(set_counts)
-    set_kind = np.full(len(set_counts), -1, np.int32)
+        counts[base:base + nc] = _run_counts(lp, nc)
+        rest = ~is_lead
+        run_slot.append(slots[rest])
+        run_attr.append(np.full(int(rest.sum()), a, np.int16))
+        run_first.append(pc.first[rest])
+        run_last.append(pc.last[rest])
+    limit = threshold * n
+    dense = (counts > 0) & (counts > limit) if threshold < 1 else np.zeros(total_cells, bool)
+    set_kind = np.full(total_cells, -1, np.int32)
     set_kind[dense] = np.arange(int(dense.sum()), dtype=np.int32)
-    list_sizes = np.where(dense, 0, set_counts)
-    set_off = np.concatenate([[0], np.cumsum(list_sizes)]).astype(np.int64)
-    set_mem = np.empty(int(set_off[-1]), np.int32)
-    words = max(1, (n + 63) // 64)
-    bitmaps = np.zeros((int(dense.sum()), words), np.uint64)
-    lead_off = np.concatenate([[0], np.cumsum(lead_counts)]).astype(np.int64)
-    lead_mem = np.empty(int(lead_off[-1]), np.int32)
-    for a, (lp, rp) in enumerate(split):
+    set_off = np.concatenate([[0], np.cumsum(np.where(dense, 0, counts))]).astype(np.int64)
+    size = int(set_off[-1])
+    set_mem = np.empty(size, np.int32)
+    pre_attr = np.empty(size, np.int16)
+    pre_first = np.empty(size, np.int32)
+    pre_last = np.empty(size, np.int32)
+    bitmaps = np.zeros((int(dense.sum()), max(1, (n + 63) // 64)), np.uint64)
+    for a, lp in enumerate(lead_pieces):
         base = int(cell_base[a])
         nc = cells[a].n_cells
-        kernel.fill_sets(lp.first, lp.last, lp.slots, np.full(nc, -1, np.int32),
-                         lead_off[base:base + nc + 1], lead_mem, bitmaps)
-        kernel.fill_sets(rp.first, rp.last, rp.slots, set_kind[base:base + nc],
-                         set_off[base:base + nc + 1], set_mem, bitmaps)
-        g = total_cells + a
-        if set_kind[g] >= 0:
-            kernel.set_bits(bitmaps, int(set_kind[g]), w_members[a])
-        else:
-            set_mem[set_off[g]:set_off[g + 1]] = w_members[a]
+        ranks = rank[lp.slots]
+        kernel.fill_lead(lp.first, lp.last, lp.slots, attr2[ranks], lo2[ranks], hi2[ranks],
+                         set_kind[base:base + nc], set_off[base:base + nc + 1], set_mem,
+                         pre_attr, pre_first, pre_last, bitmaps)
+
+    # Non-lead runs, profile-major, attributes in evaluation order.
+    rs = np.concatenate(run_slot) if run_slot else np.zeros(0, np.int32)
+    ra = np.concatenate(run_attr) if run_attr else np.zeros(0, np.int16)
+    rf = np.concatenate(run_first) if run_first else np.zeros(0, np.int32)
+    rl = np.concatenate(run_last) if run_last else np.zeros(0, np.int32)
+    by = np.lexsort((rf, attr_rank[ra.astype(np.int64)] if len(ra) else ra, rs))
+    cond_off = np.concatenate([[0], np.cumsum(np.bincount(rs, minlength=n))]).astype(np.int64)
     ids = np.array([p.id for p in profiles], dtype=str) if n else np.zeros(0, "U1")
     owners = np.array([p.owner for p in profiles], dtype=str) if n else np.zeros(0, "U1")
-    return CompiledType(etype.name, tuple(cells), eval_order, cell_base, lead_off, lead_mem,
-                        set_kind, set_off, set_mem, bitmaps,
-                        np.flatnonzero(lead < 0).astype(np.int32), lead, ids, owners, threshold)
+    always = np.sort(slot_of_rank[lead < 0]).astype(np.int32)
+    return CompiledType(etype.name, tuple(cells), eval_order, cell_base, set_kind, set_off,
+                        set_mem, pre_attr, pre_first, pre_last,
+                        np.ascontiguousarray(np.stack([attr2, lo2, hi2], axis=1)[rank],
+                                             dtype=np.int32), bitmaps, cond_off, ra[by].astype(np.int16),
+                        rf[by].astype(np.int32), rl[by].astype(np.int32), rank, slot_of_rank,
+                        always, lead, ids, owners, threshold)
 
 
 def _run_counts(pc: Pieces, n_cells: int) -> np.ndarray:
@@ -470,7 +541,7 @@ class IndexMatcher(LeveledMatcher):
             pending=sum(len(ts.pending) for ts in self._types.values()),
             levels=len(levels),
             tombstones=sum(len(lv.profiles) - lv.live for lv in levels),
-            cells=sum(int(lv.compiled.lead_off.shape[0]) - 1 for lv in levels),
+            cells=sum(int(lv.compiled.set_kind.shape[0]) for lv in levels),
             list_sets=sum(int((lv.compiled.set_kind < 0).sum()) for lv in levels),
             bitmap_sets=sum(int((lv.compiled.set_kind >= 0).sum()) for lv in levels),
             index_bytes=sum(lv.compiled.nbytes() for lv in levels),

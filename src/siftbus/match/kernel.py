@@ -8,8 +8,9 @@ described in :mod:`siftbus.match.index`:
   string class) its value falls in;
 * a *profile set* is either a slice of a sorted ``int32`` member array (``kind < 0``) or
   one row of a ``uint64`` bitmap matrix (``kind`` = the row), chosen by fill ratio;
-* slot numbers are dense profile indices, assigned in plain string order of the ids, so
-  sorting slots sorts ids.
+* the index numbers profiles by *slot* (clustered by lead attribute and cell, so that
+  the candidates of one cell sit side by side in memory) and outputs their *rank*
+  (position in plain string order of the ids), so sorting output sorts ids.
 
 ``cache=True`` keeps the compiled code in ``__pycache__`` so start-up stays short after
 the first run.
@@ -23,98 +24,79 @@ from numba import njit
 _ONE = np.uint64(1)
 
 
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_TABLE = np.array([
+    0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51, 43,
+    22, 45, 39, 33, 30, 24, 18, 12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44,
+    32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9, 13, 8, 7, 6], dtype=np.int64)
+
+
 @njit(cache=True, inline="always")
-def _in_bitmap(bitmaps: np.ndarray, row: int, p: int) -> bool:
-    word = bitmaps[row, p >> 6]
-    return (word >> np.uint64(p & 63)) & _ONE == _ONE
+def _accepts(p: int, e: int, cells: np.ndarray, cond_off: np.ndarray, cond_attr: np.ndarray,
+             cond_first: np.ndarray, cond_last: np.ndarray) -> bool:
+    """Whether profile ``p`` is in (satisfied-here ∪ unconstrained) of every non-lead
+    attribute, testing attributes in evaluation order and stopping at the first miss.
 
-
-@njit(cache=True)
-def _filter(buf: np.ndarray, count: int, w: int, s: int, set_kind: np.ndarray,
-            set_off: np.ndarray, set_mem: np.ndarray, bitmaps: np.ndarray) -> int:
-    """Keep the candidates of ``buf[:count]`` that are in set ``w`` or set ``s``.
-
-    ``buf`` is sorted, so list membership is a forward binary search (galloping-free but
-    monotone: each search starts where the previous one ended). Returns the new count.
+    The profile's runs are stored profile-major (the transpose of the per-cell sets):
+    ``p`` is in the set of cell ``c`` of attribute ``b`` iff one of its runs on ``b``
+    contains ``c``; an attribute without runs is unconstrained.
     """
-    wk = set_kind[w]
-    sk = set_kind[s]
-    wpos = set_off[w]
-    wend = set_off[w + 1]
-    spos = set_off[s]
-    send = set_off[s + 1]
-    kept = 0
-    for i in range(count):
-        p = buf[i]
-        hit = False
-        if wk >= 0:
-            hit = _in_bitmap(bitmaps, wk, p)
-        elif wpos < wend:
-            lo = wpos
-            hi = wend
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if set_mem[mid] < p:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            wpos = lo
-            hit = lo < wend and set_mem[lo] == p
-        if not hit:
-            if sk >= 0:
-                hit = _in_bitmap(bitmaps, sk, p)
-            elif spos < send:
-                lo = spos
-                hi = send
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    if set_mem[mid] < p:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                spos = lo
-                hit = lo < send and set_mem[lo] == p
-        if hit:
-            buf[kept] = p
-            kept += 1
-    return kept
+    t = cond_off[p]
+    end = cond_off[p + 1]
+    while t < end:
+        b = cond_attr[t]
+        c = cells[e, b]
+        ok = False
+        while t < end and cond_attr[t] == b:
+            if cond_first[t] <= c and c <= cond_last[t]:
+                ok = True
+            t += 1
+        if not ok:
+            return False
+    return True
 
 
 @njit(cache=True)
-def index_match(cells: np.ndarray, order: np.ndarray, cell_base: np.ndarray,
-                lead_off: np.ndarray, lead_mem: np.ndarray, set_kind: np.ndarray,
-                set_off: np.ndarray, set_mem: np.ndarray, bitmaps: np.ndarray,
-                always: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """PrimAS matching of a batch of events; returns CSR ``(offsets, slots)``.
+def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+                set_off: np.ndarray, set_mem: np.ndarray, pre_attr: np.ndarray,
+                pre_first: np.ndarray, pre_last: np.ndarray, slot_pre: np.ndarray,
+                bitmaps: np.ndarray, cond_off: np.ndarray, cond_attr: np.ndarray, cond_first: np.ndarray,
+                cond_last: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """PrimAS matching of a batch of events; returns CSR ``(offsets, ranks)``.
 
     cells     int32[E, m]  cell of each event's value, per attribute position
-    order     int32[m]     evaluation order (attribute positions, most selective first)
     cell_base int64[m]     first global cell number of each attribute
-    lead_off, lead_mem     CSR over global cells: profiles whose *lead* attribute this is
-                           and which the cell satisfies
     set_kind, set_off, set_mem, bitmaps
-                           profile sets: global cell g -> the non-lead profiles satisfied
-                           there; set ``n_cells + a`` -> profiles leaving ``a`` free
-    always    int32[]      profiles with no condition (match every event of the type)
-    alive     uint8[n]     tombstones (0 = removed); empty array = all alive
+                           lead sets: global cell -> profiles whose *lead* attribute this
+                           is and whose condition the cell satisfies; a bitmap row
+                           (``set_kind >= 0``) or a sorted slice of ``set_mem``
+    pre_attr, pre_first, pre_last
+                           aligned with ``set_mem``: each member's next most selective
+                           attribute (-1: none) and the hull of its runs there, tested
+                           before touching the member's own data
+    slot_pre  int32[n, 3]  the same pre-check by slot, for members of bitmap lead sets
+    cond_off, cond_attr, cond_first, cond_last
+                           per profile, its non-lead conditions as runs of cells, in
+                           evaluation order of the attributes
+    rank      int32[n]     output index (plain string order of ids) of each slot
+    always    int32[]      slots of profiles with no condition
+    alive     uint8[n]     tombstones by slot (0 = removed); empty array = all alive
 
-    For each attribute ``a`` the candidates are its lead set in the event's cell; they
-    are intersected with (satisfied-here ∪ unconstrained) of every other attribute in
-    evaluation order, stopping as soon as the candidate set is empty. Every profile has
-    exactly one lead attribute, so the per-lead results are disjoint.
+    The candidates of lead attribute ``a`` are its lead set in the event's cell; each is
+    kept if it lies in (satisfied-here ∪ unconstrained) of every other attribute.
+    Every profile has exactly one lead attribute, so the per-lead results are disjoint.
+    Output ranks of one event are sorted.
     """
     n_events = cells.shape[0]
     m = cells.shape[1]
-    n_cells = lead_off.shape[0] - 1
     check_alive = alive.shape[0] > 0
     offsets = np.zeros(n_events + 1, np.int64)
     cap = max(64, n_events * 4)
     out = np.empty(cap, np.int32)
     k = 0
-    buf = np.empty(256, np.int32)
     for e in range(n_events):
         start = k
-        groups = 0
         for p in always:
             if check_alive and alive[p] == 0:
                 continue
@@ -123,48 +105,80 @@ def index_match(cells: np.ndarray, order: np.ndarray, cell_base: np.ndarray,
                 grown = np.empty(cap, np.int32)
                 grown[:k] = out[:k]
                 out = grown
-            out[k] = p
+            out[k] = rank[p]
             k += 1
-        if k > start:
-            groups = 1
         for a in range(m):
             g = cell_base[a] + cells[e, a]
-            lo = lead_off[g]
-            hi = lead_off[g + 1]
-            if hi == lo:
-                continue
-            if buf.shape[0] < hi - lo:
-                buf = np.empty(2 * (hi - lo), np.int32)
-            c = 0
-            for t in range(lo, hi):
-                p = lead_mem[t]
-                if check_alive and alive[p] == 0:
-                    continue
-                buf[c] = p
-                c += 1
-            for j in range(m):
-                if c == 0:
-                    break
-                b = order[j]
-                if b == a:
-                    continue
-                c = _filter(buf, c, n_cells + b, cell_base[b] + cells[e, b], set_kind,
-                            set_off, set_mem, bitmaps)
-            if c == 0:
-                continue
-            if k + c > cap:
-                while k + c > cap:
-                    cap *= 2
-                grown = np.empty(cap, np.int32)
-                grown[:k] = out[:k]
-                out = grown
-            out[k:k + c] = buf[:c]
-            k += c
-            groups += 1
-        if groups > 1:
+            row = set_kind[g]
+            if row < 0:
+                for t in range(set_off[g], set_off[g + 1]):
+                    b = pre_attr[t]
+                    if b >= 0:
+                        c = cells[e, b]
+                        if c < pre_first[t] or c > pre_last[t]:
+                            continue
+                    p = set_mem[t]
+                    if check_alive and alive[p] == 0:
+                        continue
+                    if _accepts(p, e, cells, cond_off, cond_attr, cond_first, cond_last):
+                        if k >= cap:
+                            cap *= 2
+                            grown = np.empty(cap, np.int32)
+                            grown[:k] = out[:k]
+                            out = grown
+                        out[k] = rank[p]
+                        k += 1
+            else:
+                for wi in range(bitmaps.shape[1]):
+                    w = bitmaps[row, wi]
+                    while w != 0:
+                        low = w & (~w + _ONE)
+                        p = wi * 64 + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
+                        w ^= low
+                        b = slot_pre[p, 0]
+                        if b >= 0:
+                            c = cells[e, b]
+                            if c < slot_pre[p, 1] or c > slot_pre[p, 2]:
+                                continue
+                        if check_alive and alive[p] == 0:
+                            continue
+                        if _accepts(p, e, cells, cond_off, cond_attr, cond_first, cond_last):
+                            if k >= cap:
+                                cap *= 2
+                                grown = np.empty(cap, np.int32)
+                                grown[:k] = out[:k]
+                                out = grown
+                            out[k] = rank[p]
+                            k += 1
+        if k - start > 1:
             out[start:k] = np.sort(out[start:k])
         offsets[e + 1] = k
     return offsets, out[:k].copy()
+
+
+@njit(cache=True)
+def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, attr2: np.ndarray,
+              lo2: np.ndarray, hi2: np.ndarray, row_of_cell: np.ndarray,
+              list_off: np.ndarray, mem: np.ndarray, mem_attr: np.ndarray,
+              mem_first: np.ndarray, mem_last: np.ndarray, bitmaps: np.ndarray) -> None:
+    """:func:`fill_sets` for lead sets: list members also get their pre-check payload
+    (``attr2[i]``, ``lo2[i]``, ``hi2[i]``)."""
+    pos = list_off[:-1].copy()
+    for i in range(first.shape[0]):
+        p = slots[i]
+        word = p >> 6
+        bit = _ONE << np.uint64(p & 63)
+        for c in range(first[i], last[i] + 1):
+            r = row_of_cell[c]
+            if r >= 0:
+                bitmaps[r, word] |= bit
+            else:
+                j = pos[c]
+                mem[j] = p
+                mem_attr[j] = attr2[i]
+                mem_first[j] = lo2[i]
+                mem_last[j] = hi2[i]
+                pos[c] = j + 1
 
 
 @njit(cache=True)

@@ -48,7 +48,14 @@ class Compiled(Protocol):
     def n(self) -> int: ...
 
     def run(self, cells: np.ndarray, alive: np.ndarray | None = None
-            ) -> tuple[np.ndarray, np.ndarray]: ...
+            ) -> tuple[np.ndarray, np.ndarray]:
+        """CSR ``(offsets, ranks)`` of the profiles each cell row matches."""
+
+    def slot(self, rank: int) -> int:
+        """The slot (index into ``alive``) of the profile of this rank."""
+
+    def ranks_alive(self, alive: np.ndarray) -> np.ndarray:
+        """Sorted ranks of the slots that are alive."""
 
 
 @dataclass(slots=True)
@@ -62,15 +69,20 @@ class Level:
     live: int
 
     def slot_of(self, pid: str) -> int:
+        """The live slot of ``pid`` in ``alive``, or -1."""
         i = bisect_left(self.ids, pid)
-        if i < len(self.ids) and self.ids[i] == pid and self.alive[i]:
-            return i
+        if i < len(self.ids) and self.ids[i] == pid:
+            slot = self.compiled.slot(i)
+            if self.alive[slot]:
+                return int(slot)
         return -1
 
     def live_profiles(self) -> list[Profile]:
+        """Live profiles, sorted by id."""
         if self.live == len(self.profiles):
             return self.profiles
-        return [p for p, a in zip(self.profiles, self.alive.tolist(), strict=True) if a]
+        ranks = self.compiled.ranks_alive(self.alive)
+        return [self.profiles[r] for r in ranks.tolist()]
 
 
 @dataclass(slots=True)
