@@ -1,0 +1,192 @@
+"""``siftbus channel create|list|destroy|serve`` and ``siftbus etcl eval``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from siftbus.errors import ConfigError, EventError, SiftbusError
+
+
+def _json_option(text: str | None, what: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--{what} is not JSON: {exc.msg}", column=exc.colno,
+                          field=what) from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"--{what} must be a JSON object", field=what)
+    return value
+
+
+def _server(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--server must be HOST:PORT, got {addr!r}", field="server")
+    return host, int(port)
+
+
+def _remote(addr: str, method: str, **args: Any) -> Any:
+    from siftbus.channel.service import ChannelClient
+
+    host, port = _server(addr)
+
+    async def run() -> Any:
+        client = await ChannelClient.connect(host, port)
+        try:
+            return await client.call(method, **args)
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def _local(store: Path, method: str, **args: Any) -> Any:
+    from siftbus.channel import EventChannelFactory
+    from siftbus.channel.service import ChannelService
+
+    with EventChannelFactory(store, dispatch=False) as factory:
+        return ChannelService(factory)(method, args)
+
+
+def _call(server: str | None, store: Path | None, method: str, **args: Any) -> Any:
+    if (server is None) == (store is None):
+        raise ConfigError("give exactly one of --server HOST:PORT or --store FILE",
+                          field="server")
+    if server is not None:
+        return _remote(server, method, **args)
+    assert store is not None
+    return _local(store, method, **args)
+
+
+ServerOpt = Annotated[str | None, typer.Option(
+    help="a running channel service or broker, HOST:PORT")]
+StoreOpt = Annotated[Path | None, typer.Option(
+    help="work on a channel store file directly (persistent channels only)")]
+
+
+def register(app: typer.Typer) -> None:
+    channel_app = typer.Typer(help="Notification channels (CORBA Notification Service model).",
+                              no_args_is_help=True)
+    etcl_app = typer.Typer(help="The Extended Trader Constraint Language.",
+                           no_args_is_help=True)
+    app.add_typer(channel_app, name="channel")
+    app.add_typer(etcl_app, name="etcl")
+
+    @channel_app.command("create")
+    def create_cmd(
+        server: ServerOpt = None,
+        store: StoreOpt = None,
+        qos: Annotated[str | None, typer.Option(help='QoS JSON, e.g. {"OrderPolicy": 1}')]
+        = None,
+        admin: Annotated[str | None, typer.Option(
+            help='admin properties JSON, e.g. {"MaxQueueLength": 1000}')] = None,
+        persistent: Annotated[bool, typer.Option(
+            help="EventReliability and ConnectionReliability Persistent")] = False,
+    ) -> None:
+        """Create a channel; prints its id."""
+        q = _json_option(qos, "qos")
+        if persistent or store is not None:
+            q.setdefault("ConnectionReliability", 1)
+            if persistent:
+                q.setdefault("EventReliability", 1)
+        cid = _call(server, store, "create_channel", qos=q, admin=_json_option(admin, "admin"))
+        print(cid)
+
+    @channel_app.command("list")
+    def list_cmd(server: ServerOpt = None, store: StoreOpt = None,
+                 as_json: Annotated[bool, typer.Option("--json", help="JSON lines")] = False
+                 ) -> None:
+        """List the channels with their QoS and counters."""
+        infos = _call(server, store, "list_channels")
+        if as_json:
+            for info in infos:
+                print(json.dumps(info, sort_keys=True))
+            return
+        print("id  reliability  consumer-admins  supplier-admins  accepted  delivered  queued")
+        for i in infos:
+            rel = "persistent" if i["qos"].get("ConnectionReliability") == 1 else "best-effort"
+            s = i["stats"]
+            print(f"{i['id']:<3} {rel:<12} {len(i['consumer_admins']):<16} "
+                  f"{len(i['supplier_admins']):<16} {s['accepted']:<9} {s['delivered']:<10} "
+                  f"{s['queued']}")
+
+    @channel_app.command("destroy")
+    def destroy_cmd(channel: Annotated[int, typer.Argument(help="channel id")],
+                    server: ServerOpt = None, store: StoreOpt = None) -> None:
+        """Destroy a channel with its admins, proxies and queued events."""
+        _call(server, store, "destroy_channel", channel=channel)
+
+    @channel_app.command("serve")
+    def serve_cmd(
+        store: Annotated[Path | None, typer.Option(help="SQLite store for persistent channels")]
+        = None,
+        host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="TCP port (0: any free port)")] = 7650,
+        port_file: Annotated[Path | None, typer.Option(help="write the bound port here")]
+        = None,
+    ) -> None:
+        """Run the channel service (standalone; see docs/channels.md for the broker)."""
+        from siftbus.channel.server import serve
+
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(str(store) if store else None, host, port,
+                              str(port_file) if port_file else None))
+
+    @etcl_app.command("eval")
+    def eval_cmd(
+        constraint: Annotated[str, typer.Option(help="the ETCL constraint")],
+        events: Annotated[Path, typer.Option(
+            help="structured events, JSON lines ('-' for stdin)")],
+        event_type: Annotated[list[str] | None, typer.Option(
+            "--type", help="DOMAIN,TYPE the constraint applies to (repeatable; '*' wildcards)")]
+        = None,
+        explain: Annotated[bool, typer.Option(help="say why an event did not match")] = False,
+    ) -> None:
+        """Print true or false for each event (one line per event)."""
+        from siftbus.channel.event import StructuredEvent
+        from siftbus.lang.etcl import event_type_of, from_json_value, parse_constraint, types_match
+
+        c = parse_constraint(constraint, source="--constraint")
+        types = []
+        for t in event_type or []:
+            d, sep, n = t.partition(",")
+            if not sep:
+                raise ConfigError(f"--type must be DOMAIN,TYPE, got {t!r}", field="type")
+            types.append((d, n))
+        fh = sys.stdin if str(events) == "-" else None
+        if fh is None and not events.is_file():
+            raise EventError(f"event file {events} does not exist", source=str(events))
+        stream = fh if fh is not None else events.open(encoding="utf-8")
+        try:
+            for n, line in enumerate(stream, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    data = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise EventError(f"invalid JSON: {exc.msg}", source=str(events), line=n,
+                                     column=exc.colno) from None
+                try:
+                    if isinstance(data, dict) and set(data) == {"any"}:
+                        e: Any = from_json_value(data["any"])
+                    else:
+                        e = StructuredEvent.from_dict(data)
+                except SiftbusError as exc:
+                    raise exc.located(source=str(events), line=n, column=1) from None
+                ok = types_match(types, *event_type_of(e))
+                if explain:
+                    print(c.explain(e) if ok else "false (event type not covered)")
+                else:
+                    print("true" if ok and c.evaluate(e) else "false")
+        finally:
+            if fh is None:
+                stream.close()
