@@ -158,10 +158,10 @@ def register(app: typer.Typer) -> None:
         c = parse_constraint(constraint, source="--constraint")
         types = []
         for t in event_type or []:
-            d, sep, n = t.partition(",")
+            d, sep, tname = t.partition(",")
             if not sep:
                 raise ConfigError(f"--type must be DOMAIN,TYPE, got {t!r}", field="type")
-            types.append((d, n))
+            types.append((d, tname))
         fh = sys.stdin if str(events) == "-" else None
         if fh is None and not events.is_file():
             raise EventError(f"event file {events} does not exist", source=str(events))
