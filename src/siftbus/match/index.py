@@ -341,7 +341,8 @@ def compile_type(etype: EventType, profiles: Sequence[Profile], *,
     return CompiledType(etype.name, tuple(cells), eval_order, cell_base, set_kind, set_off,
                         set_mem, pre_attr, pre_first, pre_last,
                         np.ascontiguousarray(np.stack([attr2, lo2, hi2], axis=1)[rank],
-                                             dtype=np.int32), bitmaps, cond_off, ra[by].astype(np.int16),
+                                             dtype=np.int32),
+                        bitmaps, cond_off, ra[by].astype(np.int16),
                         rf[by].astype(np.int32), rl[by].astype(np.int32), rank, slot_of_rank,
                         always, lead, ids, owners, threshold)
 

@@ -60,8 +60,8 @@ def _accepts(p: int, e: int, cells: np.ndarray, cond_off: np.ndarray, cond_attr:
 def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                 set_off: np.ndarray, set_mem: np.ndarray, pre_attr: np.ndarray,
                 pre_first: np.ndarray, pre_last: np.ndarray, slot_pre: np.ndarray,
-                bitmaps: np.ndarray, cond_off: np.ndarray, cond_attr: np.ndarray, cond_first: np.ndarray,
-                cond_last: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                bitmaps: np.ndarray, cond_off: np.ndarray, cond_attr: np.ndarray,
+                cond_first: np.ndarray, cond_last: np.ndarray, rank: np.ndarray, always: np.ndarray,
                 alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """PrimAS matching of a batch of events; returns CSR ``(offsets, ranks)``.
 
