@@ -125,12 +125,23 @@ class PosetForest(TableBase):
                          if c is not node and self._covers(c.filter, f))
         return False
 
+    def coverers(self, node: FilterNode) -> list[FilterNode]:
+        f = node.filter
+        if self._index is not None:
+            return [n for n in self._all_covering(f) if n is not node]
+        out: list[FilterNode] = []
+        stack = [r for r in self._roots if r is not node and self._covers(r.filter, f)]
+        while stack:
+            n = stack.pop()
+            out.append(n)
+            stack.extend(c for c in n.children
+                         if c is not node and self._covers(c.filter, f))
+        return out
+
     def topmost_below(self, node: FilterNode, neighbour: str | None) -> list[FilterNode]:
         f = node.filter
         if self._index is not None:
-            scope = {n for n in self._all_covered(f) if n is not node and n.in_scope(neighbour)}
-            return sorted((n for n in scope if not _has_ancestor_in(n, scope)),
-                          key=lambda n: n.seq)
+            return _topmost(self._all_covered(f), node, neighbour)
         out: list[FilterNode] = []
         # Inside a subtree whose top ``node`` covers, everything is covered: keep the
         # topmost in-scope nodes. Elsewhere descend only where ``f`` overlaps, since a
@@ -153,6 +164,13 @@ class PosetForest(TableBase):
                 inside.extend(n.children)
         return out
 
+    def topmost_below_each(self, node: FilterNode, neighbours: Iterable[str]
+                           ) -> dict[str, list[FilterNode]]:
+        if self._index is None:
+            return {y: self.topmost_below(node, y) for y in neighbours}
+        below = self._all_covered(node.filter)  # one index query for every neighbour
+        return {y: _topmost(below, node, y) for y in neighbours}
+
     def edges(self) -> list[tuple[FilterNode, FilterNode]]:
         return sorted(((n.parent, n) for n in self.nodes() if n.parent is not None),
                       key=lambda e: (e[0].seq, e[1].seq))
@@ -171,6 +189,12 @@ class PosetForest(TableBase):
             best = max(best, d)
             stack.extend((c, d + 1) for c in n.children)
         return best
+
+
+def _topmost(below: list[FilterNode], node: FilterNode,
+             neighbour: str | None) -> list[FilterNode]:
+    scope = {n for n in below if n is not node and n.in_scope(neighbour)}
+    return sorted((n for n in scope if not _has_ancestor_in(n, scope)), key=lambda n: n.seq)
 
 
 def _has_ancestor_in(node: FilterNode, nodes: set[FilterNode]) -> bool:

@@ -164,6 +164,18 @@ class FilterPoset(TableBase):
                     stack.append(p)
         return False
 
+    def coverers(self, node: FilterNode) -> list[FilterNode]:
+        out = list(node.preds)
+        seen = set(out)
+        i = 0
+        while i < len(out):
+            for p in out[i].preds:
+                if p not in seen:
+                    seen.add(p)
+                    out.append(p)
+            i += 1
+        return out
+
     def topmost_below(self, node: FilterNode, neighbour: str | None) -> list[FilterNode]:
         out: list[FilterNode] = []
         stack = list(node.succs)

@@ -89,16 +89,19 @@ class Forwarder:
         else:
             before[holder] -= 1
         out: dict[str, Update] = {}
-        for y, held in self._exported.items():
-            if in_scope(before, y) or not node.in_scope(y):
-                continue  # already forwarded or covered as before, or not for y at all
-            if self.table.covered_by_other(node, y):
-                continue
+        fresh = [y for y in self._exported if not in_scope(before, y) and node.in_scope(y)]
+        if not fresh:
+            return out  # already forwarded or covered as before, or for no neighbour
+        coverers = self.table.coverers(node)  # asked once, for all neighbours
+        fresh = [y for y in fresh if not any(n.in_scope(y) for n in coverers)]
+        below = self.table.topmost_below_each(node, fresh) if fresh else {}
+        for y in fresh:
+            held = self._exported[y]
             pend = _Pending()
             rep = node.rep_for(y)
             held[node] = rep
             pend.subs.append(rep)
-            for c in self.table.topmost_below(node, y):
+            for c in below[y]:
                 old = held.pop(c, None)
                 if old is not None:
                     pend.unsubs.append(old)
@@ -115,12 +118,12 @@ class Forwarder:
             del after[holder]
         else:
             after[holder] -= 1
-        uncover: dict[str, list[FilterNode]] = {}
-        for y, held in self._exported.items():
-            if node in held and not in_scope(after, y):
-                # Collect before the structure changes: the nodes that may surface.
-                uncover[y] = self.table.topmost_below(node, y)
+        # Collect before the structure changes: the nodes that may surface.
+        uncover = self.table.topmost_below_each(
+            node, [y for y, held in self._exported.items()
+                   if node in held and not in_scope(after, y)])
         profile = self.table.remove(profile_id)
+        coverers: dict[FilterNode, list[FilterNode]] = {}  # per uncovered candidate
         out: dict[str, Update] = {}
         for y, held in self._exported.items():
             sent = held.get(node)
@@ -135,7 +138,9 @@ class Forwarder:
                     if c in seen or c in held:
                         continue
                     seen.add(c)
-                    if not self.table.covered_by_other(c, y):
+                    if c not in coverers:
+                        coverers[c] = self.table.coverers(c)
+                    if not any(n.in_scope(y) for n in coverers[c]):
                         rep = c.rep_for(y)
                         held[c] = rep
                         pend.subs.append(rep)

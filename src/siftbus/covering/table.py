@@ -115,7 +115,12 @@ class CoveringTable(Protocol):
 
     def covered_by_other(self, node: FilterNode, neighbour: str | None) -> bool: ...
 
+    def coverers(self, node: FilterNode) -> list[FilterNode]: ...
+
     def topmost_below(self, node: FilterNode, neighbour: str | None) -> list[FilterNode]: ...
+
+    def topmost_below_each(self, node: FilterNode, neighbours: Iterable[str]
+                           ) -> dict[str, list[FilterNode]]: ...
 
     def __len__(self) -> int: ...
 
@@ -159,9 +164,18 @@ class TableBase(ABC):
         ``neighbour`` (any interface when ``neighbour`` is ``None``)."""
 
     @abstractmethod
+    def coverers(self, node: FilterNode) -> list[FilterNode]:
+        """Every other node covering ``node`` (ask once, test each neighbour's scope)."""
+
+    @abstractmethod
     def topmost_below(self, node: FilterNode, neighbour: str | None) -> list[FilterNode]:
         """Nodes strictly covered by ``node`` and in scope for ``neighbour``, including
         every such node that no other in-scope node covers (a superset is allowed)."""
+
+    def topmost_below_each(self, node: FilterNode, neighbours: Iterable[str]
+                           ) -> dict[str, list[FilterNode]]:
+        """:meth:`topmost_below` for several neighbours (structures may share the work)."""
+        return {y: self.topmost_below(node, y) for y in neighbours}
 
     @abstractmethod
     def edges(self) -> list[tuple[FilterNode, FilterNode]]:
