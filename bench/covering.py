@@ -13,7 +13,10 @@ table:
 * forwarding: the root set, i.e. what a broker must send its parent; ``shrink`` is the
   share of profiles covering saves (1 - roots / profiles);
 * match: events/s walking from the roots, against the reference matcher on the same
-  events (results are checked equal).
+  events (results are checked equal);
+* peer-to-peer forwarding (``Forwarder``, neighbours N1..N3 plus local clients, each
+  profile from one of them at random): subscribe/unsubscribe cost, and per neighbour the
+  size of out(Y) against forwarding every profile not from Y (no covering).
 
 The baseline for insert and delete is what a broker without a covering structure does:
 a linear scan of every stored profile with ``covers`` (is the new profile covered? which
@@ -23,7 +26,7 @@ engineers running tests), so absolute times are noisy: compare the ratios.
 
     .venv/bin/python bench/covering.py            # 1k, 10k, 100k
     .venv/bin/python bench/covering.py --quick    # 1k, 10k, fewer samples
-    .venv/bin/python bench/covering.py --full     # also the walking variants at 10k
+    .venv/bin/python bench/covering.py --full     # + walking variants at 10k, forwarding 100k
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from siftbus.covering.forest import PosetForest
 from siftbus.covering.poset import FilterPoset
 from siftbus.covering.relations import covers
+from siftbus.covering.routing import Forwarder
 from siftbus.covering.table import TableBase
 from siftbus.match.reference import ReferenceMatcher
 from siftbus.model import Event, Profile
@@ -135,8 +139,43 @@ def measure(cls: type[TableBase], indexed: bool, base: list[Profile], fresh: lis
     }
 
 
+NEIGHBOURS = ["N1", "N2", "N3"]
+
+
+def measure_forwarder(cls: type[TableBase], base: list[Profile], victims: list[Profile],
+                      repeat: int) -> dict[str, Any]:
+    rng = random.Random(len(base))
+    iface = {p.id: rng.choice([*NEIGHBOURS, "local"]) for p in base}
+    fwd = Forwarder(cls(), NEIGHBOURS)
+    t0 = time.perf_counter()
+    for p in base:
+        fwd.subscribe(p, iface[p.id])
+    sub_us = (time.perf_counter() - t0) / len(base) * 1e6
+    exported = sum(len(fwd.exported(y)) for y in NEIGHBOURS)
+    flood = sum(sum(1 for p in base if iface[p.id] != y) for y in NEIGHBOURS)
+    rounds, msgs = [], 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for p in victims:
+            for u in fwd.unsubscribe(p.id).values():
+                msgs += len(u.subscribe) + len(u.unsubscribe)
+        rounds.append(time.perf_counter() - t0)
+        for p in victims:
+            fwd.subscribe(p, iface[p.id])
+    return {
+        "structure": "poset" if cls is FilterPoset else "forest",
+        "subscribe_us": sub_us,
+        "unsubscribe_us": _median_us(rounds, len(victims)),
+        "messages_per_unsubscribe": msgs / max(1, repeat * len(victims)),
+        "exported_per_neighbour": exported / len(NEIGHBOURS),
+        "flooded_per_neighbour": flood / len(NEIGHBOURS),
+        "forward_shrink": 1 - exported / max(1, flood),
+    }
+
+
 def run(sizes: list[int], sample: int, repeat: int, n_events: int, walk_upto: int,
-        only: list[str]) -> list[dict[str, Any]]:
+        fwd_upto: int, only: list[str], fwd_rows: list[dict[str, Any]]
+        ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for name in only:
         gen_profiles, gen_events = WORKLOADS[name]
@@ -169,6 +208,11 @@ def run(sizes: list[int], sample: int, repeat: int, n_events: int, walk_upto: in
                          match_ratio=r["match_events_per_s"] / ref_eps)
                 rows.append(r)
                 print(_row(r), flush=True)
+            if n <= fwd_upto:
+                for cls in (FilterPoset, PosetForest):
+                    f = measure_forwarder(cls, base, victims, repeat)
+                    f.update(workload=name, profiles=n)
+                    fwd_rows.append(f)
     return rows
 
 
@@ -184,11 +228,23 @@ def _row(r: dict[str, Any]) -> str:
             f"{r['shrink']:.1%} | {r['match_events_per_s']:.0f} | {r['match_ratio']:.2f} |")
 
 
+FWD_HEADER = ("| workload | n | structure | subscribe µs | unsubscribe µs | msgs/unsub | "
+              "out(Y) | flooding | shrink |\n|---|---:|---|---:|---:|---:|---:|---:|---:|")
+
+
+def _fwd_row(r: dict[str, Any]) -> str:
+    return (f"| {r['workload']} | {r['profiles']} | {r['structure']} | "
+            f"{r['subscribe_us']:.0f} | {r['unsubscribe_us']:.0f} | "
+            f"{r['messages_per_unsubscribe']:.2f} | {r['exported_per_neighbour']:.0f} | "
+            f"{r['flooded_per_neighbour']:.0f} | {r['forward_shrink']:.1%} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="1k and 10k, small samples")
-    g.add_argument("--full", action="store_true", help="also the walking variants at 10k")
+    g.add_argument("--full", action="store_true",
+                   help="also the walking variants at 10k and forwarding at 100k")
     ap.add_argument("--sizes", type=int, nargs="*", help="profile counts (overrides)")
     ap.add_argument("--workload", choices=sorted(WORKLOADS), action="append")
     ap.add_argument("--repeat", type=int, default=3)
@@ -200,8 +256,14 @@ def main() -> None:
     walk_upto = 10_000 if args.full else 1000
     print(HEADER, flush=True)
     t0 = time.perf_counter()
+    fwd_rows: list[dict[str, Any]] = []
     rows = run(sizes, sample, args.repeat, n_events, walk_upto,
-               args.workload or ["standard", "building"])
+               100_000 if args.full else 10_000, args.workload or ["standard", "building"],
+               fwd_rows)
+    print("\nPeer-to-peer forwarding (3 neighbours + local clients), per neighbour:\n")
+    print(FWD_HEADER)
+    for r in fwd_rows:
+        print(_fwd_row(r))
     out = {
         "benchmark": "covering",
         "command": " ".join(sys.argv),
@@ -212,6 +274,7 @@ def main() -> None:
                 "(match) measured in the same run; medians of --repeat rounds",
         "seconds": time.perf_counter() - t0,
         "rows": rows,
+        "forwarding": fwd_rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
