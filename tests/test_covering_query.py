@@ -83,3 +83,12 @@ def test_growth_past_initial_capacity() -> None:
     assert len(index.equivalent(top)) == 74
     direct = ids(index.directly_covered(top))  # x <= 2, i.e. i % 4 == 2
     assert len(direct) == 75 and direct[:3] == ["p10", "p102", "p106"]
+
+
+def test_same_type_name_from_two_schemas_never_mixes() -> None:
+    other = parse_schema('[U]\nx = "int[0,9]"\n')
+    mine = Profile.build("a", SCHEMA["U"], [Predicate("x", Op.LE, (2,))])
+    theirs = Profile.build("b", other["U"], [Predicate("x", Op.LE, (5,))])
+    index = CoveringIndex([mine, theirs])
+    assert index.covering(mine) == [] and index.covered(theirs) == []
+    assert index.get("b") is theirs

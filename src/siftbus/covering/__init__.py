@@ -11,11 +11,13 @@
 
 from siftbus.covering.forest import PosetForest
 from siftbus.covering.poset import FilterPoset
+from siftbus.covering.query import CoveringIndex
 from siftbus.covering.relations import (
     Relation,
     covers,
     equivalent,
     merge,
+    merge_set,
     overlaps,
     relation,
 )
@@ -23,6 +25,7 @@ from siftbus.covering.routing import Forwarder, Update
 from siftbus.covering.table import CoveringTable, FilterNode
 
 __all__ = [
+    "CoveringIndex",
     "CoveringTable",
     "FilterNode",
     "FilterPoset",
@@ -33,6 +36,7 @@ __all__ = [
     "covers",
     "equivalent",
     "merge",
+    "merge_set",
     "overlaps",
     "relation",
 ]

@@ -190,7 +190,8 @@ class CoveringIndex:
     """A profile set answering covering queries; profiles may be added and removed."""
 
     def __init__(self, profiles: Iterable[Profile] = ()) -> None:
-        self._stores: dict[str, _TypeStore] = {}
+        # Keyed by the type itself: two schemas may use one name for different types.
+        self._stores: dict[EventType, _TypeStore] = {}
         self._slots: dict[str, tuple[_TypeStore, int]] = {}
         self._by_key: dict[object, dict[str, Profile]] = {}
         self.exact_tests = 0
@@ -202,13 +203,9 @@ class CoveringIndex:
         if profile.id in self._slots:
             raise DuplicateProfileError(f"profile id {profile.id!r} is already registered",
                                         field=profile.id)
-        store = self._stores.get(profile.type_name)
+        store = self._stores.get(profile.etype)
         if store is None:
-            store = self._stores[profile.type_name] = _TypeStore(profile.etype)
-        elif store.etype != profile.etype:
-            raise DuplicateProfileError(
-                f"event type {profile.type_name!r} is registered with other attributes",
-                field=profile.id)
+            store = self._stores[profile.etype] = _TypeStore(profile.etype)
         self._slots[profile.id] = (store, store.add(profile))
         self._by_key.setdefault(profile.filter_key, {})[profile.id] = profile
 
@@ -249,8 +246,7 @@ class CoveringIndex:
     # --- queries ------------------------------------------------------------------
 
     def _store_for(self, p: Profile) -> _TypeStore | None:
-        store = self._stores.get(p.type_name)
-        return store if store is not None and store.etype == p.etype else None
+        return self._stores.get(p.etype)
 
     def _pick(self, store: _TypeStore, slots: np.ndarray, test: Callable[[Profile], bool],
               p: Profile, strict: bool) -> list[Profile]:
