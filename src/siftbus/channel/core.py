@@ -71,12 +71,30 @@ class Message:
     the outgoing proxy: Any -> Structured is ``("", "%ANY", "")`` with the any as body;
     Structured -> Any is the StructuredEvent itself."""
 
-    __slots__ = ("_structured", "any_value", "is_any")
+    __slots__ = ("_qos", "_structured", "_wire", "any_value", "is_any")
 
     def __init__(self, value: Any, is_any: bool) -> None:
         self.is_any = is_any
         self.any_value = value if is_any else None
         self._structured: StructuredEvent | None = None if is_any else value
+        self._qos: tuple[Any, ...] | None = None
+        self._wire: dict[str, Any] | None = None
+
+    def header_qos(self) -> tuple[Any, ...]:
+        """(Priority, Timeout, StopTime, StartTime, EventReliability) from the variable
+        header (first occurrence; None when absent), read once per event."""
+        q = self._qos
+        if q is None:
+            found: dict[str, Any] = {}
+            if not self.is_any and self._structured is not None:
+                for name, value in self._structured.variable_header:
+                    if name in _HEADER_QOS and name not in found:
+                        found[name] = value
+            q = self._qos = (found.get(Q.PRIORITY), found.get(Q.TIMEOUT),
+                             Q.utc_time(found.get(Q.STOP_TIME)),
+                             Q.utc_time(found.get(Q.START_TIME)),
+                             found.get(Q.EVENT_RELIABILITY))
+        return q
 
     @property
     def structured(self) -> StructuredEvent:
@@ -94,6 +112,9 @@ class Message:
         return self.any_value if self.is_any else self._structured
 
     def to_wire(self) -> dict[str, Any]:
+        """The msgpack form (kept as received when the event came over the wire)."""
+        if self._wire is not None:
+            return self._wire
         from siftbus.lang.etcl import to_json_value
 
         if self.is_any:
@@ -106,8 +127,19 @@ class Message:
         from siftbus.lang.etcl import from_json_value
 
         if "any" in data:
-            return cls(from_json_value(data["any"]), True)
-        return cls(StructuredEvent.from_dict(data["structured"]), False)
+            m = cls(from_json_value(data["any"]), True)
+        else:
+            m = cls(StructuredEvent.from_dict(data["structured"]), False)
+        m._wire = dict(data)
+        return m
+
+
+_HEADER_QOS = frozenset({Q.PRIORITY, Q.TIMEOUT, Q.STOP_TIME, Q.START_TIME,
+                         Q.EVENT_RELIABILITY})
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 @dataclass(slots=True)
@@ -234,6 +266,8 @@ class _Node:
         ok = self._validate(qos)
         with self.channel._lock:
             self._qos.update(ok)
+            if hasattr(self, "_fast"):
+                self._fast = None
             self.channel._save()
 
     def validate_qos(self, required: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -559,6 +593,7 @@ class ProxySupplier(_Proxy):
         self._lifetime_filter: MappingFilter | None = None
         self.delivered = 0
         self.discarded = 0
+        self._fast: tuple[int, int, bool, bool, bool] | None = None
 
     @property
     def priority_filter(self) -> MappingFilter | None:
@@ -600,6 +635,18 @@ class ProxySupplier(_Proxy):
     @property
     def queue_length(self) -> int:
         return len(self._heap) + len(self._held)
+
+    def _fast_qos(self) -> tuple[int, int, bool, bool, bool]:
+        """(Priority, Timeout, StopTimeSupported, StartTimeSupported, persistent
+        connection), re-read only after set_qos."""
+        f = self._fast
+        if f is None:
+            q = self._qos
+            f = self._fast = (q.get(Q.PRIORITY, 0), q.get(Q.TIMEOUT, 0),
+                              bool(q.get(Q.STOP_TIME_SUPPORTED, True)),
+                              bool(q.get(Q.START_TIME_SUPPORTED, True)),
+                              q.get(Q.CONNECTION_RELIABILITY) == Q.PERSISTENT)
+        return f
 
     # -- queue (channel lock held) -------------------------------------------------------
 
@@ -1005,8 +1052,9 @@ class EventChannel:
         self._next_proxy = itertools.count(1)
         self._seq_next = 1
         self._seq_reserved = 1  # sequence numbers below this are reserved in the store
-        self._index = ConstraintIndex(factory.engine)
+        self._index = ConstraintIndex(factory.engine, compile=factory.compile_filters)
         self._uses: dict[int, _FilterUse] = {}  # filter id -> consumer-side attachments
+        self._key_filter: dict[str, int] = {}  # index key -> filter id
         self._supplier_proxies: dict[int, ProxySupplier] = {}
         self._push_ready: set[int] = set()
         self._pollers: dict[int, _PullConsumerMixin] = {}
@@ -1047,6 +1095,11 @@ class EventChannel:
     @property
     def _persistent_ok(self) -> bool:
         return self.factory.store is not None
+
+    @property
+    def _persistent_store(self) -> bool:
+        """Events can be stored: a store and a Persistent ConnectionReliability."""
+        return self.persistent and self.factory.store is not None
 
     def _alive(self) -> None:
         if self._destroyed:
@@ -1227,92 +1280,92 @@ class EventChannel:
         return _combine(admin.op, a, p)
 
     def _targets(self, m: Message) -> list[ProxySupplier]:
-        view = m.filter_view
-        matched = self._index.match(view) if self._uses else set()
-        passing_filters = {int(k.split("/", 1)[0][1:]) for k in matched}
+        # The index says which consumer-side filters pass; only the objects those filters
+        # are attached to (and proxies without filters) are looked at.
+        hit_admins: set[int] = set()
+        hit_proxies: dict[int, list[ProxySupplier]] = {}
+        if self._uses:
+            key_filter = self._key_filter
+            seen: set[int] = set()
+            for key in self._index.match(m.filter_view):
+                fid = key_filter[key]
+                if fid in seen:
+                    continue
+                seen.add(fid)
+                for node in self._uses[fid].objs.values():
+                    if isinstance(node, ProxySupplier):
+                        if node.connected:
+                            hit_proxies.setdefault(node.admin.id, []).append(node)
+                    else:
+                        hit_admins.add(node.id)
         out: list[ProxySupplier] = []
         for admin in self._admins["consumer"].values():
             if not admin._proxies:
                 continue
-            a_state: bool | None = None
-            if admin._filters:
-                a_state = any(f.id in passing_filters for f in admin._filters.values())
+            a_state = (admin.id in hit_admins) if admin._filters else None
             if a_state is False and admin.op == Q.AND_OP:
                 continue
             if a_state is not False and admin.op == Q.OR_OP:
-                out.extend(p for p in admin._proxies.values()
-                           if isinstance(p, ProxySupplier) and p.connected)
+                out.extend(p for p in admin._proxies.values() if p.connected)
                 continue
             # AND with the admin passing, or OR with the admin failing: the proxy decides.
-            chosen: dict[int, ProxySupplier] = {}
-            for pid in admin._unfiltered:  # no filters: the proxy side passes everything
-                p = admin._proxies[pid]
-                if p.connected:
-                    assert isinstance(p, ProxySupplier)
-                    chosen[pid] = p
-            for fid in passing_filters:
-                use = self._uses.get(fid)
-                if use is None:
-                    continue
-                for node in use.objs.values():
-                    if isinstance(node, ProxySupplier) and node.admin is admin \
-                            and node.connected:
-                        chosen[node.id] = node
-            out.extend(chosen[k] for k in sorted(chosen))
+            hits = hit_proxies.get(admin.id, [])
+            if admin._unfiltered:
+                chosen = {p.id: p for p in hits}
+                for pid in admin._unfiltered:  # no filters: the proxy side passes all
+                    p = admin._proxies[pid]
+                    if p.connected:
+                        chosen[pid] = p
+                out.extend(chosen.values())
+            else:
+                out.extend(dict.fromkeys(hits))
         return out
 
     def _entry(self, p: ProxySupplier, m: Message) -> Entry | None:
-        s = m.structured if not m.is_any else None
-        header = s.header_value if s is not None else (lambda name, d=None: d)
-        now = timet_now()
-        # Priority: mapping filter (proxy, then admin) > event header > proxy QoS.
-        prio = None
-        for mf in (p._priority_filter, getattr(p.admin, "_priority_filter", None)):
-            if mf is not None and not mf.destroyed:
+        h_prio, h_timeout, h_stop, h_start, h_rel = m.header_qos()
+        admin = p.admin
+        assert isinstance(admin, ConsumerAdmin)
+        q_prio, q_timeout, stop_ok, start_ok, conn_persistent = p._fast_qos()
+        # Priority: mapping filter (proxy, then admin) > event header > mapping default >
+        # the proxy's Priority QoS.
+        prio = h_prio
+        pf, apf = p._priority_filter, admin._priority_filter
+        if pf is not None or apf is not None:
+            pfs = [mf for mf in (pf, apf) if mf is not None and not mf.destroyed]
+            for mf in pfs:
                 hit, value = mf.map(m.filter_view)
                 if hit:
                     prio = value
                     break
-        if prio is None:
-            prio = header(Q.PRIORITY)
-        if prio is None:
-            for mf in (p._priority_filter, getattr(p.admin, "_priority_filter", None)):
-                if mf is not None and not mf.destroyed:
-                    prio = mf.default_value
-                    break
-        if not isinstance(prio, int) or isinstance(prio, bool):
-            prio = p._qos.get(Q.PRIORITY, 0)
-        # Lifetime: mapping filter > StopTime/Timeout headers > proxy Timeout QoS.
-        deadline = None
-        timeout = None
-        for mf in (p._lifetime_filter, getattr(p.admin, "_lifetime_filter", None)):
-            if mf is not None and not mf.destroyed:
-                hit, value = mf.map(m.filter_view)
-                if hit:
-                    timeout = value
-                    break
-        if p._qos.get(Q.STOP_TIME_SUPPORTED, True):
-            stop = Q.utc_time(header(Q.STOP_TIME))
-            if stop is not None:
-                deadline = stop
-        if timeout is None:
-            timeout = header(Q.TIMEOUT)
-        if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
-            timeout = p._qos.get(Q.TIMEOUT, 0)
-        if timeout:
-            t = now + int(timeout)
-            deadline = t if deadline is None else min(deadline, t)
-        if deadline is not None and deadline <= now:
-            self._counters.expired += 1
-            return None
-        start = Q.utc_time(header(Q.START_TIME)) if p._qos.get(Q.START_TIME_SUPPORTED,
-                                                                True) else None
-        rel = header(Q.EVENT_RELIABILITY)
-        if rel not in (Q.BEST_EFFORT, Q.PERSISTENT):
-            rel = self._qos[Q.EVENT_RELIABILITY]
-        persistent = (rel == Q.PERSISTENT and self.persistent
-                      and p._qos.get(Q.CONNECTION_RELIABILITY) == Q.PERSISTENT
-                      and self.factory.store is not None)
+            if prio is None and pfs:
+                prio = pfs[0].default_value
+        if prio is None or not _is_int(prio):
+            prio = q_prio
+        # Lifetime: mapping filter > Timeout header > the proxy's Timeout QoS; StopTime.
+        timeout = h_timeout
+        lf, alf = p._lifetime_filter, admin._lifetime_filter
+        if lf is not None or alf is not None:
+            for lmf in (lf, alf):
+                if lmf is not None and not lmf.destroyed:
+                    hit, value = lmf.map(m.filter_view)
+                    if hit:
+                        timeout = value
+                        break
+        if timeout is None or not _is_int(timeout) or timeout <= 0:
+            timeout = q_timeout
+        deadline = h_stop if stop_ok else None
+        if timeout or deadline is not None:
+            now = timet_now()
+            if timeout:
+                t = now + int(timeout)
+                deadline = t if deadline is None else min(deadline, t)
+            if deadline is not None and deadline <= now:
+                self._counters.expired += 1
+                return None
+        start = h_start if start_ok else None
+        rel = h_rel if h_rel in (Q.BEST_EFFORT, Q.PERSISTENT) else \
+            self._qos[Q.EVENT_RELIABILITY]
+        persistent = conn_persistent and rel == Q.PERSISTENT and self._persistent_store
         return Entry(self._next_seq(), m, prio, deadline, start, persistent)
 
     def _next_seq(self) -> int:
@@ -1425,7 +1478,7 @@ class EventChannel:
         if use is None:
             use = self._uses[f.id] = _FilterUse(f)
             for cid, c, types in f.constraints():
-                self._index.add(f"f{f.id}/{cid}", c, types)
+                self._index_add(f, cid, c, types)
             f.add_listener(self._on_filter_change)
             self._sub_types(f, +1)
         use.nodes[id(node)] = use.nodes.get(id(node), 0) + 1
@@ -1451,22 +1504,28 @@ class EventChannel:
         if not use.nodes:
             del self._uses[f.id]
             for cid, _, _ in f.constraints():
-                key = f"f{f.id}/{cid}"
-                if key in self._index:
-                    self._index.remove(key)
+                self._index_remove(f"f{f.id}/{cid}")
             f.remove_listener(self._on_filter_change)
             self._sub_types(f, -1)
+
+    def _index_add(self, f: Filter, cid: int, c: Any, types: Any) -> None:
+        key = f"f{f.id}/{cid}"
+        self._index.add(key, c, types)
+        self._key_filter[key] = f.id
+
+    def _index_remove(self, key: str) -> None:
+        if key in self._index:
+            self._index.remove(key)
+            del self._key_filter[key]
 
     def _on_filter_change(self, f: Filter, added: list[Any], removed: list[int]) -> None:
         with self._lock:
             if f.id not in self._uses:
                 return
             for cid in removed:
-                key = f"f{f.id}/{cid}"
-                if key in self._index:
-                    self._index.remove(key)
+                self._index_remove(f"f{f.id}/{cid}")
             for cid, c, types in added:
-                self._index.add(f"f{f.id}/{cid}", c, types)
+                self._index_add(f, cid, c, types)
         if f.destroyed:
             self._forget_filter(f)
 
@@ -1708,10 +1767,11 @@ class EventChannelFactory:
     channels survive restarts: constructing the factory on the same store restores them."""
 
     def __init__(self, store: Any = None, *, engine: str | None = None,
-                 dispatch: bool = True) -> None:
+                 dispatch: bool = True, compile_filters: bool = True) -> None:
         from siftbus.channel.store import ChannelStore
 
         self.engine = engine
+        self.compile_filters = compile_filters
         self.dispatch = dispatch
         self.filter_factory = FilterFactory()
         self._channels: dict[int, EventChannel] = {}

@@ -24,7 +24,8 @@ Methods (``channel``, ``admin``, ``proxy``, ``filter`` are integer ids)::
     obtain_consumer(channel, admin=0, kind="STRUCTURED_EVENT", qos={}) -> proxy
     obtain_supplier(channel, admin=0, kind="STRUCTURED_EVENT", qos={}) -> proxy
     push(channel, proxy, events=[{"structured": {...}} | {"any": v} | {...}]) -> n
-    pull(channel, proxy, max=100, ack=None, timeout=0.0) -> [[seq, event], ...]
+    pull(channel, proxy, max=100, ack=None, timeout=0.0, linger=0.0) -> [[seq, event]...]
+    echo(events=[...]) -> n                        (round trip only: a benchmark baseline)
     disconnect(channel, proxy, side)
     add_filter(channel, constraints, admin|proxy, side) -> {"filter", "id"}
     remove_filter(channel, id, admin|proxy, side)
@@ -79,7 +80,7 @@ def _wire_event(data: Any) -> Message:
         raise WireError("an event must be a map")
     if "any" in data or "structured" in data:
         return Message.from_wire(data)
-    return Message(StructuredEvent.from_dict(data), False)
+    return Message.from_wire({"structured": data})
 
 
 class ChannelService:
@@ -151,6 +152,11 @@ class ChannelService:
 
     def do_destroy_channel(self, args: dict[str, Any]) -> None:
         self._channel(args).destroy()
+
+    def do_echo(self, args: dict[str, Any]) -> int:
+        """Nothing but the round trip (the thesis's EchoServer baseline)."""
+        events = args.get("events")
+        return len(events) if isinstance(events, list) else 0
 
     def do_stats(self, args: dict[str, Any]) -> dict[str, Any]:
         return asdict(self._channel(args).stats())
@@ -233,10 +239,14 @@ class ChannelService:
         timeout = args.get("timeout", 0.0)
         if got or not isinstance(timeout, int | float) or timeout <= 0:
             return got
-        return self._long_poll(ch, dict(args), float(min(timeout, 60.0)))
+        linger = args.get("linger", 0.0)
+        linger = float(min(linger, 1.0)) if isinstance(linger, int | float) else 0.0
+        return self._long_poll(ch, dict(args), float(min(timeout, 60.0)), linger)
 
     async def _long_poll(self, ch: EventChannel, args: dict[str, Any],
-                         timeout: float) -> list[list[Any]]:
+                         timeout: float, linger: float = 0.0) -> list[list[Any]]:
+        """Wait for events; ``linger`` seconds after the first arrival let a batch form
+        (fewer round trips for many consumers, at that much latency)."""
         loop = asyncio.get_running_loop()
         woke = asyncio.Event()
 
@@ -254,6 +264,8 @@ class ChannelService:
                 woke.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(woke.wait(), min(left, 0.05))
+                if woke.is_set() and linger > 0:
+                    await asyncio.sleep(linger)
                 got = self._pull_now(ch, args)
                 if got:
                     return got

@@ -48,7 +48,7 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib.resources import files
 from typing import Any
 
@@ -93,9 +93,17 @@ class Union:
     repos_id: str | None = None
 
 
+_SCALARS = frozenset({int, float, str, bool, type(None), bytes})
+
+
 def from_json_value(value: Any) -> Any:
     """Decode an "any" from its JSON/msgpack form (``{"@union": {...}}`` and
     ``{"@struct": {...}}`` are the tagged forms; everything else is itself)."""
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    if t is list and all(type(v) in _SCALARS for v in value):
+        return value  # the common payload: a flat array, shared rather than copied
     if isinstance(value, dict):
         if len(value) == 1 and "@union" in value and isinstance(value["@union"], dict):
             u = value["@union"]
@@ -117,6 +125,11 @@ def from_json_value(value: Any) -> Any:
 
 def to_json_value(value: Any) -> Any:
     """The JSON/msgpack form of an "any" (inverse of :func:`from_json_value`)."""
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    if t is list and all(type(v) in _SCALARS for v in value):
+        return value
     if isinstance(value, Union):
         u: dict[str, Any] = {"d": to_json_value(value.discriminator),
                              "value": to_json_value(value.value)}
@@ -571,6 +584,18 @@ def parse_constraint(text: str, *, source: str | None = None) -> Constraint:
     """Parse ETCL text; raises :class:`ConstraintError` with line/column on bad input."""
     if not isinstance(text, str):
         raise ConstraintError("an ETCL constraint must be a string", source=source)
+    if source is None:
+        return _parse_cached(text)
+    return _parse(text, source)
+
+
+@lru_cache(maxsize=16384)
+def _parse_cached(text: str) -> Constraint:
+    # Constraints are immutable values: equal texts (many consumers, restarts) share one.
+    return _parse(text, None)
+
+
+def _parse(text: str, source: str | None) -> Constraint:
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as exc:
@@ -999,8 +1024,9 @@ class ConstraintIndex:
     derived type grows when a new field appears; the matcher is then rebuilt lazily.
     """
 
-    def __init__(self, engine: str | None = None) -> None:
+    def __init__(self, engine: str | None = None, *, compile: bool = True) -> None:
         self._engine = engine
+        self._compile = compile
         self._all: dict[str, tuple[Constraint, tuple[tuple[str, str], ...]]] = {}
         self._compiled: dict[str, list[tuple[tuple[str, str], tuple[Atom, ...]]]] = {}
         self._fallback: dict[str, tuple[Constraint, tuple[tuple[str, str], ...]]] = {}
@@ -1052,7 +1078,7 @@ class ConstraintIndex:
             raise ValueError(f"constraint key {key!r} is already registered")
         types = tuple((str(d), str(t)) for d, t in event_types)
         self._all[key] = (constraint, types)
-        atoms = conjuncts(constraint)
+        atoms = conjuncts(constraint) if self._compile else None
         variants: list[tuple[str, str]] = []
         if atoms is not None:
             pairs = types or (("*", "*"),)
