@@ -67,6 +67,12 @@ class CountingType:
     def ranks_alive(self, alive: np.ndarray) -> np.ndarray:
         return np.flatnonzero(alive)
 
+    def run_one(self, cells: np.ndarray, alive: np.ndarray | None, out: np.ndarray) -> int:
+        _, slots = self.run(cells, alive)
+        if len(slots) <= len(out):
+            out[:len(slots)] = slots
+        return len(slots)
+
     def run(self, cells: np.ndarray, alive: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
         return kernel.counting_match(cells, self.cell_base, self.af_off, self.af_mem,

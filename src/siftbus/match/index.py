@@ -137,25 +137,17 @@ class CompiledType:
     set_off: np.ndarray
     """int64 CSR offsets over cells into ``set_mem``."""
     set_mem: np.ndarray
-    """int32 sorted slots of the list lead sets."""
-    pre_attr: np.ndarray
-    """int16 per ``set_mem`` entry: the member's second most selective attribute (-1)."""
-    pre_first: np.ndarray
-    """int32 per ``set_mem`` entry: first cell of the hull of its runs there."""
-    pre_last: np.ndarray
-    """int32 per ``set_mem`` entry: last cell of that hull."""
+    """int32 ``[N, 1 + 3 * PRECHECKS]`` list lead sets, sorted by slot: slot, then per
+    pre-check (attribute, first cell, width) of the member's next conditions."""
     slot_pre: np.ndarray
-    """int32 ``[n, 3]`` by slot: second attribute (-1: none), hull first, hull last."""
+    """int32 ``[n, 3 * PRECHECKS]`` the same pre-checks by slot (for bitmap lead sets)."""
     bitmaps: np.ndarray
     """uint64 ``[rows, words]`` bitmap lead sets."""
     cond_off: np.ndarray
     """int64 CSR offsets over slots into the condition runs."""
-    cond_attr: np.ndarray
-    """int16 attribute position of each run (profile-major, evaluation order)."""
-    cond_first: np.ndarray
-    """int32 first cell of each run."""
-    cond_last: np.ndarray
-    """int32 last cell of each run (inclusive)."""
+    runs: np.ndarray
+    """int32 ``[R, 3]`` non-lead condition runs: attribute, first cell, last cell
+    (profile-major, attributes in evaluation order)."""
     rank: np.ndarray
     """int32 rank of each slot."""
     slot_of_rank: np.ndarray
@@ -179,10 +171,16 @@ class CompiledType:
             ) -> tuple[np.ndarray, np.ndarray]:
         """Match cell rows; returns CSR ``(offsets, ranks)``. ``alive`` is by slot."""
         return kernel.index_match(cells, self.cell_base, self.set_kind, self.set_off,
-                                  self.set_mem, self.pre_attr, self.pre_first, self.pre_last,
-                                  self.slot_pre, self.bitmaps, self.cond_off, self.cond_attr,
-                                  self.cond_first, self.cond_last, self.rank, self.always,
+                                  self.set_mem, self.slot_pre, self.bitmaps, self.cond_off,
+                                  self.runs, self.rank, self.always,
                                   _NO_TOMBSTONES if alive is None else alive)
+
+    def run_one(self, cells: np.ndarray, alive: np.ndarray | None, out: np.ndarray) -> int:
+        """Match one cell row (int32[1, m]) into ``out``; see ``kernel.index_match_one``."""
+        return int(kernel.index_match_one(cells, self.cell_base, self.set_kind, self.set_off,
+                                          self.set_mem, self.slot_pre, self.bitmaps,
+                                          self.cond_off, self.runs, self.rank, self.always,
+                                          _NO_TOMBSTONES if alive is None else alive, out))
 
     def slot(self, rank: int) -> int:
         return int(self.slot_of_rank[rank])
@@ -193,10 +191,8 @@ class CompiledType:
     def nbytes(self) -> int:
         """Bytes held by the index arrays (ids and owners excluded)."""
         return sum(a.nbytes for a in (self.order, self.cell_base, self.set_kind, self.set_off,
-                                      self.set_mem, self.pre_attr, self.pre_first,
-                                      self.pre_last, self.slot_pre, self.bitmaps,
-                                      self.cond_off, self.cond_attr,
-                                      self.cond_first, self.cond_last, self.rank,
+                                      self.set_mem, self.slot_pre, self.bitmaps,
+                                      self.cond_off, self.runs, self.rank,
                                       self.slot_of_rank, self.always, self.lead))
 
 
@@ -233,27 +229,9 @@ def compile_type(etype: EventType, profiles: Sequence[Profile], *,
     if m and n:
         lead = np.argmin(cov, axis=0).astype(np.int16)
         lead[cov.min(axis=0) > 1.5] = -1
-        cov2 = cov.copy()
-        cov2[lead.clip(0), np.arange(n)] = 2.0
-        attr2 = np.argmin(cov2, axis=0).astype(np.int16)
-        attr2[cov2.min(axis=0) > 1.5] = -1
-        del cov2
     else:
         lead = np.full(n, -1, np.int16)
-        attr2 = np.full(n, -1, np.int16)
-    # Hull of each profile's runs on its second attribute (the lead sets' pre-check).
-    lo2 = np.zeros(n, np.int32)
-    hi2 = np.zeros(n, np.int32)
-    for a, pc in enumerate(pieces):
-        sel = attr2[pc.slots] == a
-        if sel.any():
-            lo = np.full(n, np.iinfo(np.int32).max, np.int32)
-            hi = np.full(n, -1, np.int32)
-            np.minimum.at(lo, pc.slots[sel], pc.first[sel])
-            np.maximum.at(hi, pc.slots[sel], pc.last[sel])
-            mine = attr2 == a
-            lo2[mine] = lo[mine]
-            hi2[mine] = hi[mine]
+    pre = _prechecks(cov, lead, pieces, n, m)
     if order is not None:
         names = [ac.name for ac in cells]
         unknown = [a for a in order if a not in names]
@@ -314,19 +292,16 @@ def compile_type(etype: EventType, profiles: Sequence[Profile], *,
     set_kind = np.full(total_cells, -1, np.int32)
     set_kind[dense] = np.arange(int(dense.sum()), dtype=np.int32)
     set_off = np.concatenate([[0], np.cumsum(np.where(dense, 0, counts))]).astype(np.int64)
-    size = int(set_off[-1])
-    set_mem = np.empty(size, np.int32)
-    pre_attr = np.empty(size, np.int16)
-    pre_first = np.empty(size, np.int32)
-    pre_last = np.empty(size, np.int32)
+    set_mem = np.empty((int(set_off[-1]), 1 + 3 * PRECHECKS), np.int32)
     bitmaps = np.zeros((int(dense.sum()), max(1, (n + 63) // 64)), np.uint64)
     for a, lp in enumerate(lead_pieces):
         base = int(cell_base[a])
         nc = cells[a].n_cells
-        ranks = rank[lp.slots]
-        kernel.fill_lead(lp.first, lp.last, lp.slots, attr2[ranks], lo2[ranks], hi2[ranks],
-                         set_kind[base:base + nc], set_off[base:base + nc + 1], set_mem,
-                         pre_attr, pre_first, pre_last, bitmaps)
+        payload = np.empty((len(lp.slots), 1 + 3 * PRECHECKS), np.int32)
+        payload[:, 0] = lp.slots
+        payload[:, 1:] = pre[rank[lp.slots]]
+        kernel.fill_lead(lp.first, lp.last, payload, set_kind[base:base + nc],
+                         set_off[base:base + nc + 1], set_mem, bitmaps)
 
     # Non-lead runs, profile-major, attributes in evaluation order.
     rs = np.concatenate(run_slot) if run_slot else np.zeros(0, np.int32)
@@ -339,12 +314,52 @@ def compile_type(etype: EventType, profiles: Sequence[Profile], *,
     owners = np.array([p.owner for p in profiles], dtype=str) if n else np.zeros(0, "U1")
     always = np.sort(slot_of_rank[lead < 0]).astype(np.int32)
     return CompiledType(etype.name, tuple(cells), eval_order, cell_base, set_kind, set_off,
-                        set_mem, pre_attr, pre_first, pre_last,
-                        np.ascontiguousarray(np.stack([attr2, lo2, hi2], axis=1)[rank],
-                                             dtype=np.int32),
-                        bitmaps, cond_off, ra[by].astype(np.int16),
-                        rf[by].astype(np.int32), rl[by].astype(np.int32), rank, slot_of_rank,
+                        set_mem, np.ascontiguousarray(pre[rank]), bitmaps, cond_off,
+                        np.ascontiguousarray(np.stack([ra[by], rf[by], rl[by]], axis=1),
+                                             dtype=np.int32), rank, slot_of_rank,
                         always, lead, ids, owners, threshold)
+
+
+PRECHECKS = 2
+"""How many further conditions each lead-set entry carries (as cell hulls)."""
+
+
+def _prechecks(cov: np.ndarray, lead: np.ndarray, pieces: Sequence[Pieces], n: int,
+               m: int) -> np.ndarray:
+    """int32 ``[n, 3 * PRECHECKS]`` by rank: per pre-check the attribute, the first cell
+    of the hull of the profile's runs there and the hull's width (last - first).
+
+    The pre-checks are the profile's next most selective conditions after its lead; a
+    profile with fewer conditions repeats its lead attribute with an all-accepting hull.
+    """
+    out = np.zeros((n, 3 * PRECHECKS), np.int32)
+    big = np.iinfo(np.int32).max
+    rest = cov.copy()
+    if m and n:
+        rest[lead.clip(0), np.arange(n)] = 2.0
+    for j in range(PRECHECKS):
+        col = 3 * j
+        if m and n:
+            attr = np.argmin(rest, axis=0).astype(np.int32)
+            none = rest.min(axis=0) > 1.5
+            rest[attr, np.arange(n)] = 2.0
+        else:
+            attr = np.zeros(n, np.int32)
+            none = np.ones(n, bool)
+        out[:, col] = np.where(none, lead.clip(0), attr)
+        out[:, col + 1] = 0
+        out[:, col + 2] = big
+        for a, pc in enumerate(pieces):
+            sel = (attr[pc.slots] == a) & ~none[pc.slots]
+            if sel.any():
+                lo = np.full(n, big, np.int32)
+                hi = np.full(n, -1, np.int32)
+                np.minimum.at(lo, pc.slots[sel], pc.first[sel])
+                np.maximum.at(hi, pc.slots[sel], pc.last[sel])
+                mine = (attr == a) & ~none
+                out[mine, col + 1] = lo[mine]
+                out[mine, col + 2] = hi[mine] - lo[mine]
+    return out
 
 
 def _run_counts(pc: Pieces, n_cells: int) -> np.ndarray:

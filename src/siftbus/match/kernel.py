@@ -32,23 +32,30 @@ _DEBRUIJN_TABLE = np.array([
 
 
 @njit(cache=True, inline="always")
-def _accepts(p: int, e: int, cells: np.ndarray, cond_off: np.ndarray, cond_attr: np.ndarray,
-             cond_first: np.ndarray, cond_last: np.ndarray) -> bool:
+def _outside(c: int, first: int, width: int) -> bool:
+    """``not first <= c <= first + width`` in one unsigned comparison."""
+    return np.uint32(c - first) > np.uint32(width)
+
+
+@njit(cache=True, inline="always")
+def _accepts(p: int, e: int, cells: np.ndarray, cond_off: np.ndarray,
+             runs: np.ndarray) -> bool:
     """Whether profile ``p`` is in (satisfied-here ∪ unconstrained) of every non-lead
     attribute, testing attributes in evaluation order and stopping at the first miss.
 
-    The profile's runs are stored profile-major (the transpose of the per-cell sets):
-    ``p`` is in the set of cell ``c`` of attribute ``b`` iff one of its runs on ``b``
-    contains ``c``; an attribute without runs is unconstrained.
+    The profile's runs ``(attribute, first cell, last cell)`` are stored profile-major
+    (the transpose of the per-cell sets): ``p`` is in the set of cell ``c`` of attribute
+    ``b`` iff one of its runs on ``b`` contains ``c``; an attribute without runs is
+    unconstrained.
     """
     t = cond_off[p]
     end = cond_off[p + 1]
     while t < end:
-        b = cond_attr[t]
+        b = runs[t, 0]
         c = cells[e, b]
         ok = False
-        while t < end and cond_attr[t] == b:
-            if cond_first[t] <= c and c <= cond_last[t]:
+        while t < end and runs[t, 0] == b:
+            if runs[t, 1] <= c and c <= runs[t, 2]:
                 ok = True
             t += 1
         if not ok:
@@ -57,11 +64,64 @@ def _accepts(p: int, e: int, cells: np.ndarray, cond_off: np.ndarray, cond_attr:
 
 
 @njit(cache=True)
+def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+                 set_off: np.ndarray, set_mem: np.ndarray, slot_pre: np.ndarray,
+                 bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                 rank: np.ndarray, always: np.ndarray, alive: np.ndarray, out: np.ndarray,
+                 k: int) -> int:
+    """Append the ranks event ``e`` matches to ``out[k:]`` (unsorted); returns the new
+    end. Writes nothing past ``len(out)`` but still counts, so a caller can grow ``out``
+    and redo the event."""
+    cap = out.shape[0]
+    m = cells.shape[1]
+    check_alive = alive.shape[0] > 0
+    for p in always:
+        if check_alive and alive[p] == 0:
+            continue
+        if k < cap:
+            out[k] = rank[p]
+        k += 1
+    for a in range(m):
+        g = cell_base[a] + cells[e, a]
+        row = set_kind[g]
+        if row < 0:
+            for t in range(set_off[g], set_off[g + 1]):
+                if _outside(cells[e, set_mem[t, 1]], set_mem[t, 2], set_mem[t, 3]):
+                    continue
+                if _outside(cells[e, set_mem[t, 4]], set_mem[t, 5], set_mem[t, 6]):
+                    continue
+                p = set_mem[t, 0]
+                if check_alive and alive[p] == 0:
+                    continue
+                if _accepts(p, e, cells, cond_off, runs):
+                    if k < cap:
+                        out[k] = rank[p]
+                    k += 1
+        else:
+            for wi in range(bitmaps.shape[1]):
+                w = bitmaps[row, wi]
+                while w != 0:
+                    low = w & (~w + _ONE)
+                    p = wi * 64 + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
+                    w ^= low
+                    if _outside(cells[e, slot_pre[p, 0]], slot_pre[p, 1], slot_pre[p, 2]):
+                        continue
+                    if _outside(cells[e, slot_pre[p, 3]], slot_pre[p, 4], slot_pre[p, 5]):
+                        continue
+                    if check_alive and alive[p] == 0:
+                        continue
+                    if _accepts(p, e, cells, cond_off, runs):
+                        if k < cap:
+                            out[k] = rank[p]
+                        k += 1
+    return k
+
+
+@njit(cache=True)
 def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
-                set_off: np.ndarray, set_mem: np.ndarray, pre_attr: np.ndarray,
-                pre_first: np.ndarray, pre_last: np.ndarray, slot_pre: np.ndarray,
-                bitmaps: np.ndarray, cond_off: np.ndarray, cond_attr: np.ndarray,
-                cond_first: np.ndarray, cond_last: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                set_off: np.ndarray, set_mem: np.ndarray, slot_pre: np.ndarray,
+                bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                rank: np.ndarray, always: np.ndarray,
                 alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """PrimAS matching of a batch of events; returns CSR ``(offsets, ranks)``.
 
@@ -70,15 +130,14 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
     set_kind, set_off, set_mem, bitmaps
                            lead sets: global cell -> profiles whose *lead* attribute this
                            is and whose condition the cell satisfies; a bitmap row
-                           (``set_kind >= 0``) or a sorted slice of ``set_mem``
-    pre_attr, pre_first, pre_last
-                           aligned with ``set_mem``: each member's next most selective
-                           attribute (-1: none) and the hull of its runs there, tested
-                           before touching the member's own data
-    slot_pre  int32[n, 3]  the same pre-check by slot, for members of bitmap lead sets
-    cond_off, cond_attr, cond_first, cond_last
-                           per profile, its non-lead conditions as runs of cells, in
-                           evaluation order of the attributes
+                           (``set_kind >= 0``) or a slice of rows of ``set_mem``
+                           (int32[N, 7]: slot, then two pre-checks (attribute, first
+                           cell, width): the hulls of the member's next two most
+                           selective conditions, tested before touching its own data)
+    slot_pre  int32[n, 6]  the same pre-checks by slot, for members of bitmap lead sets
+    cond_off, runs         per profile (CSR by slot), its non-lead conditions as runs
+                           int32[R, 3] (attribute, first cell, last cell), attributes
+                           in evaluation order
     rank      int32[n]     output index (plain string order of ids) of each slot
     always    int32[]      slots of profiles with no condition
     alive     uint8[n]     tombstones by slot (0 = removed); empty array = all alive
@@ -89,83 +148,54 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
     Output ranks of one event are sorted.
     """
     n_events = cells.shape[0]
-    m = cells.shape[1]
-    check_alive = alive.shape[0] > 0
     offsets = np.zeros(n_events + 1, np.int64)
-    cap = max(64, n_events * 4)
-    out = np.empty(cap, np.int32)
+    out = np.empty(max(64, n_events * 8), np.int32)
     k = 0
     for e in range(n_events):
-        start = k
-        for p in always:
-            if check_alive and alive[p] == 0:
-                continue
-            if k >= cap:
-                cap *= 2
-                grown = np.empty(cap, np.int32)
-                grown[:k] = out[:k]
-                out = grown
-            out[k] = rank[p]
-            k += 1
-        for a in range(m):
-            g = cell_base[a] + cells[e, a]
-            row = set_kind[g]
-            if row < 0:
-                for t in range(set_off[g], set_off[g + 1]):
-                    b = pre_attr[t]
-                    if b >= 0:
-                        c = cells[e, b]
-                        if c < pre_first[t] or c > pre_last[t]:
-                            continue
-                    p = set_mem[t]
-                    if check_alive and alive[p] == 0:
-                        continue
-                    if _accepts(p, e, cells, cond_off, cond_attr, cond_first, cond_last):
-                        if k >= cap:
-                            cap *= 2
-                            grown = np.empty(cap, np.int32)
-                            grown[:k] = out[:k]
-                            out = grown
-                        out[k] = rank[p]
-                        k += 1
-            else:
-                for wi in range(bitmaps.shape[1]):
-                    w = bitmaps[row, wi]
-                    while w != 0:
-                        low = w & (~w + _ONE)
-                        p = wi * 64 + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
-                        w ^= low
-                        b = slot_pre[p, 0]
-                        if b >= 0:
-                            c = cells[e, b]
-                            if c < slot_pre[p, 1] or c > slot_pre[p, 2]:
-                                continue
-                        if check_alive and alive[p] == 0:
-                            continue
-                        if _accepts(p, e, cells, cond_off, cond_attr, cond_first, cond_last):
-                            if k >= cap:
-                                cap *= 2
-                                grown = np.empty(cap, np.int32)
-                                grown[:k] = out[:k]
-                                out = grown
-                            out[k] = rank[p]
-                            k += 1
-        if k - start > 1:
-            out[start:k] = np.sort(out[start:k])
+        end = _index_event(e, cells, cell_base, set_kind, set_off, set_mem, slot_pre,
+                           bitmaps, cond_off, runs, rank, always, alive, out, k)
+        if end > out.shape[0]:
+            grown = np.empty(max(2 * out.shape[0], end + 64), np.int32)
+            grown[:k] = out[:k]
+            out = grown
+            end = _index_event(e, cells, cell_base, set_kind, set_off, set_mem, slot_pre,
+                               bitmaps, cond_off, runs, rank, always, alive, out, k)
+        if end - k > 1:
+            out[k:end].sort()
+        k = end
         offsets[e + 1] = k
     return offsets, out[:k].copy()
 
 
 @njit(cache=True)
-def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, attr2: np.ndarray,
-              lo2: np.ndarray, hi2: np.ndarray, row_of_cell: np.ndarray,
-              list_off: np.ndarray, mem: np.ndarray, mem_attr: np.ndarray,
-              mem_first: np.ndarray, mem_last: np.ndarray, bitmaps: np.ndarray) -> None:
-    """:func:`fill_sets` for lead sets: list members also get their pre-check payload
-    (``attr2[i]``, ``lo2[i]``, ``hi2[i]``)."""
+def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+                    set_off: np.ndarray, set_mem: np.ndarray, slot_pre: np.ndarray,
+                    bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                    rank: np.ndarray, always: np.ndarray, alive: np.ndarray,
+                    out: np.ndarray) -> int:
+    """One event (``cells`` is int32[1, m]): its sorted ranks go to ``out[:count]``.
+
+    Returns the count; a count above ``len(out)`` means ``out`` was too small (nothing
+    usable was written; call again with a larger buffer). No allocation: this is the
+    per-event path, where allocating and boxing result arrays would cost more than the
+    matching itself.
+    """
+    k = _index_event(0, cells, cell_base, set_kind, set_off, set_mem, slot_pre, bitmaps,
+                     cond_off, runs, rank, always, alive, out, 0)
+    if 1 < k <= out.shape[0]:
+        out[:k].sort()
+    return k
+
+
+@njit(cache=True)
+def fill_lead(first: np.ndarray, last: np.ndarray, payload: np.ndarray,
+              row_of_cell: np.ndarray, list_off: np.ndarray, mem: np.ndarray,
+              bitmaps: np.ndarray) -> None:
+    """:func:`fill_sets` for lead sets: run ``i`` puts row ``payload[i]`` (slot first) into
+    the list of each cell it covers, or the slot's bit into the cell's bitmap row."""
     pos = list_off[:-1].copy()
     for i in range(first.shape[0]):
-        p = slots[i]
+        p = payload[i, 0]
         word = p >> 6
         bit = _ONE << np.uint64(p & 63)
         for c in range(first[i], last[i] + 1):
@@ -174,10 +204,7 @@ def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, attr2: np.
                 bitmaps[r, word] |= bit
             else:
                 j = pos[c]
-                mem[j] = p
-                mem_attr[j] = attr2[i]
-                mem_first[j] = lo2[i]
-                mem_last[j] = hi2[i]
+                mem[j, :] = payload[i, :]
                 pos[c] = j + 1
 
 

@@ -21,7 +21,7 @@ ratio).
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -60,13 +60,36 @@ class Compiled(Protocol):
 
 @dataclass(slots=True)
 class Level:
-    """One compiled index over a fixed list of profiles (slot = index, ids sorted)."""
+    """One compiled index over a fixed list of profiles (ranks = positions in ``ids``)."""
 
     compiled: Any
     profiles: list[Profile]
     ids: list[str]
     alive: np.ndarray
     live: int
+    buf: np.ndarray = field(default_factory=lambda: np.empty(256, np.int32))
+    bounds: list[tuple[int, ...]] | None = None
+
+    def __post_init__(self) -> None:
+        cells = self.compiled.cells
+        if all(ac.ordered for ac in cells):
+            self.bounds = [ac.bounds_seq for ac in cells]
+
+    def match_one(self, event: Event) -> list[str]:
+        """Ids matched by one event, sorted (the per-event fast path)."""
+        keys = event.keys
+        if self.bounds is not None:
+            row = [bisect_right(b, k) - 1 for b, k in zip(self.bounds, keys, strict=True)]
+        else:
+            row = event_cells(self.compiled.cells, event)
+        cells = np.array([row], dtype=np.int32)
+        alive = self.alive if self.live < len(self.profiles) else None
+        k = self.compiled.run_one(cells, alive, self.buf)
+        if k > len(self.buf):
+            self.buf = np.empty(2 * k, np.int32)
+            k = self.compiled.run_one(cells, alive, self.buf)
+        ids = self.ids
+        return [ids[r] for r in self.buf[:k].tolist()]
 
     def slot_of(self, pid: str) -> int:
         """The live slot of ``pid`` in ``alive``, or -1."""
@@ -94,6 +117,7 @@ class TypeState:
     levels: list[Level] = field(default_factory=list)
     observed: deque[tuple[Any, ...]] = field(default_factory=lambda: deque(maxlen=OBSERVE_KEEP))
     seen: int = 0
+    dirty: bool = False
 
 
 class LeveledMatcher:
@@ -129,6 +153,7 @@ class LeveledMatcher:
         if ts is None:
             ts = self._types[profile.type_name] = TypeState(profile.etype)
         ts.pending[profile.id] = profile
+        ts.dirty = True
         self._version += 1
 
     def remove(self, profile_id: str) -> Profile:
@@ -139,6 +164,7 @@ class LeveledMatcher:
                                       field=profile_id) from None
         self._version += 1
         ts = self._types[profile.type_name]
+        ts.dirty = True
         if ts.pending.pop(profile_id, None) is not None:
             return profile
         for level in ts.levels:
@@ -169,15 +195,18 @@ class LeveledMatcher:
         ts = self._types.get(event.type_name)
         if ts is None:
             return []
-        self._observe(ts, event.keys)
-        self._settle(ts)
+        ts.seen += 1
+        if ts.seen % OBSERVE_STRIDE == 1:
+            ts.observed.append(event.keys)
+        if ts.dirty:
+            self._settle(ts)
+        if not ts.pending and len(ts.levels) == 1:
+            return ts.levels[0].match_one(event)
         parts: list[list[str]] = []
         for level in ts.levels:
-            cells = np.array([event_cells(level.compiled.cells, event)], dtype=np.int32)
-            _, slots = level.compiled.run(cells, level.alive)
-            if len(slots):
-                ids = level.ids
-                parts.append([ids[s] for s in slots.tolist()])
+            hits = level.match_one(event)
+            if hits:
+                parts.append(hits)
         if ts.pending:
             parts.append(sorted(pid for pid, p in ts.pending.items() if p.matches(event)))
         return _merge(parts)
@@ -194,7 +223,8 @@ class LeveledMatcher:
             group = [events[i] for i in idx]
             for e in group[::OBSERVE_STRIDE]:
                 ts.observed.append(e.keys)
-            self._settle(ts)
+            if ts.dirty:
+                self._settle(ts)
             per_event: list[list[list[str]]] = [[] for _ in group]
             columns = events_to_columns(ts.etype, group) if ts.levels else {}
             for level in ts.levels:
@@ -218,11 +248,6 @@ class LeveledMatcher:
 
     # -- maintenance ---------------------------------------------------------------
 
-    def _observe(self, ts: TypeState, keys: tuple[Any, ...]) -> None:
-        ts.seen += 1
-        if ts.seen % OBSERVE_STRIDE == 1:
-            ts.observed.append(keys)
-
     def _new_level(self, etype: EventType, profiles: list[Profile]) -> Level:
         profiles = sorted(profiles, key=lambda p: p.id)
         compiled = self._compile(etype, profiles)
@@ -231,6 +256,7 @@ class LeveledMatcher:
 
     def _settle(self, ts: TypeState) -> None:
         """Compile pending profiles, drop or shrink mostly-dead levels, merge levels."""
+        ts.dirty = False
         changed = False
         if len(ts.pending) > self._pending_limit:
             ts.levels.append(self._new_level(ts.etype, list(ts.pending.values())))
