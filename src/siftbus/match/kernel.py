@@ -34,7 +34,7 @@ _DEBRUIJN_TABLE = np.array([
 @njit(cache=True, inline="always")
 def _outside(c: int, first: int, width: int) -> bool:
     """``not first <= c <= first + width`` in one unsigned comparison."""
-    return np.uint32(c - first) > np.uint32(width)
+    return bool(np.uint32(c - first) > np.uint32(width))
 
 
 @njit(cache=True, inline="always")
