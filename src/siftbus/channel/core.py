@@ -1274,6 +1274,8 @@ class EventChannel:
                 fn()
 
     def _passes_supplier_side(self, proxy: ProxyConsumer, admin: _Admin, m: Message) -> bool:
+        if not admin._filters and not proxy._filters:
+            return True
         view = m.filter_view
         a = _match_any(admin._filters.values(), view)
         p = _match_any(proxy._filters.values(), view)

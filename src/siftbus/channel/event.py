@@ -99,7 +99,7 @@ class StructuredEvent:
     @classmethod
     def from_dict(cls, data: Any) -> StructuredEvent:
         """Parse the IDL-shaped or flat object; raises :class:`EventError`."""
-        if not isinstance(data, Mapping):
+        if type(data) is not dict and not isinstance(data, Mapping):
             raise EventError("a structured event must be an object")
         try:
             if "header" in data:
@@ -114,11 +114,11 @@ class StructuredEvent:
                 vh = data.get("variable_header", ())
         except (KeyError, TypeError) as exc:
             raise EventError(f"structured event lacks {exc}", field="header") from None
-        for name, v in (("domain_name", d), ("type_name", t), ("event_name", e)):
-            if not isinstance(v, str):
-                raise EventError(f"{name} must be a string", field=name)
-        unknown = set(data) - {"header", "filterable_data", "remainder_of_body", "domain_name",
-                               "type_name", "event_name", "variable_header"}
+        if type(d) is not str or type(t) is not str or type(e) is not str:
+            for name, v in (("domain_name", d), ("type_name", t), ("event_name", e)):
+                if not isinstance(v, str):
+                    raise EventError(f"{name} must be a string", field=name)
+        unknown = data.keys() - _FIELDS
         if unknown:
             raise EventError(f"unknown structured-event field(s) {', '.join(sorted(unknown))}",
                              field=sorted(unknown)[0])
@@ -150,9 +150,22 @@ class StructuredEvent:
         return cls.from_dict(obj)
 
 
+_FIELDS = frozenset({"header", "filterable_data", "remainder_of_body", "domain_name",
+                     "type_name", "event_name", "variable_header"})
+
+
 def _props(value: Any, what: str, *, decode: bool = False) -> Properties:
     if value is None:
         return ()
+    if type(value) is list and decode:
+        # The wire form: [{"name": n, "value": v}, ...] (checked without ABC isinstance).
+        fast = []
+        for item in value:
+            if type(item) is not dict or type(item.get("name")) is not str:
+                break
+            fast.append((item["name"], from_json_value(item.get("value"))))
+        else:
+            return tuple(fast)
     conv = from_json_value if decode else (lambda v: v)
     if isinstance(value, Mapping):
         return tuple((str(k), conv(v)) for k, v in value.items())
