@@ -132,9 +132,14 @@ class Pipeline:
                     F.coalesce(F.sum(F.size("matches")), F.lit(0)).alias("notes"),
                     F.coalesce(F.sum(F.when(F.size("matches") > 0, 1).otherwise(0)),
                                F.lit(0)).alias("hit"),
+                    F.count_distinct("source").alias("sources"),
                 ).collect()[0]
+                counts = {r["subscriber"]: int(r["count"]) for r in
+                          matched.select(F.explode("owners").alias("subscriber"))
+                          .groupBy("subscriber").count().collect()}
                 bad = dead.count()
-                batch = MatchedBatch(matched, dead, batch_id, streaming)
+                batch = MatchedBatch(matched, dead, batch_id, streaming, counts,
+                                     int(agg["sources"]), int(bad), int(agg["events"]))
                 results = tuple(s.write(batch) for s in self.sinks)
             finally:
                 matched.unpersist()

@@ -165,6 +165,12 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
     # Stay on loopback (the machine's name may resolve elsewhere) and keep the JVM quiet.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log_conf = _quiet_log4j()
+    if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        # Driver JVM options only take effect on the command line that starts the JVM.
+        args = [f"--driver-java-options '-Dlog4j.configurationFile={log_conf}'"]
+        if settings.driver_memory:
+            args.append(f"--driver-memory {settings.driver_memory}")
+        os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join([*args, "pyspark-shell"])
     from pyspark.sql import SparkSession
 
     builder = (

@@ -37,6 +37,25 @@ class MatchedBatch:
     batch_id: int
     """0 for a batch job; the micro-batch id in a streaming query."""
     streaming: bool = False
+    """Whether this is a micro-batch of a streaming query."""
+    counts: Mapping[str, int] | None = None
+    """Notifications per subscriber, when the pipeline already computed them."""
+    sources: int | None = None
+    """Number of distinct sources among the matched rows, when known."""
+    bad: int | None = None
+    """Number of dead-letter rows, when known."""
+    events: int | None = None
+    """Number of matched rows (good events), when known."""
+
+    def subscriber_counts(self) -> dict[str, int]:
+        """Notifications per subscriber (computed once by the pipeline, or here)."""
+        if self.counts is not None:
+            return dict(self.counts)
+        from pyspark.sql import functions as F
+
+        rows = (self.matched.select(F.explode("owners").alias("subscriber"))
+                .groupBy("subscriber").count().collect())
+        return {r["subscriber"]: int(r["count"]) for r in rows}
 
     def notifications(self) -> DataFrame:
         """One row per (event, profile): source, event, type, profile, subscriber, version,
@@ -117,15 +136,10 @@ class ParquetSink:
             parts: tuple[str, ...] = ("subscriber", "batch")
         else:
             parts = ("subscriber",)
-        notes = notes.persist()
-        try:
-            counts = {r["subscriber"]: int(r["count"])
-                      for r in notes.groupBy("subscriber").count().collect()}
-            if counts or not batch.streaming:
-                _overwrite(notes.repartition(*[F.col(p) for p in parts]), self.path, "parquet",
-                           partition_by=parts)
-        finally:
-            notes.unpersist()
+        counts = batch.subscriber_counts()
+        if counts or not batch.streaming:
+            _overwrite(notes.repartition(*[F.col(p) for p in parts]), self.path, "parquet",
+                       partition_by=parts)
         return SinkResult(self.name, sum(counts.values()), str(self.path), counts)
 
     def read_back(self, spark: SparkSession) -> list[tuple[str, int, str]]:
@@ -156,12 +170,14 @@ class JsonLinesSink:
         from pyspark.sql import functions as F
 
         df = batch.matched
-        several = batch.streaming or df.select("source").distinct().limit(2).count() > 1
+        n_sources = (batch.sources if batch.sources is not None
+                     else df.select("source").distinct().limit(2).count())
+        several = batch.streaming or n_sources > 1
         cols = (["source"] if several else []) + ["event", "matches"]
         if batch.streaming:
             target = self.path / f"batch={batch.batch_id}"
             out = df.select(*cols)
-            rows = out.count()
+            rows = out.count() if batch.events is None else batch.events
             _overwrite(out, target, "json")
             return SinkResult(self.name, rows, str(target))
         out = df.select(*cols).orderBy(*[F.col(c) for c in cols if c != "matches"])
@@ -220,7 +236,7 @@ class DeadLetterSink:
         dead = batch.dead.select("source", "line", "column", "reason", "text")
         if batch.streaming:
             target = self.path / f"batch={batch.batch_id}"
-            rows = dead.count()
+            rows = dead.count() if batch.bad is None else batch.bad
             if rows:
                 _overwrite(dead, target, "json")
             return SinkResult(self.name, rows, str(target))
@@ -257,11 +273,8 @@ class CountsSink:
         return {k: dict(v) for k, v in data.get("batches", {}).items()}
 
     def write(self, batch: MatchedBatch) -> SinkResult:
-        from pyspark.sql import functions as F
 
-        rows = (batch.matched.select(F.explode("owners").alias("subscriber"))
-                .groupBy("subscriber").count().collect())
-        counts = {r["subscriber"]: int(r["count"]) for r in rows}
+        counts = batch.subscriber_counts()
         batches = self._load() if batch.streaming else {}
         batches[str(batch.batch_id)] = counts
         total: dict[str, int] = {}

@@ -1,0 +1,249 @@
+"""``siftbus pipeline run|stream``: the Spark job from the command line."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from siftbus.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from siftbus.spark.pipeline import BatchReport
+    from siftbus.spark.sinks import Sink
+
+
+@contextmanager
+def spark_progress(spark: SparkSession, *, enabled: bool = True) -> Iterator[None]:
+    """Show Spark's active stages (tasks done / total) on stderr while the block runs."""
+    if not enabled:
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    tracker = spark.sparkContext.statusTracker()
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True), transient=True)
+    stop = threading.Event()
+
+    def poll() -> None:
+        tasks: dict[int, Any] = {}
+        while not stop.wait(0.25):
+            try:
+                active = set(tracker.getActiveStageIds())
+            except Exception:  # the context is shutting down
+                return
+            for sid in active:
+                info = tracker.getStageInfo(sid)
+                if info is None:
+                    continue
+                name = info.name.split(" at ")[0]
+                if sid not in tasks:
+                    tasks[sid] = progress.add_task(f"stage {sid} {name}", total=info.numTasks)
+                progress.update(tasks[sid], completed=info.numCompletedTasks,
+                                total=info.numTasks)
+            for sid in [s for s in tasks if s not in active]:
+                progress.remove_task(tasks.pop(sid))
+
+    with progress:
+        t = threading.Thread(target=poll, name="siftbus-spark-progress", daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join(timeout=5)
+
+
+def _session(config: Path | None, master: str | None, shuffle_partitions: int | None,
+             driver_memory: str | None) -> SparkSession:
+    from siftbus.spark.session import build_session, load_settings
+
+    settings = load_settings(config).with_overrides(
+        master=master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory)
+    return build_session(settings)
+
+
+def _webhooks(specs: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for spec in specs:
+        sub, sep, url = spec.partition("=")
+        if not sep or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"--webhook wants SUBSCRIBER=URL or *=URL, got {spec!r}",
+                              field="webhook")
+        out[sub] = url
+    return out
+
+
+def _delivery_sinks(webhook: list[str], deliver_dir: Path | None) -> list[Sink]:
+    from siftbus.spark.sinks import DeliverySink, FileDeliverer, WebhookDeliverer
+
+    sinks: list[Sink] = []
+    if webhook:
+        sinks.append(DeliverySink(WebhookDeliverer(_webhooks(webhook))))
+    if deliver_dir is not None:
+        sinks.append(DeliverySink(FileDeliverer(deliver_dir)))
+    return sinks
+
+
+def print_report(report: BatchReport, *, title: str = "siftbus pipeline") -> None:
+    """A summary table of a batch job on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from siftbus.spark.pipeline import summary_rows
+
+    table = Table(title=title)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for label, value in summary_rows(report):
+        table.add_row(label, str(value))
+    if report.seconds > 0:
+        table.add_row("events/s (whole job)", f"{report.events / report.seconds:,.0f}")
+    outputs = Table(title="outputs")
+    outputs.add_column("sink")
+    outputs.add_column("rows", justify="right")
+    outputs.add_column("where")
+    for s in report.sinks:
+        outputs.add_row(s.sink, str(s.rows), s.where)
+    console = Console()
+    console.print(table)
+    console.print(outputs)
+
+
+Schema_ = Annotated[Path, typer.Option("--schema", "-s", help="Schema TOML file.")]
+Profiles_ = Annotated[str, typer.Option(
+    "--profiles", "-p", help="Profile file, or a broker store as sqlite:PATH.")]
+Out_ = Annotated[Path, typer.Option("--out", "-o", help="Output directory.")]
+Master_ = Annotated[str | None, typer.Option(
+    "--master", help="Spark master URL (default local[*]; e.g. spark://127.0.0.1:7077).")]
+Engine_ = Annotated[str, typer.Option("--engine", help="Matcher engine: index or reference.")]
+Config_ = Annotated[Path | None, typer.Option(
+    "--config", help="TOML file with a [spark] table of settings.")]
+Shuffle_ = Annotated[int | None, typer.Option("--shuffle-partitions", help="Shuffle partitions.")]
+Memory_ = Annotated[str | None, typer.Option("--driver-memory", help="e.g. 2g.")]
+Webhook_ = Annotated[list[str], typer.Option(
+    "--webhook", help="Deliver live: SUBSCRIBER=URL (or *=URL); repeatable.")]
+Deliver_ = Annotated[Path | None, typer.Option(
+    "--deliver-dir", help="Deliver live to JSON-lines files per subscriber here.")]
+NoProgress_ = Annotated[bool, typer.Option("--no-progress", help="No progress display.")]
+
+
+def register(app: typer.Typer) -> None:
+    pipeline = typer.Typer(help="Match event files or streams on Spark (local or a cluster).",
+                           no_args_is_help=True)
+    app.add_typer(pipeline, name="pipeline")
+
+    @pipeline.command("run")
+    def run(
+        schema: Schema_,
+        profiles: Profiles_,
+        events: Annotated[list[Path], typer.Option(
+            "--events", "-e", help="Event file or directory (repeatable).")],
+        out: Out_,
+        master: Master_ = None,
+        engine: Engine_ = "index",
+        fmt: Annotated[str, typer.Option(
+            "--format", help="jsonl, parquet (wide) or keyed (Parquet).")] = "jsonl",
+        config: Config_ = None,
+        shuffle_partitions: Shuffle_ = None,
+        driver_memory: Memory_ = None,
+        webhook: Webhook_ = [],  # noqa: B006 (typer reads the default)
+        deliver_dir: Deliver_ = None,
+        no_progress: NoProgress_ = False,
+    ) -> None:
+        """Batch job: parse, validate, match and write notifications, counts, dead letters."""
+        from siftbus.model import load_schema
+        from siftbus.spark.match_stage import ENGINES
+        from siftbus.spark.pipeline import Pipeline, standard_sinks
+        from siftbus.spark.sources import read_source
+        from siftbus.spark.subscriptions import SubscriptionSet, profile_source
+
+        if engine not in ENGINES:
+            raise ConfigError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}",
+                              field="engine")
+        sch = load_schema(schema)
+        subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)
+        spark = _session(config, master, shuffle_partitions, driver_memory)
+        pipe = Pipeline(spark, sch, subs,
+                        [*standard_sinks(out), *_delivery_sinks(webhook, deliver_dir)])
+        try:
+            with spark_progress(spark, enabled=not no_progress):
+                report = pipe.run(read_source(spark, events, fmt))
+        finally:
+            pipe.close()
+        print_report(report)
+
+    @pipeline.command("stream")
+    def stream(
+        schema: Schema_,
+        profiles: Profiles_,
+        watch: Annotated[Path, typer.Option("--watch", help="Directory to watch for files.")],
+        out: Out_,
+        checkpoint: Annotated[Path | None, typer.Option(
+            "--checkpoint", help="Checkpoint directory (default OUT/_checkpoint).")] = None,
+        master: Master_ = None,
+        engine: Engine_ = "index",
+        trigger: Annotated[float | None, typer.Option(
+            "--trigger", help="Micro-batch interval in seconds (default: as fast as data "
+            "comes).")] = None,
+        available_now: Annotated[bool, typer.Option(
+            "--available-now", help="Process what is there, then stop.")] = False,
+        max_files: Annotated[int | None, typer.Option(
+            "--max-files-per-trigger", help="Files per micro-batch.")] = None,
+        idle_stop: Annotated[float | None, typer.Option(
+            "--stop-when-idle", help="Stop after this many seconds without new data.")] = None,
+        config: Config_ = None,
+        shuffle_partitions: Shuffle_ = None,
+        driver_memory: Memory_ = None,
+        webhook: Webhook_ = [],  # noqa: B006 (typer reads the default)
+        deliver_dir: Deliver_ = None,
+    ) -> None:
+        """Streaming job over new files in a directory; follows subscription changes."""
+        from siftbus.model import load_schema
+        from siftbus.spark.pipeline import Pipeline, streaming_sinks
+        from siftbus.spark.sources import watch_directory
+        from siftbus.spark.subscriptions import SubscriptionSet, profile_source
+
+        sch = load_schema(schema)
+        subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)
+        spark = _session(config, master, shuffle_partitions, driver_memory)
+        pipe = Pipeline(spark, sch, subs,
+                        [*streaming_sinks(out), *_delivery_sinks(webhook, deliver_dir)])
+        last = [time.monotonic()]
+
+        def on_batch(r: BatchReport) -> None:
+            last[0] = time.monotonic()
+            typer.echo(f"batch {r.batch_id}: {r.events} events, {r.bad} bad, "
+                       f"{r.notifications} notifications, {r.profiles} profiles "
+                       f"(v{r.version}), {r.seconds:.2f}s", err=False)
+
+        ck = checkpoint or out / "_checkpoint"
+        q = pipe.stream(watch_directory(spark, watch, max_files_per_trigger=max_files), ck,
+                        trigger_seconds=trigger, available_now=available_now,
+                        on_batch=on_batch)
+        typer.echo(f"watching {watch} -> {out} (checkpoint {ck}); Ctrl-C stops", err=True)
+        try:
+            while q.isActive:
+                q.awaitTermination(0.5)
+                if idle_stop is not None and time.monotonic() - last[0] > idle_stop:
+                    typer.echo(f"no new data for {idle_stop:g}s: stopping", err=True)
+                    q.stop()
+            exc = q.exception()
+            if exc is not None:
+                typer.echo(f"siftbus: error: the streaming query failed: "
+                           f"{str(exc).strip().splitlines()[0]}", err=True)
+                raise typer.Exit(1)
+        except KeyboardInterrupt:
+            q.stop()
+        finally:
+            pipe.close()
