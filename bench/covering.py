@@ -14,6 +14,9 @@ table:
   share of profiles covering saves (1 - roots / profiles);
 * match: events/s walking from the roots, against the reference matcher on the same
   events (results are checked equal);
+* covering queries (:class:`CoveringIndex` over all n profiles): ``covering(p)`` and
+  ``covered(p)`` per query, against the linear scan answering the same question
+  (results checked equal);
 * peer-to-peer forwarding (``Forwarder``, neighbours N1..N3 plus local clients, each
   profile from one of them at random): subscribe/unsubscribe cost, and per neighbour the
   size of out(Y) against forwarding every profile not from Y (no covering).
@@ -46,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from siftbus.covering.forest import PosetForest
 from siftbus.covering.poset import FilterPoset
+from siftbus.covering.query import CoveringIndex
 from siftbus.covering.relations import covers
 from siftbus.covering.routing import Forwarder
 from siftbus.covering.table import TableBase
@@ -142,6 +146,31 @@ def measure(cls: type[TableBase], indexed: bool, base: list[Profile], fresh: lis
 NEIGHBOURS = ["N1", "N2", "N3"]
 
 
+def measure_queries(base: list[Profile], probes: list[Profile], k: int,
+                    repeat: int) -> dict[str, Any]:
+    index = CoveringIndex(base)
+    out: dict[str, Any] = {}
+    for name, test in (("covering", lambda q, p: covers(q, p)),
+                       ("covered", lambda q, p: covers(p, q))):
+        rounds = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for p in probes:
+                getattr(index, name)(p)
+            rounds.append(time.perf_counter() - t0)
+        fast = _median_us(rounds, len(probes))
+        t0 = time.perf_counter()
+        for p in probes[:k]:
+            want = sorted(q.id for q in base if q.id != p.id and test(q, p))
+            if [q.id for q in getattr(index, name)(p)] != want:
+                raise SystemExit(f"CoveringIndex.{name} differs from the linear scan")
+        slow = (time.perf_counter() - t0) / k * 1e6
+        out[f"{name}_us"] = fast
+        out[f"{name}_linear_us"] = slow
+        out[f"{name}_speedup"] = slow / fast
+    return out
+
+
 def measure_forwarder(cls: type[TableBase], base: list[Profile], victims: list[Profile],
                       repeat: int) -> dict[str, Any]:
     rng = random.Random(len(base))
@@ -174,8 +203,8 @@ def measure_forwarder(cls: type[TableBase], base: list[Profile], victims: list[P
 
 
 def run(sizes: list[int], sample: int, repeat: int, n_events: int, walk_upto: int,
-        fwd_upto: int, only: list[str], fwd_rows: list[dict[str, Any]]
-        ) -> list[dict[str, Any]]:
+        fwd_upto: int, only: list[str], fwd_rows: list[dict[str, Any]],
+        query_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for name in only:
         gen_profiles, gen_events = WORKLOADS[name]
@@ -208,6 +237,9 @@ def run(sizes: list[int], sample: int, repeat: int, n_events: int, walk_upto: in
                          match_ratio=r["match_events_per_s"] / ref_eps)
                 rows.append(r)
                 print(_row(r), flush=True)
+            qr = measure_queries(base, victims, k, repeat)
+            qr.update(workload=name, profiles=n)
+            query_rows.append(qr)
             if n <= fwd_upto:
                 for cls in (FilterPoset, PosetForest):
                     f = measure_forwarder(cls, base, victims, repeat)
@@ -257,9 +289,17 @@ def main() -> None:
     print(HEADER, flush=True)
     t0 = time.perf_counter()
     fwd_rows: list[dict[str, Any]] = []
+    query_rows: list[dict[str, Any]] = []
     rows = run(sizes, sample, args.repeat, n_events, walk_upto,
                100_000 if args.full else 10_000, args.workload or ["standard", "building"],
-               fwd_rows)
+               fwd_rows, query_rows)
+    print("\nCovering queries on the whole profile set (CoveringIndex vs linear scan):\n")
+    print("| workload | n | covering µs | ×linear | covered µs | ×linear |\n"
+          "|---|---:|---:|---:|---:|---:|")
+    for r in query_rows:
+        print(f"| {r['workload']} | {r['profiles']} | {r['covering_us']:.0f} | "
+              f"{r['covering_speedup']:.0f} | {r['covered_us']:.0f} | "
+              f"{r['covered_speedup']:.0f} |")
     print("\nPeer-to-peer forwarding (3 neighbours + local clients), per neighbour:\n")
     print(FWD_HEADER)
     for r in fwd_rows:
@@ -275,6 +315,7 @@ def main() -> None:
         "seconds": time.perf_counter() - t0,
         "rows": rows,
         "forwarding": fwd_rows,
+        "queries": query_rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
