@@ -954,9 +954,12 @@ class _Unrepresentable(Exception):
     pass
 
 
-def _kinds_of(v: Any) -> tuple[int, int, str, int]:
-    """(kind, number key, string key, bool key) of a field value, or raise
-    :class:`_Unrepresentable`."""
+_UNREPRESENTABLE: Any = object()  # a number with no exact key (NaN, a huge int)
+
+
+def _kinds_of(v: Any) -> tuple[int, Any, str, int]:
+    """(kind, number key, string key, bool key) of a field value; the number key is
+    ``_UNREPRESENTABLE`` for NaN and ints beyond 2**53."""
     if v is _MISSING:
         return 0, NUM_ABSENT, "", 0
     if isinstance(v, bool):
@@ -964,10 +967,10 @@ def _kinds_of(v: Any) -> tuple[int, int, str, int]:
     if isinstance(v, int):
         if -_EXACT_INT <= v <= _EXACT_INT:
             return 1, num_key(float(v)), "", 0
-        raise _Unrepresentable
+        return 1, _UNREPRESENTABLE, "", 0
     if isinstance(v, float):
         if math.isnan(v):
-            raise _Unrepresentable
+            return 1, _UNREPRESENTABLE, "", 0
         return 1, num_key(v), "", 0
     if isinstance(v, str):
         return 2, NUM_ABSENT, "=" + v, 0
@@ -1000,6 +1003,45 @@ def _num_interval(op: str, k: int) -> IntervalSet:
 
 
 _FIXED_ATTRS = ("domain_name", "type_name", "event_name")
+_ASPECT_DOMAINS: dict[str, IntDomain | StringDomain] = {
+    "k": IntDomain(0, 4), "n": IntDomain(NUM_ABSENT, NUM_MAX),
+    "s": StringDomain(), "b": IntDomain(0, 2)}
+
+
+def _atom_constraints(a: Atom, put: Callable[[tuple[Any, str], Any], None]) -> None:
+    """One atom as a constraint on one abstract attribute: ("fixed", name) or
+    (field, aspect) with aspect k (kind), n (number key), s (string key), b (boolean)."""
+    f = a.field
+    if f.kind == "fixed":
+        if a.op == "exist":
+            put(("fixed", f.name), StringConstraint())
+        elif a.op == "==" and isinstance(a.value, str):
+            put(("fixed", f.name), StringConstraint.make(frozenset({a.value})))
+        elif a.op == "!=" and isinstance(a.value, str):
+            put(("fixed", f.name), StringConstraint.make(None, "", frozenset({a.value})))
+        else:
+            # absent / wrong kind / bare string as a boolean: the evaluator never says
+            # TRUE (headers are always strings).
+            put(("fixed", f.name), StringConstraint(frozenset()))
+        return
+    if a.op == "exist":
+        put((f, "k"), IntervalSet.range(1, 4))
+    elif a.op == "absent":
+        put((f, "k"), IntervalSet.range(0, 0))
+    elif a.op == "true":
+        put((f, "b"), IntervalSet.range(2, 2))
+    elif isinstance(a.value, bool):
+        k = 2 if a.value else 1
+        put((f, "b"), _num_interval(a.op, k).intersect(IntervalSet.range(1, 2)))
+    elif isinstance(a.value, str):
+        if a.op == "==":
+            put((f, "s"), StringConstraint.make(frozenset({"=" + a.value})))
+        elif a.op == "!=":
+            put((f, "s"), StringConstraint.make(None, "=", frozenset({"=" + a.value})))
+        else:  # _atom never yields string ordering
+            raise AssertionError(a)
+    else:
+        put((f, "n"), _num_interval(a.op, num_key(float(a.value))))
 
 
 def _name_constraint(pattern: str) -> StringConstraint | None:
@@ -1031,6 +1073,10 @@ class ConstraintIndex:
         self._compiled: dict[str, list[tuple[tuple[str, str], tuple[Atom, ...]]]] = {}
         self._fallback: dict[str, tuple[Constraint, tuple[tuple[str, str], ...]]] = {}
         self._fields: dict[FieldRef, int] = {}
+        # the derived type holds only the attributes some compiled constraint uses:
+        # abstract key ("fixed", name) or (field, aspect) -> attribute name
+        self._attr_names: dict[tuple[Any, str], str] = {}
+        self._layout: list[tuple[Any, str]] = []
         self._etype: EventType = self._make_etype()
         self._matcher: Any = None
         self._profile_owner: dict[str, str] = {}
@@ -1056,13 +1102,18 @@ class ConstraintIndex:
         return len(self._fallback)
 
     def _make_etype(self) -> EventType:
-        attrs = [Attribute(n, StringDomain(), i) for i, n in enumerate(_FIXED_ATTRS)]
-        for i in sorted(self._fields.values()):
-            base = len(attrs)
-            attrs.append(Attribute(f"f{i}k", IntDomain(0, 4), base))
-            attrs.append(Attribute(f"f{i}n", IntDomain(NUM_ABSENT, NUM_MAX), base + 1))
-            attrs.append(Attribute(f"f{i}s", StringDomain(), base + 2))
-            attrs.append(Attribute(f"f{i}b", IntDomain(0, 2), base + 3))
+        attrs: list[Attribute] = []
+        layout: list[tuple[Any, str]] = []
+        for name in _FIXED_ATTRS:
+            if ("fixed", name) in self._attr_names:
+                attrs.append(Attribute(name, StringDomain(), len(attrs)))
+                layout.append(("fixed", name))
+        for f, i in sorted(self._fields.items(), key=lambda kv: kv[1]):
+            for aspect in "knsb":
+                if (f, aspect) in self._attr_names:
+                    attrs.append(Attribute(f"f{i}{aspect}", _ASPECT_DOMAINS[aspect], len(attrs)))
+                    layout.append((f, aspect))
+        self._layout = layout
         return EventType("ETCLEvent", tuple(attrs))
 
     def _new_matcher(self) -> Any:
@@ -1091,12 +1142,18 @@ class ConstraintIndex:
             self._fallback[key] = (constraint, types)
             return False
         self._compiled[key] = [(v, atoms) for v in variants]
-        new_field = False
-        for a in atoms:
-            if a.field.kind != "fixed" and a.field not in self._fields:
-                self._fields[a.field] = len(self._fields)
-                new_field = True
-        if new_field:
+        new_attr = False
+        for (d, t) in variants:
+            for ak in self._constraints_of(d, t, atoms):
+                if ak in self._attr_names:
+                    continue
+                f = ak[0]
+                if f != "fixed" and f not in self._fields:
+                    self._fields[f] = len(self._fields)
+                self._attr_names[ak] = ak[1] if f == "fixed" else \
+                    f"f{self._fields[f]}{ak[1]}"
+                new_attr = True
+        if new_attr:
             self._etype = self._make_etype()
             self._dirty = True
         elif not self._dirty:
@@ -1115,58 +1172,34 @@ class ConstraintIndex:
                 self._matcher.remove(pid)
                 del self._profile_owner[pid]
 
+    def _constraints_of(self, d: str, t: str, atoms: tuple[Atom, ...]
+                        ) -> dict[tuple[Any, str], Any]:
+        """The constraints of one event-type variant, by abstract attribute key
+        (unconstrained string attributes left out)."""
+        cons: dict[tuple[Any, str], Any] = {}
+
+        def put(ak: tuple[Any, str], c: Any) -> None:
+            prev = cons.get(ak)
+            cons[ak] = c if prev is None else prev.intersect(c)
+
+        dc, tc = _name_constraint(d), _name_constraint(t)
+        assert dc is not None and tc is not None
+        put(("fixed", "domain_name"), dc)
+        put(("fixed", "type_name"), tc)
+        for a in atoms:
+            _atom_constraints(a, put)
+        return {k: c for k, c in cons.items()
+                if not (isinstance(c, StringConstraint) and c.unconstrained)}
+
     def _profiles_for(self, key: str) -> list[Profile]:
         out: list[Profile] = []
         for n, ((d, t), atoms) in enumerate(self._compiled[key]):
-            cons: dict[str, Any] = {}
-
-            def put(attr: str, c: Any, cons: dict[str, Any] = cons) -> None:
-                prev = cons.get(attr)
-                cons[attr] = c if prev is None else prev.intersect(c)
-
-            dc, tc = _name_constraint(d), _name_constraint(t)
-            assert dc is not None and tc is not None
-            put("domain_name", dc)
-            put("type_name", tc)
-            for a in atoms:
-                self._atom_constraints(a, put)
+            cons = self._constraints_of(d, t, atoms)
             if any(c.empty for c in cons.values()):
                 continue
-            out.append(Profile.from_constraints(f"{key}.{n}", self._etype, cons))
+            named = {self._attr_names[ak]: c for ak, c in cons.items()}
+            out.append(Profile.from_constraints(f"{key}.{n}", self._etype, named))
         return out
-
-    def _atom_constraints(self, a: Atom, put: Callable[[str, Any], None]) -> None:
-        f = a.field
-        if f.kind == "fixed":
-            if a.op == "exist" or (a.op == "==" and isinstance(a.value, str)):
-                put(f.name, StringConstraint() if a.op == "exist"
-                    else StringConstraint.make(frozenset({a.value})))
-            elif a.op == "!=" and isinstance(a.value, str):
-                put(f.name, StringConstraint.make(None, "", frozenset({a.value})))
-            else:
-                # absent / wrong kind / ordering on a string / bare string as a boolean:
-                # the evaluator never says TRUE (headers are always strings).
-                put(f.name, StringConstraint(frozenset()))
-            return
-        i = self._fields[f]
-        if a.op == "exist":
-            put(f"f{i}k", IntervalSet.range(1, 4))
-        elif a.op == "absent":
-            put(f"f{i}k", IntervalSet.range(0, 0))
-        elif a.op == "true":
-            put(f"f{i}b", IntervalSet.range(2, 2))
-        elif isinstance(a.value, bool):
-            k = 2 if a.value else 1
-            put(f"f{i}b", _num_interval(a.op, k).intersect(IntervalSet.range(1, 2)))
-        elif isinstance(a.value, str):
-            if a.op == "==":
-                put(f"f{i}s", StringConstraint.make(frozenset({"=" + a.value})))
-            elif a.op == "!=":
-                put(f"f{i}s", StringConstraint.make(None, "=", frozenset({"=" + a.value})))
-            else:  # _atom never yields string ordering
-                raise AssertionError(a)
-        else:
-            put(f"f{i}n", _num_interval(a.op, num_key(float(a.value))))
 
     def _add_profiles(self, key: str) -> None:
         profiles = self._profiles_for(key)
@@ -1187,12 +1220,29 @@ class ConstraintIndex:
     # -- matching ------------------------------------------------------------------------
 
     def derived_event(self, ev: Any) -> Event | None:
-        """The event over the derived type, or ``None`` when a field value has no exact
-        key (NaN, an int beyond 2**53): such events are evaluated, not indexed."""
-        keys: list[Any] = [ev.domain_name, ev.type_name, ev.event_name]
+        """The event over the derived type, or ``None`` when a number it needs has no
+        exact key (NaN, an int beyond 2**53): such events are evaluated, not indexed."""
+        keys: list[Any] = []
+        last: Any = None
+        kinds: tuple[int, Any, str, int] = (0, 0, "", 0)
         try:
-            for f in self._fields:  # insertion order == field number order
-                keys.extend(_kinds_of(_field_value(ev, f)))
+            for f, aspect in self._layout:
+                if f == "fixed":
+                    keys.append(getattr(ev, aspect))
+                    continue
+                if f is not last:
+                    last = f
+                    kinds = _kinds_of(_field_value(ev, f))
+                if aspect == "k":
+                    keys.append(kinds[0])
+                elif aspect == "n":
+                    if kinds[1] is _UNREPRESENTABLE:
+                        raise _Unrepresentable
+                    keys.append(kinds[1])
+                elif aspect == "s":
+                    keys.append(kinds[2])
+                else:
+                    keys.append(kinds[3])
         except _Unrepresentable:
             return None
         return Event(self._etype, tuple(keys))
