@@ -44,6 +44,8 @@ from siftbus.match.index import IndexMatcher  # noqa: E402
 from siftbus.match.reference import ReferenceMatcher  # noqa: E402
 from siftbus.model import Event, IntervalSet, Profile  # noqa: E402
 from workload import (  # noqa: E402
+    building_events,
+    building_profiles,
     columns_of,
     expected_matches,
     standard_event_keys,
@@ -207,6 +209,35 @@ def run_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
     return res
 
 
+def run_building(n: int, n_events: int, min_t: float, repeats: int) -> dict[str, Any]:
+    """Bittner's building-automation workload: several event types, strings, decimals."""
+    profiles = building_profiles(n)
+    events = building_events(n_events)
+    res: dict[str, Any] = {"profiles": n, "events": n_events}
+    ref = ReferenceMatcher()
+    for p in profiles:
+        ref.add(p)
+    sample = events[:200]
+    want = ref.match_batch(sample)
+    res["reference_eps"], _ = rate(lambda i: len([ref.match(sample[i])]) or 1, len(sample),
+                                   min_t, repeats)
+    for name, factory in (("index", IndexMatcher), ("counting", CountingMatcher)):
+        m = factory()
+        t0 = time.perf_counter()
+        for p in profiles:
+            m.add(p)
+        m.match_batch(events[:1])
+        build = time.perf_counter() - t0
+        assert [m.match(e) for e in sample] == want, f"{name} disagrees on building"
+        eps, _ = rate(lambda i, m=m: len([m.match(events[i])]) or 1, len(events), min_t,
+                      repeats)
+        beps, _ = rate(lambda i, m=m: len(m.match_batch(events)), 1, min_t, repeats)
+        res[name] = {"build_s": build, "event_eps": eps, "match_batch_eps": beps,
+                     "x_reference": eps / res["reference_eps"]}
+    res["matches_per_event"] = sum(len(r) for r in want) / len(want)
+    return res
+
+
 def table(results: list[dict[str, Any]]) -> str:
     rows = ["| profiles | engine | build s | profiles/s | match() ev/s | batch cols ev/s | "
             "match_batch ev/s | x reference (event / batch) | x plain loop (event) | "
@@ -264,10 +295,17 @@ def main() -> None:
                     help="largest profile count for the counting matcher")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "matcher.json")
+    ap.add_argument("--building", type=int, default=20_000,
+                    help="profiles of the building-automation run (0: skip)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--one-building", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one is not None:
         print(json.dumps(run_size(args.one, args)))
+        return
+    if args.one_building is not None:
+        print(json.dumps(run_building(args.one_building, min(args.events, 10_000),
+                                      args.min_time, args.repeats)))
         return
     if args.quick:
         args.repeats = min(args.repeats, 3)
@@ -286,9 +324,24 @@ def main() -> None:
         res["wall_s"] = time.perf_counter() - t0
         results.append(res)
         print(f"  {n:,} profiles done in {res['wall_s']:.0f} s", file=sys.stderr)
+    building = None
+    if args.building:
+        out = subprocess.run([sys.executable, __file__, "--one-building", str(args.building),
+                              "--events", str(args.events), "--repeats", str(args.repeats),
+                              "--min-time", str(args.min_time)],
+                             check=True, capture_output=True, text=True)
+        building = json.loads(out.stdout.strip().splitlines()[-1])
     md = table(results)
     grow = growth(results)
     print(md)
+    if building is not None:
+        print(f"\nbuilding automation, {building['profiles']:,} profiles, "
+              f"{building['matches_per_event']:.1f} matches/event: reference "
+              f"{building['reference_eps']:,.0f} ev/s; " + "; ".join(
+                  f"{k} match() {building[k]['event_eps']:,.0f} ev/s "
+                  f"(x{building[k]['x_reference']:,.0f}), match_batch "
+                  f"{building[k]['match_batch_eps']:,.0f} ev/s"
+                  for k in ("index", "counting")))
     for g in grow:
         print(f"\n{g['from']:,} -> {g['to']:,} profiles: time per event x"
               f"{g['event_time_ratio']:.2f} (match), x{g['batch_time_ratio']:.2f} (batch)")
@@ -301,7 +354,8 @@ def main() -> None:
         else "default", "values": args.values, "repeats": args.repeats,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "loadavg": load, "platform": platform.platform()},
-        "results": results, "growth": grow, "table": md}, indent=2) + "\n")
+        "results": results, "growth": grow, "building": building, "table": md},
+        indent=2) + "\n")
 
 
 if __name__ == "__main__":
