@@ -31,6 +31,7 @@ from decimal import Decimal
 import numpy as np
 
 from siftbus.model import (
+    Condition,
     Event,
     EventType,
     IntervalSet,
@@ -92,6 +93,7 @@ def standard_profiles(n: int, *, seed: int = 1, values: str = "uniform",
     width = len(str(max(n - 1, 1)))
     out: list[Profile] = []
     int_names = [f"i{j}" for j in range(10)]
+    interned: dict[tuple[str, str, IntervalSet], Condition] = {}
     for idx in range(n):
         etype = types[idx % len(types)]
         k = 1 if rnd.random() < p_single else rnd.randint(2, 5)
@@ -109,8 +111,21 @@ def standard_profiles(n: int, *, seed: int = 1, values: str = "uniform",
             for a, s in zip(ints, _split(rnd, min(0.0, budget), len(ints)), strict=True):
                 cons[int_names[a]] = _int_constraint(rnd, s,
                                                      zipfs[a] if zipfs is not None else None)
-        out.append(Profile.from_constraints(f"{id_prefix}{idx:0{width}d}", etype, cons))
+        conds = tuple(_intern_condition(etype, name, c, interned) for name, c in
+                      sorted(cons.items(), key=lambda kv: etype.attribute(kv[0]).position))
+        out.append(Profile(f"{id_prefix}{idx:0{width}d}", etype, conds))
     return out
+
+
+def _intern_condition(etype: EventType, name: str, c: IntervalSet,
+                      interned: dict[tuple[str, str, IntervalSet], Condition]) -> Condition:
+    """One shared Condition object per distinct condition: a million profiles then cost
+    what their ids and tuples cost, not a million copies of the same intervals."""
+    key = (etype.name, name, c)
+    cond = interned.get(key)
+    if cond is None:
+        cond = interned[key] = Condition(name, etype.attribute(name).position, c)
+    return cond
 
 
 def _split(rnd: random.Random, log_q: float, k: int) -> list[float]:
