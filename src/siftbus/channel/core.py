@@ -1697,8 +1697,13 @@ class _Dispatcher:
                 if not work and not polls:
                     ch._cond.wait(max(0.0, wait))
                     continue
-            for p, client, batch in work:
-                self._deliver(p, client, batch)
+            done = [(p, batch) for p, client, batch in work
+                    if self._deliver(p, client, batch)]
+            if done:
+                with ch._lock:  # one lock round trip for every successful delivery
+                    for p, batch in done:
+                        p._failures = 0
+                        ch._delivered(p, batch)
             for poller in polls:
                 try:
                     msgs = poller._poll()
@@ -1711,14 +1716,14 @@ class _Dispatcher:
                     except Exception:  # rejected (ImplLimit) or destroyed meanwhile
                         continue
 
-    def _deliver(self, p: ProxySupplier, client: Any, batch: list[Entry]) -> None:
-        ch = self.channel
+    def _deliver(self, p: ProxySupplier, client: Any, batch: list[Entry]) -> bool:
+        """Push a batch (outside the lock); False if the consumer failed (handled)."""
         if p.kind == SEQUENCE_EVENT:
             try:
                 client.push_structured_events([e.msg.structured for e in batch])
             except Exception as exc:
                 self._failed(p, batch, [], [], exc)
-                return
+                return False
         else:
             structured = p.kind == STRUCTURED_EVENT
             for i, e in enumerate(batch):
@@ -1729,10 +1734,8 @@ class _Dispatcher:
                         client.push(e.msg.as_any)
                 except Exception as exc:
                     self._failed(p, [e], batch[:i], batch[i + 1:], exc)
-                    return
-        with ch._lock:
-            p._failures = 0
-            ch._delivered(p, batch)
+                    return False
+        return True
 
     def _failed(self, p: ProxySupplier, failed: list[Entry], done: list[Entry],
                 untried: list[Entry], exc: Exception) -> None:
