@@ -295,14 +295,19 @@ async def _latency_once(port: int, n_sup: int, n_con: int, rate: float,
                         lat.append(now - fd[1]["value"])
 
         async def supply(j: int) -> None:
+            # Pushes keep the schedule: a push does not wait for the previous reply
+            # (pipelined on the connection), so the offered rate is really offered.
             interval = n_sup / rate
             t_next = time.perf_counter() + random.random() * interval
+            pending = []
             for i in range(per_sup):
                 delay = t_next - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                await sups[j].call("push", channel=cid, proxy=sids[j], events=[_event(i)])
+                pending.append(asyncio.ensure_future(
+                    sups[j].call("push", channel=cid, proxy=sids[j], events=[_event(i)])))
                 t_next += interval
+            await asyncio.gather(*pending)
 
         consumers = [asyncio.ensure_future(consume(k)) for k in range(n_con)]
         t0 = time.perf_counter()

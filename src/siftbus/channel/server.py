@@ -209,9 +209,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file", default=None)
     ap.add_argument("--engine", default=None)
+    ap.add_argument("--no-uvloop", action="store_true", help="use the stock asyncio loop")
     a = ap.parse_args(argv)
+    run = asyncio.run
+    if not a.no_uvloop:
+        with contextlib.suppress(ImportError):
+            import uvloop
+
+            run = uvloop.run
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(a.store, a.host, a.port, a.port_file, a.engine))
+        run(serve(a.store, a.host, a.port, a.port_file, a.engine))
 
 
 if __name__ == "__main__":
