@@ -234,7 +234,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"watching {watch} -> {out} (checkpoint {ck}); Ctrl-C stops", err=True)
         try:
             while q.isActive:
-                q.awaitTermination(0.5)
+                q.awaitTermination(1)
                 if idle_stop is not None and time.monotonic() - last[0] > idle_stop:
                     typer.echo(f"no new data for {idle_stop:g}s: stopping", err=True)
                     q.stop()

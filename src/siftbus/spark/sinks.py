@@ -403,6 +403,39 @@ class WebhookDeliverer:
         self._client.close()
 
 
+class BrokerDeliverer:
+    """Publishes the matched events into a siftbus broker network, whose routing delivers
+    them to the subscribers' clients (each event once, however many profiles it matched).
+    """
+
+    def __init__(self, host: str, port: int, *, name: str = "siftbus-pipeline",
+                 timeout: float = 60.0) -> None:
+        from siftbus.client import SyncClient
+
+        self.address = f"{host}:{port}"
+        self._client = SyncClient.connect(host, port, name=name, timeout=timeout)
+
+    @property
+    def where(self) -> str:
+        return f"broker {self.address}"
+
+    def deliver(self, batch_id: int, notes: Sequence[Notification]) -> int:
+        seen: set[tuple[str, int]] = set()
+        events: list[str] = []
+        for n in notes:
+            if (n.source, n.event) in seen or not n.text:
+                continue
+            seen.add((n.source, n.event))
+            events.append(n.text)
+        if events:
+            # ack=True: the broker has routed them when this returns (flow control).
+            self._client.publish_batch(events, ack=True)
+        return len(notes)
+
+    def close(self) -> None:
+        self._client.close()
+
+
 class DeliverySink:
     """Live delivery from ``foreachBatch``: collect the batch's notifications on the driver
     (only those ``accept`` lets through, e.g. alarms) and hand them to a :class:`Deliverer`.
@@ -502,6 +535,7 @@ def check_sink(sink: Sink, spark: SparkSession, *,
 
 
 __all__ = [
+    "BrokerDeliverer",
     "CountsSink",
     "DeadLetterSink",
     "Deliverer",

@@ -1,0 +1,313 @@
+"""``siftbus demo``: a building's day through the Spark pipeline, alarms delivered live.
+
+1. generate a day of building-automation events in Spark (seeded), as one JSON-lines file;
+2. run the batch pipeline on ``local[*]`` against ``examples/building/profiles.txt``;
+3. deliver the alarm notifications (security, janitors, facility) live: through a small
+   siftbus broker network on 127.0.0.1 (three brokers in a line, subscribers' clients
+   attached to different brokers) when the broker package is usable, else to files;
+4. analyse the notification log (matches per event, per-subscriber load, hot profiles),
+   save PNG plots, and print a summary table with where everything is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from siftbus.errors import ConfigError, EnvironmentProblem
+from siftbus.model import Profile, Schema
+
+ALARM_SUBSCRIBERS = ("security", "janitor", "facility")
+"""Subscribers (and ``janitor-floor*``) whose notifications count as alarms."""
+
+
+def is_alarm_subscriber(owner: str) -> bool:
+    return owner in ALARM_SUBSCRIBERS or owner.startswith("janitor-")
+
+
+def find_examples(start: Path | None = None) -> Path:
+    """``examples/building`` of this checkout (searched upwards from cwd and the package)."""
+    here = Path(__file__).resolve()
+    candidates = [start] if start else []
+    candidates += [Path.cwd(), *Path.cwd().parents, *here.parents]
+    for base in candidates:
+        if base is None:
+            continue
+        d = base / "examples" / "building"
+        if (d / "schema.toml").is_file() and (d / "profiles.txt").is_file():
+            return d
+    raise ConfigError("cannot find examples/building (schema.toml and profiles.txt); run the "
+                      "demo from the siftbus checkout or pass --examples DIR")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LiveNetwork:
+    """A broker network in this process (one asyncio loop in a thread) plus subscribers."""
+
+    schema: Schema
+    brokers: dict[str, int] = field(default_factory=dict)
+    received: dict[str, int] = field(default_factory=dict)
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    _servers: list[Any] = field(default_factory=list)
+    _clients: list[Any] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, names: Sequence[str] = ("B0", "B1", "B2")) -> None:
+        from siftbus.broker.config import parse_network
+
+        ports = {n: _free_port() for n in names}
+        lines = ["[network]", 'protocol = "forwarding"', 'strategy = "covering"', ""]
+        for i, n in enumerate(names):
+            lines += [f"[brokers.{n}]", 'host = "127.0.0.1"', f"port = {ports[n]}"]
+            if i:
+                lines.append(f'neighbours = ["{names[i - 1]}"]')
+            lines.append("")
+        net = parse_network("\n".join(lines), schema=self.schema)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="siftbus-demo-brokers")
+        self._thread.start()
+
+        async def up() -> None:
+            for n in names:
+                server = net.server(n)
+                await server.start()
+                self._servers.append(server)
+            for server in self._servers:
+                await server.wait_neighbours(30)
+
+        asyncio.run_coroutine_threadsafe(up(), self._loop).result(60)
+        self.brokers = ports
+
+    def subscribe(self, owner: str, profiles: Sequence[Profile], broker: str) -> None:
+        from siftbus.client import SyncClient
+
+        c = SyncClient.connect("127.0.0.1", self.brokers[broker], name=owner)
+        self._clients.append(c)
+
+        def got(_n: Any) -> None:
+            with self._lock:
+                self.received[owner] = self.received.get(owner, 0) + 1
+
+        for p in profiles:
+            c.subscribe(p, got, id=p.id)
+
+    def wait_for(self, expected: dict[str, int], timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if all(self.received.get(k, 0) >= v for k, v in expected.items()):
+                    return True
+            time.sleep(0.1)
+        return False
+
+    def close(self) -> None:
+        for c in self._clients:
+            with contextlib.suppress(Exception):
+                c.close()
+        if self._loop is not None:
+            async def down() -> None:
+                for s in self._servers:
+                    with contextlib.suppress(Exception):
+                        await s.close()
+
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(down(), self._loop).result(30)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(10)
+            self._loop.close()
+
+
+@contextlib.contextmanager
+def live_network(schema: Schema, alarm_profiles: dict[str, list[Profile]],
+                 mode: str) -> Iterator[LiveNetwork | None]:
+    """The broker network with the alarm subscribers attached, or ``None`` (files)."""
+    if mode == "files":
+        yield None
+        return
+    net = LiveNetwork(schema)
+    try:
+        net.start()
+        names = list(net.brokers)
+        for i, (owner, profiles) in enumerate(sorted(alarm_profiles.items())):
+            net.subscribe(owner, profiles, names[i % len(names)])
+    except Exception as exc:
+        net.close()
+        if mode == "broker":
+            raise EnvironmentProblem(f"cannot start the demo broker network: {exc}") from exc
+        yield None
+        return
+    try:
+        yield net
+    finally:
+        net.close()
+
+
+@dataclass(frozen=True, slots=True)
+class DemoResult:
+    """What the demo did, for the summary and for tests."""
+
+    out: Path
+    events: int
+    report: Any
+    analysis: Any
+    delivery: str
+    alarms_sent: dict[str, int]
+    alarms_received: dict[str, int] | None
+    seconds: dict[str, float]
+
+
+def run_demo(out: str | Path = "demo-output", *, seed: int = 42, scale: float = 1.0,
+             master: str = "local[*]", live: str = "auto", examples: Path | None = None,
+             progress: bool = True) -> DemoResult:
+    """Run the whole demo; returns its figures (the CLI prints them)."""
+    from siftbus.lang.profile import load_profiles
+    from siftbus.model import load_schema
+    from siftbus.spark.analysis import analyze_output
+    from siftbus.spark.match_stage import index_available
+    from siftbus.spark.pipeline import Pipeline, standard_sinks
+    from siftbus.spark.session import SparkSettings, build_session
+    from siftbus.spark.sinks import DeliverySink, FileDeliverer, Sink
+    from siftbus.spark.sources import read_json_lines
+    from siftbus.spark.subscriptions import ProfileFile, SubscriptionSet
+    from siftbus.spark.workload import BuildingDay, building_day, write_day
+
+    if live not in ("auto", "broker", "files"):
+        raise ConfigError(f"--live must be auto, broker or files, not {live!r}", field="live")
+    ex = examples or find_examples()
+    o = Path(out).resolve()
+    o.mkdir(parents=True, exist_ok=True)
+    times: dict[str, float] = {}
+    schema = load_schema(ex / "schema.toml")
+    profiles = load_profiles(ex / "profiles.txt", schema)
+    alarm_profiles: dict[str, list[Profile]] = {}
+    for p in profiles:
+        if is_alarm_subscriber(p.owner):
+            alarm_profiles.setdefault(p.owner, []).append(p)
+
+    t0 = time.perf_counter()
+    spark = build_session(SparkSettings(master=master, app_name="siftbus-demo",
+                                        shuffle_partitions=4))
+    times["start Spark"] = time.perf_counter() - t0
+    from siftbus.cli.pipeline import spark_progress
+
+    t0 = time.perf_counter()
+    events_file = o / "events" / "building-day.jsonl"
+    with spark_progress(spark, enabled=progress):
+        n_events = write_day(building_day(spark, schema, seed=seed,
+                                          day=BuildingDay().scaled(scale)), events_file)
+    times["generate events"] = time.perf_counter() - t0
+
+    engine = "index" if index_available() else "reference"
+    subs = SubscriptionSet(schema, ProfileFile(ex / "profiles.txt"), engine=engine)
+    with live_network(schema, alarm_profiles, live) as net:
+        if net is not None:
+            from siftbus.spark.sinks import BrokerDeliverer
+
+            deliverer: Any = BrokerDeliverer("127.0.0.1", net.brokers["B1"],
+                                             name="spark-pipeline")
+            delivery = (f"live through a broker network of {len(net.brokers)} brokers on "
+                        f"127.0.0.1 (ports {', '.join(map(str, net.brokers.values()))})")
+        else:
+            deliverer = FileDeliverer(o / "alarms")
+            delivery = f"to files under {o / 'alarms'} (broker network not used)"
+        live_sink = DeliverySink(deliverer, subscribers=list(alarm_profiles))
+        sinks: list[Sink] = [*standard_sinks(o), live_sink]
+        pipe = Pipeline(spark, schema, subs, sinks)
+        t0 = time.perf_counter()
+        try:
+            with spark_progress(spark, enabled=progress):
+                report = pipe.run(read_json_lines(spark, [events_file]))
+        finally:
+            pipe.close()
+        times["pipeline (parse, match, sinks, delivery)"] = time.perf_counter() - t0
+        sent = dict(next(r for r in report.sinks if r.sink == "delivery").detail)
+        received: dict[str, int] | None = None
+        if net is not None:
+            net.wait_for(sent, timeout=30)
+            received = dict(net.received)
+    t0 = time.perf_counter()
+    analysis = analyze_output(spark, o, o / "plots")
+    times["analysis and plots"] = time.perf_counter() - t0
+    return DemoResult(o, n_events, report, analysis, delivery, sent, received, times)
+
+
+def print_demo(result: DemoResult) -> None:
+    """The summary tables and where the outputs are."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    r = result.report
+    a = result.analysis
+    t = Table(title="siftbus demo: one day in a building")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    t.add_row("events generated", f"{result.events:,}")
+    t.add_row("events matched by the pipeline", f"{r.events:,}")
+    t.add_row("bad records (dead letters)", f"{r.bad:,}")
+    t.add_row("profiles (examples/building)", f"{r.profiles:,}")
+    t.add_row("notifications", f"{r.notifications:,}")
+    t.add_row("events matching anything (p^e)", f"{a.p_e:.1%}")
+    t.add_row("matches per event (p^p)", f"{a.p_p:.2f}")
+    t.add_row("notifications per matching event (sigma)", f"{a.sigma:.2f}")
+    for label, secs in result.seconds.items():
+        t.add_row(f"time: {label}", f"{secs:.1f} s")
+    console.print(t)
+
+    s = Table(title="busiest subscribers")
+    s.add_column("subscriber")
+    s.add_column("notifications", justify="right")
+    for sub, n in a.subscribers[:8]:
+        s.add_row(sub, f"{n:,}")
+    console.print(s)
+
+    al = Table(title=f"alarms delivered {result.delivery}")
+    al.add_column("subscriber")
+    al.add_column("sent by the pipeline", justify="right")
+    al.add_column("received by the subscriber", justify="right")
+    total_sent = total_got = 0
+    for sub in sorted(set(result.alarms_sent) | set(result.alarms_received or {})):
+        n = result.alarms_sent.get(sub, 0)
+        got = "(file)" if result.alarms_received is None else \
+            str(result.alarms_received.get(sub, 0))
+        total_sent += n
+        total_got += 0 if result.alarms_received is None else \
+            result.alarms_received.get(sub, 0)
+        al.add_row(sub, str(n), got)
+    console.print(al)
+    if result.alarms_received is not None:
+        verdict = "all received" if total_got == total_sent else \
+            f"MISMATCH: {total_got} received of {total_sent}"
+        console.print(f"live delivery: {total_sent} alarm notifications sent, {verdict}")
+    o = result.out
+    console.print("\n[bold]outputs[/bold]")
+    for label, path in (("events", o / "events" / "building-day.jsonl"),
+                        ("notifications (Parquet, by subscriber)", o / "notifications"),
+                        ("matches per event (JSON lines)", o / "matches.jsonl"),
+                        ("per-subscriber counts", o / "counts.json"),
+                        ("dead letters", o / "dead_letters.jsonl")):
+        console.print(f"  {label}: {path}")
+    if result.alarms_received is None:
+        console.print(f"  alarm deliveries: {o / 'alarms'}")
+    console.print("[bold]plots[/bold]")
+    for p in a.plots:
+        console.print(f"  {p}")
+
+
+__all__ = ["ALARM_SUBSCRIBERS", "DemoResult", "find_examples", "print_demo", "run_demo"]
