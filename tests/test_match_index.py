@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from siftbus.errors import DomainError, DuplicateProfileError, UnknownProfileError
 from siftbus.lang.profile import parse_profile
 from siftbus.match import Matcher, ReferenceMatcher
+from siftbus.match import index as index_module
 from siftbus.match.conformance import (
     _hot,
     check_matcher,
@@ -71,11 +72,22 @@ def test_conformance(threshold: float, pending_limit: int) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), threshold=st.sampled_from(THRESHOLDS),
-       pending_limit=st.sampled_from([0, 2, 16]), n_profiles=st.integers(0, 80))
+       pending_limit=st.sampled_from([0, 2, 16]), n_profiles=st.integers(0, 80),
+       grouped=st.booleans())
 def test_differential_interleaved(seed: int, threshold: float, pending_limit: int,
-                                  n_profiles: int) -> None:
+                                  n_profiles: int, grouped: bool) -> None:
     """Random schema (1..10 attributes, every domain kind), every operator, interleaved
-    add/remove/match against the reference, per event and in batches."""
+    add/remove/match against the reference, per event and in batches (by the per-event
+    batch kernel or the grouped-by-cell one)."""
+    saved = index_module.GROUPED_MIN
+    index_module.GROUPED_MIN = 1 if grouped else 10**9
+    try:
+        _differential(seed, threshold, pending_limit, n_profiles)
+    finally:
+        index_module.GROUPED_MIN = saved
+
+
+def _differential(seed: int, threshold: float, pending_limit: int, n_profiles: int) -> None:
     rnd = random.Random(seed)
     t = random_type(rnd)
     hot = _hot(rnd, t)
@@ -230,3 +242,28 @@ def test_levels_merge_and_tombstones_compact() -> None:
     st_ = m.stats()
     assert st_.levels == 1 and st_.tombstones == 0 and st_.pending == 0
     assert m.match_batch(evs) == ref.match_batch(evs)
+
+
+@pytest.mark.parametrize("threshold", THRESHOLDS)
+def test_large_batches_with_tombstones(threshold: float) -> None:
+    """Batches above GROUPED_MIN take the grouped kernel; tombstones must be honoured."""
+    rnd = random.Random(11)
+    t = random_type(rnd, max_attrs=6)
+    hot = _hot(rnd, t)
+    m = IndexMatcher(threshold, pending_limit=0)
+    ref = ReferenceMatcher()
+    for i in range(300):
+        p = random_profile(rnd, t, f"p{i}", hot)
+        if p is not None:
+            m.add(p)
+            ref.add(p)
+    evs = [random_event(rnd, t, hot) for _ in range(index_module.GROUPED_MIN + 50)]
+    m.match(evs[0])  # compile one level
+    for pid in [p.id for p in list(ref.profiles())[::5]]:
+        m.remove(pid)
+        ref.remove(pid)
+    assert m.stats().tombstones > 0
+    assert m.match_batch(evs) == ref.match_batch(evs)
+    snap = m.snapshot()
+    csr = snap.match_columns(t.name, events_to_columns(t, evs))
+    assert csr.rows(snap.profile_ids) == ref.match_batch(evs)

@@ -137,10 +137,13 @@ class CompiledType:
     set_off: np.ndarray
     """int64 CSR offsets over cells into ``set_mem``."""
     set_mem: np.ndarray
-    """int32 ``[N, 1 + 3 * PRECHECKS]`` list lead sets, sorted by slot: slot, then per
-    pre-check (attribute, first cell, width) of the member's next conditions."""
+    """int32 slots of the list lead sets, sorted per cell."""
+    set_pre: np.ndarray
+    """``[N, 3 * PRECHECKS]`` aligned with ``set_mem``: per pre-check the attribute, first
+    cell and width of the hull of the member's next most selective conditions (int16
+    when every cell number fits, else int32)."""
     slot_pre: np.ndarray
-    """int32 ``[n, 3 * PRECHECKS]`` the same pre-checks by slot (for bitmap lead sets)."""
+    """``[n, 3 * PRECHECKS]`` the same pre-checks by slot (for bitmap lead sets)."""
     bitmaps: np.ndarray
     """uint64 ``[rows, words]`` bitmap lead sets."""
     cond_off: np.ndarray
@@ -170,15 +173,15 @@ class CompiledType:
     def run(self, cells: np.ndarray, alive: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
         """Match cell rows; returns CSR ``(offsets, ranks)``. ``alive`` is by slot."""
-        return kernel.index_match(cells, self.cell_base, self.set_kind, self.set_off,
-                                  self.set_mem, self.slot_pre, self.bitmaps, self.cond_off,
-                                  self.runs, self.rank, self.always,
-                                  _NO_TOMBSTONES if alive is None else alive)
+        fn = kernel.index_match_grouped if len(cells) >= GROUPED_MIN else kernel.index_match
+        return fn(cells, self.cell_base, self.set_kind, self.set_off, self.set_mem,
+                  self.set_pre, self.slot_pre, self.bitmaps, self.cond_off, self.runs,
+                  self.rank, self.always, _NO_TOMBSTONES if alive is None else alive)
 
     def run_one(self, cells: np.ndarray, alive: np.ndarray | None, out: np.ndarray) -> int:
         """Match one cell row (int32[1, m]) into ``out``; see ``kernel.index_match_one``."""
         return int(kernel.index_match_one(cells, self.cell_base, self.set_kind, self.set_off,
-                                          self.set_mem, self.slot_pre, self.bitmaps,
+                                          self.set_mem, self.set_pre, self.slot_pre, self.bitmaps,
                                           self.cond_off, self.runs, self.rank, self.always,
                                           _NO_TOMBSTONES if alive is None else alive, out))
 
@@ -191,7 +194,7 @@ class CompiledType:
     def nbytes(self) -> int:
         """Bytes held by the index arrays (ids and owners excluded)."""
         return sum(a.nbytes for a in (self.order, self.cell_base, self.set_kind, self.set_off,
-                                      self.set_mem, self.slot_pre, self.bitmaps,
+                                      self.set_mem, self.set_pre, self.slot_pre, self.bitmaps,
                                       self.cond_off, self.runs, self.rank,
                                       self.slot_of_rank, self.always, self.lead))
 
@@ -292,16 +295,18 @@ def compile_type(etype: EventType, profiles: Sequence[Profile], *,
     set_kind = np.full(total_cells, -1, np.int32)
     set_kind[dense] = np.arange(int(dense.sum()), dtype=np.int32)
     set_off = np.concatenate([[0], np.cumsum(np.where(dense, 0, counts))]).astype(np.int64)
-    set_mem = np.empty((int(set_off[-1]), 1 + 3 * PRECHECKS), np.int32)
+    small = total_cells < 32767 and m < 32767
+    pre_dtype = np.int16 if small else np.int32
+    pre = np.minimum(pre, np.iinfo(pre_dtype).max).astype(pre_dtype)
+    set_mem = np.empty(int(set_off[-1]), np.int32)
+    set_pre = np.empty((int(set_off[-1]), 3 * PRECHECKS), pre_dtype)
     bitmaps = np.zeros((int(dense.sum()), max(1, (n + 63) // 64)), np.uint64)
     for a, lp in enumerate(lead_pieces):
         base = int(cell_base[a])
         nc = cells[a].n_cells
-        payload = np.empty((len(lp.slots), 1 + 3 * PRECHECKS), np.int32)
-        payload[:, 0] = lp.slots
-        payload[:, 1:] = pre[rank[lp.slots]]
-        kernel.fill_lead(lp.first, lp.last, payload, set_kind[base:base + nc],
-                         set_off[base:base + nc + 1], set_mem, bitmaps)
+        kernel.fill_lead(lp.first, lp.last, lp.slots, pre[rank[lp.slots]],
+                         set_kind[base:base + nc], set_off[base:base + nc + 1], set_mem,
+                         set_pre, bitmaps)
 
     # Non-lead runs, profile-major, attributes in evaluation order.
     rs = np.concatenate(run_slot) if run_slot else np.zeros(0, np.int32)
@@ -314,7 +319,7 @@ def compile_type(etype: EventType, profiles: Sequence[Profile], *,
     owners = np.array([p.owner for p in profiles], dtype=str) if n else np.zeros(0, "U1")
     always = np.sort(slot_of_rank[lead < 0]).astype(np.int32)
     return CompiledType(etype.name, tuple(cells), eval_order, cell_base, set_kind, set_off,
-                        set_mem, np.ascontiguousarray(pre[rank]), bitmaps, cond_off,
+                        set_mem, set_pre, np.ascontiguousarray(pre[rank]), bitmaps, cond_off,
                         np.ascontiguousarray(np.stack([ra[by], rf[by], rl[by]], axis=1),
                                              dtype=np.int32), rank, slot_of_rank,
                         always, lead, ids, owners, threshold)
@@ -322,6 +327,9 @@ def compile_type(etype: EventType, profiles: Sequence[Profile], *,
 
 PRECHECKS = 2
 """How many further conditions each lead-set entry carries (as cell hulls)."""
+
+GROUPED_MIN = 256
+"""Batches at least this large are matched grouped by cell (``index_match_grouped``)."""
 
 
 def _prechecks(cov: np.ndarray, lead: np.ndarray, pieces: Sequence[Pieces], n: int,

@@ -65,7 +65,8 @@ def _accepts(p: int, e: int, cells: np.ndarray, cond_off: np.ndarray,
 
 @njit(cache=True)
 def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
-                 set_off: np.ndarray, set_mem: np.ndarray, slot_pre: np.ndarray,
+                 set_off: np.ndarray, set_mem: np.ndarray, set_pre: np.ndarray,
+                 slot_pre: np.ndarray,
                  bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
                  rank: np.ndarray, always: np.ndarray, alive: np.ndarray, out: np.ndarray,
                  k: int) -> int:
@@ -86,11 +87,11 @@ def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.
         row = set_kind[g]
         if row < 0:
             for t in range(set_off[g], set_off[g + 1]):
-                if _outside(cells[e, set_mem[t, 1]], set_mem[t, 2], set_mem[t, 3]):
+                if _outside(cells[e, set_pre[t, 0]], set_pre[t, 1], set_pre[t, 2]):
                     continue
-                if _outside(cells[e, set_mem[t, 4]], set_mem[t, 5], set_mem[t, 6]):
+                if _outside(cells[e, set_pre[t, 3]], set_pre[t, 4], set_pre[t, 5]):
                     continue
-                p = set_mem[t, 0]
+                p = set_mem[t]
                 if check_alive and alive[p] == 0:
                     continue
                 if _accepts(p, e, cells, cond_off, runs):
@@ -119,7 +120,8 @@ def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.
 
 @njit(cache=True)
 def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
-                set_off: np.ndarray, set_mem: np.ndarray, slot_pre: np.ndarray,
+                set_off: np.ndarray, set_mem: np.ndarray, set_pre: np.ndarray,
+                 slot_pre: np.ndarray,
                 bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
                 rank: np.ndarray, always: np.ndarray,
                 alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,11 +132,13 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
     set_kind, set_off, set_mem, bitmaps
                            lead sets: global cell -> profiles whose *lead* attribute this
                            is and whose condition the cell satisfies; a bitmap row
-                           (``set_kind >= 0``) or a slice of rows of ``set_mem``
-                           (int32[N, 7]: slot, then two pre-checks (attribute, first
+                           (``set_kind >= 0``) or a slice of ``set_mem`` (int32 slots)
+    set_pre   int16|int32[N, 6]
+                           aligned with ``set_mem``: two pre-checks (attribute, first
                            cell, width): the hulls of the member's next two most
-                           selective conditions, tested before touching its own data)
-    slot_pre  int32[n, 6]  the same pre-checks by slot, for members of bitmap lead sets
+                           selective conditions, tested before touching its own data
+                           (int16 when every cell number fits: half the memory traffic)
+    slot_pre  [n, 6]       the same pre-checks by slot, for members of bitmap lead sets
     cond_off, runs         per profile (CSR by slot), its non-lead conditions as runs
                            int32[R, 3] (attribute, first cell, last cell), attributes
                            in evaluation order
@@ -152,13 +156,13 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
     out = np.empty(max(64, n_events * 8), np.int32)
     k = 0
     for e in range(n_events):
-        end = _index_event(e, cells, cell_base, set_kind, set_off, set_mem, slot_pre,
+        end = _index_event(e, cells, cell_base, set_kind, set_off, set_mem, set_pre, slot_pre,
                            bitmaps, cond_off, runs, rank, always, alive, out, k)
         if end > out.shape[0]:
             grown = np.empty(max(2 * out.shape[0], end + 64), np.int32)
             grown[:k] = out[:k]
             out = grown
-            end = _index_event(e, cells, cell_base, set_kind, set_off, set_mem, slot_pre,
+            end = _index_event(e, cells, cell_base, set_kind, set_off, set_mem, set_pre, slot_pre,
                                bitmaps, cond_off, runs, rank, always, alive, out, k)
         if end - k > 1:
             out[k:end].sort()
@@ -168,8 +172,112 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
 
 
 @njit(cache=True)
+def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+                        set_off: np.ndarray, set_mem: np.ndarray, set_pre: np.ndarray,
+                        slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
+                        runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                        alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`index_match` for large batches, same arrays and result.
+
+    Per attribute, the events are grouped by their cell, and each lead set is read once
+    per group and tested against every event of the group (a blocked nested-loop join):
+    a lead set is streamed from memory once per batch and cell instead of once per
+    event. Hits are collected as (event, rank) keys and sorted at the end.
+    """
+    n_events = cells.shape[0]
+    m = cells.shape[1]
+    n = rank.shape[0]
+    check_alive = alive.shape[0] > 0
+    keys = np.empty(max(64, n_events * 8), np.int64)
+    k = 0
+    for e in range(n_events):
+        for p in always:
+            if check_alive and alive[p] == 0:
+                continue
+            if k >= keys.shape[0]:
+                grown = np.empty(2 * keys.shape[0], np.int64)
+                grown[:k] = keys[:k]
+                keys = grown
+            keys[k] = np.int64(e) * n + rank[p]
+            k += 1
+    block = np.empty((n_events, m), np.int32)
+    members = np.empty(n_events, np.int64)
+    for a in range(m):
+        by_cell = np.argsort(cells[:, a], kind="mergesort")
+        i = 0
+        while i < n_events:
+            c = cells[by_cell[i], a]
+            j = i
+            while j < n_events and cells[by_cell[j], a] == c:
+                members[j - i] = by_cell[j]
+                block[j - i, :] = cells[by_cell[j], :]
+                j += 1
+            size = j - i
+            i = j
+            g = cell_base[a] + c
+            row = set_kind[g]
+            if row < 0:
+                for t in range(set_off[g], set_off[g + 1]):
+                    b1 = set_pre[t, 0]
+                    f1 = set_pre[t, 1]
+                    w1 = set_pre[t, 2]
+                    b2 = set_pre[t, 3]
+                    f2 = set_pre[t, 4]
+                    w2 = set_pre[t, 5]
+                    p = set_mem[t]
+                    for q in range(size):
+                        if _outside(block[q, b1], f1, w1) or _outside(block[q, b2], f2, w2):
+                            continue
+                        if check_alive and alive[p] == 0:
+                            continue
+                        e = members[q]
+                        if _accepts(p, e, cells, cond_off, runs):
+                            if k >= keys.shape[0]:
+                                grown = np.empty(2 * keys.shape[0], np.int64)
+                                grown[:k] = keys[:k]
+                                keys = grown
+                            keys[k] = e * n + rank[p]
+                            k += 1
+            else:
+                for wi in range(bitmaps.shape[1]):
+                    w = bitmaps[row, wi]
+                    while w != 0:
+                        low = w & (~w + _ONE)
+                        p = wi * 64 + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
+                        w ^= low
+                        if check_alive and alive[p] == 0:
+                            continue
+                        for q in range(size):
+                            if _outside(block[q, slot_pre[p, 0]], slot_pre[p, 1],
+                                        slot_pre[p, 2]):
+                                continue
+                            if _outside(block[q, slot_pre[p, 3]], slot_pre[p, 4],
+                                        slot_pre[p, 5]):
+                                continue
+                            e = members[q]
+                            if _accepts(p, e, cells, cond_off, runs):
+                                if k >= keys.shape[0]:
+                                    grown = np.empty(2 * keys.shape[0], np.int64)
+                                    grown[:k] = keys[:k]
+                                    keys = grown
+                                keys[k] = e * n + rank[p]
+                                k += 1
+    hits = np.sort(keys[:k])
+    offsets = np.zeros(n_events + 1, np.int64)
+    out = np.empty(k, np.int32)
+    for i in range(k):
+        e = hits[i] // n
+        offsets[e + 1] += 1
+        out[i] = hits[i] - e * n
+    for e in range(n_events):
+        offsets[e + 1] += offsets[e]
+    return offsets, out
+
+
+@njit(cache=True)
 def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
-                    set_off: np.ndarray, set_mem: np.ndarray, slot_pre: np.ndarray,
+                    set_off: np.ndarray, set_mem: np.ndarray, set_pre: np.ndarray,
+                 slot_pre: np.ndarray,
                     bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
                     rank: np.ndarray, always: np.ndarray, alive: np.ndarray,
                     out: np.ndarray) -> int:
@@ -180,7 +288,7 @@ def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarr
     per-event path, where allocating and boxing result arrays would cost more than the
     matching itself.
     """
-    k = _index_event(0, cells, cell_base, set_kind, set_off, set_mem, slot_pre, bitmaps,
+    k = _index_event(0, cells, cell_base, set_kind, set_off, set_mem, set_pre, slot_pre, bitmaps,
                      cond_off, runs, rank, always, alive, out, 0)
     if 1 < k <= out.shape[0]:
         out[:k].sort()
@@ -188,14 +296,15 @@ def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarr
 
 
 @njit(cache=True)
-def fill_lead(first: np.ndarray, last: np.ndarray, payload: np.ndarray,
+def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, pre: np.ndarray,
               row_of_cell: np.ndarray, list_off: np.ndarray, mem: np.ndarray,
-              bitmaps: np.ndarray) -> None:
-    """:func:`fill_sets` for lead sets: run ``i`` puts row ``payload[i]`` (slot first) into
-    the list of each cell it covers, or the slot's bit into the cell's bitmap row."""
+              mem_pre: np.ndarray, bitmaps: np.ndarray) -> None:
+    """:func:`fill_sets` for lead sets: run ``i`` puts ``slots[i]`` and its pre-checks
+    ``pre[i]`` into the list of each cell it covers, or the slot's bit into the cell's
+    bitmap row."""
     pos = list_off[:-1].copy()
     for i in range(first.shape[0]):
-        p = payload[i, 0]
+        p = slots[i]
         word = p >> 6
         bit = _ONE << np.uint64(p & 63)
         for c in range(first[i], last[i] + 1):
@@ -204,7 +313,8 @@ def fill_lead(first: np.ndarray, last: np.ndarray, payload: np.ndarray,
                 bitmaps[r, word] |= bit
             else:
                 j = pos[c]
-                mem[j, :] = payload[i, :]
+                mem[j] = p
+                mem_pre[j, :] = pre[i, :]
                 pos[c] = j + 1
 
 
