@@ -289,6 +289,9 @@ class _Node:
 
 class _Admin(_Node):
     _side = ""
+    # mapping filters exist on consumer admins only; None here keeps lookups uniform
+    _priority_filter: MappingFilter | None = None
+    _lifetime_filter: MappingFilter | None = None
 
     def __init__(self, channel: EventChannel, admin_id: int, op: str,
                  qos: dict[str, Any]) -> None:
@@ -1064,7 +1067,7 @@ class EventChannel:
         self._offers: dict[tuple[str, str], int] = {}
         self._dispatcher: _Dispatcher | None = None
         self._restoring = False
-        self._pending: dict[int, tuple[int, Entry]] | None = None
+        self._pending: dict[tuple[int, int], tuple[int, Entry]] | None = None
         self._waiters: set[Callable[[], None]] = set()
         self._admins["consumer"][0] = ConsumerAdmin(self, 0, Q.AND_OP, self._admin_qos())
         self._admins["supplier"][0] = SupplierAdmin(self, 0, Q.AND_OP, self._admin_qos())
@@ -1245,8 +1248,23 @@ class EventChannel:
             self._pending = pending = {}
             for m, targets in plan:
                 self._counters.accepted += 1
+                # Proxies with the same QoS and no mapping filters share one (immutable)
+                # entry: one priority/deadline computation and one sequence number per
+                # event, not one per consumer.
+                shared: dict[Any, Entry | None] = {}
                 for p in targets:
-                    e = self._entry(p, m)
+                    if p._priority_filter is None and p._lifetime_filter is None and \
+                            p.admin._priority_filter is None and \
+                            p.admin._lifetime_filter is None:
+                        fq = p._fast_qos()
+                        if fq in shared:
+                            e = shared[fq]
+                            if e is None:
+                                self._counters.expired += 1
+                        else:
+                            e = shared[fq] = self._entry(p, m)
+                    else:
+                        e = self._entry(p, m)
                     if e is None:
                         continue
                     if limit and self._queued >= limit:
@@ -1263,7 +1281,7 @@ class EventChannel:
                         if dropped is e:
                             continue
                     if e.persistent:
-                        pending[e.seq] = (p.id, e)
+                        pending[(p.id, e.seq)] = (p.id, e)
                     if p.mode == "push":
                         self._push_ready.add(p.id)
             self._pending = None
@@ -1399,8 +1417,8 @@ class EventChannel:
         for e in entries:
             if not e.persistent:
                 continue
-            if pending is not None and e.seq in pending:
-                del pending[e.seq]  # queued and dropped within one push: never stored
+            if pending is not None and (p.id, e.seq) in pending:
+                del pending[(p.id, e.seq)]  # queued and dropped in one push: never stored
             else:
                 stored.append(e.seq)
         if stored and self.factory.store is not None:
