@@ -39,9 +39,10 @@ class XmlEventFilter:
         precheck: bool = True,
         precheck_rounds: int = 4,
         serialize: bool = True,
+        rebalance_min: int = 256,
     ) -> None:
         self.matcher = XmlMatcher(strategy=strategy, precheck=precheck,
-                                  precheck_rounds=precheck_rounds)
+                                  precheck_rounds=precheck_rounds, rebalance_min=rebalance_min)
         self.serialize = serialize
 
     # -- subscriptions ---------------------------------------------------------------

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 from pyroaring import BitMap
 
 from siftbus.errors import DuplicateSubscriptionError, UnknownSubscriptionError
@@ -43,8 +44,8 @@ from siftbus.xmlfilter.xpath import RelPath, Step, Target
 
 Strategy = Literal["access", "counting"]
 
-# cost of an operator as an access constraint (lower = more selective, a better access)
-_KIND_COST = {"equals": 1, "in-set": 2, "epc": 8, "match": 8, "numeric": 50, "exists": 1000}
+#: constraints per row of the filter matrix; wider filters are also checked in Python
+_WIDTH = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,24 @@ class _Constraint:
     condition: Condition
     filters: set[int] = field(default_factory=set)
     access: set[int] = field(default_factory=set)
+    _access_arr: np.ndarray | None = None
+    _filters_arr: np.ndarray | None = None
+
+    def access_array(self) -> np.ndarray:
+        arr = self._access_arr
+        if arr is None:
+            arr = self._access_arr = np.fromiter(self.access, np.int32, len(self.access))
+        return arr
+
+    def filters_array(self) -> np.ndarray:
+        arr = self._filters_arr
+        if arr is None:
+            arr = self._filters_arr = np.fromiter(self.filters, np.int32, len(self.filters))
+        return arr
+
+    def changed(self) -> None:
+        self._access_arr = None
+        self._filters_arr = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +228,7 @@ class XmlMatcher:
         strategy: Strategy = "access",
         precheck: bool = True,
         precheck_rounds: int = 4,
+        rebalance_min: int = 256,
     ) -> None:
         if strategy not in ("access", "counting"):
             raise ValueError(f"unknown strategy {strategy!r}")
@@ -232,8 +252,28 @@ class XmlMatcher:
         self._filters: dict[int, _FilterRec] = {}
         self._tries: dict[frozenset[int], tuple[_Trie, bool]] = {}
         self._next_tid = 0
-        self._next_cid = 0
+        self._next_cid = 1  # constraint 0 is "always satisfied", the matrix's padding
+        self._free_cids: list[int] = []
+        self._free_fids: list[int] = []
         self._next_fid = 0
+        # per filter: its constraints (padded with 0), size, subscription and receiver index
+        self._fcons = np.zeros((64, _WIDTH), np.int32)
+        self._fsize = np.zeros(64, np.int32)
+        self._fsub = np.zeros(64, np.int32)
+        self._frecv = np.zeros(64, np.int32)
+        self._wide: set[int] = set()
+        self._satmask = np.zeros(64, np.bool_)
+        self._satmask[0] = True
+        self._has_access = np.zeros(64, np.bool_)
+        self._rebalance_at = rebalance_min
+        self._sub_index: dict[str, int] = {}
+        self._sub_names: list[str] = []
+        self._recv_index: dict[Receiver, int] = {}
+        self._recv_list: list[Receiver] = []
+        self._recv_keys: list[tuple[str, str]] = []
+        self._recv_refs: Counter[int] = Counter()
+        self._free_ridx: list[int] = []
+        self._free_sidx: list[int] = []
         self._version = 0
         self._stats = [0, 0, 0, 0, 0, 0]
 
@@ -273,7 +313,9 @@ class XmlMatcher:
         """True when no internal structure is left (all subscriptions removed)."""
         return not (self._subs or self._targets or self._paths or self._slots
                     or self._constraints or self._filters or self._by_exact or self._by_local
-                    or self._digests)
+                    or self._digests or self._sub_index or self._recv_index or self._wide
+                    or self._fsize.any() or self._fcons.any() or self._tries
+                    or self._has_access.any())
 
     # -- subscribe / unsubscribe ------------------------------------------------------
     def subscribe(self, sub: Subscription) -> str:
@@ -294,6 +336,9 @@ class XmlMatcher:
             self._digests[sub.digest] = sub.id
             self._sub_filters[sub.id] = [self._add_filter(sub, f.target, f.conditions)
                                          for f in sub.filters]
+            if len(self._filters) >= self._rebalance_at:
+                self._rebalance()
+                self._rebalance_at = 2 * len(self._filters)
             self._version += 1
             return sub.id
 
@@ -309,8 +354,37 @@ class XmlMatcher:
             del self._digests[sub.digest]
             for fid in self._sub_filters.pop(sub_id):
                 self._remove_filter(fid)
+            self._free_sidx.append(self._sub_index.pop(sub_id))
             self._version += 1
             return sub
+
+    def _alloc_fid(self) -> int:
+        if self._free_fids:
+            return self._free_fids.pop()
+        fid = self._next_fid
+        self._next_fid += 1
+        if fid >= len(self._fsize):
+            n = 2 * len(self._fsize)
+            self._fcons = np.concatenate([self._fcons, np.zeros_like(self._fcons)])
+            for name in ("_fsize", "_fsub", "_frecv"):
+                old = getattr(self, name)
+                new = np.zeros(n, old.dtype)
+                new[: len(old)] = old
+                setattr(self, name, new)
+        return fid
+
+    def _alloc_cid(self) -> int:
+        if self._free_cids:
+            return self._free_cids.pop()
+        cid = self._next_cid
+        self._next_cid += 1
+        if cid >= len(self._satmask):
+            for name in ("_satmask", "_has_access"):
+                old = getattr(self, name)
+                new = np.zeros(2 * len(old), np.bool_)
+                new[: len(old)] = old
+                setattr(self, name, new)
+        return cid
 
     def _intern_path(self, path: RelPath) -> int:
         key = path.canonical()
@@ -366,16 +440,14 @@ class XmlMatcher:
     def _add_filter(self, sub: Subscription, target: Target, conds: tuple[Condition, ...]
                     ) -> int:
         entry = self._target(target)
-        fid = self._next_fid
-        self._next_fid += 1
+        fid = self._alloc_fid()
         cons: list[_Constraint] = []
         for c in conds:
             pid = self._intern_path(c.path)
             key = (entry.tid, pid, c.operator.name, c.values, c.quantifier)
             con = self._constraints.get(key)
             if con is None:
-                con = _Constraint(self._next_cid, key, entry.tid, pid, c)
-                self._next_cid += 1
+                con = _Constraint(self._alloc_cid(), key, entry.tid, pid, c)
                 self._constraints[key] = con
                 self._cons[con.cid] = con
                 slot = self._slots.get((entry.tid, pid))
@@ -389,18 +461,42 @@ class XmlMatcher:
                     self._tries.clear()
             else:
                 self._release_path(pid)  # the constraint holds its own reference
-            con.filters.add(fid)
-            cons.append(con)
-        access = -1
-        if cons:
-            best = min(cons, key=lambda k: (_KIND_COST[k.condition.operator.kind]
-                                            * max(1, len(k.condition.values)) * 4
-                                            + len(k.access), k.cid))
-            best.access.add(fid)
-            access = best.cid
+            if fid not in con.filters:
+                con.filters.add(fid)
+                con.changed()
+                cons.append(con)
+        access = self._choose_access(cons, fid) if cons else -1
         rec = _FilterRec(fid, sub.id, sub.receiver, entry.tid,
                          frozenset(k.cid for k in cons), access)
         self._filters[fid] = rec
+        row = [k.cid for k in cons][:_WIDTH]
+        self._fcons[fid] = row + [0] * (_WIDTH - len(row))
+        self._fsize[fid] = len(cons)
+        if len(cons) > _WIDTH:
+            self._wide.add(fid)
+        sidx = self._sub_index.get(sub.id)
+        if sidx is None:
+            if self._free_sidx:
+                sidx = self._free_sidx.pop()
+                self._sub_names[sidx] = sub.id
+            else:
+                sidx = len(self._sub_names)
+                self._sub_names.append(sub.id)
+            self._sub_index[sub.id] = sidx
+        self._fsub[fid] = sidx
+        ridx = self._recv_index.get(sub.receiver)
+        if ridx is None:
+            if self._free_ridx:
+                ridx = self._free_ridx.pop()
+                self._recv_list[ridx] = sub.receiver
+                self._recv_keys[ridx] = (sub.receiver.method, sub.receiver.address)
+            else:
+                ridx = len(self._recv_list)
+                self._recv_list.append(sub.receiver)
+                self._recv_keys.append((sub.receiver.method, sub.receiver.address))
+            self._recv_index[sub.receiver] = ridx
+        self._recv_refs[ridx] += 1
+        self._frecv[fid] = ridx
         entry.filters.add(fid)
         entry.receivers[sub.receiver] += 1
         if not cons:
@@ -413,8 +509,46 @@ class XmlMatcher:
         entry.top = None
         return fid
 
+    def _access_cost(self, con: _Constraint) -> tuple[float, int]:
+        c = con.condition
+        sel = self._slots[(con.tid, con.pid)].selectivity(c.operator, c.values)
+        return (sel, len(con.access))
+
+    def _choose_access(self, cons: list[_Constraint], fid: int) -> int:
+        best = min(cons, key=self._access_cost)
+        best.access.add(fid)
+        best.changed()
+        self._has_access[best.cid] = True
+        return best.cid
+
+    def _rebalance(self) -> None:
+        """Re-choose every filter's access constraint with today's selectivity estimates.
+
+        Run when the number of filters doubles, so the cost is amortised O(1) per filter.
+        """
+        for con in self._cons.values():
+            if con.access:
+                con.access.clear()
+                con.changed()
+                self._has_access[con.cid] = False
+        for fid, rec in list(self._filters.items()):
+            if rec.access >= 0:
+                cons = [self._cons[c] for c in sorted(rec.cids)]
+                self._filters[fid] = _FilterRec(rec.fid, rec.sub_id, rec.receiver, rec.tid,
+                                                rec.cids, self._choose_access(cons, fid))
+
     def _remove_filter(self, fid: int) -> None:
         rec = self._filters.pop(fid)
+        self._fcons[fid] = 0
+        self._fsize[fid] = 0
+        self._wide.discard(fid)
+        ridx = int(self._frecv[fid])
+        self._recv_refs[ridx] -= 1
+        if self._recv_refs[ridx] == 0:
+            del self._recv_refs[ridx]
+            del self._recv_index[self._recv_list[ridx]]
+            self._free_ridx.append(ridx)
+        self._free_fids.append(fid)
         entry = self._tid_entry[rec.tid]
         entry.filters.discard(fid)
         entry.unconditional.discard(fid)
@@ -425,6 +559,9 @@ class XmlMatcher:
             con = self._cons[cid]
             con.filters.discard(fid)
             con.access.discard(fid)
+            con.changed()
+            if not con.access:
+                self._has_access[cid] = False
             bm = entry.selectivity.get(con.pid)
             if bm is not None:
                 bm.discard(fid)
@@ -433,6 +570,7 @@ class XmlMatcher:
             if not con.filters:
                 del self._constraints[con.key]
                 del self._cons[cid]
+                self._free_cids.append(cid)
                 slot = self._slots[(con.tid, con.pid)]
                 slot.remove(con.condition.operator, con.condition.values, cid)
                 if len(slot) == 0:
@@ -508,22 +646,24 @@ class XmlMatcher:
         if not located:
             return None
         st[1] += 1
-        matched: set[int] = set()
+        matched: list[np.ndarray] = []
         for e in located:
             self._match_target(e, values, matched)
         if not matched:
             return ElementMatch(tuple(e.target.text for e in located), (), ())
         st[2] += 1
-        filters = self._filters
-        subs = sorted({filters[f].sub_id for f in matched})
-        receivers = sorted({filters[f].receiver for f in matched})
+        fids = matched[0] if len(matched) == 1 else np.concatenate(matched)
+        names = self._sub_names
+        subs = sorted([names[i] for i in np.unique(self._fsub[fids]).tolist()])
+        recv = self._recv_list
+        ridx = np.unique(self._frecv[fids]).tolist()
+        receivers = [recv[i] for i in sorted(ridx, key=self._recv_keys.__getitem__)]
         return ElementMatch(tuple(e.target.text for e in located), tuple(subs),
                             tuple(receivers))
 
-    def _match_target(self, e: _TargetEntry, values: dict[int, list[str]], matched: set[int]
-                      ) -> None:
+    def _match_target(self, e: _TargetEntry, values: dict[int, list[str]],
+                      matched: list[np.ndarray]) -> None:
         st = self._stats
-        dead: BitMap | None = None
         if self.precheck and not e.unconditional:
             top = e.top
             if top is None:
@@ -534,7 +674,8 @@ class XmlMatcher:
                 if len(dead) == len(e.filters):
                     st[3] += 1
                     return
-        matched.update(e.unconditional)
+        if e.unconditional:
+            matched.append(np.fromiter(e.unconditional, np.int32, len(e.unconditional)))
         # step 4: satisfied constraints, each at most once per event
         sat: list[int] = []
         slots = self._slots
@@ -557,29 +698,31 @@ class XmlMatcher:
         if not sat:
             return
         st[4] += len(sat)
-        filters = self._filters
         if self.strategy == "access":
-            sset = set(sat)
-            touched = 0
-            for cid in sat:
-                acc = cons[cid].access
-                if not acc:
-                    continue
-                for fid in acc:
-                    touched += 1
-                    if dead is not None and fid in dead:
-                        continue
-                    if filters[fid].cids <= sset:
-                        matched.add(fid)
-            st[5] += touched
+            sat_arr = np.array(sat, np.int32)
+            with_access = sat_arr[self._has_access[sat_arr]].tolist()
+            if not with_access:
+                return
+            arrs = [cons[c].access_array() for c in with_access]
+            cand = arrs[0] if len(arrs) == 1 else np.concatenate(arrs)
+            st[5] += len(cand)
+            mask = self._satmask
+            mask[sat_arr] = True
+            ok = mask[self._fcons[cand]].all(axis=1)
+            mask[sat_arr] = False
+            mask[0] = True
+            hit = cand[ok]
+            if self._wide and len(hit):
+                sset = set(sat)
+                filters = self._filters
+                keep = [f for f in hit.tolist() if f not in self._wide
+                        or filters[f].cids <= sset]
+                hit = np.array(keep, np.int32)
         else:
-            counters: dict[int, int] = {}
-            for cid in sat:
-                for fid in cons[cid].filters:
-                    if fid in matched or (dead is not None and fid in dead):
-                        continue
-                    n = counters.get(fid, 0) + 1
-                    counters[fid] = n
-                    if n == len(filters[fid].cids):
-                        matched.add(fid)
-            st[5] += len(counters)
+            arrs = [cons[c].filters_array() for c in sat]
+            allf = arrs[0] if len(arrs) == 1 else np.concatenate(arrs)
+            fids, counts_ = np.unique(allf, return_counts=True)
+            st[5] += len(fids)
+            hit = fids[counts_ == self._fsize[fids]]
+        if len(hit):
+            matched.append(hit)

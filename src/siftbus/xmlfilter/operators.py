@@ -196,12 +196,25 @@ class EpcPattern:
                 fields.append(f)
         return EpcPattern(scheme, tuple(fields))
 
+    def literal_prefix(self) -> int:
+        """How many leading fields are literals (the index key)."""
+        k = 0
+        for f in self.fields:
+            if not isinstance(f, str):
+                break
+            k += 1
+        return k
+
     def matches(self, value: str) -> bool:
         split = _epc_split(value)
         if split is None:
             return False
         scheme, got = split
-        if scheme != self.scheme or len(got) != len(self.fields):
+        return scheme == self.scheme and self.matches_fields(got)
+
+    def matches_fields(self, got: list[str]) -> bool:
+        """Do a value's fields (same scheme) match?"""
+        if len(got) != len(self.fields):
             return False
         for want, g in zip(self.fields, got, strict=True):
             if want is None:
@@ -312,7 +325,9 @@ class SlotIndex:
         self.eq: dict[str, list[int]] = {}
         self._prefix: dict[int, dict[str, list[int]]] = {}
         self._globs: list[tuple[re.Pattern[str], int]] = []
-        self._epc: list[tuple[EpcPattern, int]] = []
+        # (scheme, fields, literal prefix length) -> literal prefix -> [(pattern, cid)]
+        self._epc: dict[tuple[str, int, int], dict[tuple[str, ...], list[tuple[EpcPattern, int]]]]
+        self._epc = {}
         self._num: dict[str, _Sorted] = {}
         self._num_eq: dict[float, list[int]] = {}
         self._num_ne: list[tuple[float, int]] = []
@@ -348,10 +363,21 @@ class SlotIndex:
                 else:
                     self._globs = [g for g in self._globs if g[1] != cid]
         elif kind == "epc":
+            epat = EpcPattern.parse(values[0])
+            k = epat.literal_prefix()
+            key = (epat.scheme, len(epat.fields), k)
+            prefix = tuple(str(f) for f in epat.fields[:k])
+            buckets = self._epc.setdefault(key, {})
             if add:
-                self._epc.append((EpcPattern.parse(values[0]), cid))
+                buckets.setdefault(prefix, []).append((epat, cid))
             else:
-                self._epc = [e for e in self._epc if e[1] != cid]
+                kept = [e for e in buckets[prefix] if e[1] != cid]
+                if kept:
+                    buckets[prefix] = kept
+                else:
+                    del buckets[prefix]
+                    if not buckets:
+                        del self._epc[key]
         else:
             c = float(values[0])
             if spec.cmp == "eq":
@@ -377,6 +403,30 @@ class SlotIndex:
                         del self._num[spec.cmp]
         self.n += 1 if add else -1
 
+    def selectivity(self, spec: OperatorSpec, values: tuple[str, ...]) -> float:
+        """A rough probability that an event value satisfies the constraint.
+
+        Values are untyped, so the only evidence is the subscriptions themselves: the more
+        distinct operands the slot's equality (or prefix, EPC) index holds, the rarer one
+        of them is assumed to be. Only the order matters (choosing access constraints).
+        """
+        kind = spec.kind
+        if kind in ("equals", "in-set") or (kind == "match" and "*" not in values[0]
+                                             and "?" not in values[0]):
+            return min(1.0, len(values) / max(1, len(self.eq)))
+        if kind == "match":
+            body = values[0][:-1]
+            if values[0].endswith("*") and "*" not in body and "?" not in body:
+                return 1.0 / max(1, sum(len(d) for d in self._prefix.values()))
+            return 0.5
+        if kind == "epc":
+            return 1.0 / max(1, sum(len(b) for b in self._epc.values()))
+        if kind == "numeric":
+            if spec.cmp == "eq":
+                return 1.0 / max(1, len(self._num_eq))
+            return 1.0 if spec.cmp == "ne" else 0.5
+        return 1.0
+
     def add(self, spec: OperatorSpec, values: tuple[str, ...], cid: int) -> None:
         self._apply(spec, values, cid, True)
 
@@ -398,9 +448,19 @@ class SlotIndex:
         for rx, cid in self._globs:
             if rx.match(v) is not None:
                 out.append(cid)
-        for pat, cid in self._epc:
-            if pat.matches(v):
-                out.append(cid)
+        if self._epc:
+            split = _epc_split(v)
+            if split is not None:
+                scheme, got = split
+                n = len(got)
+                for (sch, nf, k), buckets in self._epc.items():
+                    if sch != scheme or nf != n:
+                        continue
+                    hit2 = buckets.get(tuple(got[:k]))
+                    if hit2:
+                        for pat, cid in hit2:
+                            if pat.matches_fields(got):
+                                out.append(cid)
         if self._num or self._num_eq or self._num_ne:
             x = parse_number(v)
             if x is not None:
