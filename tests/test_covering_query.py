@@ -92,3 +92,20 @@ def test_same_type_name_from_two_schemas_never_mixes() -> None:
     index = CoveringIndex([mine, theirs])
     assert index.covering(mine) == [] and index.covered(theirs) == []
     assert index.get("b") is theirs
+
+
+def test_types_with_more_than_63_attributes() -> None:
+    wide = parse_schema("[W]\n" + "".join(f'a{i} = "int[0,3]"\n' for i in range(70)))
+    etype = wide["W"]
+    rng = random.Random(5)
+    ps = []
+    for i in range(80):
+        attrs = rng.sample([0, 1, 62, 63, 64, 69], rng.randint(0, 3))
+        ps.append(Profile.build(f"w{i}", etype, [
+            Predicate(f"a{a}", Op.LE, (rng.randint(0, 2),)) for a in attrs]))
+    index = CoveringIndex(ps)
+    stored = {p.id: p for p in ps}
+    for p in ps[:30]:
+        want = brute(stored, p)
+        assert ids(index.covering(p)) == want["covering"]
+        assert ids(index.covered(p)) == want["covered"]

@@ -34,8 +34,9 @@ class _TypeStore:
 
     Per slot: the key hull ``[lo, hi]`` of every ordered attribute (the whole domain when
     free), and which attributes are constrained — as bits of one int64 ``sig`` for the
-    first 63 attributes (one vector operation tests "constrains only attributes p
-    constrains") and as a bool row per further attribute.
+    first 63 attributes (one vector operation tests "constrains every attribute p
+    constrains") and as a bool row per further attribute; and the slots grouped by their
+    exact set of constrained attributes, for "constrains only attributes p constrains".
     """
 
     def __init__(self, etype: EventType) -> None:
@@ -56,6 +57,11 @@ class _TypeStore:
         self.profiles: list[Profile | None] = [None] * cap
         self.free: list[int] = list(range(cap - 1, -1, -1))
         self.top = 0  # slots at and above are unused: queries look at [:top] only
+        # Live slots by their full signature (every attribute, any count): a profile
+        # covering p constrains a subset of p's attributes, so only those groups count.
+        self.groups: dict[int, dict[int, None]] = {}
+        self.group_arrays: dict[int, np.ndarray] = {}  # slots of a group, built on demand
+        self.slot_sig: dict[int, int] = {}
 
     def _grow(self) -> None:
         old = self.alive.shape[0]
@@ -98,26 +104,60 @@ class _TypeStore:
                 self.hi[r, slot] = c.constraint.hi
         self.alive[slot] = True
         self.profiles[slot] = p
+        full = self.full_signature(p)
+        self.groups.setdefault(full, {})[slot] = None
+        self.group_arrays.pop(full, None)
+        self.slot_sig[slot] = full
         return slot
 
     def remove(self, slot: int) -> None:
         self.alive[slot] = False
         self.profiles[slot] = None
         self.free.append(slot)
+        full = self.slot_sig.pop(slot)
+        group = self.groups[full]
+        del group[slot]
+        self.group_arrays.pop(full, None)
+        if not group:
+            del self.groups[full]
+
+    @staticmethod
+    def full_signature(p: Profile) -> int:
+        sig = 0
+        for c in p.conditions:
+            sig |= 1 << c.position
+        return sig
+
+    def _subset_slots(self, psig: int) -> np.ndarray:
+        """Slots of the groups whose signature is a subset of ``psig``: enumerate the
+        subsets when there are fewer of them than groups, else test every group."""
+        if (1 << psig.bit_count()) <= len(self.groups):
+            sigs = []
+            sub = psig
+            while True:
+                if sub in self.groups:
+                    sigs.append(sub)
+                if sub == 0:
+                    break
+                sub = (sub - 1) & psig
+        else:
+            sigs = [sig for sig in self.groups if not sig & ~psig]
+        arrays = []
+        for sig in sigs:
+            arr = self.group_arrays.get(sig)
+            if arr is None:
+                arr = self.group_arrays[sig] = np.fromiter(self.groups[sig], dtype=np.int64,
+                                                           count=len(self.groups[sig]))
+            arrays.append(arr)
+        if not arrays:
+            return np.empty(0, dtype=np.int64)
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
     def candidates_covering(self, p: Profile) -> np.ndarray:
-        top = self.top
         # q may constrain only attributes p constrains (a non-full constraint cannot
-        # contain the whole domain p leaves open): usually the sharpest test, so it runs
-        # on every slot and the interval tests only on the survivors.
-        mask = (self.sig[:top] & ~np.int64(self.signature(p))) == 0
-        mask &= self.alive[:top]
-        if len(self.cons_high):
-            mine = {c.position for c in p.conditions}
-            for k in range(len(self.cons_high)):
-                if k + _WORD not in mine:
-                    mask &= ~self.cons_high[k, :top]
-        idx = np.flatnonzero(mask)
+        # contain the whole domain p leaves open): only those signature groups count,
+        # and the interval tests run on their members alone.
+        idx = self._subset_slots(self.full_signature(p))
         for c in p.conditions:
             if not len(idx):
                 break
@@ -190,8 +230,9 @@ class CoveringIndex:
     """A profile set answering covering queries; profiles may be added and removed."""
 
     def __init__(self, profiles: Iterable[Profile] = ()) -> None:
-        # Keyed by the type itself: two schemas may use one name for different types.
-        self._stores: dict[EventType, _TypeStore] = {}
+        # By type name, then by the type itself: two schemas may use one name for
+        # different types (and hashing a whole EventType per query would cost more).
+        self._stores: dict[str, list[_TypeStore]] = {}
         self._slots: dict[str, tuple[_TypeStore, int]] = {}
         self._by_key: dict[object, dict[str, Profile]] = {}
         self.exact_tests = 0
@@ -203,9 +244,10 @@ class CoveringIndex:
         if profile.id in self._slots:
             raise DuplicateProfileError(f"profile id {profile.id!r} is already registered",
                                         field=profile.id)
-        store = self._stores.get(profile.etype)
+        store = self._store_for(profile)
         if store is None:
-            store = self._stores[profile.etype] = _TypeStore(profile.etype)
+            store = _TypeStore(profile.etype)
+            self._stores.setdefault(profile.type_name, []).append(store)
         self._slots[profile.id] = (store, store.add(profile))
         self._by_key.setdefault(profile.filter_key, {})[profile.id] = profile
 
@@ -246,7 +288,10 @@ class CoveringIndex:
     # --- queries ------------------------------------------------------------------
 
     def _store_for(self, p: Profile) -> _TypeStore | None:
-        return self._stores.get(p.etype)
+        for store in self._stores.get(p.etype.name, ()):
+            if store.etype is p.etype or store.etype == p.etype:
+                return store
+        return None
 
     def _pick(self, store: _TypeStore, slots: np.ndarray, test: Callable[[Profile], bool],
               p: Profile, strict: bool) -> list[Profile]:
