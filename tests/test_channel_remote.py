@@ -135,6 +135,10 @@ async def test_hosted_in_a_real_broker_server() -> None:
     from siftbus.broker.node import BrokerNode
     from siftbus.model import parse_schema
 
+    pytest.importorskip("siftbus.client.aio")
+    from siftbus.channel.service import BrokerChannelClient
+    from siftbus.client.aio import Client
+
     node = BrokerNode("b1", parse_schema('[T]\na = "int[0,9]"\n'))
     srv = broker_server.BrokerServer(node, "127.0.0.1", 0)
     factory = EventChannelFactory()
@@ -156,6 +160,18 @@ async def test_hosted_in_a_real_broker_server() -> None:
             assert [e.event_name for e in await asyncio.wait_for(waiting, 3)] == ["e3"]
         finally:
             await c.close()
+        # the same service through siftbus.client, the broker's own client library
+        bc = BrokerChannelClient(await Client.connect("127.0.0.1", srv.port))
+        try:
+            assert cid in [i["id"] for i in await bc.call("list_channels")]
+            consumer = await RemoteConsumer.obtain(bc, cid)
+            supplier = await RemoteSupplier.obtain(bc, cid)
+            await supplier.push([ev(4)])
+            assert [e.event_name for e in await consumer.pull(10, timeout=2)] == ["e4"]
+            with pytest.raises(ChannelNotFound):
+                await bc.call("stats", channel=cid + 100)
+        finally:
+            await bc.close()
     finally:
         await srv.close()
         factory.close()

@@ -481,6 +481,35 @@ class ChannelClient:
         await self.close()
 
 
+class BrokerChannelClient:
+    """The channel service through a :class:`siftbus.client.Client` (or SyncClient's
+    async twin) connected to a broker that hosts it: ``call(method, **args)`` becomes
+    ``client.call("channel", method, **args)``, so RemoteConsumer/RemoteSupplier work on
+    top of it. The broker client's ``RemoteError`` is turned into the service's error
+    class where that is known."""
+
+    def __init__(self, client: Any, service: str = SERVICE_NAME) -> None:
+        self.client = client
+        self.service = service
+
+    async def call(self, method: str, **args: Any) -> Any:
+        from siftbus.errors import RemoteError
+
+        try:
+            return await self.client.call(self.service, method, **args)
+        except RemoteError as exc:
+            body: dict[str, Any] = {"kind": exc.kind, "message": exc.message}
+            for k in ("line", "column", "field"):
+                if getattr(exc, k, None) is not None:
+                    body[k] = getattr(exc, k)
+            raise error_from_body(body) from None
+
+    async def close(self) -> None:
+        close = getattr(self.client, "close", None)
+        if close is not None:
+            await close()
+
+
 def event_of_wire(data: Mapping[str, Any]) -> Any:
     """A received event: a StructuredEvent, or the any value."""
     m = Message.from_wire(data)
@@ -490,7 +519,8 @@ def event_of_wire(data: Mapping[str, Any]) -> Any:
 class RemoteConsumer:
     """A remote pull consumer with exactly-once delivery (acknowledge + deduplicate)."""
 
-    def __init__(self, client: ChannelClient, channel: int, proxy: int) -> None:
+    def __init__(self, client: ChannelClient | BrokerChannelClient, channel: int,
+                 proxy: int) -> None:
         self.client = client
         self.channel = channel
         self.proxy = proxy
@@ -498,8 +528,8 @@ class RemoteConsumer:
         self.duplicates = 0
 
     @classmethod
-    async def obtain(cls, client: ChannelClient, channel: int, *, admin: int = 0,
-                     kind: str = STRUCTURED_EVENT,
+    async def obtain(cls, client: ChannelClient | BrokerChannelClient, channel: int, *,
+                     admin: int = 0, kind: str = STRUCTURED_EVENT,
                      qos: Mapping[str, Any] | None = None) -> RemoteConsumer:
         pid = await client.call("obtain_consumer", channel=channel, admin=admin, kind=kind,
                                 qos=dict(qos or {}))
@@ -538,14 +568,15 @@ class RemoteConsumer:
 class RemoteSupplier:
     """A remote push supplier."""
 
-    def __init__(self, client: ChannelClient, channel: int, proxy: int) -> None:
+    def __init__(self, client: ChannelClient | BrokerChannelClient, channel: int,
+                 proxy: int) -> None:
         self.client = client
         self.channel = channel
         self.proxy = proxy
 
     @classmethod
-    async def obtain(cls, client: ChannelClient, channel: int, *, admin: int = 0,
-                     kind: str = STRUCTURED_EVENT) -> RemoteSupplier:
+    async def obtain(cls, client: ChannelClient | BrokerChannelClient, channel: int, *,
+                     admin: int = 0, kind: str = STRUCTURED_EVENT) -> RemoteSupplier:
         pid = await client.call("obtain_supplier", channel=channel, admin=admin, kind=kind)
         return cls(client, channel, pid)
 
@@ -557,5 +588,5 @@ class RemoteSupplier:
         return int(n)
 
 
-__all__ = ["SERVICE_NAME", "ChannelClient", "ChannelService", "RemoteConsumer",
-           "RemoteSupplier", "error_from_body", "event_of_wire"]
+__all__ = ["SERVICE_NAME", "BrokerChannelClient", "ChannelClient", "ChannelService",
+           "RemoteConsumer", "RemoteSupplier", "error_from_body", "event_of_wire"]
