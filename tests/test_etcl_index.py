@@ -80,7 +80,7 @@ def events(draw: st.DrawFn) -> StructuredEvent:
        st.lists(events(), min_size=1, max_size=8))
 def test_compiled_equals_evaluator(specs: list[tuple[str, list[tuple[str, str]]]],
                                    evs: list[StructuredEvent]) -> None:
-    idx = ConstraintIndex(engine=ENGINE)
+    idx = ConstraintIndex(engine=ENGINE, min_indexed=0)
     for i, (text, types) in enumerate(specs):
         idx.add(f"c{i}", parse_constraint(text), types)
     for e in evs:
@@ -92,7 +92,7 @@ def test_compiled_equals_evaluator(specs: list[tuple[str, list[tuple[str, str]]]
        st.lists(events(), min_size=1, max_size=4))
 def test_interleaved_add_remove(ops: list[tuple[bool, str, list[tuple[str, str]]]],
                                 evs: list[StructuredEvent]) -> None:
-    idx = ConstraintIndex(engine=ENGINE)
+    idx = ConstraintIndex(engine=ENGINE, min_indexed=0)
     live: list[str] = []
     for n, (add, text, types) in enumerate(ops):
         if add or not live:
@@ -108,8 +108,18 @@ def test_interleaved_add_remove(ops: list[tuple[bool, str, list[tuple[str, str]]
     assert idx.match(evs[0]) == set()
 
 
+def test_few_constraints_use_the_evaluator() -> None:
+    idx = ConstraintIndex(engine=ENGINE, min_indexed=3)
+    idx.add("a", parse_constraint("$x == 1"))
+    e = StructuredEvent.of("d", "t", filterable_data={"x": 1})
+    assert idx.match(e) == {"a"} and idx._matcher is None  # not built for one constraint
+    idx.add("b", parse_constraint("$x == 2"))
+    idx.add("c", parse_constraint("$x >= 1"))
+    assert idx.match(e) == {"a", "c"} and idx._matcher is not None
+
+
 def test_conjunctive_constraints_compile() -> None:
-    idx = ConstraintIndex(engine=ENGINE)
+    idx = ConstraintIndex(engine=ENGINE, min_indexed=0)
     assert idx.add("a", parse_constraint("$x > 1 and $.filterable_data(s) == 'q'"), [("d", "t")])
     assert idx.add("b", parse_constraint("not exist $.filterable_data(y) and $type_name != 'z'"))
     assert not idx.add("c", parse_constraint("$x > 1 or $y < 2"))
@@ -136,7 +146,7 @@ ALL_VALUES = [0, 1, -2, 3, 2, 0.5, -1.5, 2.0, -0.0, 1e300, float("inf"), float("
 def test_every_atom_exhaustively() -> None:
     """Every reference form x operator x literal x orientation (and negation) against
     every value placed in the variable header, the filterable data, both or neither."""
-    idx = ConstraintIndex(engine=ENGINE)
+    idx = ConstraintIndex(engine=ENGINE, min_indexed=0)
     texts = []
     for ref in [*(r.format(f="x") for r in REFS), *FIXED]:
         texts += [f"exist {ref}", f"not exist {ref}", ref]

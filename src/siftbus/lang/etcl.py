@@ -1055,6 +1055,10 @@ def _name_constraint(pattern: str) -> StringConstraint | None:
     return None
 
 
+MIN_INDEXED = 8
+"""Below this many compiled constraints the evaluator is cheaper than the index."""
+
+
 class ConstraintIndex:
     """A set of keyed (constraint, event types) that answers which ones an event
     satisfies, exactly as ``types_match(...) and constraint.evaluate(ev)`` would.
@@ -1066,9 +1070,11 @@ class ConstraintIndex:
     derived type grows when a new field appears; the matcher is then rebuilt lazily.
     """
 
-    def __init__(self, engine: str | None = None, *, compile: bool = True) -> None:
+    def __init__(self, engine: str | None = None, *, compile: bool = True,
+                 min_indexed: int = MIN_INDEXED) -> None:
         self._engine = engine
         self._compile = compile
+        self._min_indexed = min_indexed
         self._all: dict[str, tuple[Constraint, tuple[tuple[str, str], ...]]] = {}
         self._compiled: dict[str, list[tuple[tuple[str, str], tuple[Atom, ...]]]] = {}
         self._fallback: dict[str, tuple[Constraint, tuple[tuple[str, str], ...]]] = {}
@@ -1251,7 +1257,8 @@ class ConstraintIndex:
         """Keys of the constraints ``ev`` satisfies."""
         out: set[str] = set()
         if self._compiled:
-            derived = self.derived_event(ev) if is_structured(ev) else None
+            few = len(self._compiled) < self._min_indexed
+            derived = self.derived_event(ev) if is_structured(ev) and not few else None
             if derived is None:
                 domain, tname = event_type_of(ev)
                 for key in self._compiled:
