@@ -259,6 +259,10 @@ def events_to_columns(etype: EventType, events: Sequence[Event]) -> dict[str, np
                               field="type")
     out: dict[str, np.ndarray] = {}
     rows = [e.keys for e in events]
+    if rows and not any(isinstance(a.domain, StringDomain) for a in etype.attributes):
+        matrix = np.array(rows, dtype=np.int64)  # one C-level pass over all keys
+        return {a.name: np.ascontiguousarray(matrix[:, a.position])
+                for a in etype.attributes}
     for attr in etype.attributes:
         i = attr.position
         if isinstance(attr.domain, StringDomain):
