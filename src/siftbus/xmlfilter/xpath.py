@@ -188,6 +188,7 @@ class _Parser:
 
     def unsupported(self) -> XPathSubsetError:
         """Explain the construct at the current position."""
+        self.skip_ws()
         rest = self.text[self.pos :]
         if rest.startswith("*"):
             return self.fail("wildcard '*' is outside the restricted XPath subset")
