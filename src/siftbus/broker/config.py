@@ -1,0 +1,274 @@
+"""The network config: one TOML file describing the overlay tree and its protocol.
+
+::
+
+    [network]
+    schema = "schema.toml"        # relative to this file
+    protocol = "forwarding"       # flooding | forwarding | rendezvous
+    strategy = "covering"         # simple | identity | covering | merging
+    imperfect = false             # merging: also merge imperfectly (false positives filtered)
+    advertisements = false        # forwarding: subscriptions follow advertisements
+    engine = "index"              # matcher engine (default: index when installed)
+
+    [network.rendezvous]          # rendezvous: the RN of each event type (default: first broker)
+    Temperature = "B2"
+
+    [brokers.B1]
+    host = "127.0.0.1"
+    port = 7401
+    neighbours = ["B2"]
+    store = "b1.sqlite"           # optional: durable subscriptions of local clients
+
+The neighbour relation is symmetric (listing an edge on one side is enough) and must
+form a tree. A broker dials the neighbours declared before it and accepts the others.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from siftbus.errors import ConfigError, SiftbusError
+from siftbus.match.engines import ENGINES
+from siftbus.model import Schema, load_schema
+
+from .node import BrokerNode, check_name, default_engine
+from .routing import PROTOCOLS, STRATEGIES, rendezvous_directions
+from .server import BrokerServer
+from .store import ProfileStore
+from .wire import MAX_FRAME
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """One broker of the network."""
+
+    name: str
+    host: str
+    port: int
+    neighbours: tuple[str, ...]
+    store: Path | None
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkConfig:
+    """A validated network config."""
+
+    path: Path | None
+    schema: Schema
+    protocol: str
+    strategy: str
+    imperfect: bool
+    advertisements: bool
+    engine: str
+    max_frame: int
+    rendezvous: Mapping[str, str]
+    brokers: Mapping[str, BrokerConfig]
+    edges: tuple[tuple[str, str], ...]
+
+    def broker(self, name: str) -> BrokerConfig:
+        try:
+            return self.brokers[name]
+        except KeyError:
+            raise ConfigError(f"no broker {name!r} in the config (have "
+                              f"{', '.join(self.brokers)})", source=_src(self.path),
+                              field="name") from None
+
+    def node(self, name: str) -> BrokerNode:
+        """A fresh broker node for ``name`` (with its durable store, if configured)."""
+        b = self.broker(name)
+        dirs = (rendezvous_directions(self.edges, name, dict(self.rendezvous))
+                if self.protocol == "rendezvous" else None)
+        return BrokerNode(name, self.schema, protocol=self.protocol, strategy=self.strategy,
+                          imperfect=self.imperfect, advertisements=self.advertisements,
+                          neighbours=b.neighbours, rendezvous=dirs, engine=self.engine,
+                          store=ProfileStore(b.store) if b.store else None)
+
+    def server(self, name: str) -> BrokerServer:
+        """The server for ``name``: listens on its port, dials earlier neighbours."""
+        b = self.broker(name)
+        order = list(self.brokers)
+        dial = {n: (self.brokers[n].host, self.brokers[n].port) for n in b.neighbours
+                if order.index(n) < order.index(name)}
+        return BrokerServer(self.node(name), b.host, b.port, dial=dial,
+                            max_frame=self.max_frame)
+
+
+def _src(path: Path | None) -> str | None:
+    return str(path) if path is not None else None
+
+
+def _line_of(text: str, needle: str) -> int | None:
+    for i, line in enumerate(text.splitlines(), start=1):
+        if needle in line:
+            return i
+    return None
+
+
+_TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+def parse_network(text: str, *, path: Path | None = None,
+                  schema: Schema | None = None) -> NetworkConfig:
+    """Parse and validate config text; errors carry the file and line."""
+    src = _src(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = _TOML_POS.search(str(exc))
+        raise ConfigError(f"invalid TOML: {_TOML_POS.sub('', str(exc)).strip()}", source=src,
+                          line=int(m[1]) if m else None,
+                          column=int(m[2]) if m else None) from None
+
+    def fail(msg: str, needle: str, field: str | None = None) -> ConfigError:
+        return ConfigError(msg, source=src, line=_line_of(text, needle), field=field)
+
+    net = data.get("network", {})
+    if not isinstance(net, dict):
+        raise fail("[network] must be a table", "network")
+    unknown = set(net) - {"schema", "protocol", "strategy", "imperfect", "advertisements",
+                          "engine", "max_frame", "rendezvous"}
+    if unknown:
+        key = sorted(unknown)[0]
+        raise fail(f"unknown [network] key {key!r}", key, key)
+    if schema is None:
+        sp = net.get("schema")
+        if not isinstance(sp, str):
+            raise fail('[network] needs schema = "file.toml"', "[network]", "schema")
+        base = path.parent if path is not None else Path.cwd()
+        try:
+            schema = load_schema(base / sp)
+        except SiftbusError as exc:
+            raise fail(f"schema: {exc}", "schema", "schema") from None
+    protocol = net.get("protocol", "forwarding")
+    if protocol not in PROTOCOLS:
+        raise fail(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}",
+                   "protocol", "protocol")
+    strategy = net.get("strategy", "covering")
+    if strategy not in STRATEGIES:
+        raise fail(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}",
+                   "strategy", "strategy")
+    engine = net.get("engine") or default_engine()
+    if engine not in ENGINES:
+        raise fail(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}", "engine",
+                   "engine")
+    flags: dict[str, bool] = {}
+    for key in ("imperfect", "advertisements"):
+        v = net.get(key, False)
+        if not isinstance(v, bool):
+            raise fail(f"{key} must be true or false", key, key)
+        flags[key] = v
+    if flags["advertisements"] and protocol != "forwarding":
+        raise fail("advertisements apply to protocol = \"forwarding\" only", "advertisements",
+                   "advertisements")
+    max_frame = net.get("max_frame", MAX_FRAME)
+    if not isinstance(max_frame, int) or max_frame < 1024:
+        raise fail("max_frame must be an integer >= 1024", "max_frame", "max_frame")
+
+    raw = data.get("brokers")
+    if not isinstance(raw, dict) or not raw:
+        raise fail("the config needs at least one [brokers.NAME] table", "brokers", "brokers")
+    nbrs: dict[str, set[str]] = {}
+    brokers_raw: dict[str, dict[str, Any]] = {}
+    for name, table in raw.items():
+        if not isinstance(table, dict):
+            raise fail(f"brokers.{name} must be a table", f"{name}", name)
+        try:
+            check_name(name, "broker")
+        except ConfigError as exc:
+            raise fail(exc.message, f"[brokers.{name}", name) from None
+        bad = set(table) - {"host", "port", "neighbours", "store"}
+        if bad:
+            key = sorted(bad)[0]
+            raise fail(f"brokers.{name}: unknown key {key!r}", key, key)
+        port = table.get("port")
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise fail(f"brokers.{name}: port must be an integer 1..65535",
+                       f"[brokers.{name}]", "port")
+        ns = table.get("neighbours", [])
+        if not isinstance(ns, list) or not all(isinstance(n, str) for n in ns):
+            raise fail(f"brokers.{name}: neighbours must be a list of names",
+                       f"[brokers.{name}]", "neighbours")
+        nbrs[name] = set(ns)
+        brokers_raw[name] = table
+    edges: set[tuple[str, str]] = set()
+    for name, ns in nbrs.items():
+        for n in ns:
+            if n not in nbrs:
+                raise fail(f"brokers.{name}: unknown neighbour {n!r}", f'"{n}"', "neighbours")
+            if n == name:
+                raise fail(f"brokers.{name} lists itself as a neighbour", f"[brokers.{name}]",
+                           "neighbours")
+            edges.add((min(name, n), max(name, n)))
+    for a, b in edges:
+        nbrs[a].add(b)
+        nbrs[b].add(a)
+    _check_tree(list(nbrs), sorted(edges), fail)
+    order = list(nbrs)
+    base = path.parent if path is not None else Path.cwd()
+    brokers = {}
+    for name in order:
+        t = brokers_raw[name]
+        store = t.get("store")
+        if store is not None and not isinstance(store, str):
+            raise fail(f"brokers.{name}: store must be a file name", "store", "store")
+        host = t.get("host", "127.0.0.1")
+        if not isinstance(host, str):
+            raise fail(f"brokers.{name}: host must be a string", "host", "host")
+        brokers[name] = BrokerConfig(name, host, t["port"],
+                                     tuple(sorted(nbrs[name], key=order.index)),
+                                     base / store if store else None)
+    rn_raw = net.get("rendezvous", {})
+    if not isinstance(rn_raw, dict):
+        raise fail("[network.rendezvous] must map event types to brokers", "rendezvous")
+    rendezvous: dict[str, str] = {}
+    for tname in schema.names:
+        node = rn_raw.get(tname, order[0])
+        if node not in brokers:
+            raise fail(f"rendezvous node of {tname} is {node!r}, not a broker", tname, tname)
+        rendezvous[tname] = node
+    for tname in rn_raw:
+        if tname not in schema:
+            raise fail(f"[network.rendezvous] names unknown event type {tname!r}", tname, tname)
+    return NetworkConfig(path, schema, protocol, strategy, flags["imperfect"],
+                         flags["advertisements"], engine, max_frame, rendezvous, brokers,
+                         tuple(sorted(edges)))
+
+
+def _check_tree(names: list[str], edges: list[tuple[str, str]], fail: Any) -> None:
+    parent = {n: n for n in names}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in edges:
+        ra, rb = find(a), find(b)
+        if ra == rb:
+            raise fail(f"the overlay must be a tree: the edge {a}-{b} closes a cycle",
+                       f"[brokers.{b}]", "neighbours")
+        parent[ra] = rb
+    roots = {find(n) for n in names}
+    if len(roots) > 1:
+        raise fail(f"the overlay must be connected: {len(roots)} separate parts", "brokers",
+                   "neighbours")
+
+
+def load_network(path: str | Path) -> NetworkConfig:
+    """Read and validate a network config file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read network config: {exc.strerror}", source=str(p)) \
+            from None
+    return parse_network(text, path=p)
+
+
+__all__ = ["BrokerConfig", "NetworkConfig", "load_network", "parse_network"]

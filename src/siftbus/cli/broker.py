@@ -1,0 +1,294 @@
+"""``siftbus broker``, ``siftbus network up|stats``, ``siftbus publish``, ``siftbus subscribe``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from siftbus.broker.config import NetworkConfig
+
+network_app = typer.Typer(help="Run and inspect a whole broker network from its config.",
+                          no_args_is_help=True)
+
+
+def _run(coro: Any) -> Any:
+    from siftbus.broker.server import install_uvloop
+
+    install_uvloop()
+    return asyncio.run(coro)
+
+
+def _address(config: Path | None, name: str | None, broker: str | None) -> tuple[str, int]:
+    from siftbus.client import parse_address
+    from siftbus.errors import ConfigError
+
+    if broker:
+        return parse_address(broker)
+    if config is None:
+        return ("127.0.0.1", 7400)
+    from siftbus.broker.config import load_network
+
+    net = load_network(config)
+    if name is None:
+        if len(net.brokers) != 1:
+            raise ConfigError("the config has several brokers: choose one with --name",
+                              source=str(config), field="name")
+        name = next(iter(net.brokers))
+    b = net.broker(name)
+    return (b.host, b.port)
+
+
+def broker_cmd(
+    config: Annotated[Path, typer.Option("--config", "-c", help="Network config (TOML).")],
+    name: Annotated[str, typer.Option("--name", "-n", help="Which broker of the config.")],
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log link events.")] = False,
+) -> None:
+    """Run one broker of a network config until interrupted."""
+    from siftbus.broker.config import load_network
+
+    net = load_network(config)
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format=f"%(asctime)s {name} %(levelname)s %(message)s")
+
+    async def main() -> None:
+        server = net.server(name)
+        await server.start()
+        b = net.broker(name)
+        print(f"broker {name} ({net.protocol}/{net.strategy}) listening on "
+              f"{b.host}:{server.port}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await server.close()
+
+    _run(main())
+
+
+async def _gather_stats(net: NetworkConfig, timeout: float) -> dict[str, Any]:
+    from siftbus.client import Client
+    from siftbus.errors import SiftbusError
+
+    out: dict[str, Any] = {}
+    for name, b in net.brokers.items():
+        try:
+            c = await Client.connect(b.host, b.port, timeout=timeout)
+        except SiftbusError as exc:
+            out[name] = {"error": str(exc)}
+            continue
+        try:
+            out[name] = await c.stats()
+        finally:
+            await c.close()
+    return out
+
+
+def _print_stats(stats: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from siftbus.broker.stats import histogram_quantile
+    from siftbus.cli._common import stdout
+
+    t = Table(title="broker network")
+    cols = ["broker", "links", "clients", "table", "local", "ev in", "ev out", "filtered",
+            "notified", "dropped", "bytes in", "bytes out", "p50 ms", "p99 ms"]
+    for col in cols:
+        t.add_column(col, justify="left" if col == "broker" else "right")
+    for name, s in stats.items():
+        if "error" in s:
+            t.add_row(name, "down", *["-"] * (len(cols) - 2))
+            continue
+        p50 = histogram_quantile(s["latency_ms"], 0.5)
+        p99 = histogram_quantile(s["latency_ms"], 0.99)
+        t.add_row(name, str(s["neighbours_up"]), str(s["clients"]), str(s["table_size"]),
+                  str(s["local_profiles"]), str(s["events_in"]), str(s["events_out"]),
+                  str(s["filter_ops"]), str(s["notifications"]), str(s["dropped"]),
+                  str(s["bytes_in"]), str(s["bytes_out"]),
+                  "-" if p50 is None else f"<={p50:g}", "-" if p99 is None else f"<={p99:g}")
+    stdout.print(t)
+
+
+@network_app.command("stats")
+def network_stats(
+    config: Annotated[Path, typer.Argument(help="Network config (TOML).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] =
+    False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait per broker.")] = 5.0,
+) -> None:
+    """Instrumentation of every broker: events, bytes, filter operations, table sizes."""
+    from siftbus.broker.config import load_network
+
+    net = load_network(config)
+    stats = _run(_gather_stats(net, timeout))
+    if as_json:
+        print(json.dumps(stats, indent=2))
+    else:
+        _print_stats(stats)
+    if any("error" in s for s in stats.values()):
+        raise typer.Exit(1)
+
+
+@network_app.command("up")
+def network_up(
+    config: Annotated[Path, typer.Argument(help="Network config (TOML).")],
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the tree.")] = 30.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Start every broker of the config on this machine (one process each); Ctrl-C stops."""
+    from siftbus.broker.config import load_network
+    from siftbus.errors import EnvironmentProblem
+
+    net = load_network(config)
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    env = dict(os.environ)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)  # stop the brokers on kill as on Ctrl-C
+    try:
+        for name in net.brokers:
+            cmd = [sys.executable, "-m", "siftbus", "broker", "--config", str(config),
+                   "--name", name] + (["-v"] if verbose else [])
+            procs[name] = subprocess.Popen(cmd, env=env)
+        deadline = time.monotonic() + timeout
+        while True:
+            for name, p in procs.items():
+                if p.poll() is not None:
+                    raise EnvironmentProblem(f"broker {name} exited with code {p.returncode}")
+            stats = _run(_gather_stats(net, 1.0))
+            ready = [n for n, s in stats.items() if "error" not in s
+                     and s["neighbours_up"] == len(net.brokers[n].neighbours)]
+            if len(ready) == len(net.brokers):
+                break
+            if time.monotonic() > deadline:
+                missing = sorted(set(net.brokers) - set(ready))
+                raise EnvironmentProblem(f"network not up after {timeout:g}s: "
+                                         f"{', '.join(missing)} not ready")
+            time.sleep(0.2)
+        print(f"network up: {len(procs)} broker(s), protocol {net.protocol}/{net.strategy}; "
+              "Ctrl-C stops", flush=True)
+        while all(p.poll() is None for p in procs.values()):
+            time.sleep(0.5)
+        dead = [n for n, p in procs.items() if p.poll() is not None]
+        raise EnvironmentProblem(f"broker(s) {', '.join(dead)} exited")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def publish_cmd(
+    events: Annotated[Path, typer.Argument(help="Event file (JSON lines); - for stdin.")],
+    broker: Annotated[str | None, typer.Option("--broker", "-b", help="host:port")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c")] = None,
+    name: Annotated[str | None, typer.Option("--name", "-n", help="Broker of --config.")] =
+    None,
+    batch: Annotated[int, typer.Option(help="Events per batch.")] = 1000,
+) -> None:
+    """Publish the events of a file (batched); every line is checked against the schema."""
+    host, port = _address(config, name, broker)
+
+    async def main() -> int:
+        from siftbus.client import Client
+        from siftbus.model import iter_event_lines
+
+        c = await Client.connect(host, port)
+        n = 0
+        try:
+            assert c.schema is not None
+            stream = sys.stdin if str(events) == "-" else events.open(encoding="utf-8")
+            buf = []
+            with stream:
+                for item in iter_event_lines(stream, c.schema, source=str(events)):
+                    if isinstance(item, Exception):
+                        raise item
+                    buf.append(item)
+                    if len(buf) >= batch:
+                        n += await c.publish_batch(buf, ack=True)
+                        buf = []
+            if buf:
+                n += await c.publish_batch(buf, ack=True)
+        finally:
+            await c.close()
+        return n
+
+    n = _run(main())
+    print(f"published {n} event(s) to {host}:{port}", file=sys.stderr)
+
+
+def subscribe_cmd(
+    profiles: Annotated[list[str], typer.Argument(help="Profile lines, e.g. "
+                                                  "'Temperature(room = 12, value > 20)'.")],
+    broker: Annotated[str | None, typer.Option("--broker", "-b", help="host:port")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c")] = None,
+    name: Annotated[str | None, typer.Option("--name", "-n", help="Broker of --config.")] =
+    None,
+    client: Annotated[str | None, typer.Option("--client", help="Client name (durable "
+                                               "subscriptions are kept per name).")] = None,
+    count: Annotated[int, typer.Option(help="Exit after this many notifications (0: never).")]
+    = 0,
+    timeout: Annotated[float, typer.Option(help="Exit after this many seconds (0: never).")]
+    = 0.0,
+) -> None:
+    """Subscribe and print each notification as a JSON line."""
+    host, port = _address(config, name, broker)
+
+    async def main() -> None:
+        from siftbus.client import Client
+        from siftbus.client.aio import Notification, event_json
+
+        c = await Client.connect(host, port, name=client)
+        got = 0
+        done = asyncio.Event()
+
+        def show(n: Notification) -> None:
+            nonlocal got
+            print(event_json(n), flush=True)
+            got += 1
+            if count and got >= count:
+                done.set()
+
+        try:
+            subs = await c.subscribe_many(profiles, show)
+            print(f"subscribed {', '.join(s.id for s in subs)} at {c.broker}", file=sys.stderr,
+                  flush=True)
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, done.set)
+            if timeout:
+                loop.call_later(timeout, done.set)
+            await done.wait()
+        finally:
+            await c.close()
+
+    _run(main())
+
+
+def register(app: typer.Typer) -> None:
+    app.command("broker")(broker_cmd)
+    app.command("publish")(publish_cmd)
+    app.command("subscribe")(subscribe_cmd)
+    app.add_typer(network_app, name="network")
+
+
+__all__ = ["register"]
