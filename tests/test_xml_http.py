@@ -1,0 +1,162 @@
+"""The HTTP publish/subscribe endpoint and the HTTP POST notifier, on real uvicorn servers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request, Response
+from lxml import etree
+
+from siftbus.xmlfilter import XmlEventFilter
+from siftbus.xmlfilter.http import create_app
+
+DATA = Path(__file__).parent / "data" / "xml"
+APPENDIX6 = (DATA / "appendix6_subscriptions.xml").read_bytes()
+APPENDIX7 = (DATA / "appendix7_message.xml").read_bytes()
+
+
+class Running:
+    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+        self.server = server
+        self.task = task
+        sock = server.servers[0].sockets[0]
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        await asyncio.wait_for(self.task, 10)
+
+
+async def serve(app: FastAPI) -> Running:
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    for _ in range(500):
+        if server.started:
+            break
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    assert server.started
+    return Running(server, task)
+
+
+def receiver_app(inbox: list[tuple[str, bytes, dict[str, str]]], fail: bool = False) -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/submit/{name}")
+    async def submit(name: str, request: Request) -> Response:
+        inbox.append((name, await request.body(), dict(request.headers)))
+        return Response(status_code=500 if fail else 204)
+
+    return app
+
+
+@pytest.fixture
+async def servers() -> AsyncIterator[dict[str, Any]]:
+    inbox: list[tuple[str, bytes, dict[str, str]]] = []
+    recv = await serve(receiver_app(inbox))
+    filt = XmlEventFilter()
+    broker = await serve(create_app(filt, max_body=100_000))
+    try:
+        yield {"broker": broker.url, "receiver": recv.url, "inbox": inbox, "filter": filt}
+    finally:
+        await broker.stop()
+        await recv.stop()
+
+
+async def test_subscribe_publish_deliver(servers: dict[str, Any]) -> None:
+    url, recv, inbox = servers["broker"], servers["receiver"], servers["inbox"]
+    subs = APPENDIX6.replace(b"http://localhost:4001/submit", f"{recv}/submit/a".encode())
+    subs = subs.replace(b"http://localhost:4002/submit", f"{recv}/submit/b".encode())
+    subs = subs.replace(b"<callbackMethod>HTTPS</callbackMethod>",
+                        b"<callbackMethod>HTTP</callbackMethod>")
+    async with httpx.AsyncClient(timeout=10) as c:
+        r = await c.post(f"{url}/subscriptions", content=subs)
+        assert r.status_code == 201, r.text
+        ids = r.json()["ids"]
+        assert len(ids) == 3
+        # the thesis generator's fixed subscriptions sent again: rejected, server unharmed
+        r = await c.post(f"{url}/subscriptions", content=subs)
+        assert r.status_code == 409
+        assert "duplicate" in r.json()["error"]
+        r = await c.post(f"{url}/publish", content=APPENDIX7)
+        assert r.status_code == 200
+        body = r.json()
+        assert body["events"] == 3
+        assert [n["event"] for n in body["notifications"]] == [1]
+        assert sorted(name for name, _, _ in inbox) == ["a", "b"]
+        for _, xml, headers in inbox:
+            root = etree.fromstring(xml)
+            assert root.findtext("bizLocation/id") == "urn:com:location:area-01"
+            assert headers["content-type"] == "application/xml"
+            assert headers["x-siftbus-event"] == "1"
+        # unsubscribe one receiver's subscription: only the other is notified
+        r = await c.delete(f"{url}/subscriptions/{ids[0]}")
+        assert r.status_code == 200
+        r = await c.delete(f"{url}/subscriptions/{ids[0]}")
+        assert r.status_code == 404
+        inbox.clear()
+        r = await c.post(f"{url}/publish", content=APPENDIX7)
+        assert [name for name, _, _ in inbox] == ["b"]
+        r = await c.get(f"{url}/subscriptions")
+        assert sorted(r.json()["ids"]) == sorted(ids[1:])
+        r = await c.get(f"{url}/stats")
+        assert r.json()["subscriptions"] == 2
+
+
+async def test_bad_requests_answered_and_server_keeps_serving(servers: dict[str, Any]) -> None:
+    url = servers["broker"]
+    async with httpx.AsyncClient(timeout=10) as c:
+        r = await c.post(f"{url}/publish", content=b"<a><b></a>")
+        assert r.status_code == 400
+        assert r.json()["type"] == "XmlInputError"
+        assert r.json()["line"] == 1
+        r = await c.post(f"{url}/subscriptions", content=b"<subscriptionList/>")
+        assert r.status_code == 400
+        r = await c.post(f"{url}/subscriptions", content=APPENDIX6.replace(
+            b"//ObjectEvent", b"//*"))
+        assert r.status_code == 400
+        assert r.json()["type"] == "XPathSubsetError"
+        r = await c.post(f"{url}/publish", content=b"<x>" + b"y" * 200_000 + b"</x>")
+        assert r.status_code == 413
+        # empty receiver: defaults to HTTP and the X-Callback-Address header
+        doc = APPENDIX6.replace(b"<callbackMethod>HTTP</callbackMethod>",
+                                b"<callbackMethod/>").replace(
+            b"<callbackAddress>http://localhost:4001/submit</callbackAddress>",
+            b"<callbackAddress/>")
+        r = await c.post(f"{url}/subscriptions", content=doc,
+                         headers={"X-Callback-Address": "http://127.0.0.1:9/none"})
+        assert r.status_code == 201, r.text
+        subs = {s.receiver.address: s for s in servers["filter"].subscriptions()}
+        assert subs["http://127.0.0.1:9/none"].receiver.method == "HTTP"
+        # delivery to an unreachable receiver fails quietly for the publisher
+        r = await c.post(f"{url}/publish", content=APPENDIX7)
+        assert r.status_code == 200
+        assert len(r.json()["notifications"]) == 1
+
+
+async def test_notifier_counts_refusals() -> None:
+    from siftbus.xmlfilter import Notification, Receiver
+    from siftbus.xmlfilter.http import DeliveryError, HttpPostNotifier
+
+    inbox: list[tuple[str, bytes, dict[str, str]]] = []
+    recv = await serve(receiver_app(inbox, fail=True))
+    notifier = HttpPostNotifier(timeout=5)
+    try:
+        note = Notification(0, ("//x",), ("s",), (Receiver("HTTP", "r"),), b"<x/>")
+        with pytest.raises(DeliveryError):
+            await notifier.deliver(Receiver("HTTP", f"{recv.url}/submit/z"), note)
+        with pytest.raises(DeliveryError):
+            await notifier.deliver(Receiver("HTTP", "mailto:x"), note)
+        assert notifier.stats().failed == 2
+        assert inbox and inbox[0][1] == b"<x/>"
+    finally:
+        await notifier.aclose()
+        await recv.stop()
