@@ -1,0 +1,51 @@
+"""``siftbus xml-filter`` end to end, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from lxml import etree
+
+DATA = Path(__file__).parent / "data" / "xml"
+SUBS = str(DATA / "appendix6_subscriptions.xml")
+MSG = str(DATA / "appendix7_message.xml")
+
+
+def siftbus(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "siftbus", "xml-filter", *args],
+                          capture_output=True, text=True, timeout=120, input=stdin)
+
+
+def test_json_lines_and_xml_output() -> None:
+    r = siftbus("--subscriptions", SUBS, "--input", MSG, "--input", "-",
+                stdin=Path(MSG).read_text())
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [(x["message"], x["event"]) for x in lines] == [(0, 1), (1, 1)]
+    assert [rec["address"] for rec in lines[0]["receivers"]] == [
+        "http://localhost:4001/submit", "http://localhost:4002/submit"]
+    assert etree.fromstring(lines[0]["xml"]).findtext("bizLocation/id") == (
+        "urn:com:location:area-01")
+    r = siftbus("-s", SUBS, "-i", MSG, "--all", "--no-precheck", "--strategy", "counting")
+    assert [json.loads(x)["event"] for x in r.stdout.splitlines()] == [0, 1, 2]
+    r = siftbus("-s", SUBS, "-i", MSG, "--format", "xml")
+    assert r.returncode == 0, r.stderr
+    doc = etree.fromstring(r.stdout.encode())
+    assert len(doc) == 1 and doc[0].get("event") == "1"
+
+
+def test_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.xml"
+    bad.write_text(Path(SUBS).read_text().replace("//ObjectEvent", "//ObjectEvent/*", 1))
+    r = siftbus("-s", str(bad), "-i", MSG)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "wildcard" in r.stderr and "line" in r.stderr
+    broken = tmp_path / "broken.xml"
+    broken.write_text("<a>\n<b>\n</a>")
+    r = siftbus("-s", SUBS, "-i", str(broken))
+    assert r.returncode == 2 and "line 3" in r.stderr
+    r = siftbus("-s", SUBS, "-i", str(tmp_path / "missing.xml"))
+    assert r.returncode == 2 and "cannot read" in r.stderr
