@@ -190,6 +190,8 @@ def run_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
 
         r["match_batch_eps"], r["match_batch_cpu_eps"] = rate(batch, n_events, min_t,
                                                               args.repeats)
+        sample = m.match_batch(events[:2000])
+        r["matches_per_event"] = sum(len(x) for x in sample) / len(sample)
         if isinstance(m, IndexMatcher):
             snap = m.snapshot()
             csr = snap.match_columns(etype.name, cols)
