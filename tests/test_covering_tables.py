@@ -23,10 +23,11 @@ from siftbus.model import Event, Op, Predicate, Profile, parse_schema
 from strategies import profiles
 
 SCHEMA = parse_schema('[T]\na = "int[0,5]"\nb = "int[0,3]"\nc = "enum[L0,L1,L2]"\n'
-                      '[V]\nx = "int[0,2]"\n')
+                      's = "string"\n[V]\nx = "int[0,2]"\n')
 T = SCHEMA["T"]
-EVENTS = [Event.of(T, {"a": a, "b": b, "c": c})
-          for a, b, c in itertools.product(range(6), range(4), ["L0", "L1", "L2"])]
+STRINGS = ["", "a", "ab", "abc", "b"]
+EVENTS = [Event.of(T, {"a": a, "b": b, "c": c, "s": s})
+          for a, b, c, s in itertools.product(range(6), range(4), ["L0", "L1", "L2"], STRINGS)]
 EVENTS += [Event.of(SCHEMA["V"], {"x": x}) for x in range(3)]
 IFACES = ["I1", "I2", "I3", "local"]
 NEIGHBOURS = ["I1", "I2", "I3"]
@@ -58,6 +59,12 @@ def random_profile(rng: random.Random, pid: str) -> Profile:
                 preds.append(Predicate(attr, Op.IN, tuple(rng.sample(range(top + 1), 2))))
     if rng.random() < 0.3:
         preds.append(Predicate("c", Op.IN, tuple(rng.sample(["L0", "L1", "L2"], 2))))
+    if rng.random() < 0.25:
+        preds.append(rng.choice([
+            Predicate("s", Op.PREFIX, (rng.choice(["a", "ab"]),)),
+            Predicate("s", Op.EQ, (rng.choice(STRINGS),)),
+            Predicate("s", Op.NE, (rng.choice(STRINGS),)),
+            Predicate("s", Op.IN, tuple(rng.sample(STRINGS, 2)))]))
     return Profile.build(pid, T, preds)
 
 
@@ -184,7 +191,7 @@ def test_random_insert_delete_keeps_both_structures_exact(
         assert {p.filter_key for p in late.subscribe} == brute.out("late")
         assert f.add_neighbour("late") == Update()
         f.remove_neighbour("late")
-    for e in EVENTS[::3]:
+    for e in EVENTS[::7]:
         want = ref.match(e)
         assert all(t.match(e) == want for t in tables)
     for pid in rng.sample(sorted(live), len(live)):
