@@ -29,17 +29,17 @@ to it, which is why the table is empty once every client profile is gone.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from siftbus.covering.query import CoveringIndex
 from siftbus.covering.relations import covers, merge, overlaps
 from siftbus.errors import ConfigError, DuplicateProfileError, UnknownProfileError
 from siftbus.match.base import Matcher
-from siftbus.model import Event, IntervalSet, Profile, StringConstraint, StringDomain
+from siftbus.model import IntervalSet, Profile
 
 from .wire import Envelope, Message, MsgType, encode_events, encode_profile
 
@@ -79,39 +79,14 @@ class Entry:
     """Insertion order; among equivalent profiles the earliest one dominates."""
     local_id: str
     """The id the client knows (for client entries), else the gid."""
-    witness: Event
-    """An event the profile matches: every covering profile matches it too."""
+    from_broker: bool
+    """Whether ``src`` is a neighbour broker (else a local client)."""
     fwd: set[str] = field(default_factory=set)
     """Neighbours the entry is currently exported to."""
 
     @property
     def gid(self) -> str:
         return self.profile.id
-
-
-def witness(p: Profile) -> Event:
-    """The least event that ``p`` matches (its lowest key on every attribute)."""
-    keys: list[Any] = []
-    for attr in p.etype.attributes:
-        c = p.constraint(attr.name)
-        dom = attr.domain
-        if c is None:
-            keys.append("" if isinstance(dom, StringDomain) else dom.min_key)
-        elif isinstance(c, IntervalSet):
-            keys.append(c.lo)
-        else:
-            keys.append(_string_witness(c))
-    return Event(p.etype, tuple(keys))
-
-
-def _string_witness(c: StringConstraint) -> str:
-    if c.allowed is not None:
-        return min(c.allowed)
-    for n in range(len(c.excluded) + 1):
-        s = c.prefix + "a" * n
-        if s not in c.excluded:
-            return s
-    raise AssertionError("a prefix set with finitely many exclusions is never empty")
 
 
 @dataclass(slots=True)
@@ -141,8 +116,8 @@ class RoutingTable:
         self.entries: dict[str, Entry] = {}
         self._seq = itertools.count()
         self._by_key: dict[tuple[Any, ...], set[str]] = defaultdict(set)
-        self._by_type: dict[str, set[str]] = defaultdict(set)
-        self._lo_index: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
+        #: covering queries (hull pruning, then exact tests) for the covering strategies
+        self.covering_index = CoveringIndex()
         self._adverts: dict[str, tuple[Profile, str]] = {}
         self._adv_fwd: dict[str, set[str]] = {}
         # pending output of the current atomic step, per neighbour
@@ -155,24 +130,15 @@ class RoutingTable:
         self._touched: dict[str, dict[int, Profile | None]] = defaultdict(dict)
         self._group_ids = itertools.count()
         self._merge_ids = itertools.count()
-        #: covering tests made (for instrumentation)
-        self.covering_tests = 0
 
     # ---- queries -------------------------------------------------------------------
 
     def __len__(self) -> int:
         return len(self.entries)
 
-    def _dominates(self, q: Entry, p: Entry) -> bool:
-        if q is p or q.profile.etype.name != p.profile.etype.name:
-            return False
-        self.covering_tests += 1
-        if not covers(q.profile, p.profile):
-            return False
-        if q.seq < p.seq:
-            return True
-        self.covering_tests += 1
-        return not covers(p.profile, q.profile)
+    def _ahead(self, q: Entry, p: Entry) -> bool:
+        """Given q covers p: q dominates p unless they are equivalent and p came first."""
+        return q.seq < p.seq or not covers(p.profile, q.profile)
 
     def dominators(self, e: Entry) -> list[Entry]:
         """Entries that make forwarding ``e`` unnecessary, per the strategy."""
@@ -181,11 +147,10 @@ class RoutingTable:
         if self.strategy == "identity":
             return [q for gid in self._by_key.get(e.profile.filter_key, ())
                     if (q := self.entries[gid]).seq < e.seq]
-        # Every profile covering e matches e's witness, so the matcher narrows the search.
         out = []
-        for gid in self.matcher.match(e.witness):
-            q = self.entries[gid]
-            if self._dominates(q, e):
+        for qp in self.covering_index.covering(e.profile):
+            q = self.entries[qp.id]
+            if self._ahead(q, e):
                 out.append(q)
         return out
 
@@ -196,25 +161,11 @@ class RoutingTable:
         if self.strategy == "identity":
             return [q for gid in self._by_key.get(e.profile.filter_key, ())
                     if (q := self.entries[gid]).seq > e.seq]
-        return [q for q in self._covered_candidates(e.profile) if self._dominates(e, q)]
-
-    def _covered_candidates(self, p: Profile) -> Iterable[Entry]:
-        best: tuple[int, int, int, int] | None = None
-        for c in p.conditions:
-            if isinstance(c.constraint, IntervalSet):
-                size = c.constraint.hi - c.constraint.lo
-                if best is None or size < best[0]:
-                    best = (size, c.position, c.constraint.lo, c.constraint.hi)
-        tname = p.etype.name
-        if best is None:  # only string conditions (or none): every entry of the type
-            return [self.entries[g] for g in self._by_type.get(tname, ())]
-        _, pos, lo, hi = best
-        idx = self._lo_index.get((tname, pos), [])
-        i = bisect.bisect_left(idx, (lo, ""))
         out = []
-        while i < len(idx) and idx[i][0] <= hi:
-            out.append(self.entries[idx[i][1]])
-            i += 1
+        for qp in self.covering_index.covered(e.profile):
+            q = self.entries[qp.id]
+            if self._ahead(e, q):
+                out.append(q)
         return out
 
     def allowed(self, z: str, p: Profile) -> bool:
@@ -241,11 +192,8 @@ class RoutingTable:
         self.entries[e.gid] = e
         self.matcher.add(p)
         self._by_key[p.filter_key].add(e.gid)
-        self._by_type[p.etype.name].add(e.gid)
-        for c in p.conditions:
-            if isinstance(c.constraint, IntervalSet):
-                bisect.insort(self._lo_index[(p.etype.name, c.position)],
-                              (c.constraint.lo, e.gid))
+        if self.strategy in ("covering", "merging"):
+            self.covering_index.add(p)
 
     def _unindex(self, e: Entry) -> None:
         p = e.profile
@@ -255,17 +203,8 @@ class RoutingTable:
         keyset.discard(e.gid)
         if not keyset:
             del self._by_key[p.filter_key]
-        tset = self._by_type[p.etype.name]
-        tset.discard(e.gid)
-        if not tset:
-            del self._by_type[p.etype.name]
-        for c in p.conditions:
-            if isinstance(c.constraint, IntervalSet):
-                idx = self._lo_index[(p.etype.name, c.position)]
-                i = bisect.bisect_left(idx, (c.constraint.lo, e.gid))
-                del idx[i]
-                if not idx:
-                    del self._lo_index[(p.etype.name, c.position)]
+        if self.strategy in ("covering", "merging"):
+            self.covering_index.remove(e.gid)
 
     # ---- table operations (one atomic step each) ------------------------------------------
 
@@ -274,7 +213,8 @@ class RoutingTable:
         if profile.id in self.entries:
             raise DuplicateProfileError(f"profile {profile.id!r} is already subscribed",
                                         field=profile.id)
-        e = Entry(profile, src, next(self._seq), local_id or profile.id, witness(profile))
+        e = Entry(profile, src, next(self._seq), local_id or profile.id,
+                  self.host.is_broker(src))
         self._index(e)
         self._reconcile(e)
         for q in self.dominated(e):
@@ -484,6 +424,11 @@ class RoutingTable:
         self._subs.clear()
         self._unsubs.clear()
 
+    @property
+    def covering_tests(self) -> int:
+        """Exact covering tests made while forwarding (after hull pruning)."""
+        return self.covering_index.exact_tests
+
     def exported_count(self) -> int:
         """Profiles this broker currently holds at its neighbours (after merging)."""
         if self.strategy == "merging":
@@ -529,7 +474,6 @@ class Routing:
         to_clients: dict[str, list[tuple[Envelope, list[str]]]] = defaultdict(list)
         entries = self.table.entries
         results = self.table.matcher.match_batch([env.event for env in envs])
-        is_broker = self.host.is_broker
         for env, gids in zip(envs, results, strict=True):
             if not gids:
                 continue
@@ -539,7 +483,7 @@ class Routing:
             for gid in gids:
                 e = entries[gid]
                 s = e.src
-                if is_broker(s):
+                if e.from_broker:
                     if s != src and s not in seen:  # never back to the sender
                         seen.add(s)
                         to_brokers[s].append(env)
@@ -678,5 +622,4 @@ __all__ = [
     "RoutingTable",
     "make_routing",
     "rendezvous_directions",
-    "witness",
 ]
