@@ -175,3 +175,23 @@ async def test_hosted_in_a_real_broker_server() -> None:
     finally:
         await srv.close()
         factory.close()
+
+
+async def test_linger_paces_pulls_into_batches(client: ChannelClient) -> None:
+    cid = await client.call("create_channel")
+    pid = await client.call("obtain_consumer", channel=cid)
+    supplier = await RemoteSupplier.obtain(client, cid)
+    await supplier.push([ev(1)])
+    first = await client.call("pull", channel=cid, proxy=pid, timeout=1.0, linger=0.3)
+    assert len(first) == 1
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    await supplier.push([ev(2)])
+    waiting = asyncio.ensure_future(client.call("pull", channel=cid, proxy=pid,
+                                                ack=first[-1][0], timeout=2.0, linger=0.3))
+    await asyncio.sleep(0.05)
+    await supplier.push([ev(3)])
+    second = await waiting
+    assert loop.time() - t0 >= 0.25  # no second reply within the linger period
+    assert [w["structured"]["header"]["fixed_header"]["event_name"] for _, w in second] == \
+        ["e2", "e3"]  # ... so the events arrive as one batch

@@ -42,6 +42,7 @@ import asyncio
 import contextlib
 import itertools
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict
 from typing import Any
@@ -89,6 +90,7 @@ class ChannelService:
 
     def __init__(self, factory: EventChannelFactory) -> None:
         self.factory = factory
+        self._last_reply: dict[tuple[int, int], float] = {}
         self._methods: dict[str, Callable[[dict[str, Any]], Any]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("do_")
         }
@@ -236,18 +238,49 @@ class ChannelService:
 
     def do_pull(self, args: dict[str, Any]) -> Any:
         ch = self._channel(args)
-        got = self._pull_now(ch, args)
         timeout = args.get("timeout", 0.0)
-        if got or not isinstance(timeout, int | float) or timeout <= 0:
-            return got
+        timeout = float(min(timeout, 60.0)) if isinstance(timeout, int | float) else 0.0
         linger = args.get("linger", 0.0)
         linger = float(min(linger, 1.0)) if isinstance(linger, int | float) else 0.0
-        return self._long_poll(ch, dict(args), float(min(timeout, 60.0)), linger)
+        if linger > 0 and timeout > 0:
+            # Pacing: at most one reply per ``linger`` per proxy, so a busy consumer gets
+            # batches instead of one round trip per event.
+            pid = _int(args, "proxy")
+            since = time.monotonic() - self._last_reply.get((ch.id, pid), 0.0)
+            if since < linger:
+                return self._paced(ch, dict(args), timeout, linger, linger - since)
+        got = self._pull_now(ch, args)
+        if got or timeout <= 0:
+            self._replied(ch, args)
+            return got
+        return self._long_poll(ch, dict(args), timeout, linger)
+
+    def _replied(self, ch: EventChannel, args: Mapping[str, Any]) -> None:
+        if args.get("linger"):
+            self._last_reply[(ch.id, _int(args, "proxy"))] = time.monotonic()
+
+    async def _paced(self, ch: EventChannel, args: dict[str, Any], timeout: float,
+                     linger: float, delay: float) -> list[list[Any]]:
+        await asyncio.sleep(delay)
+        got = self._pull_now(ch, args)
+        if got:
+            self._replied(ch, args)
+            return got
+        return await self._long_poll(ch, {**args, "ack": None}, max(0.0, timeout - delay),
+                                     linger)
 
     async def _long_poll(self, ch: EventChannel, args: dict[str, Any],
                          timeout: float, linger: float = 0.0) -> list[list[Any]]:
         """Wait for events; ``linger`` seconds after the first arrival let a batch form
         (fewer round trips for many consumers, at that much latency)."""
+        try:
+            got = await self._wait_events(ch, args, timeout, linger)
+        finally:
+            self._replied(ch, args)
+        return got
+
+    async def _wait_events(self, ch: EventChannel, args: dict[str, Any],
+                           timeout: float, linger: float) -> list[list[Any]]:
         loop = asyncio.get_running_loop()
         woke = asyncio.Event()
         loop_thread = threading.get_ident()
