@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,8 @@ __all__ = [
 ]
 
 DEFAULT_BITMAP_THRESHOLD = 1 / 32
+_ID = attrgetter("id")
+_SUBSCRIBER = attrgetter("subscriber")
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,8 +318,10 @@ def compile_type(etype: EventType, profiles: Sequence[Profile], *,
     rl = np.concatenate(run_last) if run_last else np.zeros(0, np.int32)
     by = np.lexsort((rf, attr_rank[ra.astype(np.int64)] if len(ra) else ra, rs))
     cond_off = np.concatenate([[0], np.cumsum(np.bincount(rs, minlength=n))]).astype(np.int64)
-    ids = np.array([p.id for p in profiles], dtype=str) if n else np.zeros(0, "U1")
-    owners = np.array([p.owner for p in profiles], dtype=str) if n else np.zeros(0, "U1")
+    ids = np.array(list(map(_ID, profiles)), dtype=str) if n else np.zeros(0, "U1")
+    subscribers = list(map(_SUBSCRIBER, profiles))
+    owners = (np.array([s or p.id for s, p in zip(subscribers, profiles, strict=True)],
+                       dtype=str) if any(subscribers) else ids)
     always = np.sort(slot_of_rank[lead < 0]).astype(np.int32)
     return CompiledType(etype.name, tuple(cells), eval_order, cell_base, set_kind, set_off,
                         set_mem, set_pre, np.ascontiguousarray(pre[rank]), bitmaps, cond_off,

@@ -25,6 +25,7 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Protocol
 
 import numpy as np
@@ -32,6 +33,8 @@ import numpy as np
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.match.cells import AttributeCells, column_cells, event_cells, events_to_columns
 from siftbus.model import Event, EventType, Profile
+
+_ID = attrgetter("id")
 
 #: keep every OBSERVE_STRIDE-th matched event as a sample for ``optimize()``
 OBSERVE_STRIDE = 8
@@ -249,9 +252,9 @@ class LeveledMatcher:
     # -- maintenance ---------------------------------------------------------------
 
     def _new_level(self, etype: EventType, profiles: list[Profile]) -> Level:
-        profiles = sorted(profiles, key=lambda p: p.id)
+        profiles = sorted(profiles, key=_ID)
         compiled = self._compile(etype, profiles)
-        return Level(compiled, profiles, [p.id for p in profiles],
+        return Level(compiled, profiles, list(map(_ID, profiles)),
                      np.ones(len(profiles), np.uint8), len(profiles))
 
     def _settle(self, ts: TypeState) -> None:
@@ -293,7 +296,7 @@ class LeveledMatcher:
             return ts.levels[0].profiles
         out = [p for lv in ts.levels for p in lv.live_profiles()]
         out.extend(ts.pending.values())
-        out.sort(key=lambda p: p.id)
+        out.sort(key=_ID)
         return out
 
 
