@@ -216,6 +216,11 @@ def test_match_columns_record_batch_and_bad_columns() -> None:
         m.match_columns("A", {"x": np.array([1])})
     with pytest.raises(DomainError):
         m.match_columns("A", {"x": np.array([1]), "s": np.array([3], dtype=object)})
+    with pytest.raises(DomainError):
+        m.match_columns("A", {"x": np.array([1.5]), "s": np.array(["a"], dtype=object)})
+    objects = np.array([7, 2], dtype=object)
+    csr = m.match_columns("A", {"x": objects, "s": np.array(["a", "b"], dtype=object)})
+    assert csr.offsets.tolist() == [0, 1, 1]
 
 
 def test_levels_merge_and_tombstones_compact() -> None:

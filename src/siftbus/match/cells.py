@@ -75,6 +75,9 @@ class AttributeCells:
         """The cells of a column of keys (int64 array or str array); checks the domain."""
         if self.ordered:
             keys = np.asarray(values)
+            if keys.dtype.kind == "O" and all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in keys):
+                keys = keys.astype(np.int64)
             if keys.dtype.kind not in "iu":
                 if keys.dtype.kind == "f" and np.all(np.isfinite(keys)) and np.all(
                         keys == np.round(keys)):

@@ -483,6 +483,9 @@ class IndexMatcher(LeveledMatcher):
     ``bitmap_threshold`` is the fill ratio above which a profile set is a bitmap (0: all
     bitmaps, 1: all lists). ``pending_limit`` profiles added since the last compile are
     matched one by one before they are compiled into a level.
+
+    Like the other matchers it is not safe to mutate from one thread while another
+    matches; concurrent readers should share a :meth:`snapshot` (immutable).
     """
 
     def __init__(self, bitmap_threshold: float = DEFAULT_BITMAP_THRESHOLD, *,
