@@ -49,11 +49,12 @@ ACTIONS = ["ADD", "OBSERVE", "DELETE"]
 
 @dataclass(frozen=True, slots=True)
 class Universe:
-    """Sizes of the value pools (the automotive scenario: 60 plants, many readers)."""
+    """Sizes of the value pools (the automotive scenario: 60 plants, each with hundreds of
+    read points and business locations; 100 supplier companies x 1,000 part types)."""
 
     plants: int = 60
-    readers_per_plant: int = 50
-    locations_per_plant: int = 20
+    readers_per_plant: int = 500
+    locations_per_plant: int = 200
     companies: int = 100
     items: int = 1000
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,13 +39,12 @@ import numpy as np
 from pyroaring import BitMap
 
 from siftbus.errors import DuplicateSubscriptionError, UnknownSubscriptionError
+from siftbus.xmlfilter.operators import SlotIndex, reference_test
 from siftbus.xmlfilter.subscription import Condition, Receiver, Subscription
 from siftbus.xmlfilter.xpath import RelPath, Step, Target
 
 Strategy = Literal["access", "counting"]
 
-#: constraints per row of the filter matrix; wider filters are also checked in Python
-_WIDTH = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,14 +87,25 @@ class _Constraint:
     condition: Condition
     filters: set[int] = field(default_factory=set)
     access: set[int] = field(default_factory=set)
-    _access_arr: np.ndarray | None = None
     _filters_arr: np.ndarray | None = None
 
-    def access_array(self) -> np.ndarray:
-        arr = self._access_arr
-        if arr is None:
-            arr = self._access_arr = np.fromiter(self.access, np.int32, len(self.access))
-        return arr
+    _test: Callable[[str], bool] | None = None
+
+    def holds(self, values: dict[int, list[str]]) -> bool:
+        """Does the event (its path values) satisfy this constraint? (the quantifier over
+        every occurrence; a missing path never does)."""
+        vs = values.get(self.pid)
+        if not vs:
+            return False
+        test = self._test
+        if test is None:
+            c = self.condition
+            test = self._test = reference_test(c.operator, c.values)
+        if len(vs) == 1:
+            return test(vs[0])
+        if self.condition.quantifier == "any":
+            return any(map(test, vs))
+        return all(map(test, vs))
 
     def filters_array(self) -> np.ndarray:
         arr = self._filters_arr
@@ -104,7 +114,6 @@ class _Constraint:
         return arr
 
     def changed(self) -> None:
-        self._access_arr = None
         self._filters_arr = None
 
 
@@ -121,7 +130,7 @@ class _FilterRec:
 class _Trie:
     """Registered relative paths as a trie; ``walk`` collects their values from a subtree."""
 
-    __slots__ = ("attrs", "desc", "exact", "local", "text")
+    __slots__ = ("attrs", "desc", "exact", "leaf", "local", "text")
 
     def __init__(self) -> None:
         self.exact: dict[str, _Trie] = {}
@@ -129,6 +138,15 @@ class _Trie:
         self.desc: list[tuple[Step, _Trie]] = []
         self.text: list[int] = []
         self.attrs: list[tuple[str, int]] = []
+        #: the path id when this node is a plain leaf: one text path, nothing else
+        self.leaf: int | None = None
+
+    def finish(self) -> None:
+        """Compute ``leaf`` flags once all paths are inserted."""
+        plain = not (self.attrs or self.desc or self.exact or self.local)
+        self.leaf = self.text[0] if plain and len(self.text) == 1 else None
+        for n in (*self.exact.values(), *self.local.values(), *(n for _, n in self.desc)):
+            n.finish()
 
     def insert(self, path: RelPath, pid: int) -> None:
         node = self
@@ -196,7 +214,16 @@ def _walk(el: Any, node: _Trie, out: dict[int, list[str]],
             if local:
                 n = local.get(tag[tag.index("}") + 1 :] if tag[0] == "{" else tag)
                 if n is not None:
-                    _walk(ch, n, out, seen)
+                    if n.leaf is not None and seen is None:
+                        # the common case, inlined: a leaf whose text is one path's value
+                        text = ch.text if len(ch) == 0 else "".join(ch.itertext())
+                        lst = out.get(n.leaf)
+                        if lst is None:
+                            out[n.leaf] = [text or ""]
+                        else:
+                            lst.append(text or "")
+                    else:
+                        _walk(ch, n, out, seen)
     for step, n in node.desc:
         for d in el.iterdescendants("*"):
             if step.matches(d.tag):
@@ -256,24 +283,10 @@ class XmlMatcher:
         self._free_cids: list[int] = []
         self._free_fids: list[int] = []
         self._next_fid = 0
-        # per filter: its constraints (padded with 0), size, subscription and receiver index
-        self._fcons = np.zeros((64, _WIDTH), np.int32)
-        self._fsize = np.zeros(64, np.int32)
-        self._fsub = np.zeros(64, np.int32)
-        self._frecv = np.zeros(64, np.int32)
-        self._wide: set[int] = set()
-        self._satmask = np.zeros(64, np.bool_)
-        self._satmask[0] = True
-        self._has_access = np.zeros(64, np.bool_)
+        self._fsize = np.zeros(64, np.int32)  # filter sizes, for the counting strategy
+        # per (target, path): only the constraints that are some filter's access constraint
+        self._access_slots: dict[tuple[int, int], SlotIndex] = {}
         self._rebalance_at = rebalance_min
-        self._sub_index: dict[str, int] = {}
-        self._sub_names: list[str] = []
-        self._recv_index: dict[Receiver, int] = {}
-        self._recv_list: list[Receiver] = []
-        self._recv_keys: list[tuple[str, str]] = []
-        self._recv_refs: Counter[int] = Counter()
-        self._free_ridx: list[int] = []
-        self._free_sidx: list[int] = []
         self._version = 0
         self._stats = [0, 0, 0, 0, 0, 0]
 
@@ -313,9 +326,8 @@ class XmlMatcher:
         """True when no internal structure is left (all subscriptions removed)."""
         return not (self._subs or self._targets or self._paths or self._slots
                     or self._constraints or self._filters or self._by_exact or self._by_local
-                    or self._digests or self._sub_index or self._recv_index or self._wide
-                    or self._fsize.any() or self._fcons.any() or self._tries
-                    or self._has_access.any())
+                    or self._digests or self._fsize.any() or self._tries
+                    or self._access_slots)
 
     # -- subscribe / unsubscribe ------------------------------------------------------
     def subscribe(self, sub: Subscription) -> str:
@@ -354,7 +366,6 @@ class XmlMatcher:
             del self._digests[sub.digest]
             for fid in self._sub_filters.pop(sub_id):
                 self._remove_filter(fid)
-            self._free_sidx.append(self._sub_index.pop(sub_id))
             self._version += 1
             return sub
 
@@ -365,12 +376,9 @@ class XmlMatcher:
         self._next_fid += 1
         if fid >= len(self._fsize):
             n = 2 * len(self._fsize)
-            self._fcons = np.concatenate([self._fcons, np.zeros_like(self._fcons)])
-            for name in ("_fsize", "_fsub", "_frecv"):
-                old = getattr(self, name)
-                new = np.zeros(n, old.dtype)
-                new[: len(old)] = old
-                setattr(self, name, new)
+            new = np.zeros(n, np.int32)
+            new[: len(self._fsize)] = self._fsize
+            self._fsize = new
         return fid
 
     def _alloc_cid(self) -> int:
@@ -378,12 +386,6 @@ class XmlMatcher:
             return self._free_cids.pop()
         cid = self._next_cid
         self._next_cid += 1
-        if cid >= len(self._satmask):
-            for name in ("_satmask", "_has_access"):
-                old = getattr(self, name)
-                new = np.zeros(2 * len(old), np.bool_)
-                new[: len(old)] = old
-                setattr(self, name, new)
         return cid
 
     def _intern_path(self, path: RelPath) -> int:
@@ -452,8 +454,6 @@ class XmlMatcher:
                 self._cons[con.cid] = con
                 slot = self._slots.get((entry.tid, pid))
                 if slot is None:
-                    from siftbus.xmlfilter.operators import SlotIndex
-
                     slot = self._slots[(entry.tid, pid)] = SlotIndex()
                 slot.add(c.operator, c.values, con.cid)
                 entry.paths[pid] += 1
@@ -469,34 +469,7 @@ class XmlMatcher:
         rec = _FilterRec(fid, sub.id, sub.receiver, entry.tid,
                          frozenset(k.cid for k in cons), access)
         self._filters[fid] = rec
-        row = [k.cid for k in cons][:_WIDTH]
-        self._fcons[fid] = row + [0] * (_WIDTH - len(row))
         self._fsize[fid] = len(cons)
-        if len(cons) > _WIDTH:
-            self._wide.add(fid)
-        sidx = self._sub_index.get(sub.id)
-        if sidx is None:
-            if self._free_sidx:
-                sidx = self._free_sidx.pop()
-                self._sub_names[sidx] = sub.id
-            else:
-                sidx = len(self._sub_names)
-                self._sub_names.append(sub.id)
-            self._sub_index[sub.id] = sidx
-        self._fsub[fid] = sidx
-        ridx = self._recv_index.get(sub.receiver)
-        if ridx is None:
-            if self._free_ridx:
-                ridx = self._free_ridx.pop()
-                self._recv_list[ridx] = sub.receiver
-                self._recv_keys[ridx] = (sub.receiver.method, sub.receiver.address)
-            else:
-                ridx = len(self._recv_list)
-                self._recv_list.append(sub.receiver)
-                self._recv_keys.append((sub.receiver.method, sub.receiver.address))
-            self._recv_index[sub.receiver] = ridx
-        self._recv_refs[ridx] += 1
-        self._frecv[fid] = ridx
         entry.filters.add(fid)
         entry.receivers[sub.receiver] += 1
         if not cons:
@@ -516,10 +489,32 @@ class XmlMatcher:
 
     def _choose_access(self, cons: list[_Constraint], fid: int) -> int:
         best = min(cons, key=self._access_cost)
-        best.access.add(fid)
-        best.changed()
-        self._has_access[best.cid] = True
+        self._set_access(best, fid, True)
         return best.cid
+
+    def _set_access(self, con: _Constraint, fid: int, add: bool) -> None:
+        """Make ``con`` (not) the access constraint of filter ``fid``; a constraint is in
+        its slot's access index exactly while it is some filter's access constraint."""
+        was = bool(con.access)
+        if add:
+            con.access.add(fid)
+        else:
+            con.access.discard(fid)
+        con.changed()
+        if was == bool(con.access):
+            return
+        key = (con.tid, con.pid)
+        c = con.condition
+        if not was:
+            slot = self._access_slots.get(key)
+            if slot is None:
+                slot = self._access_slots[key] = SlotIndex()
+            slot.add(c.operator, c.values, con.cid)
+        else:
+            slot = self._access_slots[key]
+            slot.remove(c.operator, c.values, con.cid)
+            if len(slot) == 0:
+                del self._access_slots[key]
 
     def _rebalance(self) -> None:
         """Re-choose every filter's access constraint with today's selectivity estimates.
@@ -527,10 +522,8 @@ class XmlMatcher:
         Run when the number of filters doubles, so the cost is amortised O(1) per filter.
         """
         for con in self._cons.values():
-            if con.access:
-                con.access.clear()
-                con.changed()
-                self._has_access[con.cid] = False
+            for fid in list(con.access):
+                self._set_access(con, fid, False)
         for fid, rec in list(self._filters.items()):
             if rec.access >= 0:
                 cons = [self._cons[c] for c in sorted(rec.cids)]
@@ -539,15 +532,7 @@ class XmlMatcher:
 
     def _remove_filter(self, fid: int) -> None:
         rec = self._filters.pop(fid)
-        self._fcons[fid] = 0
         self._fsize[fid] = 0
-        self._wide.discard(fid)
-        ridx = int(self._frecv[fid])
-        self._recv_refs[ridx] -= 1
-        if self._recv_refs[ridx] == 0:
-            del self._recv_refs[ridx]
-            del self._recv_index[self._recv_list[ridx]]
-            self._free_ridx.append(ridx)
         self._free_fids.append(fid)
         entry = self._tid_entry[rec.tid]
         entry.filters.discard(fid)
@@ -558,10 +543,9 @@ class XmlMatcher:
         for cid in rec.cids:
             con = self._cons[cid]
             con.filters.discard(fid)
-            con.access.discard(fid)
             con.changed()
-            if not con.access:
-                self._has_access[cid] = False
+            if fid in con.access:
+                self._set_access(con, fid, False)
             bm = entry.selectivity.get(con.pid)
             if bm is not None:
                 bm.discard(fid)
@@ -611,6 +595,7 @@ class XmlMatcher:
                 path = self._path_obj[pid]
                 desc = desc or path.has_descendant
                 trie.insert(path, pid)
+            trie.finish()
             cached = self._tries[tids] = (trie, desc)
         return cached
 
@@ -646,23 +631,20 @@ class XmlMatcher:
         if not located:
             return None
         st[1] += 1
-        matched: list[np.ndarray] = []
+        matched: list[int] = []
         for e in located:
             self._match_target(e, values, matched)
         if not matched:
             return ElementMatch(tuple(e.target.text for e in located), (), ())
         st[2] += 1
-        fids = matched[0] if len(matched) == 1 else np.concatenate(matched)
-        names = self._sub_names
-        subs = sorted([names[i] for i in np.unique(self._fsub[fids]).tolist()])
-        recv = self._recv_list
-        ridx = np.unique(self._frecv[fids]).tolist()
-        receivers = [recv[i] for i in sorted(ridx, key=self._recv_keys.__getitem__)]
+        filters = self._filters
+        subs = sorted({filters[f].sub_id for f in matched})
+        receivers = sorted({filters[f].receiver for f in matched}, key=_receiver_key)
         return ElementMatch(tuple(e.target.text for e in located), tuple(subs),
                             tuple(receivers))
 
-    def _match_target(self, e: _TargetEntry, values: dict[int, list[str]],
-                      matched: list[np.ndarray]) -> None:
+    def _match_target(self, e: _TargetEntry, values: dict[int, list[str]], matched: list[int]
+                      ) -> None:
         st = self._stats
         if self.precheck and not e.unconditional:
             top = e.top
@@ -675,11 +657,17 @@ class XmlMatcher:
                     st[3] += 1
                     return
         if e.unconditional:
-            matched.append(np.fromiter(e.unconditional, np.int32, len(e.unconditional)))
-        # step 4: satisfied constraints, each at most once per event
+            matched.extend(e.unconditional)
+        if self.strategy == "access":
+            self._match_access(e, values, matched)
+        else:
+            self._match_counting(e, values, matched)
+
+    def _satisfied(self, slots: dict[tuple[int, int], SlotIndex], tid: int,
+                   values: dict[int, list[str]]) -> list[int]:
+        """Step 4: the constraints of ``slots`` the event satisfies, each at most once; the
+        quantifier is applied over all occurrences of the path."""
         sat: list[int] = []
-        slots = self._slots
-        tid = e.tid
         cons = self._cons
         for pid, vs in values.items():
             slot = slots.get((tid, pid))
@@ -695,34 +683,53 @@ class XmlMatcher:
                 for cid, n in counts.items():
                     if n == k or cons[cid].condition.quantifier == "any":
                         sat.append(cid)
+        return sat
+
+    def _match_access(self, e: _TargetEntry, values: dict[int, list[str]], matched: list[int]
+                      ) -> None:
+        """Counters only for filters whose access constraint holds; their other constraints
+        are evaluated on demand, once per event (memoised), and counted."""
+        st = self._stats
+        sat = self._satisfied(self._access_slots, e.tid, values)
         if not sat:
             return
         st[4] += len(sat)
-        if self.strategy == "access":
-            sat_arr = np.array(sat, np.int32)
-            with_access = sat_arr[self._has_access[sat_arr]].tolist()
-            if not with_access:
-                return
-            arrs = [cons[c].access_array() for c in with_access]
-            cand = arrs[0] if len(arrs) == 1 else np.concatenate(arrs)
-            st[5] += len(cand)
-            mask = self._satmask
-            mask[sat_arr] = True
-            ok = mask[self._fcons[cand]].all(axis=1)
-            mask[sat_arr] = False
-            mask[0] = True
-            hit = cand[ok]
-            if self._wide and len(hit):
-                sset = set(sat)
-                filters = self._filters
-                keep = [f for f in hit.tolist() if f not in self._wide
-                        or filters[f].cids <= sset]
-                hit = np.array(keep, np.int32)
-        else:
-            arrs = [cons[c].filters_array() for c in sat]
-            allf = arrs[0] if len(arrs) == 1 else np.concatenate(arrs)
-            fids, counts_ = np.unique(allf, return_counts=True)
-            st[5] += len(fids)
-            hit = fids[counts_ == self._fsize[fids]]
-        if len(hit):
-            matched.append(hit)
+        cons = self._cons
+        filters = self._filters
+        truth: dict[int, bool] = dict.fromkeys(sat, True)
+        touched = 0
+        for cid in sat:
+            for fid in cons[cid].access:
+                touched += 1
+                count = 0
+                cids = filters[fid].cids
+                for k in cids:
+                    t = truth.get(k)
+                    if t is None:
+                        t = truth[k] = cons[k].holds(values)
+                    if not t:
+                        break
+                    count += 1
+                if count == len(cids):
+                    matched.append(fid)
+        st[5] += touched
+
+    def _match_counting(self, e: _TargetEntry, values: dict[int, list[str]],
+                        matched: list[int]) -> None:
+        """Siena's counting algorithm literally: every satisfied constraint increments the
+        counter of each of its filters; a filter matches when its counter reaches its size."""
+        st = self._stats
+        sat = self._satisfied(self._slots, e.tid, values)
+        if not sat:
+            return
+        st[4] += len(sat)
+        cons = self._cons
+        arrs = [cons[c].filters_array() for c in sat]
+        allf = arrs[0] if len(arrs) == 1 else np.concatenate(arrs)
+        fids, counts = np.unique(allf, return_counts=True)
+        st[5] += len(fids)
+        matched.extend(fids[counts == self._fsize[fids]].tolist())
+
+
+def _receiver_key(r: Receiver) -> tuple[str, str]:
+    return (r.method, r.address)

@@ -50,6 +50,7 @@ def cut(
         stream, events=("end",), tag=tags, remove_comments=True, remove_pis=True,
         resolve_entities=False, no_network=True, huge_tree=True,
     )
+    candidate: dict[str, bool] = {}  # tag -> could an element so named be an event root?
     try:
         for _, el in ctx:
             chain: list[str] = []
@@ -58,8 +59,11 @@ def cut(
             while p is not None:
                 t = p.tag
                 chain.append(t)
-                if not keep and (t in exact or (local and _local(t) in local)):
-                    keep = True
+                if not keep:
+                    c = candidate.get(t)
+                    if c is None:
+                        c = candidate[t] = t in exact or (bool(local) and _local(t) in local)
+                    keep = c
                 p = p.getparent()
             chain.reverse()
             chain.append(el.tag)

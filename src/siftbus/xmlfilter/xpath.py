@@ -128,6 +128,8 @@ class Target:
 
     def matches_path(self, tags: list[str]) -> bool:
         """Does the element whose ancestors-or-self tags (root first) are ``tags`` fit?"""
+        if not self.anchored and len(self.steps) == 1:  # "//X": only the name counts
+            return self.steps[0].matches(tags[-1])
         return _match_steps(self.steps, 0, tags, 0, self.anchored)
 
 
