@@ -436,6 +436,12 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             server.close()
     res["elapsed_s"] = time.perf_counter() - t0
+    if a.only and a.out.exists():  # a partial run updates its sections of the last results
+        previous = json.loads(a.out.read_text())
+        if previous.get("mode") == mode:
+            res = {**previous, **{k: v for k, v in res.items()
+                                  if k not in ("filtered", "burst", "latency", "payload")
+                                  or k in only}}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(res, indent=1, default=str) + "\n")
     print(report(res))
