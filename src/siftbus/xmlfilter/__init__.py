@@ -14,6 +14,7 @@ from siftbus.xmlfilter.matcher import ElementMatch, MatcherStats, XmlMatcher
 from siftbus.xmlfilter.operators import operator_names
 from siftbus.xmlfilter.output import (
     CallbackSink,
+    ClientSink,
     Dispatcher,
     MemorySink,
     Notification,
@@ -38,6 +39,7 @@ __all__ = [
     "FILTER_NS",
     "SUBSCRIPTION_NS",
     "CallbackSink",
+    "ClientSink",
     "Condition",
     "ContentFilter",
     "Dispatcher",

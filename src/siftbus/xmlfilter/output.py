@@ -13,7 +13,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from siftbus.xmlfilter.subscription import Receiver
 
@@ -146,3 +146,78 @@ class Dispatcher:
             if id(sink) not in seen:
                 seen.add(id(sink))
                 await sink.aclose()
+
+
+class Publisher(Protocol):
+    """What :class:`ClientSink` needs of a siftbus client (``siftbus.client.Client``)."""
+
+    schema: Any
+
+    async def publish(self, event: Mapping[str, Any]) -> int: ...
+
+
+#: the event type a :class:`ClientSink` publishes, as a schema TOML table
+CLIENT_SINK_SCHEMA = """\
+[XmlNotification]
+receiver = "string"
+method = "string"
+subscriptions = "string"
+event = "int[0, 2147483647]"
+xml = "string"
+"""
+
+
+class ClientSink:
+    """Publishes every delivery as an ``XmlNotification`` event through a siftbus client.
+
+    The broker's schema must declare the type (see :data:`CLIENT_SINK_SCHEMA`; it may
+    leave out ``method``, ``subscriptions`` and ``event``). Receivers subscribe with a
+    profile such as ``XmlNotification(receiver = "plant-7")`` and get the event XML in
+    the ``xml`` attribute.
+    """
+
+    _FIELDS = ("receiver", "method", "subscriptions", "event", "xml")
+
+    def __init__(self, client: Publisher, *, type_name: str = "XmlNotification") -> None:
+        from siftbus.errors import ConfigError
+
+        schema = client.schema
+        etype = None
+        if schema is not None:
+            try:
+                etype = schema[type_name]
+            except (KeyError, LookupError):
+                etype = None
+        if etype is None:
+            raise ConfigError(f"the broker schema has no event type {type_name!r}; add\n"
+                              + CLIENT_SINK_SCHEMA)
+        names = [a.name for a in etype.attributes]
+        extra = [n for n in names if n not in self._FIELDS]
+        if "receiver" not in names or "xml" not in names or extra:
+            raise ConfigError(f"event type {type_name!r} must have the attributes receiver "
+                              f"and xml and only those of {self._FIELDS}, has {names}")
+        self._client = client
+        self._type = type_name
+        self._names = names
+        self._ok = 0
+        self._failed = 0
+
+    async def deliver(self, receiver: Receiver, notification: Notification) -> None:
+        values: dict[str, Any] = {
+            "receiver": receiver.address, "method": receiver.method,
+            "subscriptions": " ".join(notification.subscriptions),
+            "event": notification.event, "xml": notification.xml.decode(),
+        }
+        event = {"type": self._type, **{n: values[n] for n in self._names}}
+        try:
+            await self._client.publish(event)
+        except Exception:
+            self._failed += 1
+            raise
+        self._ok += 1
+
+    async def aclose(self) -> None:
+        return None
+
+    def stats(self) -> SinkStats:
+        return SinkStats(self._ok, self._failed)
