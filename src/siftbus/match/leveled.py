@@ -232,7 +232,8 @@ class LeveledMatcher:
             columns = events_to_columns(ts.etype, group) if ts.levels else {}
             for level in ts.levels:
                 cells = column_cells(level.compiled.cells, columns, len(group))
-                offsets, slots = level.compiled.run(cells, level.alive)
+                alive = level.alive if level.live < len(level.profiles) else None
+                offsets, slots = level.compiled.run(cells, alive)
                 ids = level.ids
                 off = offsets.tolist()
                 sl = slots.tolist()
