@@ -199,3 +199,69 @@ def test_network_delivers_exactly_the_oracle(config: dict[str, Any],
 def test_network_over_the_wire_codec(config: dict[str, Any], data: st.DataObject) -> None:
     """Every message encoded to a frame and decoded again (bytes are counted too)."""
     run_scenario(data, config, max_brokers=5, roundtrip=True)
+
+
+def _eq(pid: str, a: int) -> Profile:
+    return Profile.from_constraints(pid, U, {"x": IntervalSet.points([a])})
+
+
+def line_sim(protocol: str, n: int = 4, **kw: Any) -> Simulator:
+    names = [f"B{i}" for i in range(n)]
+    sim = Simulator(SCHEMA, names, [(names[i], names[i + 1]) for i in range(n - 1)],
+                    protocol=protocol, roundtrip=True, **kw)
+    for b in names:
+        sim.add_client(f"s{b}", b)
+        sim.add_client(f"p{b}", b)
+    return sim
+
+
+def test_structural_invariants_of_the_three_protocols() -> None:
+    """Bittner's structural checks: EW duplication 1 and every event at every broker; PW
+    with unique profiles duplication = brokers and no inter-broker bytes for an event
+    nobody wants; identical copies are forwarded once; RK events always reach the RN."""
+    ew = line_sim("flooding")
+    ew.subscribe("sB3", [_eq("a", 1)])
+    ew.run()
+    ew.publish("pB0", [Event(U, (1,)), Event(U, (2,))])
+    ew.run()
+    assert sum(ew.table_sizes().values()) == 1
+    assert [s.events_in for s in ew.stats().values()] == [2, 2, 2, 2]
+    assert len(ew.deliveries()) == 1
+
+    pw = line_sim("forwarding")
+    pw.subscribe("sB3", [_eq("a", 1), _eq("b", 2)])
+    pw.subscribe("sB2", [_eq("c", 1), _eq("d", 1)])  # covered by / identical to a
+    pw.run()
+    sizes = pw.table_sizes()
+    assert sizes == {"B0": 2, "B1": 2, "B2": 4, "B3": 3}  # a,b everywhere; c,d stay local
+    before = {b: s.bytes_in for b, s in pw.stats().items()}
+    pw.publish("pB0", [Event(U, (3,))])  # matches nothing: dropped at B0
+    pw.run()
+    assert {b: s.bytes_in for b, s in pw.stats().items()} == before
+    pw.publish("pB0", [Event(U, (1,))])
+    pw.run()
+    assert sorted((d.subscriber, d.profile) for d in pw.deliveries()) == \
+        [("sB2", "c"), ("sB2", "d"), ("sB3", "a")]
+    assert pw.stats()["B2"].events_out == 1  # once toward B3, although two entries match
+
+    rk = line_sim("rendezvous", rendezvous={"T": "B1", "U": "B1"})
+    rk.publish("pB3", [Event(U, (0,))])
+    rk.run()
+    st = rk.stats()
+    assert st["B1"].events_in == 1 and st["B0"].events_in == 0  # reached the RN, no further
+
+
+def test_unsubscribe_resends_the_covered_profile_before_the_unsub() -> None:
+    """Bittner Fig. 5.4: after p6 (covering p3) leaves, p3 is re-sent before UNSUB(p6)."""
+    sim = line_sim("forwarding", n=3)
+    sim.subscribe("sB2", [Profile.from_constraints("p3", U, {"x": IntervalSet.points([1])})])
+    sim.subscribe("sB2", [Profile.from_constraints("p6", U, {"x": IntervalSet.range(0, 2)})])
+    sim.run()
+    assert [e.local_id for e in sim.nodes["B1"].routing.table.entries.values()] == ["B2/sB2/p6"]
+    sim.unsubscribe("sB2", "p6")
+    sent = sim.links[("B2", "B1")]
+    sim.step()  # B2 handles the UNSUB from its client
+    assert [m.type.name for m in sent] == ["SUB", "UNSUB"]
+    assert sent[0].body["profiles"][0][0] == "B2/sB2/p3"
+    sim.run()
+    assert sim.table_sizes() == {"B0": 1, "B1": 1, "B2": 1}

@@ -1,0 +1,715 @@
+"""Broker-network benchmark: Bittner's experiments E1-E6 in the simulator, and real broker
+processes on loopback (events/s, latency) against mosquitto with client-side filtering.
+
+Part A (simulator, the same broker code as the server): Bittner's workload (report §3.6):
+one int attribute per type (domain 0..99,999), equality profiles, ``σ`` identical copies
+of each subscribed value within a broker, one subscriber and one publisher per broker,
+events matching a subscribed value with probability ``p_e`` (from the publisher's own
+broker's values with probability ``locality``). For each protocol (EW flooding, PW
+profile forwarding with covering, RK rendezvous with covering) it reports
+
+* ``f_sat``: events / the busiest broker's CPU time handling messages (Bittner's
+  saturation throughput: brokers run in parallel, the slowest one bounds the system),
+  median of ``--repeats`` publications of the same events; ratio against EW in the run;
+* bytes and messages between brokers per event; filter operations per event;
+* profile duplication: table entries over all brokers / subscribed profiles;
+* E6: table entries and estimated memory of the fullest broker.
+
+Every run checks the delivered notification count against the workload's exact
+expectation, so a protocol that gets faster by losing events fails the benchmark.
+
+Part B (loopback, real processes): one ``siftbus broker`` process with 10,000 profiles
+(``bench/workload.py`` standard profiles), a subscriber process and a publisher; events/s
+from publisher to subscriber with batched publishing, publish-to-notify latency at a
+paced 5,000 events/s, the same broker with the reference engine as an in-run baseline,
+and mosquitto (if installed: ``apt-get install mosquitto``) carrying the same event
+stream to a subscriber that filters with the same profiles client-side (minimal MQTT
+3.1.1 over asyncio, QoS 0).
+
+    python bench/network.py --quick     # < 4 minutes
+    python bench/network.py             # larger workloads, 3 repeats
+    python bench/network.py --full
+
+The machine is shared (2 cores, other engineers' jobs): wall-clock figures are noisy;
+simulator f_sat uses CPU time (``time.process_time``), which is steadier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import platform
+import random
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from siftbus.broker.node import BrokerNode  # noqa: E402
+from siftbus.broker.simulator import Simulator  # noqa: E402
+from siftbus.broker.wire import Envelope, Message  # noqa: E402
+from siftbus.model import Event, IntervalSet, Profile, Schema, parse_schema  # noqa: E402
+
+DOMAIN = 100_000
+UNSUBSCRIBED_FROM = 90_000  # values >= this are never subscribed
+PROTOCOLS = {"EW": ("flooding", "simple"), "PW": ("forwarding", "covering"),
+             "RK": ("rendezvous", "covering")}
+
+
+# ---------------------------------------------------------------------------------------
+# Part A: simulator
+
+
+def bittner_schema(types: int) -> Schema:
+    return parse_schema("".join(f'[T{t}]\nv = "int[0,{DOMAIN - 1}]"\n' for t in range(types)))
+
+
+def line(n: int) -> list[tuple[str, str]]:
+    return [(f"B{i}", f"B{i + 1}") for i in range(n - 1)]
+
+
+def hub(n: int) -> list[tuple[str, str]]:
+    """Bittner's Fig. 6.5 is only an image; a tree whose inner broker B1 (his V2) is a hub."""
+    if n <= 1:
+        return []
+    return [("B0", "B1")] + [("B1", f"B{i}") for i in range(2, n)]
+
+
+class TimedSim(Simulator):
+    """The simulator, timing each broker's handling of messages (CPU seconds)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        self.busy: dict[str, float] = defaultdict(float)
+        super().__init__(*args, **kw)
+
+    def _deliver(self, src: str, dst: str, msg: Message) -> None:
+        t = time.process_time()
+        super()._deliver(src, dst, msg)
+        self.busy[dst] += time.process_time() - t
+
+
+def run_sim(*, brokers: int, edges: list[tuple[str, str]], protocol: str, ppb: int,
+            sigma: int = 1, pe: float = 0.1, locality: float | None = None, types: int = 1,
+            events: int = 2000, repeats: int = 1, rn: dict[str, str] | None = None,
+            seed: int = 7, events_phase: bool = True) -> dict[str, Any]:
+    rnd = random.Random(seed)
+    schema = bittner_schema(types)
+    names = [f"B{i}" for i in range(brokers)]
+    proto, strategy = PROTOCOLS[protocol]
+    sim = TimedSim(schema, names, edges, protocol=proto, strategy=strategy,
+                   rendezvous=rn or {t: names[min(1, brokers - 1)] for t in schema.names},
+                   roundtrip=True, seed=seed)
+    distinct = max(1, ppb // sigma)
+    pool = rnd.sample(range(UNSUBSCRIBED_FROM), distinct * brokers)
+    values: dict[str, list[tuple[int, int]]] = {}
+    subscribed = 0
+    for bi, b in enumerate(names):
+        sim.add_client(f"s{b}", b)
+        sim.add_client(f"p{b}", b)
+        mine = [(rnd.randrange(types), v) for v in pool[bi * distinct:(bi + 1) * distinct]]
+        values[b] = mine
+        profiles = []
+        for t, v in mine:
+            etype = schema[f"T{t}"]
+            for k in range(sigma):
+                profiles.append(Profile.from_constraints(f"v{v}-{k}", etype,
+                                                         {"v": IntervalSet.points([v])}))
+        subscribed += len(profiles)
+        for i in range(0, len(profiles), 1000):
+            sim.subscribe(f"s{b}", profiles[i:i + 1000])
+    t0 = time.process_time()
+    sim.run()
+    sub_cpu = time.process_time() - t0
+    tables = sim.table_sizes()
+    row: dict[str, Any] = {
+        "protocol": protocol, "brokers": brokers, "profiles": subscribed, "sigma": sigma,
+        "pe": pe, "locality": locality, "types": types,
+        "duplication": sum(tables.values()) / subscribed,
+        "max_table": max(tables.values()), "subscribe_cpu_s": round(sub_cpu, 3),
+    }
+    if not events_phase:
+        return row
+    every = [tv for b in names for tv in values[b]]
+    evs: dict[str, list[Event]] = {}
+    expected = 0
+    per = max(1, events // brokers)
+    for b in names:
+        others = [tv for o in names if o != b for tv in values[o]] or values[b]
+        out = []
+        for _ in range(per):
+            if rnd.random() < pe:
+                src = (values[b] if locality is not None and rnd.random() < locality
+                       else others if locality is not None else every)
+                t, v = rnd.choice(src)
+                expected += sigma
+            else:
+                t, v = rnd.randrange(types), rnd.randrange(UNSUBSCRIBED_FROM, DOMAIN)
+            out.append(Event(schema[f"T{t}"], (v,)))
+        evs[b] = out
+    n_events = per * brokers
+    # warm up (first matches compile kernels); not measured
+    for b in names:
+        sim.publish(f"p{b}", evs[b][:50])
+    sim.run()
+    fsats = []
+    gc.collect()
+    gc.disable()
+    before = sim.stats()
+    for _ in range(repeats):
+        sim.clear_deliveries()
+        sim.busy.clear()
+        sim.steps = 0
+        for b in names:
+            for i in range(0, per, 500):
+                sim.publish(f"p{b}", evs[b][i:i + 500])
+        sim.run()
+        got = len(sim.deliveries())
+        if got != expected:
+            raise AssertionError(f"{protocol}: delivered {got} notifications, expected "
+                                 f"{expected}")
+        busiest = max(sim.busy[b] for b in names)
+        fsats.append(n_events / busiest if busiest > 0 else float("inf"))
+    after = sim.stats()
+    gc.enable()
+    d = {k: sum(getattr(after[b], k) - getattr(before[b], k) for b in names) / repeats
+         for k in ("bytes_in", "messages_in", "filter_ops", "notifications")}
+    row.update({
+        "events": n_events, "fsat": statistics.median(fsats), "fsat_runs": fsats,
+        "bytes_per_event": d["bytes_in"] / n_events,
+        "messages_per_event": d["messages_in"] / n_events,
+        "filter_ops_per_event": d["filter_ops"] / n_events,
+        "notifications_per_event": d["notifications"] / n_events,
+    })
+    return row
+
+
+def bytes_per_entry() -> float:
+    """Memory of one broker's table entry (equality profile), by tracemalloc."""
+    schema = bittner_schema(1)
+    node = BrokerNode("M", schema)
+    node.transport_send = lambda link, msg: None
+    node.client_up("c")
+    profiles = [Profile.from_constraints(f"v{v}", schema["T0"], {"v": IntervalSet.points([v])})
+                for v in range(5000)]
+    tracemalloc.start()
+    a = tracemalloc.get_traced_memory()[0]
+    for p in profiles:
+        node._subscribe_local("c", p)
+    b = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return (b - a) / len(profiles)
+
+
+def part_a(size: str, repeats: int) -> dict[str, list[dict[str, Any]]]:
+    ppb = {"quick": 500, "default": 2000, "full": 10000}[size]
+    events = {"quick": 4000, "default": 10000, "full": 40000}[size]
+    res: dict[str, list[dict[str, Any]]] = {}
+    pes = [0.0, 0.1, 0.5, 1.0] if size != "quick" else [0.0, 0.5, 1.0]
+    res["E1"] = [dict(run_sim(brokers=4, edges=line(4), protocol=p, ppb=ppb, pe=pe,
+                              events=events, repeats=repeats), experiment="E1")
+                 for pe in pes for p in PROTOCOLS]
+    counts = [1, 3, 5, 9] if size == "quick" else [1, 3, 5, 7, 9]
+    res["E2"] = [dict(run_sim(brokers=n, edges=hub(n), protocol=p, ppb=4 * ppb // n,
+                              pe=0.1, events=events, repeats=repeats), experiment="E2")
+                 for n in counts for p in PROTOCOLS]
+    res["E3"] = [dict(run_sim(brokers=5, edges=hub(5), protocol=p, ppb=ppb, sigma=s,
+                              pe=min(1.0, 0.9 / s), events=events, repeats=repeats),
+                      experiment="E3") for s in (1, 3, 9) for p in PROTOCOLS]
+    res["E4"] = [dict(run_sim(brokers=5, edges=hub(5), protocol=p, ppb=ppb, types=t,
+                              pe=0.1, events=events, repeats=repeats,
+                              rn={f"T{i}": f"B{i}" for i in range(t)}), experiment="E4")
+                 for t in (1, 2, 4) for p in PROTOCOLS]
+    res["E5"] = [dict(run_sim(brokers=4, edges=line(4), protocol=p, ppb=ppb, pe=0.5,
+                              locality=loc, events=events, repeats=repeats), experiment="E5")
+                 for loc in (0.0, 0.5, 1.0) for p in PROTOCOLS]
+    per_entry = bytes_per_entry()
+    sizes = {"quick": [250, 1000, 4000], "default": [500, 2000, 8000],
+             "full": [2000, 10000, 40000]}[size]
+    e6 = []
+    for n in sizes:
+        for p in PROTOCOLS:
+            r = run_sim(brokers=4, edges=line(4), protocol=p, ppb=n, events_phase=False)
+            r["experiment"] = "E6"
+            r["bytes_per_entry"] = per_entry
+            r["max_broker_mb"] = r["max_table"] * per_entry / 2**20
+            e6.append(r)
+    res["E6"] = e6
+    return res
+
+
+# ---------------------------------------------------------------------------------------
+# Part B: loopback
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_broker(tmp: Path, engine: str) -> tuple[subprocess.Popen[bytes], int]:
+    from workload import standard_schema
+
+    port = free_port()
+    (tmp / "schema.toml").write_text(standard_schema().to_toml())
+    cfg = tmp / f"net-{engine}.toml"
+    cfg.write_text(f'[network]\nschema = "schema.toml"\nengine = "{engine}"\n'
+                   f'[brokers.B0]\nport = {port}\n')
+    p = subprocess.Popen([sys.executable, "-m", "siftbus", "broker", "-c", str(cfg), "-n",
+                          "B0"], stdout=subprocess.PIPE)
+    assert p.stdout is not None
+    p.stdout.readline()
+    return p, port
+
+
+def sub_process(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--role",
+                             *args], stdout=subprocess.PIPE, text=True)
+
+
+def workload(n_profiles: int, n_events: int) -> tuple[list[Profile], list[Event]]:
+    from workload import standard_events, standard_profiles
+
+    return (standard_profiles(n_profiles, target_matches=1.0),
+            standard_events(n_events, seed=5))
+
+
+def count_matching(profiles: list[Profile], events: list[Event]) -> tuple[int, int]:
+    from siftbus.match.engines import make_matcher
+
+    m = make_matcher("index")
+    for p in profiles:
+        m.add(p)
+    res = m.match_batch(events)
+    return sum(len(r) for r in res), sum(1 for r in res if r)
+
+
+async def role_subscriber(port: int, n_profiles: int, expect: int, timeout: float) -> None:
+    """Subscribe the standard profiles, count notifications, report times and latencies."""
+    from siftbus.client import Client
+
+    profiles, _ = workload(n_profiles, 0)
+    c = await Client.connect(port=port, name="bench-sub", queue_size=10)
+    got = 0
+    lat: list[float] = []
+    first = last = 0.0
+    done = asyncio.Event()
+
+    def on(n: Any) -> None:
+        nonlocal got, first, last
+        if n.src.endswith("/bench-warm"):
+            return  # warm-up traffic (kernel compilation) is not measured
+        now = time.time()
+        if not got:
+            first = now
+        got += 1
+        last = now
+        lat.append(now - n.ts)
+        if got >= expect:
+            done.set()
+
+    for i in range(0, len(profiles), 2000):
+        await c.subscribe_many(profiles[i:i + 2000], on)
+    print("ready", flush=True)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done.wait(), timeout)
+    lat.sort()
+    q = (lambda f: lat[min(len(lat) - 1, int(f * len(lat)))] * 1000) if lat else \
+        (lambda f: float("nan"))
+    print(json.dumps({"got": got, "first": first, "last": last, "p50_ms": q(0.5),
+                      "p99_ms": q(0.99), "max_ms": q(1.0)}), flush=True)
+    await c.close()
+
+
+async def publish_events(port: int, events: list[Event], rate: float | None,
+                         batch: int) -> tuple[float, float]:
+    from siftbus.client import Client
+
+    warm = await Client.connect(port=port, name="bench-warm")
+    await warm.publish_batch(events[:200], ack=True)  # the broker compiles its kernels
+    await warm.close()
+    c = await Client.connect(port=port, name="bench-pub")
+    t0 = time.time()
+    if rate is None:
+        for i in range(0, len(events), batch):
+            await c.publish_batch(events[i:i + batch], ack=(i // batch) % 4 == 3)
+    else:
+        step = batch / rate
+        for k, i in enumerate(range(0, len(events), batch)):
+            await c.publish_batch(events[i:i + batch])
+            delay = t0 + (k + 1) * step - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+    await c.ping()
+    t1 = time.time()
+    await c.close()
+    return t0, t1
+
+
+def loopback_run(tmp: Path, engine: str, n_profiles: int, events: list[Event],
+                 profiles: list[Profile], rate: float | None = None,
+                 batch: int = 1000) -> dict[str, Any]:
+    notifs, _ = count_matching(profiles, events)
+    broker, port = start_broker(tmp, engine)
+    try:
+        sub = sub_process(["subscriber", "--port", str(port), "--profiles", str(n_profiles),
+                           "--expect", str(notifs), "--timeout", "120"])
+        assert sub.stdout is not None
+        assert sub.stdout.readline().strip() == "ready"
+        t0, _ = asyncio.run(publish_events(port, events, rate, batch))
+        out = json.loads(sub.stdout.readline())
+        sub.wait(30)
+    finally:
+        broker.terminate()
+        broker.wait(10)
+    if out["got"] != notifs:
+        raise AssertionError(f"subscriber got {out['got']} notifications, expected {notifs}")
+    elapsed = out["last"] - t0
+    return {"engine": engine, "profiles": n_profiles, "events": len(events),
+            "notifications": notifs, "rate": rate, "events_per_s": len(events) / elapsed,
+            "p50_ms": out["p50_ms"], "p99_ms": out["p99_ms"], "max_ms": out["max_ms"]}
+
+
+# ---- minimal MQTT 3.1.1 (QoS 0) --------------------------------------------------------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n % 128, n // 128
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _mqtt_str(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack(">H", len(b)) + b
+
+
+def mqtt_connect(client_id: str) -> bytes:
+    body = _mqtt_str("MQTT") + bytes([4, 0x02]) + struct.pack(">H", 60) + _mqtt_str(client_id)
+    return b"\x10" + _varint(len(body)) + body
+
+
+def mqtt_subscribe(topic: str) -> bytes:
+    body = struct.pack(">H", 1) + _mqtt_str(topic) + b"\x00"
+    return b"\x82" + _varint(len(body)) + body
+
+
+def mqtt_publish(topic: str, payload: bytes) -> bytes:
+    body = _mqtt_str(topic) + payload
+    return b"\x30" + _varint(len(body)) + body
+
+
+async def mqtt_read(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    head = (await reader.readexactly(1))[0]
+    n, mult = 0, 1
+    while True:
+        b = (await reader.readexactly(1))[0]
+        n += (b & 0x7F) * mult
+        mult *= 128
+        if not b & 0x80:
+            break
+    return head >> 4, await reader.readexactly(n)
+
+
+async def role_mqtt_subscriber(port: int, n_profiles: int, expect: int,
+                               timeout: float) -> None:
+    """Receive every event from mosquitto and filter it client-side with the index."""
+    import msgpack
+
+    from siftbus.broker.wire import decode_envelope
+    from siftbus.match.engines import make_matcher
+    from workload import standard_schema
+
+    schema = standard_schema()
+    profiles, _ = workload(n_profiles, 0)
+    m = make_matcher("index")
+    for p in profiles:
+        m.add(p)
+    r, w = await asyncio.open_connection("127.0.0.1", port, limit=2**24)
+    w.write(mqtt_connect("bench-sub") + mqtt_subscribe("siftbus/#"))
+    assert (await mqtt_read(r))[0] == 2
+    assert (await mqtt_read(r))[0] == 9
+    print("ready", flush=True)
+    got = notified = 0
+    lat: list[float] = []
+    last = 0.0
+    deadline = time.time() + timeout
+    batch: list[Envelope] = []
+
+    def flush() -> None:
+        nonlocal notified
+        for env, ids in zip(batch, m.match_batch([e.event for e in batch]), strict=True):
+            if ids:
+                now = time.time()
+                notified += len(ids)
+                lat.extend([now - env.ts] * len(ids))
+        batch.clear()
+
+    try:
+        while got < expect and time.time() < deadline:
+            kind, body = await asyncio.wait_for(mqtt_read(r), max(0.1, deadline - time.time()))
+            if kind != 3:
+                continue
+            tlen = struct.unpack(">H", body[:2])[0]
+            batch.append(decode_envelope(msgpack.unpackb(body[2 + tlen:]), schema))
+            got += 1
+            if len(batch) >= 256 or r._buffer == b"":  # type: ignore[attr-defined]
+                flush()
+                last = time.time()
+    except TimeoutError:
+        pass
+    flush()
+    last = time.time() if got else last
+    lat.sort()
+    q = (lambda f: lat[min(len(lat) - 1, int(f * len(lat)))] * 1000) if lat else \
+        (lambda f: float("nan"))
+    print(json.dumps({"got": got, "notified": notified, "last": last, "p50_ms": q(0.5),
+                      "p99_ms": q(0.99)}), flush=True)
+    w.close()
+
+
+async def mqtt_publish_events(port: int, events: list[Event], rate: float | None,
+                              batch: int) -> float:
+    import msgpack
+
+    from siftbus.broker.wire import encode_envelope
+
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    w.write(mqtt_connect("bench-pub"))
+    assert (await mqtt_read(r))[0] == 2
+    t0 = time.time()
+    for k, i in enumerate(range(0, len(events), batch)):
+        now = time.time()
+        w.write(b"".join(
+            mqtt_publish(f"siftbus/{e.etype.name}",
+                         msgpack.packb(encode_envelope(Envelope(e, "pub", i + j, now))))
+            for j, e in enumerate(events[i:i + batch])))
+        await w.drain()
+        if rate is not None:
+            delay = t0 + (k + 1) * batch / rate - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+    w.write(b"\xe0\x00")
+    await w.drain()
+    w.close()
+    return t0
+
+
+def mosquitto_run(tmp: Path, n_profiles: int, events: list[Event], profiles: list[Profile],
+                  rate: float | None = None, batch: int = 1000) -> dict[str, Any]:
+    binary = shutil.which("mosquitto") or ("/usr/sbin/mosquitto"
+                                           if os.path.exists("/usr/sbin/mosquitto") else None)
+    if binary is None:
+        return {"skipped": "mosquitto is not installed (apt-get install -y mosquitto)"}
+    notifs, _ = count_matching(profiles, events)
+    port = free_port()
+    conf = tmp / "mosquitto.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\n"
+                    "max_queued_messages 0\nmax_inflight_messages 0\n")
+    broker = subprocess.Popen([binary, "-c", str(conf)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        sub = sub_process(["mqtt-subscriber", "--port", str(port), "--profiles",
+                           str(n_profiles), "--expect", str(len(events)), "--timeout", "120"])
+        assert sub.stdout is not None
+        assert sub.stdout.readline().strip() == "ready"
+        t0 = asyncio.run(mqtt_publish_events(port, events, rate, batch))
+        out = json.loads(sub.stdout.readline())
+        sub.wait(30)
+    finally:
+        broker.terminate()
+        broker.wait(10)
+    lost = len(events) - out["got"]
+    return {"engine": "mosquitto+client filter", "profiles": n_profiles,
+            "events": len(events), "received": out["got"], "lost": lost,
+            "notifications": out["notified"], "expected_notifications": notifs, "rate": rate,
+            "events_per_s": out["got"] / (out["last"] - t0),
+            "p50_ms": out["p50_ms"], "p99_ms": out["p99_ms"]}
+
+
+def part_b(size: str, repeats: int) -> dict[str, Any]:
+    n_profiles = 10_000
+    n_events = {"quick": 40_000, "default": 100_000, "full": 300_000}[size]
+    profiles, events = workload(n_profiles, n_events)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        runs = [loopback_run(tmp, "index", n_profiles, events, profiles)
+                for _ in range(repeats)]
+        out["throughput"] = runs
+        out["throughput_median"] = statistics.median(r["events_per_s"] for r in runs)
+        few = events[:400]
+        out["reference_engine"] = loopback_run(tmp, "reference", n_profiles, few, profiles,
+                                               batch=100)
+        paced = events[:min(len(events), 25_000 if size == "quick" else 50_000)]
+        out["latency_5k"] = loopback_run(tmp, "index", n_profiles, paced, profiles,
+                                         rate=5000.0, batch=50)
+        mq = [mosquitto_run(tmp, n_profiles, events, profiles) for _ in range(repeats)]
+        out["mosquitto"] = mq
+        if "skipped" not in mq[0]:
+            out["mosquitto_median"] = statistics.median(r["events_per_s"] for r in mq)
+            out["mosquitto_latency_5k"] = mosquitto_run(tmp, n_profiles, paced, profiles,
+                                                        rate=5000.0, batch=50)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# report
+
+
+def table(rows: list[dict[str, Any]], cols: list[str], title: str) -> str:
+    out = [f"\n### {title}\n", "| " + " | ".join(cols) + " |",
+           "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c)
+            cells.append(f"{v:,.2f}" if isinstance(v, float) and abs(v) < 100 else
+                         f"{v:,.0f}" if isinstance(v, float) else str(v))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def add_ratios(rows: list[dict[str, Any]], key: tuple[str, ...]) -> None:
+    base = {tuple(r[k] for k in key): r for r in rows if r["protocol"] == "EW"}
+    for r in rows:
+        b = base.get(tuple(r[k] for k in key))
+        if b and "fsat" in r:
+            r["fsat_vs_EW"] = r["fsat"] / b["fsat"]
+
+
+def plots(res: dict[str, list[dict[str, Any]]], outdir: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    specs = {
+        "E1": ("pe", "fsat", "p_e (fraction of matching events)", "f_sat (events/s, CPU)"),
+        "E2": ("brokers", "fsat", "brokers", "f_sat (events/s, CPU)"),
+        "E3": ("sigma", "fsat", "σ (identical copies), p_p constant", "f_sat (events/s, CPU)"),
+        "E4": ("types", "fsat", "event types", "f_sat (events/s, CPU)"),
+        "E5": ("locality", "fsat", "locality", "f_sat (events/s, CPU)"),
+        "E6": ("profiles", "max_broker_mb", "subscribed profiles (4 brokers)",
+               "memory of the fullest broker (MB)"),
+    }
+    written = []
+    for exp, (x, y, xl, yl) in specs.items():
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        for p in PROTOCOLS:
+            rows = [r for r in res[exp] if r["protocol"] == p]
+            axes[0].plot([r[x] for r in rows], [r[y] for r in rows], marker="o", label=p)
+            second = "duplication" if exp in ("E2", "E3", "E6") else "bytes_per_event"
+            axes[1].plot([r[x] for r in rows], [r.get(second, 0) for r in rows], marker="o",
+                         label=p)
+            axes[1].set_ylabel(second.replace("_", " "))
+        for ax in axes:
+            ax.set_xlabel(xl)
+            ax.legend()
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel(yl)
+        fig.suptitle(f"{exp} (siftbus simulator, Bittner's workload)")
+        fig.tight_layout()
+        path = outdir / f"network_{exp.lower()}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        written.append(str(path.relative_to(HERE.parent)))
+    return written
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--full", action="store_true")
+    ap.add_argument("--repeats", type=int)
+    ap.add_argument("--skip-loopback", action="store_true")
+    ap.add_argument("--role", help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--profiles", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--expect", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--timeout", type=float, default=120, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.role == "subscriber":
+        asyncio.run(role_subscriber(a.port, a.profiles, a.expect, a.timeout))
+        return
+    if a.role == "mqtt-subscriber":
+        asyncio.run(role_mqtt_subscriber(a.port, a.profiles, a.expect, a.timeout))
+        return
+    size = "quick" if a.quick else "full" if a.full else "default"
+    repeats = a.repeats or (1 if a.quick else 3)
+    started = time.time()
+    res = part_a(size, repeats)
+    for exp, key in {"E1": ("pe",), "E2": ("brokers",), "E3": ("sigma",), "E4": ("types",),
+                     "E5": ("locality",)}.items():
+        add_ratios(res[exp], key)
+    cols = ["protocol", "fsat", "fsat_vs_EW", "bytes_per_event", "messages_per_event",
+            "filter_ops_per_event", "duplication"]
+    print(f"# siftbus broker network benchmark ({size}, {repeats} repeat(s), "
+          f"{os.cpu_count()} CPUs, shared machine: noisy)")
+    print(table(res["E1"], ["pe", *cols], "E1: 4 brokers in a line, p_e varied"))
+    print(table(res["E2"], ["brokers", *cols], "E2: broker count (hub tree), p_e = 0.1"))
+    print(table(res["E3"], ["sigma", "pe", *cols], "E3: σ identical copies, p_p = 0.9"))
+    print(table(res["E4"], ["types", *cols], "E4: event types (RN of type i = B_i)"))
+    print(table(res["E5"], ["locality", *cols], "E5: locality, p_e = 0.5"))
+    print(table(res["E6"], ["profiles", "protocol", "max_table", "duplication",
+                            "max_broker_mb", "subscribe_cpu_s"],
+                "E6: memory per broker (4 brokers in a line)"))
+    outdir = HERE / "results"
+    outdir.mkdir(exist_ok=True)
+    result: dict[str, Any] = {
+        "size": size, "repeats": repeats, "cpus": os.cpu_count(),
+        "python": platform.python_version(), "simulator": res,
+    }
+    result["plots"] = plots(res, outdir)
+    if not a.skip_loopback:
+        lb = part_b(size, repeats)
+        result["loopback"] = lb
+        rows = [*lb["throughput"], lb["reference_engine"], lb["latency_5k"]]
+        mq = lb["mosquitto"]
+        if "skipped" in mq[0]:
+            print(f"\nmosquitto comparison skipped: {mq[0]['skipped']}")
+        else:
+            rows += [*mq, lb["mosquitto_latency_5k"]]
+        base = lb["throughput_median"]
+        for r in rows:
+            if "events_per_s" in r:
+                r["vs_siftbus_index"] = r["events_per_s"] / base
+        print(table(rows, ["engine", "profiles", "events", "rate", "notifications",
+                           "events_per_s", "vs_siftbus_index", "p50_ms", "p99_ms"],
+                    "Loopback: one broker process, 10,000 profiles, batched publishing"))
+        if "mosquitto_median" in lb:
+            lb["siftbus_vs_mosquitto"] = base / lb["mosquitto_median"]
+            print(f"\nsiftbus / mosquitto+client filter (median events/s): "
+                  f"{lb['siftbus_vs_mosquitto']:.2f}")
+    result["seconds"] = round(time.time() - started, 1)
+    (outdir / "network.json").write_text(json.dumps(result, indent=1, default=str))
+    print(f"\nwrote bench/results/network.json and {len(result['plots'])} plots "
+          f"in {result['seconds']} s")
+
+
+if __name__ == "__main__":
+    main()
