@@ -23,7 +23,7 @@ from siftbus.match.conformance import (
 )
 from siftbus.match.engines import DEFAULT_ENGINE, ENGINES, make_matcher
 from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
-from siftbus.model import Event, parse_schema
+from siftbus.model import Event, Op, Predicate, Profile, parse_schema
 
 THRESHOLDS = [0.0, 1 / 32, 1.0]
 
@@ -272,3 +272,26 @@ def test_large_batches_with_tombstones(threshold: float) -> None:
     snap = m.snapshot()
     csr = snap.match_columns(t.name, events_to_columns(t, evs))
     assert csr.rows(snap.profile_ids) == ref.match_batch(evs)
+
+
+def test_many_cells_use_wide_precheck_arrays() -> None:
+    """More than 32767 cells: the pre-check arrays switch from int16 to int32."""
+    schema = parse_schema('[W]\na = "int[0,100000]"\nb = "int[0,9]"\n')
+    etype = schema["W"]
+    m = IndexMatcher(pending_limit=0)
+    ref = ReferenceMatcher()
+    for i in range(17_000):
+        p = Profile.build(f"p{i:05d}", etype, [Predicate("a", Op.EQ, (i * 3,)),
+                                               Predicate("b", Op.LE, (i % 10,))])
+        m.add(p)
+        ref.add(p)
+    evs = [Event.of(etype, {"a": a, "b": b}) for a, b in
+           [(0, 0), (3, 9), (29_997, 5), (30_000, 9), (50_001, 0), (100_000, 9)]]
+    want = ref.match_batch(evs)
+    assert [m.match(e) for e in evs] == want
+    snap = m.snapshot()
+    ct = snap.types["W"]
+    assert ct.set_pre.dtype == np.int32 and len(ct.set_kind) > 32767
+    big = evs * 60  # the grouped kernel as well
+    assert snap.match_columns("W", events_to_columns(etype, big)).rows(
+        snap.profile_ids) == want * 60
