@@ -9,7 +9,8 @@ Scenarios (every figure with a baseline measured in the same run):
    a subprocess), bursts of 10 ... 20,000 events, sent and received events/s; baseline:
    the same batches through the service's ``echo`` call (the thesis's EchoServer).
 3. ``latency``: S in {1, 5, 10} suppliers x C in {1, 10, 50} consumers, 1,000 events/s in
-   total, average/min/max latency and lost events (the thesis's tables A.1-A.3 shape).
+   total, average/min/max latency and lost events (the thesis's tables A.1-A.3 shape);
+   the consumers run in one or two worker processes, the suppliers in this one.
 4. ``payload``: int arrays of 1 ... 1,024 elements in the body, events/s vs echo.
 
 The thesis's published JacORB / OpenFusion / OpenORB figures are printed beside ours.
@@ -37,6 +38,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import msgpack
 
 from siftbus.channel import (
     SEQUENCE_EVENT,
@@ -264,78 +267,128 @@ def bench_payload(port: int, sizes: list[int], n: int, batch: int,
     return out
 
 
-async def _latency_once(port: int, n_sup: int, n_con: int, rate: float,
-                        duration: float, linger: float) -> dict[str, Any]:
-    admin = await ChannelClient.connect("127.0.0.1", port)
-    cid = await admin.call("create_channel", qos={Q.ORDER_POLICY: Q.FIFO_ORDER})
-    cons = [await ChannelClient.connect("127.0.0.1", port) for _ in range(n_con)]
-    sups = [await ChannelClient.connect("127.0.0.1", port) for _ in range(n_sup)]
+async def _consume_many(port: int, cid: int, pids: list[int], total: int, linger: float,
+                        deadline: float) -> tuple[list[float], list[int]]:
+    conns = [await ChannelClient.connect("127.0.0.1", port) for _ in pids]
+    lat: list[float] = []
+    counts = [0] * len(pids)
+
+    async def consume(k: int) -> None:
+        ack = None
+        while counts[k] < total and time.time() < deadline:
+            items = await conns[k].call("pull", channel=cid, proxy=pids[k], max=1000,
+                                        ack=ack, timeout=0.5, linger=linger, packed=True)
+            now = time.time()
+            if items:
+                ack = items[-1][0]
+                counts[k] += len(items)
+                for _, raw in items:
+                    w = msgpack.unpackb(raw)
+                    lat.append(now - w["structured"]["filterable_data"][1]["value"])
+
     try:
-        pids = [await c.call("obtain_consumer", channel=cid) for c in cons]
-        sids = [await s.call("obtain_supplier", channel=cid) for s in sups]
-        per_sup = int(rate * duration / n_sup)
-        total = per_sup * n_sup
-        lat: list[float] = []
-        counts = [0] * n_con
-        done = asyncio.Event()
-
-        async def consume(k: int) -> None:
-            ack = None
-            c, pid = cons[k], pids[k]
-            while counts[k] < total and not done.is_set():
-                items = await c.call("pull", channel=cid, proxy=pid, max=1000, ack=ack,
-                                     timeout=0.5, linger=linger)
-                now = time.time()
-                if items:
-                    ack = items[-1][0]
-                    counts[k] += len(items)
-                    for _, w in items:
-                        fd = w["structured"]["filterable_data"]
-                        lat.append(now - fd[1]["value"])
-
-        async def supply(j: int) -> None:
-            # Pushes keep the schedule: a push does not wait for the previous reply
-            # (pipelined on the connection), so the offered rate is really offered.
-            interval = n_sup / rate
-            t_next = time.perf_counter() + random.random() * interval
-            pending = []
-            for i in range(per_sup):
-                delay = t_next - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                pending.append(asyncio.ensure_future(
-                    sups[j].call("push", channel=cid, proxy=sids[j], events=[_event(i)])))
-                t_next += interval
-            await asyncio.gather(*pending)
-
-        consumers = [asyncio.ensure_future(consume(k)) for k in range(n_con)]
-        t0 = time.perf_counter()
-        await asyncio.gather(*(supply(j) for j in range(n_sup)))
-        t_sent = time.perf_counter() - t0
-        try:
-            await asyncio.wait_for(asyncio.gather(*consumers), 30)
-        except TimeoutError:
-            done.set()
-        lost = total * n_con - sum(counts)
-        await admin.call("destroy_channel", channel=cid)
-        lat_ms = [x * 1000 for x in lat]
-        return {"suppliers": n_sup, "consumers": n_con, "events": total,
-                "offered_rate": rate, "achieved_rate": total / t_sent,
-                "avg_ms": statistics.fmean(lat_ms) if lat_ms else 0.0,
-                "min_ms": min(lat_ms, default=0.0), "max_ms": max(lat_ms, default=0.0),
-                "p99_ms": (sorted(lat_ms)[int(0.99 * (len(lat_ms) - 1))] if lat_ms else 0.0),
-                "lost": lost}
+        await asyncio.gather(*(consume(k) for k in range(len(pids))))
     finally:
-        for c in [admin, *cons, *sups]:
+        for c in conns:
             await c.close()
+    return lat, counts
+
+
+def _consumer_process(port: int, cid: int, pids: list[int], total: int, linger: float,
+                      deadline: float, out: Any) -> None:
+    """A worker process with some of the consumers (the clients' decoding must not share
+    one core with the suppliers: the thesis ran its clients on another machine)."""
+    lat, counts = asyncio.run(_consume_many(port, cid, pids, total, linger, deadline))
+    out.put((lat, counts))
+
+
+def _latency_once(port: int, n_sup: int, n_con: int, rate: float, duration: float,
+                  linger: float) -> dict[str, Any]:
+    import multiprocessing as mp
+
+    async def setup() -> tuple[int, list[int]]:
+        admin = await ChannelClient.connect("127.0.0.1", port)
+        try:
+            cid = await admin.call("create_channel", qos={Q.ORDER_POLICY: Q.FIFO_ORDER})
+            return cid, [await admin.call("obtain_consumer", channel=cid)
+                         for _ in range(n_con)]
+        finally:
+            await admin.close()
+
+    cid, pids = asyncio.run(setup())
+    per_sup = int(rate * duration / n_sup)
+    total = per_sup * n_sup
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    workers = 2 if n_con >= 10 else 1
+    deadline = time.time() + duration + 60
+    procs = [ctx.Process(target=_consumer_process, daemon=True,
+                         args=(port, cid, pids[w::workers], total, linger, deadline, results))
+             for w in range(workers)]
+    for proc in procs:
+        proc.start()
+
+    async def supply_all() -> float:
+        sups = [await ChannelClient.connect("127.0.0.1", port) for _ in range(n_sup)]
+        try:
+            sids = [await s.call("obtain_supplier", channel=cid) for s in sups]
+            await asyncio.sleep(1.0 + 0.02 * n_con)  # the consumers connect meanwhile
+
+            async def supply(j: int) -> None:
+                # Pushes keep the schedule: a push does not wait for the previous reply
+                # (pipelined on the connection), so the offered rate is really offered.
+                interval = n_sup / rate
+                t_next = time.perf_counter() + random.random() * interval
+                pending = []
+                for i in range(per_sup):
+                    delay = t_next - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    pending.append(asyncio.ensure_future(sups[j].call(
+                        "push", channel=cid, proxy=sids[j], events=[_event(i)])))
+                    t_next += interval
+                await asyncio.gather(*pending)
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(supply(j) for j in range(n_sup)))
+            return time.perf_counter() - t0
+        finally:
+            for s in sups:
+                await s.close()
+
+    t_sent = asyncio.run(supply_all())
+    lat: list[float] = []
+    got = 0
+    for _ in procs:
+        part, counts = results.get(timeout=max(5.0, deadline - time.time() + 5))
+        lat.extend(part)
+        got += sum(counts)
+    for proc in procs:
+        proc.join(10)
+
+    async def destroy() -> None:
+        admin = await ChannelClient.connect("127.0.0.1", port)
+        try:
+            await admin.call("destroy_channel", channel=cid)
+        finally:
+            await admin.close()
+
+    asyncio.run(destroy())
+    lat_ms = [x * 1000 for x in lat]
+    return {"suppliers": n_sup, "consumers": n_con, "events": total,
+            "offered_rate": rate, "achieved_rate": total / t_sent,
+            "consumer_processes": workers,
+            "avg_ms": statistics.fmean(lat_ms) if lat_ms else 0.0,
+            "min_ms": min(lat_ms, default=0.0), "max_ms": max(lat_ms, default=0.0),
+            "p99_ms": (sorted(lat_ms)[int(0.99 * (len(lat_ms) - 1))] if lat_ms else 0.0),
+            "lost": total * n_con - got}
 
 
 def bench_latency(port: int, matrix: list[tuple[int, int]], rate: float, duration: float,
                   linger: float, repeat: int) -> list[dict[str, Any]]:
     out = []
     for s, c in matrix:
-        runs = [asyncio.run(_latency_once(port, s, c, rate, duration, linger))
-                for _ in range(repeat)]
+        runs = [_latency_once(port, s, c, rate, duration, linger) for _ in range(repeat)]
         row = {k: (median([r[k] for r in runs]) if isinstance(runs[0][k], float) else runs[0][k])
                for k in runs[0]}
         row["lost"] = sum(r["lost"] for r in runs)

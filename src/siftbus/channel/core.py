@@ -71,7 +71,7 @@ class Message:
     the outgoing proxy: Any -> Structured is ``("", "%ANY", "")`` with the any as body;
     Structured -> Any is the StructuredEvent itself."""
 
-    __slots__ = ("_qos", "_structured", "_wire", "any_value", "is_any")
+    __slots__ = ("_packed", "_qos", "_structured", "_wire", "any_value", "is_any")
 
     def __init__(self, value: Any, is_any: bool) -> None:
         self.is_any = is_any
@@ -79,6 +79,15 @@ class Message:
         self._structured: StructuredEvent | None = None if is_any else value
         self._qos: tuple[Any, ...] | None = None
         self._wire: dict[str, Any] | None = None
+        self._packed: bytes | None = None
+
+    def packed(self) -> bytes:
+        """The msgpack bytes of the wire form, packed once however many consumers get it."""
+        if self._packed is None:
+            import msgpack
+
+            self._packed = msgpack.packb(self.to_wire(), use_bin_type=True)
+        return self._packed
 
     def header_qos(self) -> tuple[Any, ...]:
         """(Priority, Timeout, StopTime, StartTime, EventReliability) from the variable

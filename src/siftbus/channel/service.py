@@ -24,7 +24,9 @@ Methods (``channel``, ``admin``, ``proxy``, ``filter`` are integer ids)::
     obtain_consumer(channel, admin=0, kind="STRUCTURED_EVENT", qos={}) -> proxy
     obtain_supplier(channel, admin=0, kind="STRUCTURED_EVENT", qos={}) -> proxy
     push(channel, proxy, events=[{"structured": {...}} | {"any": v} | {...}]) -> n
-    pull(channel, proxy, max=100, ack=None, timeout=0.0, linger=0.0) -> [[seq, event]...]
+    pull(channel, proxy, max=100, ack=None, timeout=0.0, linger=0.0, packed=False)
+        -> [[seq, event], ...]   (packed: each event as msgpack bytes, packed once for all
+                                  consumers; RemoteConsumer asks for this)
     echo(events=[...]) -> n                        (round trip only: a benchmark baseline)
     disconnect(channel, proxy, side)
     add_filter(channel, constraints, admin|proxy, side) -> {"filter", "id"}
@@ -234,6 +236,8 @@ class ChannelService:
         ack = args.get("ack")
         if ack is not None and (not isinstance(ack, int) or isinstance(ack, bool)):
             raise WireError("ack must be an integer", field="ack")
+        if args.get("packed"):
+            return [[e.seq, e.msg.packed()] for e in node.pull_acked(n, ack)]
         return [[e.seq, e.msg.to_wire()] for e in node.pull_acked(n, ack)]
 
     def do_pull(self, args: dict[str, Any]) -> Any:
@@ -543,8 +547,18 @@ class BrokerChannelClient:
             await close()
 
 
-def event_of_wire(data: Mapping[str, Any]) -> Any:
-    """A received event: a StructuredEvent, or the any value."""
+def event_of_wire(data: Mapping[str, Any] | bytes) -> Any:
+    """A received event (wire map, or its msgpack bytes): a StructuredEvent or the any."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        import msgpack
+
+        try:
+            data = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        except (ValueError, msgpack.ExtraData, msgpack.FormatError,
+                msgpack.StackError) as exc:
+            raise WireError(f"undecodable event: {exc}") from None
+        if not isinstance(data, dict):
+            raise WireError("an event must be a map")
     m = Message.from_wire(data)
     return m.as_any if m.is_any else m.structured
 
@@ -572,7 +586,7 @@ class RemoteConsumer:
         """Up to ``max_number`` new events (waits up to ``timeout`` s for the first)."""
         got = await self.client.call("pull", channel=self.channel, proxy=self.proxy,
                                      max=max_number, ack=self.last_seq or None,
-                                     timeout=timeout)
+                                     timeout=timeout, packed=True)
         out = []
         for seq, data in got:
             if seq <= self.last_seq:
