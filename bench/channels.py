@@ -208,7 +208,7 @@ async def _burst_once(port: int, n: int, batch: int, body: Any = None) -> dict[s
             ack = None
             while got < n:
                 items = await con_c.call("pull", channel=cid, proxy=pid, max=5000, ack=ack,
-                                         timeout=2.0)
+                                         timeout=2.0, packed=True)
                 if not items:
                     continue
                 ack = items[-1][0]
