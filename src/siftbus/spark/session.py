@@ -18,6 +18,7 @@ Flags given on the command line override the file; the file overrides the defaul
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -106,10 +107,12 @@ def load_config(path: str | Path) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        col = getattr(exc, "colno", None)
-        msg = getattr(exc, "msg", str(exc))
-        raise ConfigError(f"invalid TOML: {msg}", source=str(p), line=line, column=col) from None
+        # Python 3.11's error has the position only in its text.
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        raise ConfigError(f"invalid TOML: {msg}", source=str(p),
+                          line=int(m[1]) if m else None,
+                          column=int(m[2]) if m else None) from None
 
 
 def load_settings(path: str | Path | None) -> SparkSettings:

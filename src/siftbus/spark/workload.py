@@ -80,8 +80,8 @@ class BuildingDay:
         def s(v: int) -> int:
             return max(1, int(v * factor))
 
-        def p(v: int) -> int:
-            return max(1, int(v / factor))
+        def p(v: int) -> int:  # every periodic source reports at least once a day
+            return min(86_400, max(1, int(v / factor)))
 
         return BuildingDay(self.temperature_sensors, p(self.temperature_period),
                            self.brightness_sensors, p(self.brightness_period),
@@ -96,7 +96,7 @@ class BuildingDay:
                 + self.brightness_sensors * (day // self.brightness_period)
                 + self.motion_events + self.window_events + self.button_events
                 + self.lamps * (day // self.lamp_period)
-                + self.glass_sensors * (day // self.glass_period)
+                + self.glass_sensors * (day // self.glass_period) + self.glass_breaks
                 + 4 * (day // self.outdoor_period) + 4 * (day // self.sun_period))
 
 
