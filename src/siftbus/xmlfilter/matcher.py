@@ -87,6 +87,8 @@ class _Constraint:
     condition: Condition
     filters: set[int] = field(default_factory=set)
     access: set[int] = field(default_factory=set)
+    #: fid -> that filter's other constraints, for filters whose access constraint this is
+    access_items: dict[int, tuple[int, ...]] = field(default_factory=dict)
     _filters_arr: np.ndarray | None = None
 
     _test: Callable[[str], bool] | None = None
@@ -489,17 +491,20 @@ class XmlMatcher:
 
     def _choose_access(self, cons: list[_Constraint], fid: int) -> int:
         best = min(cons, key=self._access_cost)
-        self._set_access(best, fid, True)
+        self._set_access(best, fid, True, tuple(k.cid for k in cons if k is not best))
         return best.cid
 
-    def _set_access(self, con: _Constraint, fid: int, add: bool) -> None:
+    def _set_access(self, con: _Constraint, fid: int, add: bool,
+                    others: tuple[int, ...] = ()) -> None:
         """Make ``con`` (not) the access constraint of filter ``fid``; a constraint is in
         its slot's access index exactly while it is some filter's access constraint."""
         was = bool(con.access)
         if add:
             con.access.add(fid)
+            con.access_items[fid] = others
         else:
             con.access.discard(fid)
+            con.access_items.pop(fid, None)
         con.changed()
         if was == bool(con.access):
             return
@@ -695,22 +700,19 @@ class XmlMatcher:
             return
         st[4] += len(sat)
         cons = self._cons
-        filters = self._filters
         truth: dict[int, bool] = dict.fromkeys(sat, True)
         touched = 0
         for cid in sat:
-            for fid in cons[cid].access:
-                touched += 1
-                count = 0
-                cids = filters[fid].cids
-                for k in cids:
+            items = cons[cid].access_items
+            touched += len(items)
+            for fid, others in items.items():
+                for k in others:
                     t = truth.get(k)
                     if t is None:
                         t = truth[k] = cons[k].holds(values)
                     if not t:
                         break
-                    count += 1
-                if count == len(cids):
+                else:  # the access constraint and all others hold: count == size
                     matched.append(fid)
         st[5] += touched
 
