@@ -20,7 +20,7 @@ CONFIGS = [
     {"strategy": "counting", "precheck": False},
 ]
 
-SETTINGS = settings(max_examples=60, deadline=None,
+SETTINGS = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -122,3 +122,47 @@ def test_add_remove_every_order_leaves_nothing(subs: list[Subscription], seed: i
     for s in order:
         f.unsubscribe(s.id)
     assert f.matcher.is_empty_index(), f"seed {seed}"
+
+
+def test_publish_in_threads_while_subscribing() -> None:
+    """Two publisher threads and a churning subscriber: every event is matched against one
+    consistent subscription set (the permanent one always matches, nothing crashes)."""
+    import threading
+    from pathlib import Path
+
+    doc = (Path(__file__).parent / "data" / "xml" / "appendix7_message.xml").read_bytes()
+    f = XmlEventFilter()
+    f.subscribe(Subscription.build(("HTTP", "http://always/"), [ContentFilter.build(
+        "//ObjectEvent", [("readPoint/id", "attribute-exists", [])])], id="always"))
+    churn = [Subscription.build(("HTTP", f"http://c{i}/"), [ContentFilter.build(
+        "//ObjectEvent", [("bizStep", "string-match", ["urn:com:*"]),
+                          ("action", "string-in-set", ["OBSERVE", f"x{i}"])])], id=f"c{i}")
+        for i in range(20)]
+    errors: list[BaseException] = []
+    seen: list[tuple[str, ...]] = []
+    stop = threading.Event()
+
+    def publisher() -> None:
+        try:
+            for _ in range(200):
+                if stop.is_set():
+                    break
+                seen.extend(r.match.subscriptions for r in f.iter_results(doc))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=publisher) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for _ in range(10):
+        for s in churn:
+            f.subscribe(s)
+        for s in churn:
+            f.unsubscribe(s.id)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert seen and all("always" in sids for sids in seen)
+    assert all(set(sids) <= {"always", *(s.id for s in churn)} for sids in seen)
+    assert len(f) == 1
