@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
+from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.model import Event, Profile
 
 
@@ -50,3 +51,39 @@ def add_all(matcher: Matcher, profiles: Iterable[Profile]) -> Matcher:
     for p in profiles:
         matcher.add(p)
     return matcher
+
+
+class ProfileRegistry:
+    """The id-to-profile bookkeeping every matcher shares, with the protocol's errors."""
+
+    def __init__(self) -> None:
+        self._profiles: dict[str, Profile] = {}
+
+    def _register(self, profile: Profile) -> None:
+        if profile.id in self._profiles:
+            raise DuplicateProfileError(f"profile id {profile.id!r} is already registered",
+                                        field=profile.id)
+        self._profiles[profile.id] = profile
+
+    def _unregister(self, profile_id: str) -> Profile:
+        try:
+            return self._profiles.pop(profile_id)
+        except KeyError:
+            raise UnknownProfileError(f"no profile with id {profile_id!r}",
+                                      field=profile_id) from None
+
+    def get(self, profile_id: str) -> Profile:
+        try:
+            return self._profiles[profile_id]
+        except KeyError:
+            raise UnknownProfileError(f"no profile with id {profile_id!r}",
+                                      field=profile_id) from None
+
+    def profiles(self) -> Iterator[Profile]:
+        return iter(list(self._profiles.values()))
+
+    def __len__(self) -> int:
+        return len(self._profiles)
+
+    def __contains__(self, profile_id: object) -> bool:
+        return profile_id in self._profiles

@@ -23,14 +23,14 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Protocol
 
 import numpy as np
 
-from siftbus.errors import DuplicateProfileError, UnknownProfileError
+from siftbus.match.base import ProfileRegistry
 from siftbus.match.cells import AttributeCells, column_cells, event_cells, events_to_columns
 from siftbus.model import Event, EventType, Profile
 
@@ -123,14 +123,14 @@ class TypeState:
     dirty: bool = False
 
 
-class LeveledMatcher:
+class LeveledMatcher(ProfileRegistry):
     """Base of the dynamic matchers; subclasses provide :meth:`_compile`."""
 
     def __init__(self, *, pending_limit: int = 16) -> None:
         if pending_limit < 0:
             raise ValueError("pending_limit must be >= 0")
+        super().__init__()
         self._pending_limit = pending_limit
-        self._profiles: dict[str, Profile] = {}
         self._types: dict[str, TypeState] = {}
         self._version = 0
 
@@ -148,10 +148,7 @@ class LeveledMatcher:
         return self._version
 
     def add(self, profile: Profile) -> None:
-        if profile.id in self._profiles:
-            raise DuplicateProfileError(f"profile id {profile.id!r} is already registered",
-                                        field=profile.id)
-        self._profiles[profile.id] = profile
+        self._register(profile)
         ts = self._types.get(profile.type_name)
         if ts is None:
             ts = self._types[profile.type_name] = TypeState(profile.etype)
@@ -160,11 +157,7 @@ class LeveledMatcher:
         self._version += 1
 
     def remove(self, profile_id: str) -> Profile:
-        try:
-            profile = self._profiles.pop(profile_id)
-        except KeyError:
-            raise UnknownProfileError(f"no profile with id {profile_id!r}",
-                                      field=profile_id) from None
+        profile = self._unregister(profile_id)
         self._version += 1
         ts = self._types[profile.type_name]
         ts.dirty = True
@@ -177,22 +170,6 @@ class LeveledMatcher:
                 level.live -= 1
                 return profile
         raise AssertionError(f"profile {profile_id!r} is registered but in no level")
-
-    def get(self, profile_id: str) -> Profile:
-        try:
-            return self._profiles[profile_id]
-        except KeyError:
-            raise UnknownProfileError(f"no profile with id {profile_id!r}",
-                                      field=profile_id) from None
-
-    def profiles(self) -> Iterator[Profile]:
-        return iter(list(self._profiles.values()))
-
-    def __len__(self) -> int:
-        return len(self._profiles)
-
-    def __contains__(self, profile_id: object) -> bool:
-        return profile_id in self._profiles
 
     def match(self, event: Event) -> list[str]:
         ts = self._types.get(event.type_name)
