@@ -10,6 +10,8 @@ def test_all_names_exist_and_are_unique() -> None:
 
 
 def test_no_accidental_public_names() -> None:
+    for name in siftbus.__all__:  # load the lazily imported names
+        getattr(siftbus, name)
     public = {n for n in vars(siftbus) if not n.startswith("_")}
     modules = {n for n in public if type(getattr(siftbus, n)).__name__ == "module"}
     assert public - modules == set(siftbus.__all__)
@@ -34,3 +36,13 @@ def test_quick_start_from_the_readme() -> None:
     matcher.add(siftbus.parse_profile("warm: Temperature(room = 12, value > 20)", schema))
     event = siftbus.parse_event('{"type": "Temperature", "room": 12, "value": 21.5}', schema)
     assert matcher.match(event) == ["warm"]
+
+
+def test_importing_siftbus_does_not_load_numba() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, siftbus; print('numba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.strip()
+    assert out == "False"

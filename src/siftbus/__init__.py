@@ -5,6 +5,8 @@ content); siftbus delivers each event to exactly the subscribers whose profiles 
 satisfies. The public API is what ``__all__`` lists; every other module is internal.
 """
 
+from typing import TYPE_CHECKING
+
 from siftbus.errors import (
     ConfigError,
     ConnectionLostError,
@@ -45,7 +47,60 @@ from siftbus.model import (
     read_events,
 )
 
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editors
+    from siftbus.covering import (
+        CoveringIndex,
+        FilterPoset,
+        Forwarder,
+        PosetForest,
+        Relation,
+        Update,
+        covers,
+        equivalent,
+        merge,
+        merge_set,
+        overlaps,
+        relation,
+    )
+    from siftbus.match.conformance import check_matcher
+    from siftbus.match.counting import CountingMatcher
+    from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
+
 __version__ = "0.1.0"
+
+# Names whose modules pull in numba or numpy: loaded on first use, so that importing
+# siftbus (and every CLI start) stays fast.
+_LAZY = {
+    "IndexMatcher": "siftbus.match.index",
+    "CompiledIndex": "siftbus.match.index",
+    "MatchCSR": "siftbus.match.index",
+    "events_to_columns": "siftbus.match.index",
+    "CountingMatcher": "siftbus.match.counting",
+    "check_matcher": "siftbus.match.conformance",
+    "covers": "siftbus.covering",
+    "equivalent": "siftbus.covering",
+    "overlaps": "siftbus.covering",
+    "relation": "siftbus.covering",
+    "Relation": "siftbus.covering",
+    "merge": "siftbus.covering",
+    "merge_set": "siftbus.covering",
+    "CoveringIndex": "siftbus.covering",
+    "FilterPoset": "siftbus.covering",
+    "PosetForest": "siftbus.covering",
+    "Forwarder": "siftbus.covering",
+    "Update": "siftbus.covering",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'siftbus' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     # model: schema, events, profiles
@@ -73,7 +128,26 @@ __all__ = [
     # matching
     "Matcher",
     "ReferenceMatcher",
+    "IndexMatcher",
+    "CountingMatcher",
+    "CompiledIndex",
+    "MatchCSR",
+    "events_to_columns",
+    "check_matcher",
     "make_matcher",
+    # covering and routing tables
+    "covers",
+    "equivalent",
+    "overlaps",
+    "relation",
+    "Relation",
+    "merge",
+    "merge_set",
+    "CoveringIndex",
+    "FilterPoset",
+    "PosetForest",
+    "Forwarder",
+    "Update",
     # errors
     "ConfigError",
     "ConnectionLostError",
