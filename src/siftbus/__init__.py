@@ -5,7 +5,7 @@ content); siftbus delivers each event to exactly the subscribers whose profiles 
 satisfies. The public API is what ``__all__`` lists; every other module is internal.
 """
 
-from typing import TYPE_CHECKING
+import typing
 
 from siftbus.errors import (
     ConfigError,
@@ -47,7 +47,7 @@ from siftbus.model import (
     read_events,
 )
 
-if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editors
+if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and editors
     from siftbus.covering import (
         CoveringIndex,
         FilterPoset,
