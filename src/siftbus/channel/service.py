@@ -156,7 +156,10 @@ class ChannelService:
         return self._info(self._channel(args))
 
     def do_destroy_channel(self, args: dict[str, Any]) -> None:
-        self._channel(args).destroy()
+        ch = self._channel(args)
+        ch.destroy()
+        for key in [k for k in self._last_reply if k[0] == ch.id]:
+            del self._last_reply[key]
 
     def do_echo(self, args: dict[str, Any]) -> int:
         """Nothing but the round trip (the thesis's EchoServer baseline)."""
@@ -321,6 +324,7 @@ class ChannelService:
         node = self._node(ch, {"proxy": _int(args, "proxy"),
                                "side": args.get("side", "consumer")})
         node._disconnect()
+        self._last_reply.pop((ch.id, node.id), None)
 
     # -- filters -------------------------------------------------------------------------
 
