@@ -1,5 +1,7 @@
 """The public surface is exactly ``siftbus.__all__``, and each name is importable."""
 
+import pytest
+
 import siftbus
 
 
@@ -46,3 +48,22 @@ def test_importing_siftbus_does_not_load_numba() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout.strip()
     assert out == "False"
+
+
+async def test_broker_quick_start_from_the_readme() -> None:
+    """The README's broker example, on an ephemeral port, through public names only."""
+    import asyncio
+
+    schema = siftbus.load_schema("examples/building/schema.toml")
+    async with (siftbus.BrokerServer(siftbus.BrokerNode("B1", schema), port=0) as server,
+                await siftbus.connect(port=server.port) as client):
+        sub = await client.subscribe("Temperature(room = 12, value > 20)")
+        await client.publish({"type": "Temperature", "sensor": 1, "room": 12,
+                              "value": 19.0})
+        await client.publish({"type": "Temperature", "sensor": 1, "room": 12,
+                              "value": 21.5})
+        note = await sub.get(timeout=5)
+        assert note.event["room"] == 12
+        assert note.event.key("value") == 215  # decimals are keyed by their places
+        with pytest.raises(asyncio.TimeoutError):  # the 19.0 event matched nothing
+            await sub.get(timeout=0.3)

@@ -48,6 +48,19 @@ from siftbus.model import (
 )
 
 if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and editors
+    from siftbus.broker.config import load_network
+    from siftbus.broker.node import BrokerNode
+    from siftbus.broker.server import BrokerServer
+    from siftbus.broker.simulator import Simulator
+    from siftbus.channel import (
+        EventChannel,
+        EventChannelFactory,
+        Filter,
+        MappingFilter,
+        StructuredEvent,
+    )
+    from siftbus.channel.service import ChannelClient, ChannelService
+    from siftbus.client import Client, SyncClient, connect
     from siftbus.covering import (
         CoveringIndex,
         FilterPoset,
@@ -65,6 +78,8 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.match.conformance import check_matcher
     from siftbus.match.counting import CountingMatcher
     from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
+    from siftbus.spark.pipeline import Pipeline, run_files
+    from siftbus.xmlfilter import XmlEventFilter, parse_subscriptions
 
 __version__ = "0.1.0"
 
@@ -89,6 +104,28 @@ _LAZY = {
     "PosetForest": "siftbus.covering",
     "Forwarder": "siftbus.covering",
     "Update": "siftbus.covering",
+    # broker network and its client library
+    "BrokerNode": "siftbus.broker.node",
+    "BrokerServer": "siftbus.broker.server",
+    "Simulator": "siftbus.broker.simulator",
+    "load_network": "siftbus.broker.config",
+    "Client": "siftbus.client",
+    "SyncClient": "siftbus.client",
+    "connect": "siftbus.client",
+    # notification channels (CORBA Notification Service model, ETCL filters)
+    "EventChannelFactory": "siftbus.channel",
+    "EventChannel": "siftbus.channel",
+    "StructuredEvent": "siftbus.channel",
+    "Filter": "siftbus.channel",
+    "MappingFilter": "siftbus.channel",
+    "ChannelService": "siftbus.channel.service",
+    "ChannelClient": "siftbus.channel.service",
+    # XML event filter
+    "XmlEventFilter": "siftbus.xmlfilter",
+    "parse_subscriptions": "siftbus.xmlfilter",
+    # Spark pipeline (imports pyspark when first used)
+    "Pipeline": "siftbus.spark.pipeline",
+    "run_files": "siftbus.spark.pipeline",
 }
 
 
@@ -148,6 +185,28 @@ __all__ = [
     "PosetForest",
     "Forwarder",
     "Update",
+    # broker network and client library
+    "BrokerNode",
+    "BrokerServer",
+    "Simulator",
+    "load_network",
+    "Client",
+    "SyncClient",
+    "connect",
+    # notification channels
+    "EventChannelFactory",
+    "EventChannel",
+    "StructuredEvent",
+    "Filter",
+    "MappingFilter",
+    "ChannelService",
+    "ChannelClient",
+    # XML event filter
+    "XmlEventFilter",
+    "parse_subscriptions",
+    # Spark pipeline
+    "Pipeline",
+    "run_files",
     # errors
     "ConfigError",
     "ConnectionLostError",
