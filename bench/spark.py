@@ -186,9 +186,9 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "spark.json"))
     args = ap.parse_args()
     if args.quick:
-        sizes, n_events, n_naive, repeats, scale = [1000, 10_000, 100_000], 200_000, 2000, 3, \
-            (50_000, 500_000)
-        counting_sizes, lat_rounds = [1000, 10_000], 3
+        sizes, n_events, n_naive, repeats, scale = [1000, 10_000, 100_000], 100_000, 1000, 2, \
+            (20_000, 200_000)
+        counting_sizes, lat_rounds = [1000, 10_000], 2
     elif args.full:
         sizes, n_events, n_naive, repeats, scale = [1000, 10_000, 100_000], 2_000_000, 5000, 5, \
             (200_000, 2_000_000)
@@ -211,6 +211,7 @@ def main() -> None:
         df.count()
         return df
 
+    print(f"[{time.perf_counter() - started:.0f}s] caching events", flush=True)
     events = cached(n_events)
     small = cached(n_naive)
     sample = [list(r["ikeys"]) for r in small.limit(30).collect()]
@@ -221,6 +222,7 @@ def main() -> None:
                                "match_stage": rows}
     for n in sizes:
         t = time.perf_counter()
+        print(f"[{t - started:.0f}s] {n} profiles", flush=True)
         profiles = standard_profiles(n, seed=1, schema=schema)
         plan = build_plan(schema, profiles, engine="index")
         build = time.perf_counter() - t

@@ -101,3 +101,23 @@ def test_matches_sorted_by_code_point_and_owners_follow() -> None:
     assert row["matches"] == ["B", "a", "a-1", "b"]
     assert row["owners"] == ["B", "y", "z", "x"]
     assert row["event"] == 7 and row["text"] is not None
+
+
+@pytest.mark.skipif(not index_available(), reason="indexed engine not installed")
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_large_batches_use_the_grouped_kernel_and_stay_sorted(data: st.DataObject) -> None:
+    # The index path trusts the kernel's per-row order (it skips the stage's own sort);
+    # batches of 256+ rows of one type take the grouped kernel, so check that path too.
+    from siftbus.match.index import GROUPED_MIN
+
+    profiles = data.draw(profile_sets(SCHEMA, max_size=60))
+    distinct = data.draw(st.lists(event_dicts(), min_size=1, max_size=40))
+    rnd = data.draw(st.randoms(use_true_random=False))
+    dicts = [rnd.choice(distinct) for _ in range(3 * GROUPED_MIN)]
+    events = events_of(dicts, SCHEMA)
+    ref = add_all(ReferenceMatcher(), profiles)
+    plan = build_plan(SCHEMA, profiles, engine="index")
+    got = plan_matches(plan, events)
+    assert got == ref.match_batch(events)
+    assert all(row == sorted(row) for row in got)

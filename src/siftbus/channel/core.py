@@ -777,6 +777,48 @@ class ProxySupplier(_Proxy):
                     self._inflight.extend(got)
             return list(self._inflight[:max_number])
 
+    # -- remote push (siftbus.channel.push; channel lock held by the caller) --------------
+
+    def _remote_take(self, n: int, now: int) -> list[Entry]:
+        """Up to ``n`` new entries for a remote push consumer; they stay in flight until
+        :meth:`_remote_ack` (or go back to the queue with :meth:`_remote_requeue`)."""
+        got = self._take(n, now)
+        if got:
+            self.channel._count_delivered(self, got)
+            self._inflight.extend(got)
+        return got
+
+    def _remote_ack(self, seq: int) -> int:
+        """Acknowledge the in-flight entries sent up to and including the one numbered
+        ``seq`` (by sending order, not by number: with OrderPolicy Priority or Deadline
+        a later number can go first); returns how many."""
+        inflight = self._inflight
+        k = 0
+        for i, e in enumerate(inflight):
+            if e.seq == seq:
+                k = i + 1
+                break
+        if not k:
+            return 0
+        done = inflight[:k]
+        del inflight[:k]
+        self.channel._acked(self, done)
+        return k
+
+    def _remote_requeue(self) -> None:
+        """The remote consumer went away: what was in flight is queued again (sent again
+        to the next connection, which drops the sequence numbers it has seen)."""
+        back = self._inflight
+        if not back:
+            return
+        self._inflight = []
+        ch = self.channel
+        for e in back:
+            self._push_entry(e)
+        ch._queued += len(back)
+        ch._counters.delivered -= len(back)
+        self.delivered -= len(back)
+
 
 class _PushSupplierMixin(ProxySupplier):
     mode = "push"

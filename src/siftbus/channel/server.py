@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import inspect
+import itertools
 import logging
 import struct
 import sys
@@ -62,7 +63,19 @@ class ChannelServer:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._callers: dict[str, asyncio.StreamWriter] = {}
+        self._caller_ids = itertools.count(1)
         self.errors_sent = 0
+        service.set_transport(self._push, self._callers.__contains__)
+
+    def _push(self, caller: str, payload: Any) -> bool:
+        """An unsolicited frame to one connection (push delivery); False if it is gone."""
+        writer = self._callers.get(caller)
+        if writer is None or writer.is_closing():
+            return False
+        writer.write(encode(Message(MsgType.REPLY, {"service": SERVICE_NAME,
+                                                    "event": payload})))
+        return True
 
     async def start(self) -> None:
         try:
@@ -102,6 +115,7 @@ class ChannelServer:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
                       ) -> None:
         self._writers.add(writer)
+        caller = f"conn{next(self._caller_ids)}"
         try:
             try:
                 msg, _ = await asyncio.wait_for(read_frame(reader, self.max_frame), 30)
@@ -114,6 +128,7 @@ class ChannelServer:
             writer.write(encode(Message(MsgType.ACK, {"corr": msg.body.get("corr"),
                                                       "name": msg.body.get("name") or "",
                                                       "broker": "channel-server"})))
+            self._callers[caller] = writer
             while True:
                 try:
                     msg, _ = await read_frame(reader, self.max_frame)
@@ -121,17 +136,19 @@ class ChannelServer:
                     self.errors_sent += 1
                     writer.write(encode(Message(MsgType.ERROR, error_body(exc))))
                     return
-                self._handle(msg, writer)
+                self._handle(msg, writer, caller)
                 if writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
                     await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
         finally:
             self._writers.discard(writer)
+            if self._callers.pop(caller, None) is not None:
+                self.service.connection_lost(caller)
             with contextlib.suppress(Exception):
                 writer.close()
 
-    def _handle(self, msg: Message, writer: asyncio.StreamWriter) -> None:
+    def _handle(self, msg: Message, writer: asyncio.StreamWriter, caller: str) -> None:
         body = msg.body if isinstance(msg.body, dict) else {}
         corr = body.get("corr")
         try:
@@ -146,7 +163,7 @@ class ChannelServer:
             method = body.get("method")
             if not isinstance(method, str):
                 raise WireError("CALL lacks a method", field="method")
-            result = self.service(method, body.get("args") or {}, "")
+            result = self.service(method, body.get("args") or {}, caller)
         except SiftbusError as exc:
             self._error(writer, exc, corr)
             return
@@ -180,6 +197,16 @@ def register_with_broker(broker_server: Any, factory: EventChannelFactory) -> Ch
     """Host the channel service inside a siftbus broker (``BrokerServer`` or
     ``BrokerNode``): clients reach it with ``call("channel", method, **args)``."""
     service = ChannelService(factory)
+    push = getattr(broker_server, "push", None)
+    node = getattr(broker_server, "node", None)
+    if callable(push) and node is not None:
+        # The broker sends unsolicited service frames (REPLY without corr) with
+        # BrokerServer.push; it does not report closed connections to services, so the
+        # push hub sweeps its callers against the broker's connected clients.
+        clients = node.clients
+        service.set_transport(lambda caller, payload: bool(push(caller, SERVICE_NAME,
+                                                                    payload)),
+                              lambda caller: "@" + caller in clients)
     broker_server.register_service(SERVICE_NAME, service)
     return service
 
@@ -199,6 +226,7 @@ async def serve(store: str | None, host: str, port: int, port_file: str | None,
         await asyncio.Event().wait()
     finally:
         await server.close()
+        server.service.close()
         factory.close()
 
 

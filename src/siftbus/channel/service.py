@@ -7,7 +7,9 @@ so the same object serves inside the siftbus broker (``BrokerServer.register_ser
 client (:class:`ChannelClient`) speaks the siftbus wire protocol (HELLO, then CALL ->
 REPLY/ERROR frames) and works against either.
 
-Remote consumers pull: ``pull(channel, proxy, max, ack, timeout)`` long-polls, returns
+Remote push consumers are pushed to (:mod:`siftbus.channel.push`,
+:class:`RemotePushConsumer`). Remote pull consumers: ``pull(channel, proxy, max, ack,
+timeout)`` long-polls, returns
 ``[[seq, event], ...]`` and takes the acknowledgement of what the consumer has processed;
 unacknowledged events are sent again (after a reconnect or a service restart) and the
 client drops sequence numbers it has already seen, so a persistent consumer receives
@@ -27,6 +29,11 @@ Methods (``channel``, ``admin``, ``proxy``, ``filter`` are integer ids)::
     pull(channel, proxy, max=100, ack=None, timeout=0.0, linger=0.0, packed=False)
         -> [[seq, event], ...]   (packed: each event as msgpack bytes, packed once for all
                                   consumers; RemoteConsumer asks for this)
+    obtain_push_consumer(channel, admin=0, kind, qos={}) -> proxy   (owned by the caller's
+        connection: BestEffort ones are disconnected when it closes)
+    attach_push(channel, proxy, window=2048, linger=0.0)  (the service pushes the proxy's
+        events to this connection; see siftbus.channel.push)
+    ack(channel, proxy, seq) -> n                  (pushed events handled up to seq)
     echo(events=[...]) -> n                        (round trip only: a benchmark baseline)
     disconnect(channel, proxy, side)
     add_filter(channel, constraints, admin|proxy, side) -> {"filter", "id"}
@@ -59,6 +66,13 @@ from siftbus.channel.core import (
 )
 from siftbus.channel.errors import ERROR_TYPES, ChannelError, ClientTypeError
 from siftbus.channel.event import StructuredEvent
+from siftbus.channel.push import (
+    DEFAULT_WINDOW,
+    MAX_WINDOW,
+    PushHub,
+    PushRouter,
+    RemotePushConsumer,
+)
 from siftbus.errors import ConnectionLostError, SiftbusError, WireError
 
 SERVICE_NAME = "channel"
@@ -93,6 +107,8 @@ class ChannelService:
     def __init__(self, factory: EventChannelFactory) -> None:
         self.factory = factory
         self._last_reply: dict[tuple[int, int], float] = {}
+        self.pushes = PushHub(factory)
+        self._caller = ""
         self._methods: dict[str, Callable[[dict[str, Any]], Any]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("do_")
         }
@@ -105,12 +121,28 @@ class ChannelService:
             raise WireError(f"the channel service has no method {method!r}", field="method")
         if not isinstance(args, dict):
             raise WireError("args must be a map", field="args")
+        self._caller = caller
         try:
             return fn(args)
         except SiftbusError:
             raise
         except (KeyError, TypeError, ValueError) as exc:
             raise WireError(f"{method}: bad arguments: {exc}") from None
+
+    def set_transport(self, send: Callable[[str, Any], bool],
+                      alive: Callable[[str], bool] | None = None) -> None:
+        """How the host sends an unsolicited frame to a caller's connection (push
+        delivery): ``send(caller, payload) -> False`` when it is gone; ``alive(caller)``
+        for hosts that do not call :meth:`connection_lost`."""
+        self.pushes.set_transport(send, alive)
+
+    def connection_lost(self, caller: str) -> None:
+        """The host lost ``caller``'s connection: its push proxies go (BestEffort) or
+        wait for another connection (Persistent)."""
+        self.pushes.connection_lost(caller)
+
+    def close(self) -> None:
+        self.pushes.close()
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -158,6 +190,7 @@ class ChannelService:
     def do_destroy_channel(self, args: dict[str, Any]) -> None:
         ch = self._channel(args)
         ch.destroy()
+        self.pushes.channel_destroyed(ch.id)
         for key in [k for k in self._last_reply if k[0] == ch.id]:
             del self._last_reply[key]
 
@@ -212,6 +245,56 @@ class ChannelService:
         proxy, pid = admin.obtain_notification_push_consumer(kind)
         proxy._connect(None, ())
         return pid
+
+    def do_obtain_push_consumer(self, args: dict[str, Any]) -> int:
+        """A push ProxySupplier for a remote consumer, connected, owned by the calling
+        connection; events queue in it until ``attach_push`` (then the service pushes)."""
+        ch = self._channel(args)
+        kind = args.get("kind", STRUCTURED_EVENT)
+        admin = ch.get_consumeradmin(_int(args, "admin", 0))
+        qos = _mapping(args, "qos")
+        proxy, pid = admin.obtain_notification_push_supplier(kind)
+        try:
+            self.pushes.own(self._caller, ch, pid)
+            if qos:
+                proxy.set_qos(qos)
+        except SiftbusError:
+            proxy._disconnect()
+            raise
+        proxy._connect(None, ())
+        return pid
+
+    def _remote_push_proxy(self, ch: EventChannel, args: Mapping[str, Any]) -> ProxySupplier:
+        node = self._node(ch, {"proxy": _int(args, "proxy"), "side": "consumer"})
+        if not isinstance(node, ProxySupplier) or node.mode != "push" or \
+                node.client is not None:
+            raise ClientTypeError("attach_push/ack need a push ProxySupplier obtained with "
+                                  "obtain_push_consumer")
+        return node
+
+    def do_attach_push(self, args: dict[str, Any]) -> None:
+        """Send the proxy's events to the calling connection from now on (also to take a
+        Persistent proxy over after a reconnect or a service restart)."""
+        ch = self._channel(args)
+        node = self._remote_push_proxy(ch, args)
+        window = _int(args, "window", DEFAULT_WINDOW)
+        if not 1 <= window <= MAX_WINDOW:
+            raise WireError(f"window must be 1..{MAX_WINDOW}", field="window")
+        linger = args.get("linger", 0.0)
+        if not isinstance(linger, int | float) or isinstance(linger, bool) or \
+                not 0 <= linger <= 1:
+            raise WireError("linger must be 0..1 seconds", field="linger")
+        if not node.connected:
+            from siftbus.channel.errors import NotConnected
+
+            raise NotConnected(f"push proxy {node.id} is not connected")
+        self.pushes.attach(self._caller, ch, node, window, float(linger))
+
+    def do_ack(self, args: dict[str, Any]) -> int:
+        """Acknowledge pushed events up to (in sending order) the one numbered ``seq``."""
+        ch = self._channel(args)
+        node = self._remote_push_proxy(ch, args)
+        return self.pushes.ack(self._caller, ch, node, _int(args, "seq"))
 
     def do_push(self, args: dict[str, Any]) -> int:
         ch = self._channel(args)
@@ -324,6 +407,7 @@ class ChannelService:
         node = self._node(ch, {"proxy": _int(args, "proxy"),
                                "side": args.get("side", "consumer")})
         node._disconnect()
+        self.pushes.forget(ch.id, node.id)
         self._last_reply.pop((ch.id, node.id), None)
 
     # -- filters -------------------------------------------------------------------------
@@ -437,6 +521,11 @@ class ChannelClient:
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._router = PushRouter()
+
+    def push_router(self) -> PushRouter:
+        """Where this connection's push frames go (see :class:`RemotePushConsumer`)."""
+        return self._router
 
     @classmethod
     async def connect(cls, host: str, port: int, *, name: str | None = None,
@@ -476,6 +565,9 @@ class ChannelClient:
             while True:
                 msg, _ = await read_frame(self._reader, 64 * 1024 * 1024)
                 corr = msg.body.get("corr") if isinstance(msg.body, dict) else None
+                if corr is None and msg.type is MsgType.REPLY and "service" in msg.body:
+                    self._router.dispatch(msg.body.get("event"))
+                    continue
                 fut = self._waiting.pop(corr, None) if isinstance(corr, int) else None
                 if fut is None or fut.done():
                     continue
@@ -491,6 +583,7 @@ class ChannelClient:
                 if not fut.done():
                     fut.set_exception(ConnectionLostError("the channel service went away"))
             self._waiting.clear()
+            self._router.lost()
 
     async def call(self, method: str, **args: Any) -> Any:
         """Call a service method; raises the service's error, or ConnectionLostError."""
@@ -532,6 +625,33 @@ class BrokerChannelClient:
     def __init__(self, client: Any, service: str = SERVICE_NAME) -> None:
         self.client = client
         self.service = service
+        self._router: PushRouter | None = None
+        self._drain: asyncio.Task[None] | None = None
+
+    def push_router(self) -> PushRouter:
+        """Push frames arrive in the broker client's ``service_events`` queue of this
+        service; a task hands them to the router."""
+        if self._router is None:
+            self._router = PushRouter()
+            queue = self.client.service_events.setdefault(self.service, asyncio.Queue())
+            self._drain = asyncio.ensure_future(self._drain_loop(queue, self._router))
+        return self._router
+
+    async def _drain_loop(self, queue: asyncio.Queue[Any], router: PushRouter) -> None:
+        try:
+            while True:
+                try:
+                    payload = await asyncio.wait_for(queue.get(), 0.5)
+                except TimeoutError:
+                    if getattr(self.client, "_lost", None) is not None or \
+                            getattr(self.client, "_closed", False):
+                        return
+                    continue
+                router.dispatch(payload)
+                while not queue.empty():
+                    router.dispatch(queue.get_nowait())
+        finally:
+            router.lost()
 
     async def call(self, method: str, **args: Any) -> Any:
         from siftbus.errors import RemoteError
@@ -549,6 +669,10 @@ class BrokerChannelClient:
         close = getattr(self.client, "close", None)
         if close is not None:
             await close()
+        if self._drain is not None:
+            self._drain.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._drain
 
 
 def event_of_wire(data: Mapping[str, Any] | bytes) -> Any:
@@ -640,4 +764,5 @@ class RemoteSupplier:
 
 
 __all__ = ["SERVICE_NAME", "BrokerChannelClient", "ChannelClient", "ChannelService",
-           "RemoteConsumer", "RemoteSupplier", "error_from_body", "event_of_wire"]
+           "RemoteConsumer", "RemotePushConsumer", "RemoteSupplier", "error_from_body",
+           "event_of_wire"]

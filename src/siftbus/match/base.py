@@ -53,6 +53,15 @@ def add_all(matcher: Matcher, profiles: Iterable[Profile]) -> Matcher:
     return matcher
 
 
+def positions_by_type(events: Sequence[Event]) -> dict[str, list[int]]:
+    """Positions of ``events`` grouped by event type, in order: batch matchers run one
+    kernel call per type and scatter the rows back to these positions."""
+    groups: dict[str, list[int]] = {}
+    for i, e in enumerate(events):
+        groups.setdefault(e.type_name, []).append(i)
+    return groups
+
+
 class ProfileRegistry:
     """The id-to-profile bookkeeping every matcher shares, with the protocol's errors."""
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from siftbus.errors import DomainError
 from siftbus.match import kernel
+from siftbus.match.base import positions_by_type
 from siftbus.match.cells import (
     AttributeCells,
     Pieces,
@@ -428,10 +429,7 @@ class CompiledIndex:
     def match_batch(self, events: Sequence[Event]) -> list[list[str]]:
         """``[match(e) for e in events]``, one kernel call per event type."""
         out: list[list[str]] = [[] for _ in events]
-        by_type: dict[str, list[int]] = {}
-        for i, e in enumerate(events):
-            by_type.setdefault(e.type_name, []).append(i)
-        for tname, idx in by_type.items():
+        for tname, idx in positions_by_type(events).items():
             ct = self.types.get(tname)
             if ct is None:
                 continue

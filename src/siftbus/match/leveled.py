@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from siftbus.match.base import ProfileRegistry
+from siftbus.match.base import ProfileRegistry, positions_by_type
 from siftbus.match.cells import AttributeCells, column_cells, event_cells, events_to_columns
 from siftbus.model import Event, EventType, Profile
 
@@ -193,10 +193,7 @@ class LeveledMatcher(ProfileRegistry):
 
     def match_batch(self, events: Sequence[Event]) -> list[list[str]]:
         out: list[list[str]] = [[] for _ in events]
-        by_type: dict[str, list[int]] = {}
-        for i, e in enumerate(events):
-            by_type.setdefault(e.type_name, []).append(i)
-        for tname, idx in by_type.items():
+        for tname, idx in positions_by_type(events).items():
             ts = self._types.get(tname)
             if ts is None:
                 continue

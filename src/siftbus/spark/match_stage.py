@@ -108,6 +108,10 @@ class IndexSnapshot:
 
     compiled: Any
 
+    #: CompiledIndex returns each row's profiles in code-point order of their ids already
+    #: (one type per row, dense indices sorted by id within a type).
+    rows_sorted = True
+
     @property
     def version(self) -> int:
         return int(self.compiled.version)
@@ -215,7 +219,8 @@ def match_batch(plan: MatchPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
                 s = sk.reshape(len(rows), len(layout.strings))
                 skeys = [s[:, j] for j in range(len(layout.strings))]
             offsets, hits = plan.matcher.match_keyed(layout, ikeys, skeys)
-            hits = _sorted_csr(offsets, hits, rank)
+            if not getattr(plan.matcher, "rows_sorted", False):
+                hits = _sorted_csr(offsets, hits, rank)
         take_rows = pa.array(rows, pa.int64())
         hit_idx = pa.array(hits.astype(np.int64, copy=False), pa.int64())
         off = pa.array(offsets.astype(np.int32, copy=False), pa.int32())
