@@ -40,19 +40,12 @@ from siftbus.model import (
     StringConstraint,
     parse_schema,
 )
-
-ENUM_LABELS = ("A", "B", "C", "D", "E")
-DOMAIN = 1000
+from siftbus.spark.workload import DOMAIN, ENUM_LABELS, standard_schema_toml
 
 
 def standard_schema(n_types: int = 1) -> Schema:
     """``n_types`` types ``S0..``: ``i0..i9`` int[0,999] and ``e0, e1`` enum[A..E]."""
-    lines: list[str] = []
-    for t in range(n_types):
-        lines.append(f"[S{t}]")
-        lines += [f'i{j} = "int[0,{DOMAIN - 1}]"' for j in range(10)]
-        lines += [f'e{j} = "enum[{",".join(ENUM_LABELS)}]"' for j in range(2)]
-    return parse_schema("\n".join(lines) + "\n")
+    return parse_schema(standard_schema_toml(n_types))
 
 
 class _Zipf:
