@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -48,7 +49,7 @@ from siftbus.channel import (
     StructuredEvent,
 )
 from siftbus.channel import qos as Q
-from siftbus.channel.service import ChannelClient
+from siftbus.channel.service import ChannelClient, RemotePushConsumer
 
 RESULTS = Path(__file__).parent / "results" / "channels.json"
 
@@ -193,36 +194,79 @@ def _event(i: int, body: Any = None) -> dict[str, Any]:
                               remainder_of_body=body).to_dict()
 
 
-async def _burst_once(port: int, n: int, batch: int, body: Any = None) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+async def _burst_once(port: int, n: int, batch: int, body: Any = None, mode: str = "push",
+                      server_pid: int = 0, pipeline: int = 1) -> dict[str, float]:
+    """``mode`` push: the service pushes to a RemotePushConsumer (acknowledged window);
+    pull: the consumer long-polls (the way remote consumers worked before push).
+    ``pipeline``: push calls the supplier keeps in flight (1 = wait for each reply)."""
     sup_c = await ChannelClient.connect("127.0.0.1", port)
     con_c = await ChannelClient.connect("127.0.0.1", port)
     try:
         cid = await sup_c.call("create_channel", qos={Q.ORDER_POLICY: Q.FIFO_ORDER})
-        pid = await con_c.call("obtain_consumer", channel=cid)
         sid = await sup_c.call("obtain_supplier", channel=cid)
         got = 0
         last = 0.0
+        all_in = asyncio.Event()
 
-        async def consume() -> None:
+        def on_event(raw: bytes) -> None:
             nonlocal got, last
-            ack = None
-            while got < n:
-                items = await con_c.call("pull", channel=cid, proxy=pid, max=5000, ack=ack,
-                                         timeout=2.0, packed=True)
-                if not items:
-                    continue
-                ack = items[-1][0]
-                got += len(items)
+            got += 1
+            if got >= n:
                 last = time.perf_counter()
+                all_in.set()
+
+        if mode == "push":
+            consumer = await RemotePushConsumer.obtain(con_c, cid, on_event, raw=True)
+
+            async def consume() -> None:
+                await all_in.wait()
+        else:
+            pid = await con_c.call("obtain_consumer", channel=cid)
+
+            async def consume() -> None:
+                nonlocal got, last
+                ack = None
+                while got < n:
+                    items = await con_c.call("pull", channel=cid, proxy=pid, max=5000,
+                                             ack=ack, timeout=2.0, packed=True)
+                    if not items:
+                        continue
+                    ack = items[-1][0]
+                    got += len(items)
+                    last = time.perf_counter()
 
         task = asyncio.ensure_future(consume())
         evs = [_event(i, body) for i in range(n)]
+        cpu0 = cpu_seconds(server_pid) if server_pid else 0.0
         t0 = time.perf_counter()
+        slots = asyncio.Semaphore(pipeline)
+
+        async def push_one(part: list[Any]) -> None:
+            try:
+                await sup_c.call("push", channel=cid, proxy=sid, events=part)
+            finally:
+                slots.release()
+
+        calls = []
         for i in range(0, n, batch):
-            await sup_c.call("push", channel=cid, proxy=sid, events=evs[i:i + batch])
+            await slots.acquire()
+            calls.append(asyncio.ensure_future(push_one(evs[i:i + batch])))
+        await asyncio.gather(*calls)
         t_sent = time.perf_counter() - t0
         await asyncio.wait_for(task, 120)
         t_recv = last - t0
+        server_cpu = (cpu_seconds(server_pid) - cpu0) if server_pid else 0.0
+        if mode == "push":
+            await consumer.disconnect()
         # the baseline: the same frames through a call that does nothing
         t1 = time.perf_counter()
         for i in range(0, n, batch):
@@ -230,24 +274,36 @@ async def _burst_once(port: int, n: int, batch: int, body: Any = None) -> dict[s
         t_echo = time.perf_counter() - t1
         await sup_c.call("destroy_channel", channel=cid)
         return {"sent_per_s": n / t_sent, "received_per_s": n / t_recv,
-                "echo_per_s": n / t_echo, "lost": n - got}
+                "echo_per_s": n / t_echo, "lost": n - got,
+                "server_cpu_s": server_cpu,
+                "per_server_cpu_s": n / server_cpu if server_cpu else 0.0}
     finally:
         await sup_c.close()
         await con_c.close()
 
 
-def bench_burst(port: int, bursts: list[int], batch: int, repeat: int) -> list[dict[str, Any]]:
+def bench_burst(port: int, bursts: list[int], batch: int, repeat: int,
+                server_pid: int = 0, pipeline: int = 1) -> list[dict[str, Any]]:
     out = []
     for n in bursts:
-        runs = [asyncio.run(_burst_once(port, n, batch)) for _ in range(repeat)]
-        row = {"burst": n, "batch": batch,
+        runs, pulls = [], []
+        for _ in range(repeat):  # interleaved, so both see the same machine load
+            runs.append(asyncio.run(_burst_once(port, n, batch, None, "push", server_pid,
+                                                pipeline)))
+            pulls.append(asyncio.run(_burst_once(port, n, batch, None, "pull", server_pid,
+                                                 pipeline)))
+        row = {"burst": n, "batch": batch, "pipeline": pipeline,
                **{k: median([r[k] for r in runs]) for k in runs[0]},
-               "lost": sum(r["lost"] for r in runs), "runs": runs}
+               "lost": sum(r["lost"] for r in runs + pulls),
+               "pull_received_per_s": median([r["received_per_s"] for r in pulls]),
+               "pull_per_server_cpu_s": median([r["per_server_cpu_s"] for r in pulls]),
+               "runs": runs, "pull_runs": pulls}
         row["ratio_vs_echo"] = row["received_per_s"] / row["echo_per_s"]
         out.append(row)
         print(f"  burst {n:>6}: sent {row['sent_per_s']:9.0f}/s received "
-              f"{row['received_per_s']:9.0f}/s echo {row['echo_per_s']:9.0f}/s",
-              file=sys.stderr, flush=True)
+              f"{row['received_per_s']:9.0f}/s (pull {row['pull_received_per_s']:9.0f}/s) "
+              f"echo {row['echo_per_s']:9.0f}/s; per server CPU s "
+              f"{row['per_server_cpu_s']:9.0f}", file=sys.stderr, flush=True)
     return out
 
 
@@ -269,9 +325,34 @@ def bench_payload(port: int, sizes: list[int], n: int, batch: int,
 
 async def _consume_many(port: int, cid: int, pids: list[int], total: int, linger: float,
                         deadline: float) -> tuple[list[float], list[int]]:
+    """``pids`` empty entries (0): obtain push consumers here (they belong to this
+    process's connections); else pull from the given pull proxies."""
     conns = [await ChannelClient.connect("127.0.0.1", port) for _ in pids]
     lat: list[float] = []
     counts = [0] * len(pids)
+    if not any(pids):
+        everyone = asyncio.Event()
+
+        def on_event(k: int) -> Any:
+            def handle(raw: bytes) -> None:
+                now = time.time()
+                w = msgpack.unpackb(raw)
+                lat.append(now - w["structured"]["filterable_data"][1]["value"])
+                counts[k] += 1
+                if counts[k] == total and all(c >= total for c in counts):
+                    everyone.set()
+            return handle
+
+        consumers = [await RemotePushConsumer.obtain(conns[k], cid, on_event(k), raw=True,
+                                                     linger=linger)
+                     for k in range(len(pids))]
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(everyone.wait(), max(0.1, deadline - time.time()))
+        for c in consumers:
+            await c.disconnect()
+        for conn in conns:
+            await conn.close()
+        return lat, counts
 
     async def consume(k: int) -> None:
         ack = None
@@ -303,13 +384,15 @@ def _consumer_process(port: int, cid: int, pids: list[int], total: int, linger: 
 
 
 def _latency_once(port: int, n_sup: int, n_con: int, rate: float, duration: float,
-                  linger: float) -> dict[str, Any]:
+                  linger: float, mode: str = "push") -> dict[str, Any]:
     import multiprocessing as mp
 
     async def setup() -> tuple[int, list[int]]:
         admin = await ChannelClient.connect("127.0.0.1", port)
         try:
             cid = await admin.call("create_channel", qos={Q.ORDER_POLICY: Q.FIFO_ORDER})
+            if mode == "push":  # the worker processes obtain their push consumers
+                return cid, [0] * n_con
             return cid, [await admin.call("obtain_consumer", channel=cid)
                          for _ in range(n_con)]
         finally:
@@ -332,7 +415,12 @@ def _latency_once(port: int, n_sup: int, n_con: int, rate: float, duration: floa
         sups = [await ChannelClient.connect("127.0.0.1", port) for _ in range(n_sup)]
         try:
             sids = [await s.call("obtain_supplier", channel=cid) for s in sups]
-            await asyncio.sleep(1.0 + 0.02 * n_con)  # the consumers connect meanwhile
+            end = time.monotonic() + 60
+            while (await sups[0].call("stats", channel=cid))["consumers"] < n_con:
+                if time.monotonic() > end:
+                    raise RuntimeError("the consumer processes did not connect")
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)  # let the worker processes settle
 
             async def supply(j: int) -> None:
                 # Pushes keep the schedule: a push does not wait for the previous reply
@@ -375,7 +463,7 @@ def _latency_once(port: int, n_sup: int, n_con: int, rate: float, duration: floa
 
     asyncio.run(destroy())
     lat_ms = [x * 1000 for x in lat]
-    return {"suppliers": n_sup, "consumers": n_con, "events": total,
+    return {"suppliers": n_sup, "consumers": n_con, "events": total, "mode": mode,
             "offered_rate": rate, "achieved_rate": total / t_sent,
             "consumer_processes": workers,
             "avg_ms": statistics.fmean(lat_ms) if lat_ms else 0.0,
@@ -385,13 +473,16 @@ def _latency_once(port: int, n_sup: int, n_con: int, rate: float, duration: floa
 
 
 def bench_latency(port: int, matrix: list[tuple[int, int]], rate: float, duration: float,
-                  linger: float, repeat: int) -> list[dict[str, Any]]:
+                  linger: float, repeat: int, mode: str = "push") -> list[dict[str, Any]]:
     out = []
     for s, c in matrix:
-        runs = [_latency_once(port, s, c, rate, duration, linger) for _ in range(repeat)]
+        runs = [_latency_once(port, s, c, rate, duration, linger, mode)
+                for _ in range(repeat)]
         row = {k: (median([r[k] for r in runs]) if isinstance(runs[0][k], float) else runs[0][k])
                for k in runs[0]}
         row["lost"] = sum(r["lost"] for r in runs)
+        row["linger_ms"] = linger * 1000
+        row["runs"] = runs
         out.append(row)
         print(f"  latency {s:>2}x{c:<2}: avg {row['avg_ms']:7.1f} ms max {row['max_ms']:7.1f} "
               f"lost {row['lost']}", file=sys.stderr, flush=True)
@@ -453,6 +544,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--only", choices=["filtered", "burst", "latency", "payload"],
                     action="append")
+    ap.add_argument("--consumers", choices=["push", "pull"], default="push",
+                    help="latency consumers: server-side push (default) or long-poll pulls")
+    ap.add_argument("--pipeline", type=int, default=4,
+                    help="push calls a burst supplier keeps in flight (1: wait for each)")
+    ap.add_argument("--linger", type=float, default=0.002,
+                    help="seconds a push (or pull reply) may wait to batch (latency runs)")
+    ap.add_argument("--matrix", default=None,
+                    help="latency cells to run, e.g. '1x1,10x50' (default: by mode)")
     a = ap.parse_args(argv)
     mode = "quick" if a.quick else "full" if a.full else "default"
     repeat = a.repeat or {"quick": 1, "default": 3, "full": 5}[mode]
@@ -469,7 +568,8 @@ def main(argv: list[str] | None = None) -> None:
     only = set(a.only or ["filtered", "burst", "latency", "payload"])
     res: dict[str, Any] = {"mode": mode, "repeat": repeat, "python": platform.python_version(),
                            "cpus": os.cpu_count(), "latency_rate": 1000.0,
-                           "filtered": [], "burst": [], "latency": [], "payload": []}
+                           "filtered": [], "burst": [], "latency": [], "payload": [],
+                           "loadavg_start": os.getloadavg()}
     t0 = time.perf_counter()
     if "filtered" in only:
         res["filtered"] = bench_filtered(sizes, events, eval_events, repeat)
@@ -477,10 +577,15 @@ def main(argv: list[str] | None = None) -> None:
         server = Server()
         try:
             if "burst" in only:
-                res["burst"] = bench_burst(server.port, bursts, 100, repeat)
+                res["burst"] = bench_burst(server.port, bursts, 100, repeat, server.proc.pid,
+                                           a.pipeline)
             if "latency" in only:
-                res["latency"] = bench_latency(server.port, matrix, 1000.0, duration, 0.005,
-                                               1 if mode == "quick" else repeat)
+                if a.matrix:
+                    matrix = [(int(x), int(y)) for x, y in
+                              (cell.split("x") for cell in a.matrix.split(","))]
+                res["latency"] = bench_latency(server.port, matrix, 1000.0, duration,
+                                               a.linger, 1 if mode == "quick" else repeat,
+                                               a.consumers)
             if "payload" in only:
                 res["payload"] = bench_payload(server.port, payload_sizes,
                                                1000 if mode == "quick" else 3000, 100,
@@ -488,6 +593,7 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             server.close()
     res["elapsed_s"] = time.perf_counter() - t0
+    res["loadavg_end"] = os.getloadavg()
     if a.only and a.out.exists():  # a partial run updates its sections of the last results
         previous = json.loads(a.out.read_text())
         if previous.get("mode") == mode:

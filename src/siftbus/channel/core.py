@@ -1333,7 +1333,9 @@ class EventChannel:
                             continue
                     if e.persistent:
                         pending[(p.id, e.seq)] = (p.id, e)
-                    if p.mode == "push":
+                    if p.mode == "push" and p.client is not None:
+                        # (a push proxy without a client object is served remotely by
+                        # siftbus.channel.push, or waits for connect_*: no thread work)
                         self._push_ready.add(p.id)
             self._pending = None
             if pending and self.factory.store is not None:
@@ -1499,7 +1501,8 @@ class EventChannel:
             self._waiters.discard(fn)
 
     def _wake(self, p: _Proxy) -> None:
-        if isinstance(p, ProxySupplier) and p.mode == "push" and p.queue_length:
+        if isinstance(p, ProxySupplier) and p.mode == "push" and p.client is not None and \
+                p.queue_length:
             self._push_ready.add(p.id)
         self._cond.notify_all()
 
@@ -1516,7 +1519,7 @@ class EventChannel:
         if isinstance(p, _PullConsumerMixin) and p.client is not None:
             self._pollers[p.id] = p
             self._ensure_dispatcher()
-        if isinstance(p, ProxySupplier) and p.mode == "push":
+        if isinstance(p, ProxySupplier) and p.mode == "push" and p.client is not None:
             self._ensure_dispatcher()
             self._wake(p)
 

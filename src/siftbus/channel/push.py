@@ -347,7 +347,7 @@ class RemotePushConsumer:
                  callback: Callable[[Any], Awaitable[None] | None], *,
                  kind: str = STRUCTURED_EVENT, raw: bool = False,
                  window: int = DEFAULT_WINDOW, linger: float = 0.0,
-                 ack_delay: float = 0.02) -> None:
+                 ack_delay: float = 0.1) -> None:
         self.client = client
         self.channel = channel
         self.proxy = proxy
