@@ -45,10 +45,15 @@ def test_remote_examples(tmp_path: Path) -> None:
         consumer = subprocess.Popen([sys.executable, "pull_consumer.py", "--server", addr,
                                      "--channel", "1", "--seconds", "3"], cwd=EXAMPLES,
                                     stdout=subprocess.PIPE, text=True)
+        pushed = subprocess.Popen([sys.executable, "push_consumer.py", "--server", addr,
+                                   "--channel", "1", "--seconds", "3"], cwd=EXAMPLES,
+                                  stdout=subprocess.PIPE, text=True)
         time.sleep(1.0)
         run("push_supplier.py", "--server", addr, "--channel", "1", "-n", "4")
         out, _ = consumer.communicate(timeout=30)
         assert out.count("pulled:") == 4
+        out, _ = pushed.communicate(timeout=30)
+        assert out.count("pushed:") == 1  # the filter lets 21.0 through, not 18-20
     finally:
         server.terminate()
         server.wait(10)

@@ -73,8 +73,9 @@ async def test_every_event_in_order_with_filters_and_window(client: ChannelClien
         await asyncio.sleep(0)
         odd.append(num(e))
 
-    odd_consumer = await RemotePushConsumer.obtain(client, cid, slow_odd, window=7)
-    await odd_consumer.add_filter([[[["Telecom", "*"]], "$i - ($i / 2) * 2 == 1"]])
+    odd_consumer = await RemotePushConsumer.obtain(
+        client, cid, slow_odd, window=7,
+        constraints=[[[["Telecom", "*"]], "$i - ($i / 2) * 2 == 1"]])
     supplier = await RemoteSupplier.obtain(client, cid)
     for i in range(0, 2000, 50):
         await supplier.push([ev(j) for j in range(i, i + 50)])

@@ -1,8 +1,9 @@
 """A push consumer with an ETCL filter, a priority order and a sequence batch.
 
 In process (default): the channel calls ``push_structured_events(batch)`` on us. With
-``--server HOST:PORT --channel N`` a remote consumer pulls under the hood and calls the
-callback for each event (the wire protocol is request/response).
+``--server HOST:PORT --channel N`` the channel service pushes the events to this
+connection and :class:`RemotePushConsumer` calls the callback for each one
+(acknowledging what was handled, so the service can send more).
 
     python examples/channels/push_consumer.py
 """
@@ -16,7 +17,7 @@ import threading
 from siftbus.channel import SEQUENCE_EVENT, STRUCTURED_EVENT, EventChannelFactory
 from siftbus.channel import qos as Q
 from siftbus.channel.event import StructuredEvent
-from siftbus.channel.service import ChannelClient, RemoteConsumer
+from siftbus.channel.service import ChannelClient, RemotePushConsumer
 
 WARM = "$domain_name == 'Building' and $type_name == 'Temperature' and $celsius > 20"
 
@@ -60,11 +61,11 @@ async def remote(addr: str, channel: int, seconds: float) -> None:
     host, _, port = addr.rpartition(":")
     client = await ChannelClient.connect(host, int(port))
     try:
-        consumer = await RemoteConsumer.obtain(client, channel)
-        await consumer.add_filter([[[["Building", "*"]], WARM]])
-        stop = asyncio.Event()
-        asyncio.get_running_loop().call_later(seconds, stop.set)
-        await consumer.run_push(lambda e: print("pushed:", e.event_name), stop=stop)
+        consumer = await RemotePushConsumer.obtain(
+            client, channel, lambda e: print("pushed:", e.event_name, flush=True),
+            constraints=[[[["Building", "*"]], WARM]])
+        await asyncio.sleep(seconds)
+        await consumer.disconnect()
     finally:
         await client.close()
 

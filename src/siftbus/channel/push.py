@@ -378,11 +378,15 @@ class RemotePushConsumer:
     async def obtain(cls, client: Any, channel: int,
                      callback: Callable[[Any], Awaitable[None] | None], *, admin: int = 0,
                      kind: str = STRUCTURED_EVENT, qos: dict[str, Any] | None = None,
+                     constraints: list[Any] | None = None,
                      **options: Any) -> RemotePushConsumer:
-        """Obtain a push ProxySupplier and start receiving."""
+        """Obtain a push ProxySupplier and start receiving; ``constraints`` (as for
+        ``add_filter``) become the proxy's filter before the first event is sent."""
         pid = await client.call("obtain_push_consumer", channel=channel, admin=admin,
                                 kind=kind, qos=dict(qos or {}))
         consumer = cls(client, channel, pid, callback, kind=kind, **options)
+        if constraints is not None:
+            await consumer.add_filter(constraints)
         await consumer._attach()
         return consumer
 
