@@ -336,12 +336,20 @@ async def role_subscriber(port: int, n_profiles: int, expect: int, timeout: floa
     await c.close()
 
 
+WARM_EVENTS = 6000
+"""Warm-up events before each loopback run (not measured): the broker compiles its
+kernels, and after a table change it matches level by level until the events at the new
+version pay for compiling a snapshot (half the table size, 5,000 here)."""
+
+
 async def publish_events(port: int, events: list[Event], rate: float | None,
-                         batch: int) -> tuple[float, float]:
+                         batch: int, warm_events: int) -> tuple[float, float]:
     from siftbus.client import Client
 
     warm = await Client.connect(port=port, name="bench-warm")
-    await warm.publish_batch(events[:200], ack=True)  # the broker compiles its kernels
+    for i in range(0, warm_events, 1000):
+        await warm.publish_batch(events[i % len(events):][:min(1000, warm_events - i)],
+                                 ack=True)
     await warm.close()
     c = await Client.connect(port=port, name="bench-pub")
     t0 = time.time()
@@ -349,6 +357,8 @@ async def publish_events(port: int, events: list[Event], rate: float | None,
         for i in range(0, len(events), batch):
             await c.publish_batch(events[i:i + batch], ack=(i // batch) % 4 == 3)
     else:
+        # paced at the offered rate in small batches (a few ms of events each), so the
+        # latency measured is the broker's, not a backlog queued in the publisher
         step = batch / rate
         for k, i in enumerate(range(0, len(events), batch)):
             await c.publish_batch(events[i:i + batch])
@@ -371,8 +381,11 @@ def loopback_run(tmp: Path, engine: str, n_profiles: int, events: list[Event],
                            "--expect", str(notifs), "--timeout", "120"])
         assert sub.stdout is not None
         assert sub.stdout.readline().strip() == "ready"
-        t0, _ = asyncio.run(publish_events(port, events, rate, batch))
+        cpu0 = process_cpu(broker.pid)
+        warm = WARM_EVENTS if engine == "index" else 20  # the reference is too slow
+        t0, _ = asyncio.run(publish_events(port, events, rate, batch, warm))
         out = json.loads(sub.stdout.readline())
+        cpu1 = process_cpu(broker.pid)
         sub.wait(30)
     finally:
         broker.terminate()
@@ -380,9 +393,23 @@ def loopback_run(tmp: Path, engine: str, n_profiles: int, events: list[Event],
     if out["got"] != notifs:
         raise AssertionError(f"subscriber got {out['got']} notifications, expected {notifs}")
     elapsed = out["last"] - t0
+    broker_cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
     return {"engine": engine, "profiles": n_profiles, "events": len(events),
-            "notifications": notifs, "rate": rate, "events_per_s": len(events) / elapsed,
-            "p50_ms": out["p50_ms"], "p99_ms": out["p99_ms"], "max_ms": out["max_ms"]}
+            "notifications": notifs, "rate": rate, "batch": batch,
+            "events_per_s": len(events) / elapsed,
+            "broker_cpu_s": broker_cpu,
+            "broker_events_per_cpu_s": len(events) / broker_cpu if broker_cpu else None,
+            "p50_ms": out["p50_ms"], "p99_ms": out["p99_ms"], "max_ms": out["max_ms"],
+            "loadavg": os.getloadavg()}
+
+
+def process_cpu(pid: int) -> float | None:
+    """User + system CPU seconds of a process (Linux ``/proc``), or ``None``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 # ---- minimal MQTT 3.1.1 (QoS 0) --------------------------------------------------------
@@ -548,14 +575,14 @@ def mosquitto_run(tmp: Path, n_profiles: int, events: list[Event], profiles: lis
             "events": len(events), "received": out["got"], "lost": lost,
             "notifications": out["notified"], "expected_notifications": notifs, "rate": rate,
             "events_per_s": out["got"] / (out["last"] - t0),
-            "p50_ms": out["p50_ms"], "p99_ms": out["p99_ms"]}
+            "p50_ms": out["p50_ms"], "p99_ms": out["p99_ms"], "loadavg": os.getloadavg()}
 
 
 def part_b(size: str, repeats: int) -> dict[str, Any]:
     n_profiles = 10_000
     n_events = {"quick": 40_000, "default": 100_000, "full": 300_000}[size]
     profiles, events = workload(n_profiles, n_events)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"loadavg_start": os.getloadavg()}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         runs = [loopback_run(tmp, "index", n_profiles, events, profiles)
@@ -567,13 +594,14 @@ def part_b(size: str, repeats: int) -> dict[str, Any]:
                                                batch=100)
         paced = events[:min(len(events), 25_000 if size == "quick" else 50_000)]
         out["latency_5k"] = loopback_run(tmp, "index", n_profiles, paced, profiles,
-                                         rate=5000.0, batch=50)
+                                         rate=5000.0, batch=10)
         mq = [mosquitto_run(tmp, n_profiles, events, profiles) for _ in range(repeats)]
         out["mosquitto"] = mq
         if "skipped" not in mq[0]:
             out["mosquitto_median"] = statistics.median(r["events_per_s"] for r in mq)
             out["mosquitto_latency_5k"] = mosquitto_run(tmp, n_profiles, paced, profiles,
-                                                        rate=5000.0, batch=50)
+                                                        rate=5000.0, batch=10)
+    out["loadavg_end"] = os.getloadavg()
     return out
 
 
@@ -641,12 +669,57 @@ def plots(res: dict[str, list[dict[str, Any]]], outdir: Path) -> list[str]:
     return written
 
 
+def report_loopback(lb: dict[str, Any]) -> dict[str, Any]:
+    """Print the loopback table (ratios against siftbus's median) and return ``lb``."""
+    rows = [*lb["throughput"], lb["reference_engine"], lb["latency_5k"]]
+    mq = lb["mosquitto"]
+    if "skipped" in mq[0]:
+        print(f"\nmosquitto comparison skipped: {mq[0]['skipped']}")
+    else:
+        rows += [*mq, lb["mosquitto_latency_5k"]]
+    base = lb["throughput_median"]
+    for r in rows:
+        if "events_per_s" in r:
+            r["vs_siftbus_index"] = r["events_per_s"] / base
+    print(table(rows, ["engine", "profiles", "events", "rate", "notifications",
+                       "events_per_s", "vs_siftbus_index", "broker_events_per_cpu_s",
+                       "p50_ms", "p99_ms"],
+                "Loopback: one broker process, 10,000 profiles, batched publishing"))
+    if "mosquitto_median" in lb:
+        lb["siftbus_vs_mosquitto"] = base / lb["mosquitto_median"]
+        print(f"\nsiftbus / mosquitto+client filter (median events/s): "
+              f"{lb['siftbus_vs_mosquitto']:.2f}")
+    print(f"load average: start {lb['loadavg_start']}, end {lb['loadavg_end']}")
+    return lb
+
+
+def loopback_only(size: str, repeats: int, outdir: Path, started: float) -> None:
+    """Part B alone, merged into the last full result file (its simulator part kept)."""
+    path = outdir / "network.json"
+    result: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    print(f"# siftbus broker network benchmark, loopback only ({size}, {repeats} "
+          f"repeat(s), {os.cpu_count()} CPUs, shared machine: noisy)")
+    lb = report_loopback(part_b(size, repeats))
+    lb["size"] = size
+    lb["repeats"] = repeats
+    lb["seconds"] = round(time.time() - started, 1)
+    lb["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    result["loopback"] = lb
+    result.setdefault("python", platform.python_version())
+    result.setdefault("cpus", os.cpu_count())
+    path.write_text(json.dumps(result, indent=1, default=str))
+    print(f"\nwrote bench/results/network.json (loopback part) in {lb['seconds']} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--repeats", type=int)
     ap.add_argument("--skip-loopback", action="store_true")
+    ap.add_argument("--loopback-only", action="store_true",
+                    help="run only part B; keep the simulator results (and plots) of the "
+                         "last run in bench/results/network.json")
     ap.add_argument("--role", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--profiles", type=int, help=argparse.SUPPRESS)
@@ -662,6 +735,11 @@ def main() -> None:
     size = "quick" if a.quick else "full" if a.full else "default"
     repeats = a.repeats or (1 if a.quick else 3)
     started = time.time()
+    outdir = HERE / "results"
+    outdir.mkdir(exist_ok=True)
+    if a.loopback_only:
+        loopback_only(size, repeats, outdir, started)
+        return
     res = part_a(size, repeats)
     for exp, key in {"E1": ("pe",), "E2": ("brokers",), "E3": ("sigma",), "E4": ("types",),
                      "E5": ("locality",)}.items():
@@ -678,33 +756,13 @@ def main() -> None:
     print(table(res["E6"], ["profiles", "protocol", "max_table", "duplication",
                             "max_broker_mb", "subscribe_cpu_s"],
                 "E6: memory per broker (4 brokers in a line)"))
-    outdir = HERE / "results"
-    outdir.mkdir(exist_ok=True)
     result: dict[str, Any] = {
         "size": size, "repeats": repeats, "cpus": os.cpu_count(),
         "python": platform.python_version(), "simulator": res,
     }
     result["plots"] = plots(res, outdir)
     if not a.skip_loopback:
-        lb = part_b(size, repeats)
-        result["loopback"] = lb
-        rows = [*lb["throughput"], lb["reference_engine"], lb["latency_5k"]]
-        mq = lb["mosquitto"]
-        if "skipped" in mq[0]:
-            print(f"\nmosquitto comparison skipped: {mq[0]['skipped']}")
-        else:
-            rows += [*mq, lb["mosquitto_latency_5k"]]
-        base = lb["throughput_median"]
-        for r in rows:
-            if "events_per_s" in r:
-                r["vs_siftbus_index"] = r["events_per_s"] / base
-        print(table(rows, ["engine", "profiles", "events", "rate", "notifications",
-                           "events_per_s", "vs_siftbus_index", "p50_ms", "p99_ms"],
-                    "Loopback: one broker process, 10,000 profiles, batched publishing"))
-        if "mosquitto_median" in lb:
-            lb["siftbus_vs_mosquitto"] = base / lb["mosquitto_median"]
-            print(f"\nsiftbus / mosquitto+client filter (median events/s): "
-                  f"{lb['siftbus_vs_mosquitto']:.2f}")
+        result["loopback"] = report_loopback(part_b(size, repeats))
     result["seconds"] = round(time.time() - started, 1)
     (outdir / "network.json").write_text(json.dumps(result, indent=1, default=str))
     print(f"\nwrote bench/results/network.json and {len(result['plots'])} plots "

@@ -93,6 +93,55 @@ async def test_subscribe_publish_notify(broker: BrokerServer) -> None:
         assert (await sub.stats())["table_size"] == 1
 
 
+async def test_batched_notifications_keep_order_ids_and_types(broker: BrokerServer) -> None:
+    """One PUB of mixed types travels as several blocks; the subscriber decodes each
+    NOTIFY block into notifications in publication order, with every matching id."""
+    U = SCHEMA["U"]
+    async with await Client.connect(port=broker.port, name="sub") as sub, \
+            await Client.connect(port=broker.port, name="pub") as pub:
+        got: list[tuple[str, str, int, int]] = []
+        await sub.subscribe_many(["p1: T(a <= 3)", "p2: T(a >= 2)", "p3: U(x = 1)"],
+                                 lambda n: got.append((n.profile, n.event.type_name,
+                                                       n.seq, n.event.keys[0])))
+        evs = [Event(T, (a, 0, "w")) for a in range(5)] + [Event(U, (1,)), Event(U, (2,))]
+        evs += [Event(T, (3, 1, "v"))]
+        await pub.publish_batch(evs, ack=True)
+        legacy = {"events": [["U", [1], "ignored", 99, 0.0], ["T", [0, 2, "z"], "x", 98, 0.0]]}
+        await pub._request(MsgType.PUB, legacy)  # the envelope-list form is accepted too
+        await sub.ping()
+        want = []
+        for seq, e in enumerate(evs):
+            for p in sub.subscriptions.values():
+                if p.profile.matches(e):
+                    want.append((p.id, e.type_name, seq, e.keys[0]))
+        want += [("p3", "U", 99, 1), ("p1", "T", 98, 0)]
+        assert got == want
+        assert [g[0] for g in got[2:6]] == ["p1", "p2", "p1", "p2"]  # ids sorted per event
+
+
+async def test_oversized_notifications_are_split_not_lost() -> None:
+    """A NOTIFY over the frame limit is cut into blocks and rows; every row arrives."""
+    srv = BrokerServer(BrokerNode("B1", SCHEMA), max_frame=2000)
+    await srv.start()
+    try:
+        async with await Client.connect(port=srv.port, name="sub") as sub, \
+                await Client.connect(port=srv.port, name="pub") as pub:
+            seen: list[int] = []
+            await sub.subscribe_many([f"q{i:02}: T(a >= 0)" for i in range(60)],
+                                     lambda n: seen.append(n.seq))
+            sent = srv.node.counters.links["@sub"].messages_out
+            evs = [Event(T, (i % 8, 0, "word")) for i in range(30)]
+            for i in range(0, 30, 10):
+                await pub.publish_batch(evs[i:i + 10], ack=True)
+            await sub.ping()
+            assert seen == [s for s in range(30) for _ in range(60)]
+            assert srv.node.stats().dropped == 0
+            # each 10-row NOTIFY (60 ids a row, ~2,400 bytes) was cut in two; + the ACK
+            assert srv.node.counters.links["@sub"].messages_out - sent == 3 * 2 + 1
+    finally:
+        await srv.close()
+
+
 async def test_bad_requests_get_errors_and_others_keep_being_served(
         broker: BrokerServer) -> None:
     async with await Client.connect(port=broker.port, name="good") as good:

@@ -9,6 +9,7 @@ table must be empty.
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from typing import Any
 
@@ -106,7 +107,7 @@ def oracle(active: dict[tuple[str, str], Profile],
 
 
 def run_scenario(data: st.DataObject, config: dict[str, Any], max_brokers: int = 9,
-                 roundtrip: bool = False) -> None:
+                 roundtrip: bool = False, policy: str = "auto") -> None:
     n = data.draw(st.integers(1, max_brokers), label="brokers")
     names = [f"B{i}" for i in range(n)]
     edges = [(names[data.draw(st.integers(0, i - 1))], names[i]) for i in range(1, n)]
@@ -115,6 +116,8 @@ def run_scenario(data: st.DataObject, config: dict[str, Any], max_brokers: int =
         rendezvous = {t: data.draw(st.sampled_from(names)) for t in SCHEMA.names}
     sim = Simulator(SCHEMA, names, edges, rendezvous=rendezvous, roundtrip=roundtrip,
                     seed=data.draw(st.integers(0, 2**16)), **config)
+    for node in sim.nodes.values():
+        node.routing.batch_match.policy = policy
     nclients = data.draw(st.integers(1, 5), label="clients")
     clients = [f"c{i}" for i in range(nclients)]
     for c in clients:
@@ -199,6 +202,57 @@ def test_network_delivers_exactly_the_oracle(config: dict[str, Any],
 def test_network_over_the_wire_codec(config: dict[str, Any], data: st.DataObject) -> None:
     """Every message encoded to a frame and decoded again (bytes are counted too)."""
     run_scenario(data, config, max_brokers=5, roundtrip=True)
+
+
+@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[3], CONFIGS[5], CONFIGS[6],
+                                    CONFIGS[7]],
+                         ids=["flooding", "covering", "imperfect", "advertisements",
+                              "rendezvous"])
+@pytest.mark.parametrize("policy", ["snapshot", "levels"])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_both_batch_match_paths_deliver_exactly_the_oracle(
+        config: dict[str, Any], policy: str, data: st.DataObject) -> None:
+    """Routing on the index snapshot (columnar match, CSR result) and on the levelled
+    matcher's ``match_batch`` give the same deliveries, through the wire codec."""
+    run_scenario(data, config, max_brokers=5, roundtrip=True, policy=policy)
+
+
+def test_batch_match_switches_to_the_snapshot_after_enough_events() -> None:
+    """The automatic rule: after a table change the levels serve until the events at the
+    new version reach the threshold, then a snapshot; deliveries exact throughout."""
+    rnd = random.Random(4)
+    sim = Simulator(SCHEMA, ["B0", "B1"], [("B0", "B1")], roundtrip=True)
+    for c, b in (("s0", "B0"), ("s1", "B1"), ("p", "B0")):
+        sim.add_client(c, b)
+    active: dict[tuple[str, str], Profile] = {}
+    for i in range(40):
+        c = "s0" if i % 2 else "s1"
+        p = _eq(f"q{i}", rnd.randrange(4)) if i % 3 else Profile.from_constraints(
+            f"q{i}", T, {"a": IntervalSet.range(rnd.randrange(4), 7)})
+        sim.subscribe(c, p)
+        active[(c, p.id)] = p
+    sim.run()
+    bm = sim.nodes["B0"].routing.batch_match
+    published: list[tuple[tuple[str, int], Event]] = []
+    paths = []
+    for k in range(6):  # one block per batch first, then mixed types (many blocks)
+        evs = [Event(U, (rnd.randrange(4),)) if k < 3 or rnd.random() < 0.5 else
+               Event(T, (rnd.randrange(8), rnd.randrange(3), rnd.choice(["ab", "c"])))
+               for _ in range(100)]
+        published.extend(zip(sim.publish("p", evs), evs, strict=True))
+        sim.run()
+        paths.append(bm._snap is not None)
+    assert paths == [False, False, False, True, True, True]  # 300 >= 256 events
+    assert Counter(sim.deliveries()) == oracle(active, published)
+    sim.clear_deliveries()
+    sim.unsubscribe("s1", "q0")  # a change: back to the levels, still exact
+    del active[("s1", "q0")]
+    sim.run()
+    evs = [Event(T, (a, 0, "c")) for a in range(8)]
+    got = sim.publish("p", evs)
+    sim.run()
+    assert Counter(sim.deliveries()) == oracle(active, list(zip(got, evs, strict=True)))
 
 
 def _eq(pid: str, a: int) -> Profile:

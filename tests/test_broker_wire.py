@@ -6,6 +6,7 @@ import contextlib
 import struct
 
 import msgpack
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,12 +17,18 @@ from siftbus.broker.wire import (
     FrameDecoder,
     Message,
     MsgType,
+    blocks_of_envelopes,
+    decode_batch,
+    decode_block,
     decode_envelope,
     decode_payload,
     decode_profile,
     encode,
+    encode_block,
     encode_envelope,
+    encode_envelope_blocks,
     encode_profile,
+    split_block,
 )
 from siftbus.errors import SiftbusError, WireError
 from siftbus.lang.profile import parse_profile
@@ -108,3 +115,108 @@ def test_fuzzed_profiles_and_events_give_a_value_or_an_error(data: object) -> No
     for fn in (decode_profile, decode_envelope):
         with contextlib.suppress(SiftbusError):
             fn(data, SCHEMA)
+
+
+# ---- event blocks (columnar PUB / NOTIFY bodies) ------------------------------------
+
+ORD = parse_schema('[O]\nx = "int[0,999]"\ny = "enum[A,B]"\nz = "decimal[0,10,2]"\n')
+
+
+def _ordered_events(n: int) -> list[Event]:
+    et = ORD["O"]
+    return [Event(et, (i * 7 % 1000, i % 2, i * 13 % 1001)) for i in range(n)]
+
+
+def _wire(d: object) -> object:
+    return msgpack.unpackb(msgpack.packb(d, use_bin_type=True), raw=False)
+
+
+@pytest.mark.parametrize("schema, evs", [
+    (ORD, _ordered_events(9)),
+    (SCHEMA, [Event.of(T, {"a": i, "d": 0.5, "e": "Y", "s": f"w{i}"}) for i in range(5)]),
+])
+def test_block_roundtrip_for_ordered_and_string_types(schema: object, evs: list[Event]
+                                                      ) -> None:
+    envs = [Envelope(e, "B0/c" if i % 3 else "B1/d", 10 + i, 100.0 + i / 4)
+            for i, e in enumerate(evs)]
+    (block,) = blocks_of_envelopes(envs)
+    assert block.envelopes() == envs
+    got, counts, pids = decode_block(_wire(encode_block(block)), schema)  # type: ignore[arg-type]
+    assert got.envelopes() == envs and len(counts) == 0 and pids == []
+    rows = np.array([1, 2, 4])
+    assert got.take(rows).envelopes() == [envs[i] for i in rows]
+    counts = np.array([0, 2, 1] + [1] * (len(evs) - 3), np.int32)
+    ids = [f"p{i}" for i in range(int(counts.sum()))]
+    d = _wire(encode_block(block, counts, ids))
+    got, c2, p2 = decode_block(d, schema, notify=True)  # type: ignore[arg-type]
+    assert got.envelopes() == envs and c2.tolist() == counts.tolist() and p2 == ids
+    a, b = split_block(d)  # type: ignore[arg-type]
+    ga, ca, pa = decode_block(a, schema, notify=True)  # type: ignore[arg-type]
+    gb, cb, pb = decode_block(b, schema, notify=True)  # type: ignore[arg-type]
+    assert ga.envelopes() + gb.envelopes() == envs
+    assert ca.tolist() + cb.tolist() == counts.tolist() and pa + pb == ids
+
+
+def test_batch_keeps_the_order_of_mixed_types_and_accepts_the_envelope_form() -> None:
+    u = parse_schema('[U]\nx = "int[0,9]"\n[V]\nw = "string"\n')
+    evs = [Event(u["U"], (1,)), Event(u["U"], (2,)), Event(u["V"], ("a",)),
+           Event(u["U"], (3,))]
+    envs = [Envelope(e, "s", i, 1.5) for i, e in enumerate(evs)]
+    body = _wire({"blocks": encode_envelope_blocks(envs)})
+    batch = decode_batch(body, u)  # type: ignore[arg-type]
+    assert [len(b) for b, _, _ in batch] == [2, 1, 1]  # runs of one type, in order
+    assert [e for b, _, _ in batch for e in b.envelopes()] == envs
+    legacy = decode_batch({"events": [encode_envelope(e) for e in envs]}, u)
+    assert [e for b, _, _ in legacy for e in b.envelopes()] == envs
+    with pytest.raises(WireError, match="needs 'blocks'"):
+        decode_batch({"events": []}, u, notify=True)
+    with pytest.raises(WireError, match="lacks field 'events'"):
+        decode_batch({}, u)
+
+
+def test_bad_blocks_are_wire_errors_naming_the_problem() -> None:
+    good = encode_block(blocks_of_envelopes(
+        [Envelope(e, "s", i, 0.0) for i, e in enumerate(_ordered_events(3))])[0],
+        np.array([1, 0, 1], np.int32), ["p", "q"])
+    keys = np.frombuffer(good["k"], "<i8").copy()
+    keys[4] = 5  # y (enum of 2) of row 1
+    cases = {
+        "unknown event type": {"t": "Q"},
+        "row count": {"n": -1},
+        "int64 values": {"k": good["k"][:-8]},
+        "O.y: key 5 is outside": {"k": keys.tobytes()},
+        "'src'": {"src": ["a"]},
+        "'seq' must be 3 x 8": {"seq": b"\0" * 8},
+        "'ts' must be": {"ts": [0.0, 0.0, 0.0]},
+        "'p'": {"p": ["p"]},
+        "'np' must be": {"np": b""},
+    }
+    for message, change in cases.items():
+        with pytest.raises(WireError, match=message):
+            decode_block({**good, **change}, ORD, notify=True)
+    for junk in ("junk", {"blocks": 3}):
+        with pytest.raises(WireError):
+            decode_batch(junk if isinstance(junk, dict) else {"blocks": [junk]}, ORD)
+    with pytest.raises(WireError, match="list of 2 rows"):
+        decode_block({"t": "T", "n": 2, "k": [[1, 0, 0, "x"]], "src": "s",
+                      "seq": b"\0" * 16, "ts": b"\0" * 16}, SCHEMA)
+    with pytest.raises(WireError, match="outside"):
+        decode_block({"t": "T", "n": 1, "k": [[100, 0, 0, "x"]], "src": "s",
+                      "seq": b"\0" * 8, "ts": b"\0" * 8}, SCHEMA)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({}, optional={
+    "t": st.sampled_from(["O", "T", "Q", 3]), "n": st.integers(-1, 3) | st.booleans(),
+    "k": st.binary(max_size=80) | st.lists(st.lists(st.integers(-1, 3) | st.text(max_size=2),
+                                                    max_size=5), max_size=3),
+    "src": st.text(max_size=2) | st.lists(st.text(max_size=2), max_size=3),
+    "seq": st.binary(max_size=24), "ts": st.binary(max_size=24),
+    "np": st.binary(max_size=12), "p": st.lists(st.text(max_size=2), max_size=4)}))
+def test_fuzzed_blocks_give_a_block_or_an_error(d: dict[str, object]) -> None:
+    for schema in (ORD, SCHEMA):
+        for notify in (False, True):
+            with contextlib.suppress(SiftbusError):
+                block, counts, pids = decode_block(d, schema, notify=notify)
+                assert len(block.envelopes()) == len(block) == d["n"]
+                assert len(pids) == int(counts.sum())

@@ -17,6 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import numpy as np
+
 from siftbus.errors import (
     ConfigError,
     SiftbusError,
@@ -32,12 +34,12 @@ from .routing import Routing, make_routing
 from .stats import BrokerStats, Counters, LinkStats
 from .store import ProfileStore
 from .wire import (
-    Envelope,
+    Block,
     Message,
     MsgType,
-    decode_events,
+    decode_batch,
     decode_profile,
-    encode_envelope,
+    encode_block,
     error_body,
     get,
 )
@@ -112,18 +114,18 @@ class BrokerNode:
             return  # the link is down; neighbour_up re-exports what it needs
         self.transport_send(link, msg)
 
-    def deliver(self, link: str, items: list[tuple[Envelope, list[str]]]) -> None:
-        n = sum(len(pids) for _, pids in items)
+    def deliver(self, link: str, items: list[tuple[Block, np.ndarray, list[str]]]) -> None:
+        n = sum(len(pids) for _, _, pids in items)
         if link not in self.clients:
             self.counters.dropped += n
             return
         c = self.counters
         c.notifications += n
         now = self.clock()
-        for env, pids in items:
-            c.observe_latency(max(0.0, now - env.ts), len(pids))
+        for block, counts, _ in items:
+            c.observe_latencies(now - block.ts, counts)
         self.transport_send(link, Message(MsgType.NOTIFY, {
-            "items": [[encode_envelope(env), pids] for env, pids in items]}))
+            "blocks": [encode_block(b, counts, pids) for b, counts, pids in items]}))
 
     # ---- links -------------------------------------------------------------------------
 
@@ -184,8 +186,7 @@ class BrokerNode:
         t, body = msg.type, msg.body
         table = self.routing.table
         if t is MsgType.PUB or t is MsgType.NOTIFY:
-            envs = decode_events(get(body, "events", list), self.schema)
-            self._route(z, t, envs)
+            self._route(z, t, [b for b, _, _ in decode_batch(body, self.schema)])
         elif t is MsgType.SUB:
             for item in get(body, "profiles", list):
                 table.add(z, decode_profile(item, self.schema))
@@ -211,10 +212,10 @@ class BrokerNode:
             raise ConfigError(f"{peer} uses a different schema than {self.name}",
                               field="schema")
 
-    def _route(self, src: str, kind: MsgType, envs: list[Envelope]) -> None:
+    def _route(self, src: str, kind: MsgType, blocks: list[Block]) -> None:
         c = self.counters
-        c.events_in += len(envs)
-        res = self.routing.route(src, kind, envs)
+        c.events_in += sum(len(b) for b in blocks)
+        res = self.routing.route(src, kind, blocks)
         c.filter_ops += res.filtered
         c.matches += res.matches
         c.events_out += res.events_out
@@ -224,14 +225,14 @@ class BrokerNode:
         client = link[1:]
         reply: dict[str, Any] = {"corr": corr}
         if t is MsgType.PUB:
-            envs = decode_events(get(body, "events", list), self.schema)
             src = f"{self.name}/{client}"
-            envs = [Envelope(e.event, src, e.seq, e.ts) for e in envs]
-            self.counters.events_published += len(envs)
-            self._route(link, MsgType.PUB, envs)
+            blocks = [b.with_src(src) for b, _, _ in decode_batch(body, self.schema)]
+            n = sum(len(b) for b in blocks)
+            self.counters.events_published += n
+            self._route(link, MsgType.PUB, blocks)
             if corr is None:
                 return
-            reply["count"] = len(envs)
+            reply["count"] = n
         elif t is MsgType.SUB:
             ids = []
             for p in self._client_profiles(body, client):

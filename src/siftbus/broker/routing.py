@@ -35,13 +35,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from siftbus.covering.query import CoveringIndex
 from siftbus.covering.relations import covers, merge, overlaps
 from siftbus.errors import ConfigError, DuplicateProfileError, UnknownProfileError
 from siftbus.match.base import Matcher
 from siftbus.model import IntervalSet, Profile
 
-from .wire import Envelope, Message, MsgType, encode_events, encode_profile
+from .wire import Block, Message, MsgType, encode_block, encode_profile
 
 PROTOCOLS = ("flooding", "forwarding", "rendezvous")
 """Protocol names accepted in the network config."""
@@ -64,8 +66,9 @@ class RoutingHost(Protocol):
     def send(self, link: str, msg: Message) -> None:
         """Queue ``msg`` on ``link`` (FIFO per link)."""
 
-    def deliver(self, link: str, items: list[tuple[Envelope, list[str]]]) -> None:
-        """Hand notifications (event, the client's matching profile ids) to a client."""
+    def deliver(self, link: str, items: list[tuple[Block, np.ndarray, list[str]]]) -> None:
+        """Hand notifications to a client: blocks of events, the number of the client's
+        matching profiles per row and those profiles' ids, row after row."""
 
 
 @dataclass(slots=True)
@@ -450,6 +453,84 @@ class RouteResult:
     notifications: int = 0
 
 
+class BatchMatch:
+    """Matches whole event blocks against a routing table, without per-event objects.
+
+    With the interval index it matches a block's columns on the matcher's immutable
+    snapshot (one kernel call, a CSR result) and maps the snapshot's dense profile
+    indices to links and client ids through arrays built once per snapshot. Compiling a
+    snapshot costs about as much as matching thousands of events one level at a time, so
+    after a table change the levelled ``match_batch`` serves until the events matched
+    at the new version would have paid for a recompilation (a ski-rental rule: a table
+    that changes constantly never pays for more than one compile per that many events).
+    Other engines always take ``match_batch``. Both paths give the same matches.
+    """
+
+    def __init__(self, table: RoutingTable) -> None:
+        self.table = table
+        self.links: list[str] = []
+        self.codes: dict[str, int] = {}
+        self.is_broker = np.zeros(0, bool)
+        self._snap: Any = None
+        self._dense_link = np.zeros(0, np.int32)
+        self._dense_lid = np.zeros(0, object)
+        self._stale_version = -1
+        self._stale_events = 0
+        self.policy = "auto"
+        """``auto`` (the rule above), ``snapshot`` or ``levels`` (always that path)."""
+
+    def code(self, link: str) -> int:
+        """A small integer for a link (stable for the broker's life)."""
+        c = self.codes.get(link)
+        if c is None:
+            c = self.codes[link] = len(self.links)
+            self.links.append(link)
+            self.is_broker = np.append(self.is_broker, self.table.host.is_broker(link))
+        return c
+
+    def _snapshot(self, n_events: int) -> Any:
+        m = self.table.matcher
+        snapshot = getattr(m, "snapshot", None)
+        if snapshot is None or self.policy == "levels":
+            return None
+        version = m.version  # type: ignore[attr-defined]
+        snap = self._snap
+        if snap is not None and snap.version == version:
+            return snap
+        if version != self._stale_version:
+            self._stale_version = version
+            self._stale_events = 0
+        if self.policy == "auto" and self._stale_events < max(256, len(self.table) // 2):
+            self._stale_events += n_events
+            return None
+        snap = snapshot()
+        entries = self.table.entries
+        code = self.code
+        es = [entries[gid] for gid in snap.profile_ids.tolist()]
+        self._dense_link = np.array([code(e.src) for e in es], np.int32)
+        self._dense_lid = np.empty(len(es), object)
+        self._dense_lid[:] = [e.local_id for e in es]
+        self._snap = snap
+        return snap
+
+    def match(self, block: Block) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """CSR offsets over the block's rows, and per match its link code and the id
+        its subscriber knows (in plain string order of the gids within a row)."""
+        snap = self._snapshot(len(block))
+        if snap is not None:
+            csr = snap.match_columns(block.etype.name, block.columns())
+            return csr.offsets, self._dense_link[csr.profiles], self._dense_lid[csr.profiles]
+        entries = self.table.entries
+        code = self.code
+        results = self.table.matcher.match_batch(block.events())
+        offsets = np.zeros(len(results) + 1, np.int64)
+        np.cumsum([len(r) for r in results], out=offsets[1:])
+        es = [entries[gid] for r in results for gid in r]
+        lids = np.empty(len(es), object)
+        lids[:] = [e.local_id for e in es]
+        return offsets, np.array([code(e.src) for e in es], np.int32), lids
+
+
 class Routing:
     """Base of the three protocols: a table plus how events travel."""
 
@@ -462,45 +543,66 @@ class Routing:
         self.rendezvous = rendezvous or {}
         self.table = RoutingTable(host, matcher, strategy, self.candidates,
                                   imperfect=imperfect, advertisements=advertisements)
+        self.batch_match = BatchMatch(self.table)
 
     def candidates(self, e: Entry) -> set[str]:
         """Neighbours a profile may be forwarded to (before covering)."""
         raise NotImplementedError  # pragma: no cover - every protocol overrides it
 
-    def route(self, src: str, kind: MsgType, envs: Sequence[Envelope]) -> RouteResult:
-        """Deliver and forward a batch of events that arrived on ``src``."""
-        res = RouteResult(filtered=len(envs))
-        to_brokers: dict[str, list[Envelope]] = defaultdict(list)
-        to_clients: dict[str, list[tuple[Envelope, list[str]]]] = defaultdict(list)
-        entries = self.table.entries
-        results = self.table.matcher.match_batch([env.event for env in envs])
-        for env, gids in zip(envs, results, strict=True):
-            if not gids:
+    def route(self, src: str, kind: MsgType, blocks: Sequence[Block]) -> RouteResult:
+        """Deliver and forward a batch of events (blocks) that arrived on ``src``.
+
+        Each matched event goes once to every neighbour broker with a matching entry
+        (never back to ``src``) and once to every local client with matching profiles,
+        with that client's profile ids; rows keep their order on every link.
+        """
+        bm = self.batch_match
+        res = RouteResult(filtered=sum(len(b) for b in blocks))
+        src_code = bm.code(src)
+        to_brokers: dict[int, list[dict[str, Any]]] = {}
+        to_clients: dict[int, list[tuple[Block, np.ndarray, list[str]]]] = {}
+        for b in blocks:
+            offsets, lk, lids = bm.match(b)
+            if not len(lk):
                 continue
-            res.matches += len(gids)
-            seen: set[str] = set()
-            per_client: dict[str, list[str]] = {}
-            for gid in gids:
-                e = entries[gid]
-                s = e.src
-                if e.from_broker:
-                    if s != src and s not in seen:  # never back to the sender
-                        seen.add(s)
-                        to_brokers[s].append(env)
-                else:
-                    per_client.setdefault(s, []).append(e.local_id)
-            for c, pids in per_client.items():
-                to_clients[c].append((env, sorted(pids)))
+            res.matches += len(lk)
+            ev = np.repeat(np.arange(len(b)), np.diff(offsets))
+            isb = bm.is_broker[lk]
+            if isb.any():
+                blk, bev = lk[isb], ev[isb]
+                for z in np.unique(blk).tolist():
+                    if z == src_code:
+                        continue  # never back to the sender
+                    rows = np.unique(bev[blk == z])
+                    to_brokers.setdefault(z, []).append(encode_block(b.take(rows)))
+                    res.events_out += len(rows)
+                keep = ~isb
+                lk, ev, lids = lk[keep], ev[keep], lids[keep]
+                if not len(lk):
+                    continue
+            if lk[0] == lk[-1] and (lk == lk[0]).all():
+                groups: list[tuple[int, np.ndarray]] = [(int(lk[0]), np.arange(len(lk)))]
+            else:
+                order = np.argsort(lk, kind="stable")
+                sl = lk[order]
+                cut = np.flatnonzero(sl[1:] != sl[:-1]) + 1
+                groups = [(int(sl[i]), idx) for i, idx in
+                          zip(np.concatenate(([0], cut)).tolist(), np.split(order, cut),
+                              strict=True)]
+            for c, idx in groups:
+                rows, counts = np.unique(ev[idx], return_counts=True)
+                pids = lids[idx].tolist()
+                to_clients.setdefault(c, []).append((b.take(rows), counts, pids))
                 res.notifications += len(pids)
-        for z, batch in to_brokers.items():
-            self.host.send(z, Message(MsgType.NOTIFY, {"events": encode_events(batch)}))
-            res.events_out += len(batch)
-        res.events_out += self.forward(src, kind, envs)
+        links = bm.links
+        for z, encoded in to_brokers.items():
+            self.host.send(links[z], Message(MsgType.NOTIFY, {"blocks": encoded}))
+        res.events_out += self.forward(src, kind, blocks)
         for c, items in to_clients.items():
-            self.host.deliver(c, items)
+            self.host.deliver(links[c], items)
         return res
 
-    def forward(self, src: str, kind: MsgType, envs: Sequence[Envelope]) -> int:
+    def forward(self, src: str, kind: MsgType, blocks: Sequence[Block]) -> int:
         """Protocol-specific forwarding of the events themselves; returns events sent."""
         return 0
 
@@ -513,14 +615,15 @@ class EventFlooding(Routing):
     def candidates(self, e: Entry) -> set[str]:
         return set()
 
-    def forward(self, src: str, kind: MsgType, envs: Sequence[Envelope]) -> int:
-        if kind is not MsgType.PUB or not envs:
+    def forward(self, src: str, kind: MsgType, blocks: Sequence[Block]) -> int:
+        n = sum(len(b) for b in blocks)
+        if kind is not MsgType.PUB or not n:
             return 0
         sent = 0
-        body = {"events": encode_events(envs)}
+        body = {"blocks": [encode_block(b) for b in blocks]}
         for z in sorted(self.host.neighbours_up() - {src}):
             self.host.send(z, Message(MsgType.PUB, body))
-            sent += len(envs)
+            sent += n
         return sent
 
 
@@ -548,18 +651,20 @@ class RendezvousNodes(Routing):
         """The neighbour toward the type's RN, or ``None`` at the RN itself."""
         return self.rendezvous.get(tname)
 
-    def forward(self, src: str, kind: MsgType, envs: Sequence[Envelope]) -> int:
+    def forward(self, src: str, kind: MsgType, blocks: Sequence[Block]) -> int:
         if kind is not MsgType.PUB:
             return 0
-        by_dir: dict[str, list[Envelope]] = defaultdict(list)
+        by_dir: dict[str, list[dict[str, Any]]] = defaultdict(list)
         up = self.host.neighbours_up()
-        for env in envs:
-            d = self.direction(env.event.etype.name)
-            if d is not None and d != src and d in up:
-                by_dir[d].append(env)
-        for d, batch in by_dir.items():
-            self.host.send(d, Message(MsgType.PUB, {"events": encode_events(batch)}))
-        return sum(len(b) for b in by_dir.values())
+        sent = 0
+        for b in blocks:
+            d = self.direction(b.etype.name)
+            if d is not None and d != src and d in up and len(b):
+                by_dir[d].append(encode_block(b))
+                sent += len(b)
+        for d, encoded in by_dir.items():
+            self.host.send(d, Message(MsgType.PUB, {"blocks": encoded}))
+        return sent
 
 
 def make_routing(protocol: str, host: RoutingHost, matcher: Matcher, *,
@@ -612,6 +717,7 @@ def rendezvous_directions(edges: Iterable[tuple[str, str]], me: str,
 __all__ = [
     "PROTOCOLS",
     "STRATEGIES",
+    "BatchMatch",
     "Entry",
     "EventFlooding",
     "ProfileForwarding",

@@ -35,6 +35,8 @@ from .wire import (
     encode,
     error_body,
     get,
+    notify_count,
+    split_block,
 )
 
 log = logging.getLogger("siftbus.broker")
@@ -173,12 +175,12 @@ class BrokerServer:
         conn = self._conns.get(link)
         if conn is None or conn.closed:
             if msg.type is MsgType.NOTIFY and link.startswith("@"):
-                self.node.counters.dropped += sum(len(i[1]) for i in msg.body["items"])
+                self.node.counters.dropped += notify_count(msg.body)
             return
         transport = conn.writer.transport
         if (link.startswith("@") and msg.type is MsgType.NOTIFY
                 and transport.get_write_buffer_size() > CLIENT_BUFFER_LIMIT):
-            self.node.counters.dropped += sum(len(i[1]) for i in msg.body["items"])
+            self.node.counters.dropped += notify_count(msg.body)
             return
         frame = encode(msg)
         if len(frame) - 4 > self.max_frame:
@@ -188,11 +190,16 @@ class BrokerServer:
         conn.writer.write(frame)
 
     def _split_send(self, link: str, msg: Message) -> None:
-        key = "items" if "items" in msg.body else "events"
+        key = "blocks" if "blocks" in msg.body else "events"
         items = msg.body.get(key)
+        if (key == "blocks" and isinstance(items, list) and len(items) == 1
+                and items[0]["n"] >= 2):
+            items = list(split_block(items[0]))  # one big block: cut its rows
         if not isinstance(items, list) or len(items) < 2:
             log.error("%s: dropping an unsplittable %s frame over the size limit",
                       self.node.name, msg.type.name)
+            if msg.type is MsgType.NOTIFY and link.startswith("@"):
+                self.node.counters.dropped += notify_count(msg.body)
             return
         half = len(items) // 2
         for part in (items[:half], items[half:]):

@@ -26,9 +26,10 @@ from .wire import (
     Envelope,
     Message,
     MsgType,
+    decode_batch,
     decode_payload,
     encode,
-    encode_events,
+    encode_envelope_blocks,
     encode_profile,
 )
 
@@ -120,9 +121,13 @@ class Simulator:
 
     def _to_client(self, c: SimClient, msg: Message) -> None:
         if msg.type is MsgType.NOTIFY:
-            for env, pids in msg.body["items"]:
-                for pid in pids:
-                    c.deliveries.append(Delivery(c.name, pid, (env[2], env[3])))
+            for block, counts, pids in decode_batch(msg.body, self.schema, notify=True):
+                at = 0
+                for src, seq, k in zip(block.srcs(), block.seq.tolist(), counts.tolist(),
+                                       strict=True):
+                    for pid in pids[at:at + k]:
+                        c.deliveries.append(Delivery(c.name, pid, (src, seq)))
+                    at += k
         elif msg.type is MsgType.ERROR:
             c.errors.append(msg.body)
 
@@ -189,7 +194,7 @@ class Simulator:
         for e in events:
             envs.append(Envelope(e, client, c.seq, 0.0))
             c.seq += 1
-        self._client_send(c, Message(MsgType.PUB, {"events": encode_events(envs)}))
+        self._client_send(c, Message(MsgType.PUB, {"blocks": encode_envelope_blocks(envs)}))
         return [(f"{c.broker}/{client}", env.seq) for env in envs]
 
     # ---- observation -----------------------------------------------------------------------

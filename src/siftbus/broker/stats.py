@@ -6,9 +6,13 @@ import bisect
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 LATENCY_BOUNDS_MS: tuple[float, ...] = (
     0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
 """Upper bounds (milliseconds) of the latency histogram's buckets; one more for the rest."""
+
+_BOUNDS = np.array(LATENCY_BOUNDS_MS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +146,16 @@ class Counters:
     def observe_latency(self, seconds: float, n: int = 1) -> None:
         i = bisect.bisect_left(LATENCY_BOUNDS_MS, seconds * 1000.0)
         self.latency[i] += n
+
+    def observe_latencies(self, seconds: np.ndarray, weights: np.ndarray) -> None:
+        """Count ``weights[i]`` latencies of ``seconds[i]`` each (negative ones as 0)."""
+        if not len(seconds):
+            return
+        idx = np.searchsorted(_BOUNDS, np.maximum(seconds, 0.0) * 1000.0, side="left")
+        hist = np.bincount(idx, weights=weights, minlength=len(self.latency))
+        for i, v in enumerate(hist.tolist()):
+            if v:
+                self.latency[i] += int(v)
 
     def latency_dict(self) -> dict[str, int]:
         keys = [f"{b:g}" for b in LATENCY_BOUNDS_MS] + ["inf"]

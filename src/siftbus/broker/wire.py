@@ -19,6 +19,15 @@ profile language on the hot path:
 * event envelope: ``[type, [key, ...], src, seq, ts]`` -- keys in schema order (decimals
   as scaled integers, enums as ordinals), ``src``/``seq`` identify the publication and
   ``ts`` is the publisher's clock (seconds) for latency measurement;
+* event block (what PUB and NOTIFY carry): consecutive events of one type in columnar
+  form, ``{"t": type, "n": rows, "k": keys, "src": src, "seq": seqs, "ts": stamps}``.
+  ``k`` is the ``n x attributes`` key matrix as little-endian int64 bytes (row-major)
+  when every attribute of the type is ordered, else a list of ``n`` key lists; ``src``
+  is one string for the whole block or a list of ``n``; ``seq`` and ``ts`` are
+  little-endian int64 / float64 bytes. A NOTIFY to a client adds ``np`` (little-endian
+  int32 bytes: matching profile ids per row) and ``p`` (those ids, row after row). A
+  batch is a list of blocks; its event order is the blocks' order, rows in order, so a
+  broker decodes and matches a whole batch without one Python object per event;
 * profile: ``[id, subscriber, type, [[position, constraint], ...]]`` where a constraint
   is ``[0, lo1, hi1, lo2, hi2, ...]`` (ordered domains) or ``[1, allowed | None, prefix,
   excluded]`` (strings).
@@ -33,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
+import numpy as np
 
 from siftbus.errors import SiftbusError, WireError
 from siftbus.model import (
@@ -268,6 +278,252 @@ def decode_events(data: Any, schema: Schema) -> list[Envelope]:
 
 
 # ---------------------------------------------------------------------------------------
+# Event blocks (columnar batches)
+
+_I8 = np.dtype("<i8")
+_F8 = np.dtype("<f8")
+_I4 = np.dtype("<i4")
+
+
+@dataclass(frozen=True, slots=True)
+class _TypeInfo:
+    etype: EventType
+    ordered: bool
+    """Every attribute has an ordered domain (keys fit one int64 matrix)."""
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+_TYPE_INFO: dict[int, _TypeInfo] = {}
+
+
+def _type_info(etype: EventType) -> _TypeInfo:
+    hit = _TYPE_INFO.get(id(etype))
+    if hit is not None and hit.etype is etype:
+        return hit
+    b = _bounds(etype)
+    ordered = all(x is not None for x in b)
+    lo = np.array([x[0] if x is not None else 0 for x in b], np.int64)
+    hi = np.array([x[1] if x is not None else 0 for x in b], np.int64)
+    info = _TypeInfo(etype, ordered, lo, hi)
+    _TYPE_INFO[id(etype)] = info
+    return info
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Consecutive events of one type in columnar form (a decoded event block)."""
+
+    etype: EventType
+    keys: np.ndarray
+    """``[n, attributes]`` keys in schema order: int64 when every attribute is ordered,
+    else an object array (ints and strs)."""
+    src: str | list[str]
+    """The publisher of every row, or one per row."""
+    seq: np.ndarray
+    """int64 sequence numbers."""
+    ts: np.ndarray
+    """float64 publication times (seconds since the epoch)."""
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    @classmethod
+    def of_events(cls, events: Sequence[Event], src: str | list[str],
+                  seq: np.ndarray, ts: np.ndarray) -> Block:
+        """A block of events of one type (checked to share it)."""
+        etype = events[0].etype
+        if any(e.etype is not etype and e.etype.name != etype.name for e in events):
+            raise WireError("a block holds events of one type only", field="type")
+        rows = [e.keys for e in events]
+        if _type_info(etype).ordered:
+            keys = np.array(rows, np.int64).reshape(len(rows), len(etype.attributes))
+        else:
+            keys = np.empty((len(rows), len(etype.attributes)), object)
+            for i, r in enumerate(rows):
+                keys[i] = r
+        return cls(etype, keys, src, seq, ts)
+
+    def srcs(self) -> list[str]:
+        """The publisher of each row."""
+        return [self.src] * len(self) if isinstance(self.src, str) else self.src
+
+    def events(self) -> list[Event]:
+        """One :class:`Event` per row (for the slow paths and clients)."""
+        et = self.etype
+        return [Event(et, tuple(r)) for r in self.keys.tolist()]
+
+    def envelopes(self) -> list[Envelope]:
+        return [Envelope(e, s, q, t) for e, s, q, t in zip(
+            self.events(), self.srcs(), self.seq.tolist(), self.ts.tolist(), strict=True)]
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """``{attribute: keys}`` for ``CompiledIndex.match_columns``."""
+        out: dict[str, np.ndarray] = {}
+        for a in self.etype.attributes:
+            col = self.keys[:, a.position]
+            if col.dtype == object and not isinstance(a.domain, StringDomain):
+                col = col.astype(np.int64)
+            out[a.name] = col
+        return out
+
+    def take(self, rows: np.ndarray) -> Block:
+        """The block of the given rows (sorted row indices)."""
+        src = self.src if isinstance(self.src, str) else [self.src[i] for i in rows.tolist()]
+        return Block(self.etype, self.keys[rows], src, self.seq[rows], self.ts[rows])
+
+    def with_src(self, src: str) -> Block:
+        return Block(self.etype, self.keys, src, self.seq, self.ts)
+
+
+def encode_block(b: Block, counts: np.ndarray | None = None,
+                 pids: list[str] | None = None) -> dict[str, Any]:
+    """The wire form of a block; with ``counts``/``pids`` a client NOTIFY block."""
+    n = len(b)
+    keys: Any = (np.ascontiguousarray(b.keys, _I8).tobytes()
+                 if b.keys.dtype != object else b.keys.tolist())
+    d: dict[str, Any] = {"t": b.etype.name, "n": n, "k": keys, "src": b.src,
+                         "seq": np.ascontiguousarray(b.seq, _I8).tobytes(),
+                         "ts": np.ascontiguousarray(b.ts, _F8).tobytes()}
+    if counts is not None:
+        d["np"] = np.ascontiguousarray(counts, _I4).tobytes()
+        d["p"] = pids if pids is not None else []
+    return d
+
+
+def blocks_of_envelopes(envs: Sequence[Envelope]) -> list[Block]:
+    """Envelopes as blocks: one per run of consecutive events of the same type."""
+    out: list[Block] = []
+    i = 0
+    while i < len(envs):
+        et = envs[i].event.etype
+        j = i + 1
+        while j < len(envs) and envs[j].event.etype is et:
+            j += 1
+        run = envs[i:j]
+        srcs = [e.src for e in run]
+        src: str | list[str] = srcs[0] if srcs.count(srcs[0]) == len(srcs) else srcs
+        out.append(Block.of_events([e.event for e in run], src,
+                                   np.array([e.seq for e in run], np.int64),
+                                   np.array([e.ts for e in run], np.float64)))
+        i = j
+    return out
+
+
+def encode_envelope_blocks(envs: Sequence[Envelope]) -> list[dict[str, Any]]:
+    """Envelopes in the block wire form (what PUB and NOTIFY carry)."""
+    return [encode_block(b) for b in blocks_of_envelopes(envs)]
+
+
+def _buffer(d: dict[str, Any], name: str, dtype: np.dtype[Any], n: int) -> np.ndarray:
+    v = d.get(name)
+    if not isinstance(v, bytes) or len(v) != n * dtype.itemsize:
+        raise WireError(f"event block field {name!r} must be {n} x {dtype.itemsize} bytes",
+                        field=name)
+    return np.frombuffer(v, dtype).astype(dtype.newbyteorder("="), copy=False)
+
+
+def decode_block(d: Any, schema: Schema, *, notify: bool = False
+                 ) -> tuple[Block, np.ndarray, list[str]]:
+    """Check and build a block; with ``notify`` also its per-row profile ids.
+
+    Returns the block, the number of profile ids per row and the ids (empty unless
+    ``notify``). Raises :class:`WireError` naming the problem.
+    """
+    if not isinstance(d, dict):
+        raise WireError("an event block must be a map")
+    tname = d.get("t")
+    etype = schema.get(tname) if isinstance(tname, str) else None
+    if etype is None:
+        raise WireError(f"unknown event type {tname!r}", field="type")
+    n = d.get("n")
+    if type(n) is not int or n < 0:
+        raise WireError("event block field 'n' must be a row count", field="n")
+    info = _type_info(etype)
+    m = len(etype.attributes)
+    k = d.get("k")
+    if info.ordered:
+        if not isinstance(k, bytes) or len(k) != n * m * 8:
+            raise WireError(f"{etype.name} block keys must be {n} x {m} int64 values",
+                            field="k")
+        keys = np.frombuffer(k, _I8).astype(np.int64, copy=False).reshape(n, m)
+        if n:
+            bad = (keys < info.lo) | (keys > info.hi)
+            if bad.any():
+                r, c = (int(x) for x in np.argwhere(bad)[0])
+                attr = etype.attributes[c]
+                raise WireError(f"{etype.name}.{attr.name}: key {int(keys[r, c])} is "
+                                f"outside {attr.domain.spec}", field=attr.name)
+    else:
+        if not isinstance(k, list) or len(k) != n:
+            raise WireError(f"{etype.name} block keys must be a list of {n} rows",
+                            field="k")
+        keys = np.empty((n, m), object)
+        for i, row in enumerate(k):
+            keys[i] = decode_event_keys(etype, row).keys
+    src = d.get("src")
+    if not isinstance(src, str) and not (isinstance(src, list) and len(src) == n
+                                         and all(type(s) is str for s in src)):
+        raise WireError("event block field 'src' must be a string or one per row",
+                        field="src")
+    block = Block(etype, keys, src, _buffer(d, "seq", _I8, n), _buffer(d, "ts", _F8, n))
+    if not notify:
+        return block, np.zeros(0, np.int32), []
+    counts = _buffer(d, "np", _I4, n)
+    pids = d.get("p")
+    if (not isinstance(pids, list) or (n and counts.min() < 0)
+            or len(pids) != int(counts.sum()) or not all(type(p) is str for p in pids)):
+        raise WireError("notification block needs 'p': np[i] profile ids per row",
+                        field="p")
+    return block, counts, pids
+
+
+def decode_batch(body: dict[str, Any], schema: Schema, *, notify: bool = False
+                 ) -> list[tuple[Block, np.ndarray, list[str]]]:
+    """The blocks of a PUB or NOTIFY body: ``blocks``, or ``events`` (envelope list)."""
+    if "blocks" in body:
+        blocks = body["blocks"]
+        if not isinstance(blocks, list):
+            raise WireError("'blocks' must be a list", field="blocks")
+        return [decode_block(d, schema, notify=notify) for d in blocks]
+    if notify:
+        raise WireError("a notification needs 'blocks'", field="blocks")
+    envs = decode_events(get(body, "events", list), schema)
+    return [(b, np.zeros(0, np.int32), []) for b in blocks_of_envelopes(envs)]
+
+
+def notify_count(body: dict[str, Any]) -> int:
+    """Notifications (profile ids) carried by a client NOTIFY body."""
+    return sum(len(d.get("p", ())) for d in body.get("blocks", ()))
+
+
+def split_block(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Cut an encoded block (of two rows or more) in two halves, rows in order."""
+    n = d["n"]
+    h = n // 2
+
+    def cut(v: Any, width: int) -> tuple[Any, Any]:
+        if isinstance(v, bytes):
+            return v[:h * width], v[h * width:]
+        return v[:h], v[h:]
+
+    a: dict[str, Any] = {"t": d["t"], "n": h}
+    b: dict[str, Any] = {"t": d["t"], "n": n - h}
+    a["k"], b["k"] = cut(d["k"], len(d["k"]) // n if isinstance(d["k"], bytes) else 0)
+    if isinstance(d["src"], str):
+        a["src"] = b["src"] = d["src"]
+    else:
+        a["src"], b["src"] = cut(d["src"], 0)
+    a["seq"], b["seq"] = cut(d["seq"], 8)
+    a["ts"], b["ts"] = cut(d["ts"], 8)
+    if "np" in d:
+        a["np"], b["np"] = cut(d["np"], 4)
+        first = int(np.frombuffer(a["np"], _I4).sum())
+        a["p"], b["p"] = d["p"][:first], d["p"][first:]
+    return a, b
+
+
+# ---------------------------------------------------------------------------------------
 # Profiles
 
 
@@ -363,19 +619,27 @@ def error_body(exc: BaseException, corr: int | None = None) -> dict[str, Any]:
 __all__ = [
     "MAX_FRAME",
     "VERSION",
+    "Block",
     "Envelope",
     "FrameDecoder",
     "Message",
     "MsgType",
+    "blocks_of_envelopes",
     "check_length",
+    "decode_batch",
+    "decode_block",
     "decode_envelope",
     "decode_events",
     "decode_payload",
     "decode_profile",
     "encode",
+    "encode_block",
     "encode_envelope",
+    "encode_envelope_blocks",
     "encode_events",
     "encode_profile",
     "error_body",
     "get",
+    "notify_count",
+    "split_block",
 ]

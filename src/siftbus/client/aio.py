@@ -21,14 +21,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
+
 from siftbus.broker.server import read_frame
 from siftbus.broker.wire import (
-    Envelope,
+    Block,
     Message,
     MsgType,
-    decode_envelope,
+    decode_batch,
     encode,
-    encode_events,
+    encode_block,
     encode_profile,
 )
 from siftbus.errors import (
@@ -104,7 +106,7 @@ class Subscription:
         self.received += 1
         if self.callback is not None:
             result = self.callback(n)
-            if asyncio.iscoroutine(result):
+            if result is not None and asyncio.iscoroutine(result):
                 self.client._spawn(result)
             return
         try:
@@ -151,7 +153,8 @@ class Client:
         self._corr = itertools.count(1)
         self._auto_ids = itertools.count(1)
         self._seq = 0
-        self._buffer: list[Envelope] = []
+        self._buffer: list[Event] = []
+        self._buffer_ts: list[float] = []
         self._flush_scheduled = False
         self._closed = False
         self._lost: BaseException | None = None
@@ -248,18 +251,23 @@ class Client:
         body = msg.body
         if msg.type is MsgType.NOTIFY:
             assert self.schema is not None
-            for item in body.get("items", []):
-                env = decode_envelope(item[0], self.schema)
-                for pid in item[1]:
-                    n = Notification(pid, env.event, env.src, env.seq, env.ts)
-                    sub = self.subscriptions.get(pid)
-                    if sub is not None:
-                        sub._put(n)
-                    else:
-                        try:
-                            self.unclaimed.put_nowait(n)
-                        except asyncio.QueueFull:
-                            self.unclaimed_dropped += 1
+            subs = self.subscriptions
+            for block, counts, pids in decode_batch(body, self.schema, notify=True):
+                at = 0
+                for ev, src, seq, ts, k in zip(block.events(), block.srcs(),
+                                               block.seq.tolist(), block.ts.tolist(),
+                                               counts.tolist(), strict=True):
+                    for pid in pids[at:at + k]:
+                        n = Notification(pid, ev, src, seq, ts)
+                        sub = subs.get(pid)
+                        if sub is not None:
+                            sub._put(n)
+                        else:
+                            try:
+                                self.unclaimed.put_nowait(n)
+                            except asyncio.QueueFull:
+                                self.unclaimed_dropped += 1
+                    at += k
             return
         if msg.type is MsgType.SCHEMA:
             self.schema = Schema.from_dict(body.get("schema", {}), source="broker")
@@ -370,10 +378,22 @@ class Client:
         data = {k: Decimal(repr(v)) if isinstance(v, float) else v for k, v in event.items()}
         return event_from_dict(data, self.schema)
 
-    def _envelope(self, event: Event | Mapping[str, Any] | str, ts: float) -> Envelope:
-        env = Envelope(self.event(event), self.name, self._seq, ts)
-        self._seq += 1
-        return env
+    def _blocks(self, events: list[Event], ts: list[float] | float) -> list[dict[str, Any]]:
+        """Encoded blocks for events published now (consecutive sequence numbers)."""
+        out = []
+        i = 0
+        while i < len(events):
+            et = events[i].etype
+            j = i + 1
+            while j < len(events) and events[j].etype is et:
+                j += 1
+            seq = np.arange(self._seq, self._seq + j - i, dtype=np.int64)
+            stamps = (np.full(j - i, ts) if isinstance(ts, float)
+                      else np.array(ts[i:j], np.float64))
+            out.append(encode_block(Block.of_events(events[i:j], self.name, seq, stamps)))
+            self._seq += j - i
+            i = j
+        return out
 
     async def publish(self, event: Event | Mapping[str, Any] | str) -> int:
         """Publish one event; events published in the same loop turn share one frame.
@@ -382,41 +402,44 @@ class Client:
         """
         if self._lost is not None:
             raise self._lost
-        env = self._envelope(event, time.time())
-        self._buffer.append(env)
+        self._buffer.append(self.event(event))
+        self._buffer_ts.append(time.time())
+        seq = self._seq + len(self._buffer) - 1
         if len(self._buffer) >= MAX_BATCH:
             self._flush_now()
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_now)
-        return env.seq
+        return seq
 
     async def publish_batch(self, events: Iterable[Event | Mapping[str, Any] | str], *,
                             ack: bool = False) -> int:
         """Publish many events in as few frames as possible; returns how many.
 
-        With ``ack=True`` waits until the broker has routed them (flow control).
+        With ``ack=True`` waits until the broker has routed them (flow control). Events
+        travel in columnar blocks (one frame per :data:`MAX_BATCH` events); the call
+        waits for the socket only when its buffer is above the high-water mark.
         """
         if self._lost is not None:
             raise self._lost
         self._flush_now()
         now = time.time()
-        envs = [self._envelope(e, now) for e in events]
-        for i in range(0, len(envs), MAX_BATCH):
-            chunk = envs[i:i + MAX_BATCH]
-            body = {"events": encode_events(chunk)}
+        evs = [self.event(e) for e in events]
+        for i in range(0, len(evs), MAX_BATCH):
+            body = {"blocks": self._blocks(evs[i:i + MAX_BATCH], now)}
             if ack:
                 await self._request(MsgType.PUB, body)
             else:
                 self._writer.write(encode(Message(MsgType.PUB, body)))
         await self._writer.drain()
-        return len(envs)
+        return len(evs)
 
     def _flush_now(self) -> None:
         self._flush_scheduled = False
         if self._buffer and not self._closed:
-            body = {"events": encode_events(self._buffer)}
+            body = {"blocks": self._blocks(self._buffer, self._buffer_ts)}
             self._buffer = []
+            self._buffer_ts = []
             self._writer.write(encode(Message(MsgType.PUB, body)))
 
     async def flush(self) -> None:
