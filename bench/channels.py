@@ -504,16 +504,26 @@ def report(res: dict[str, Any]) -> str:
                      f"{r['compiled_events_per_s']:.0f} | {r['evaluator_events_per_s']:.0f} | "
                      f"{r['ratio']:.1f}x |")
     lines += ["", "### Burst throughput, 1 supplier -> 1 consumer over loopback", "",
-              "| burst | siftbus sent/s | siftbus recv/s | echo baseline/s | recv/echo | "
+              "| burst | siftbus sent/s | siftbus recv/s (push) | recv/s per server CPU s | "
+              "pull recv/s (same run) | echo baseline/s | recv/echo | "
               "OpenFusion s/r | OpenORB s/r | JacORB s/r |",
-              "|---:|---:|---:|---:|---:|---|---|---|"]
+              "|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
     for r in res["burst"]:
         t = THESIS_THROUGHPUT.get(r["burst"], (0,) * 6)
         lines.append(f"| {r['burst']} | {r['sent_per_s']:.0f} | {r['received_per_s']:.0f} | "
+                     f"{r.get('per_server_cpu_s', 0):.0f} | "
+                     f"{r.get('pull_received_per_s', 0):.0f} | "
                      f"{r['echo_per_s']:.0f} | {r['ratio_vs_echo']:.2f} | {t[0]}/{t[1]} | "
                      f"{t[2]}/{t[3]} | {t[4]}/{t[5]} |")
+    if res["burst"]:
+        lines += ["", f"(supplier: batches of {res['burst'][0]['batch']}, "
+                  f"{res['burst'][0].get('pipeline', 1)} push calls in flight; server CPU "
+                  "from /proc in 10 ms ticks, 0 = too short to tell)"]
+    mode = res["latency"][0].get("mode", "pull") if res["latency"] else ""
+    linger = res["latency"][0].get("linger_ms", 5.0) if res["latency"] else 0.0
     lines += ["", "### Latency, S suppliers x C consumers, "
-              f"{res['latency_rate']:.0f} events/s in total over loopback", "",
+              f"{res['latency_rate']:.0f} events/s in total over loopback "
+              f"({mode} consumers, linger {linger:g} ms)", "",
               "| S x C | events | avg ms | min ms | max ms | p99 ms | lost | "
               "OpenFusion avg | OpenORB avg | JacORB avg |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -573,12 +583,14 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     if "filtered" in only:
         res["filtered"] = bench_filtered(sizes, events, eval_events, repeat)
+        res["loadavg_filtered"] = os.getloadavg()
     if only & {"burst", "latency", "payload"}:
         server = Server()
         try:
             if "burst" in only:
                 res["burst"] = bench_burst(server.port, bursts, 100, repeat, server.proc.pid,
                                            a.pipeline)
+                res["loadavg_burst"] = os.getloadavg()
             if "latency" in only:
                 if a.matrix:
                     matrix = [(int(x), int(y)) for x, y in
@@ -586,10 +598,12 @@ def main(argv: list[str] | None = None) -> None:
                 res["latency"] = bench_latency(server.port, matrix, 1000.0, duration,
                                                a.linger, 1 if mode == "quick" else repeat,
                                                a.consumers)
+                res["loadavg_latency"] = os.getloadavg()
             if "payload" in only:
                 res["payload"] = bench_payload(server.port, payload_sizes,
                                                1000 if mode == "quick" else 3000, 100,
                                                repeat)
+                res["loadavg_payload"] = os.getloadavg()
         finally:
             server.close()
     res["elapsed_s"] = time.perf_counter() - t0
