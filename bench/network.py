@@ -760,10 +760,16 @@ def main() -> None:
     result: dict[str, Any] = {
         "size": size, "repeats": repeats, "cpus": os.cpu_count(),
         "python": platform.python_version(), "simulator": res,
+        "simulator_loadavg": os.getloadavg(),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     result["plots"] = plots(res, outdir)
     if not a.skip_loopback:
         result["loopback"] = report_loopback(part_b(size, repeats))
+    elif (outdir / "network.json").exists():  # keep the last loopback measurement
+        last = json.loads((outdir / "network.json").read_text()).get("loopback")
+        if last is not None:
+            result["loopback"] = last
     result["seconds"] = round(time.time() - started, 1)
     (outdir / "network.json").write_text(json.dumps(result, indent=1, default=str))
     print(f"\nwrote bench/results/network.json and {len(result['plots'])} plots "
