@@ -190,6 +190,7 @@ def test_bad_blocks_are_wire_errors_naming_the_problem() -> None:
         "'ts' must be": {"ts": [0.0, 0.0, 0.0]},
         "'p'": {"p": ["p"]},
         "'np' must be": {"np": b""},
+        "'p': np.i. profile ids": {"np": np.array([2**31 - 1, 2**31 - 1, 2], "<i4").tobytes()},
     }
     for message, change in cases.items():
         with pytest.raises(WireError, match=message):

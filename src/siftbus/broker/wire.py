@@ -472,7 +472,8 @@ def decode_block(d: Any, schema: Schema, *, notify: bool = False
     counts = _buffer(d, "np", _I4, n)
     pids = d.get("p")
     if (not isinstance(pids, list) or (n and counts.min() < 0)
-            or len(pids) != int(counts.sum()) or not all(type(p) is str for p in pids)):
+            or len(pids) != int(counts.sum(dtype=np.int64))
+            or not all(type(p) is str for p in pids)):
         raise WireError("notification block needs 'p': np[i] profile ids per row",
                         field="p")
     return block, counts, pids
