@@ -132,6 +132,19 @@ async def test_sequence_proxy_batches_and_pacing(client: ChannelClient) -> None:
     assert loop.time() - t0 >= pacing - 0.05  # the partial batch waited for PacingInterval
 
 
+async def test_suspended_proxy_sends_nothing_until_resumed(client: ChannelClient) -> None:
+    cid = await client.call("create_channel", qos={Q.ORDER_POLICY: Q.FIFO_ORDER})
+    got: list[int] = []
+    consumer = await RemotePushConsumer.obtain(client, cid, lambda e: got.append(num(e)))
+    supplier = await RemoteSupplier.obtain(client, cid)
+    await client.call("suspend", channel=cid, proxy=consumer.proxy)
+    await supplier.push([ev(i) for i in range(3)])
+    await asyncio.sleep(0.2)
+    assert got == [] and (await client.call("stats", channel=cid))["queued"] == 3
+    await client.call("resume", channel=cid, proxy=consumer.proxy)  # no new event needed
+    await until(lambda: got == [0, 1, 2])
+
+
 @pytest.mark.parametrize(("policy", "kept"), [(Q.FIFO_ORDER, list(range(15, 20))),
                                               (Q.LIFO_ORDER, list(range(4, 9)))])
 async def test_slow_consumer_obeys_discard_policy(client: ChannelClient, policy: int,

@@ -1505,6 +1505,8 @@ class EventChannel:
                 p.queue_length:
             self._push_ready.add(p.id)
         self._cond.notify_all()
+        for fn in list(self._waiters):  # remote consumers (resumed proxies, say)
+            fn()
 
     # -- bookkeeping of proxies and filters ----------------------------------------------
 

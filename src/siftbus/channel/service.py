@@ -35,7 +35,7 @@ Methods (``channel``, ``admin``, ``proxy``, ``filter`` are integer ids)::
         events to this connection; see siftbus.channel.push)
     ack(channel, proxy, seq) -> n                  (pushed events handled up to seq)
     echo(events=[...]) -> n                        (round trip only: a benchmark baseline)
-    disconnect(channel, proxy, side)
+    disconnect(channel, proxy, side)               suspend / resume(channel, proxy, side)
     add_filter(channel, constraints, admin|proxy, side) -> {"filter", "id"}
     remove_filter(channel, id, admin|proxy, side)
     set_mapping_filter(channel, which, default, constraints=[[exp, value]], admin|proxy)
@@ -409,6 +409,17 @@ class ChannelService:
         node._disconnect()
         self.pushes.forget(ch.id, node.id)
         self._last_reply.pop((ch.id, node.id), None)
+
+    def do_suspend(self, args: dict[str, Any]) -> None:
+        """suspend_connection: the proxy keeps queueing but sends nothing until resumed."""
+        ch = self._channel(args)
+        self._node(ch, {"proxy": _int(args, "proxy"),
+                        "side": args.get("side", "consumer")}).suspend_connection()
+
+    def do_resume(self, args: dict[str, Any]) -> None:
+        ch = self._channel(args)
+        self._node(ch, {"proxy": _int(args, "proxy"),
+                        "side": args.get("side", "consumer")}).resume_connection()
 
     # -- filters -------------------------------------------------------------------------
 
