@@ -88,9 +88,12 @@ async def test_every_event_in_order_with_filters_and_window(client: ChannelClien
     stats = await client.call("stats", channel=cid)
     assert stats["delivered"] == 3000 and stats["queued"] == 0
     await consumer.disconnect()
+    assert consumer.close_reason == "disconnected"
+    await client.call("disconnect", channel=cid, proxy=odd_consumer.proxy)  # from outside
+    await until(lambda: odd_consumer.closed.is_set())
+    assert odd_consumer.close_reason == "the service disconnected the proxy"
     await supplier.push([ev(5000)])
-    await until(lambda: odd == [*range(1, 2000, 2)])
-    assert (await client.call("stats", channel=cid))["consumers"] == 1
+    assert (await client.call("stats", channel=cid))["consumers"] == 0
 
 
 async def test_priority_order_and_any_events(client: ChannelClient) -> None:

@@ -143,8 +143,8 @@ class PushHub:
         return n
 
     def forget(self, channel: int, pid: int) -> None:
-        """The proxy was disconnected by a call (or its channel destroyed)."""
-        self._detach((channel, pid), destroy=False, notice=False)
+        """The proxy was disconnected by a call: its connection is told."""
+        self._detach((channel, pid), destroy=False)
 
     def channel_destroyed(self, channel: int) -> None:
         for pid in list(self._by_channel.get(channel, {})):
@@ -540,6 +540,7 @@ class RemotePushConsumer:
 
     async def disconnect(self) -> None:
         """Disconnect the proxy (it is destroyed on the service)."""
+        self.close_reason = self.close_reason or "disconnected"
         with contextlib.suppress(ConnectionLostError):
             await self.flush_acks()
             await self.client.call("disconnect", channel=self.channel, proxy=self.proxy,
