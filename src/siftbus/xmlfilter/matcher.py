@@ -33,17 +33,18 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from pyroaring import BitMap
 
 from siftbus.errors import DuplicateSubscriptionError, UnknownSubscriptionError
-from siftbus.xmlfilter.operators import SlotIndex, reference_test
+from siftbus.xmlfilter.operators import SlotIndex, fast_test
 from siftbus.xmlfilter.subscription import Condition, Receiver, Subscription
 from siftbus.xmlfilter.xpath import RelPath, Step, Target
 
 Strategy = Literal["access", "counting"]
+_T = TypeVar("_T")
 
 
 
@@ -70,15 +71,18 @@ class _TargetEntry:
     tid: int
     target: Target
     filters: set[int] = field(default_factory=set)
-    unconditional: set[int] = field(default_factory=set)
+    unconditional: dict[int, _FilterRec] = field(default_factory=dict)
     paths: Counter[int] = field(default_factory=Counter)  # pid -> number of constraints
     pred_pids: list[tuple[int, str | None]] = field(default_factory=list)
     selectivity: dict[int, BitMap] = field(default_factory=dict)  # pid -> filters needing it
     top: list[int] | None = None  # pids ordered by len(selectivity), cached
+    texts: tuple[str, ...] = ()  # (target.text,), for ElementMatch
+    #: pid -> index of the constraints that are some filter's access constraint
+    access_slots: dict[int, SlotIndex[_Constraint]] = field(default_factory=dict)
     receivers: Counter[Receiver] = field(default_factory=Counter)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # identity: constraints key the per-event memo
 class _Constraint:
     cid: int
     key: tuple[Any, ...]
@@ -87,11 +91,26 @@ class _Constraint:
     condition: Condition
     filters: set[int] = field(default_factory=set)
     access: set[int] = field(default_factory=set)
-    #: fid -> that filter's other constraints, for filters whose access constraint this is
-    access_items: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: fid -> filter, for the filters whose access constraint this is and that have no
+    #: other constraint: they match as soon as this holds
+    access_single: dict[int, _FilterRec] = field(default_factory=dict)
+    #: fid -> the other constraint, for the filters whose access constraint this is and
+    #: that have exactly two constraints (the common case: no tuple to touch per filter;
+    #: the other constraints are few and shared, so they stay in the CPU cache)
+    access_pair: dict[int, _Constraint] = field(default_factory=dict)
+    #: fid -> the other constraints, rarest first, for the filters whose access
+    #: constraint this is and that have three or more constraints
+    access_multi: dict[int, tuple[_Constraint, ...]] = field(default_factory=dict)
     _filters_arr: np.ndarray | None = None
 
-    _test: Callable[[str], bool] | None = None
+    #: the operator on one value (truth value only); None when any value satisfies it
+    test: Callable[[str], object] | None = None
+    any_quantifier: bool = False
+
+    def __post_init__(self) -> None:
+        c = self.condition
+        self.test = fast_test(c.operator, c.values)
+        self.any_quantifier = c.quantifier == "any"
 
     def holds(self, values: dict[int, list[str]]) -> bool:
         """Does the event (its path values) satisfy this constraint? (the quantifier over
@@ -99,13 +118,12 @@ class _Constraint:
         vs = values.get(self.pid)
         if not vs:
             return False
-        test = self._test
+        test = self.test
         if test is None:
-            c = self.condition
-            test = self._test = reference_test(c.operator, c.values)
+            return True
         if len(vs) == 1:
-            return test(vs[0])
-        if self.condition.quantifier == "any":
+            return bool(test(vs[0]))
+        if self.any_quantifier:
             return any(map(test, vs))
         return all(map(test, vs))
 
@@ -119,20 +137,27 @@ class _Constraint:
         self._filters_arr = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class _FilterRec:
     fid: int
     sub_id: str
     receiver: Receiver
     tid: int
     cids: frozenset[int]
-    access: int  # -1 for a filter without conditions
+    #: the receiver as one string that sorts like (method, address) (XML text holds no NUL):
+    #: it hashes in C, unlike the dataclass, and is one object to fetch, unlike a tuple
+    rkey: str
+    access: int = -1  # the access constraint's cid; -1 for a filter without conditions
 
 
 class _Trie:
     """Registered relative paths as a trie; ``walk`` collects their values from a subtree."""
 
-    __slots__ = ("attrs", "desc", "exact", "leaf", "local", "text")
+    __slots__ = ("attrs", "desc", "exact", "kids", "leaf", "local", "text")
+
+    #: at most this many distinct child tags are remembered per node (documents may use
+    #: any number of names; beyond this, children are looked up without the cache)
+    KIDS_CACHE = 256
 
     def __init__(self) -> None:
         self.exact: dict[str, _Trie] = {}
@@ -142,6 +167,22 @@ class _Trie:
         self.attrs: list[tuple[str, int]] = []
         #: the path id when this node is a plain leaf: one text path, nothing else
         self.leaf: int | None = None
+        #: Clark tag of a child -> the nodes it leads to (exact name first, then local name)
+        self.kids: dict[str, tuple[_Trie, ...]] = {}
+
+    def children_for(self, tag: str) -> tuple[_Trie, ...]:
+        """The nodes a child element with this Clark tag leads to, remembered per tag."""
+        found = []
+        n = self.exact.get(tag)
+        if n is not None:
+            found.append(n)
+        n = self.local.get(tag[tag.index("}") + 1 :] if tag[0] == "{" else tag)
+        if n is not None:
+            found.append(n)
+        out = tuple(found)
+        if len(self.kids) < self.KIDS_CACHE:
+            self.kids[tag] = out
+        return out
 
     def finish(self) -> None:
         """Compute ``leaf`` flags once all paths are inserted."""
@@ -205,27 +246,25 @@ def _walk(el: Any, node: _Trie, out: dict[int, list[str]],
                     out[pid] = [v]
                 else:
                     lst.append(v)
-    exact, local = node.exact, node.local
-    if exact or local:
+    if node.exact or node.local:
+        kids = node.kids
         for ch in el.iterchildren("*"):
             tag = ch.tag
-            if exact:
-                n = exact.get(tag)
-                if n is not None:
-                    _walk(ch, n, out, seen)
-            if local:
-                n = local.get(tag[tag.index("}") + 1 :] if tag[0] == "{" else tag)
-                if n is not None:
-                    if n.leaf is not None and seen is None:
-                        # the common case, inlined: a leaf whose text is one path's value
-                        text = ch.text if len(ch) == 0 else "".join(ch.itertext())
-                        lst = out.get(n.leaf)
-                        if lst is None:
-                            out[n.leaf] = [text or ""]
-                        else:
-                            lst.append(text or "")
+            nodes = kids.get(tag)
+            if nodes is None:
+                nodes = node.children_for(tag)
+            for n in nodes:
+                leaf = n.leaf
+                if leaf is not None and seen is None:
+                    # the common case, inlined: a leaf whose text is one path's value
+                    text = ch.text if len(ch) == 0 else "".join(ch.itertext())
+                    lst = out.get(leaf)
+                    if lst is None:
+                        out[leaf] = [text or ""]
                     else:
-                        _walk(ch, n, out, seen)
+                        lst.append(text or "")
+                else:
+                    _walk(ch, n, out, seen)
     for step, n in node.desc:
         for d in el.iterdescendants("*"):
             if step.matches(d.tag):
@@ -234,6 +273,28 @@ def _walk(el: Any, node: _Trie, out: dict[int, list[str]],
 
 def _local(tag: str) -> str:
     return tag[tag.index("}") + 1 :] if tag[:1] == "{" else tag
+
+
+def _any_quantifier(con: _Constraint) -> bool:
+    return con.any_quantifier
+
+
+def _slot_satisfied(slot: SlotIndex[_T], vs: list[str], sat: list[_T],
+                    is_any: Callable[[_T], bool]) -> None:
+    """Append the constraints of one slot that the occurrences ``vs`` of its path satisfy:
+    under ``all`` every occurrence must satisfy a constraint, under ``any`` one must."""
+    if len(vs) == 1:
+        slot.collect(vs[0], sat)
+        return
+    counts: dict[_T, int] = {}
+    get = counts.get
+    for v in vs:
+        for c in slot.satisfied(v):
+            counts[c] = get(c, 0) + 1
+    k = len(vs)
+    for c, n in counts.items():
+        if n == k or is_any(c):
+            sat.append(c)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,11 +336,14 @@ class XmlMatcher:
         self._paths: dict[str, int] = {}
         self._path_obj: dict[int, RelPath] = {}
         self._path_refs: Counter[int] = Counter()
-        self._slots: dict[tuple[int, int], Any] = {}
+        self._slots: dict[tuple[int, int], SlotIndex[int]] = {}
         self._constraints: dict[tuple[Any, ...], _Constraint] = {}
         self._cons: dict[int, _Constraint] = {}
         self._filters: dict[int, _FilterRec] = {}
         self._tries: dict[frozenset[int], tuple[_Trie, bool]] = {}
+        #: ancestors-or-self tags -> (located-by-path targets, their trie, has '//' paths)
+        self._by_chain: dict[tuple[str, ...], tuple[list[_TargetEntry], _Trie | None, bool]]
+        self._by_chain = {}
         self._next_tid = 0
         self._next_cid = 1  # constraint 0 is "always satisfied", the matrix's padding
         self._free_cids: list[int] = []
@@ -287,7 +351,8 @@ class XmlMatcher:
         self._next_fid = 0
         self._fsize = np.zeros(64, np.int32)  # filter sizes, for the counting strategy
         # per (target, path): only the constraints that are some filter's access constraint
-        self._access_slots: dict[tuple[int, int], SlotIndex] = {}
+        # the access slots hold the constraint objects themselves: no id lookup per hit
+        self._access_slots: dict[tuple[int, int], SlotIndex[_Constraint]] = {}
         self._rebalance_at = rebalance_min
         self._version = 0
         self._stats = [0, 0, 0, 0, 0, 0]
@@ -329,6 +394,7 @@ class XmlMatcher:
         return not (self._subs or self._targets or self._paths or self._slots
                     or self._constraints or self._filters or self._by_exact or self._by_local
                     or self._digests or self._fsize.any() or self._tries
+                    or self._by_chain
                     or self._access_slots)
 
     # -- subscribe / unsubscribe ------------------------------------------------------
@@ -399,7 +465,7 @@ class XmlMatcher:
                 pid += 1
             self._paths[key] = pid
             self._path_obj[pid] = path
-            self._tries.clear()
+            self._invalidate()
         self._path_refs[pid] += 1
         return pid
 
@@ -408,13 +474,13 @@ class XmlMatcher:
         if self._path_refs[pid] == 0:
             del self._path_refs[pid]
             del self._paths[self._path_obj.pop(pid).canonical()]
-            self._tries.clear()
+            self._invalidate()
 
     def _target(self, target: Target) -> _TargetEntry:
         key = target.canonical()
         entry = self._targets.get(key)
         if entry is None:
-            entry = _TargetEntry(self._next_tid, target)
+            entry = _TargetEntry(self._next_tid, target, texts=(target.text,))
             self._next_tid += 1
             self._targets[key] = entry
             self._tid_entry[entry.tid] = entry
@@ -425,7 +491,7 @@ class XmlMatcher:
                 self._by_exact.setdefault(root.clark, set()).add(entry.tid)
             for p in target.predicates:
                 entry.pred_pids.append((self._intern_path(p.path), p.literal))
-            self._tries.clear()
+            self._invalidate()
         return entry
 
     def _drop_target(self, entry: _TargetEntry) -> None:
@@ -439,7 +505,7 @@ class XmlMatcher:
             del table[key]
         for pid, _ in entry.pred_pids:
             self._release_path(pid)
-        self._tries.clear()
+        self._invalidate()
 
     def _add_filter(self, sub: Subscription, target: Target, conds: tuple[Condition, ...]
                     ) -> int:
@@ -456,26 +522,28 @@ class XmlMatcher:
                 self._cons[con.cid] = con
                 slot = self._slots.get((entry.tid, pid))
                 if slot is None:
-                    slot = self._slots[(entry.tid, pid)] = SlotIndex()
+                    slot = self._slots[(entry.tid, pid)] = SlotIndex[int]()
                 slot.add(c.operator, c.values, con.cid)
                 entry.paths[pid] += 1
                 if entry.paths[pid] == 1:
-                    self._tries.clear()
+                    self._invalidate()
             else:
                 self._release_path(pid)  # the constraint holds its own reference
             if fid not in con.filters:
                 con.filters.add(fid)
                 con.changed()
                 cons.append(con)
-        access = self._choose_access(cons, fid) if cons else -1
         rec = _FilterRec(fid, sub.id, sub.receiver, entry.tid,
-                         frozenset(k.cid for k in cons), access)
+                         frozenset(k.cid for k in cons),
+                         f"{sub.receiver.method}\x00{sub.receiver.address}")
+        if cons:
+            self._choose_access(cons, rec)
         self._filters[fid] = rec
         self._fsize[fid] = len(cons)
         entry.filters.add(fid)
         entry.receivers[sub.receiver] += 1
         if not cons:
-            entry.unconditional.add(fid)
+            entry.unconditional[fid] = rec
         for pid in {k.pid for k in cons}:
             bm = entry.selectivity.get(pid)
             if bm is None:
@@ -489,51 +557,64 @@ class XmlMatcher:
         sel = self._slots[(con.tid, con.pid)].selectivity(c.operator, c.values)
         return (sel, len(con.access))
 
-    def _choose_access(self, cons: list[_Constraint], fid: int) -> int:
-        best = min(cons, key=self._access_cost)
-        self._set_access(best, fid, True, tuple(k.cid for k in cons if k is not best))
-        return best.cid
+    def _choose_access(self, cons: list[_Constraint], rec: _FilterRec) -> None:
+        ranked = sorted(cons, key=self._access_cost)
+        # the others are tried rarest first, so a failing filter is usually refuted by
+        # its first evaluation
+        self._set_access(ranked[0], rec, True, tuple(ranked[1:]))
+        rec.access = ranked[0].cid
 
-    def _set_access(self, con: _Constraint, fid: int, add: bool,
-                    others: tuple[int, ...] = ()) -> None:
-        """Make ``con`` (not) the access constraint of filter ``fid``; a constraint is in
+    def _set_access(self, con: _Constraint, rec: _FilterRec, add: bool,
+                    others: tuple[_Constraint, ...] = ()) -> None:
+        """Make ``con`` (not) the access constraint of filter ``rec``; a constraint is in
         its slot's access index exactly while it is some filter's access constraint."""
         was = bool(con.access)
+        fid = rec.fid
         if add:
             con.access.add(fid)
-            con.access_items[fid] = others
+            if others:
+                if len(others) == 1:
+                    con.access_pair[fid] = others[0]
+                else:
+                    con.access_multi[fid] = others
+            else:
+                con.access_single[fid] = rec
         else:
             con.access.discard(fid)
-            con.access_items.pop(fid, None)
+            con.access_multi.pop(fid, None)
+            con.access_pair.pop(fid, None)
+            con.access_single.pop(fid, None)
         con.changed()
         if was == bool(con.access):
             return
         key = (con.tid, con.pid)
         c = con.condition
+        entry = self._tid_entry[con.tid]
         if not was:
             slot = self._access_slots.get(key)
             if slot is None:
-                slot = self._access_slots[key] = SlotIndex()
-            slot.add(c.operator, c.values, con.cid)
+                slot = SlotIndex[_Constraint]()
+                self._access_slots[key] = entry.access_slots[con.pid] = slot
+            slot.add(c.operator, c.values, con)
         else:
             slot = self._access_slots[key]
-            slot.remove(c.operator, c.values, con.cid)
+            slot.remove(c.operator, c.values, con)
             if len(slot) == 0:
                 del self._access_slots[key]
+                del entry.access_slots[con.pid]
 
     def _rebalance(self) -> None:
         """Re-choose every filter's access constraint with today's selectivity estimates.
 
         Run when the number of filters doubles, so the cost is amortised O(1) per filter.
         """
+        filters = self._filters
         for con in self._cons.values():
             for fid in list(con.access):
-                self._set_access(con, fid, False)
-        for fid, rec in list(self._filters.items()):
+                self._set_access(con, filters[fid], False)
+        for rec in filters.values():
             if rec.access >= 0:
-                cons = [self._cons[c] for c in sorted(rec.cids)]
-                self._filters[fid] = _FilterRec(rec.fid, rec.sub_id, rec.receiver, rec.tid,
-                                                rec.cids, self._choose_access(cons, fid))
+                self._choose_access([self._cons[c] for c in sorted(rec.cids)], rec)
 
     def _remove_filter(self, fid: int) -> None:
         rec = self._filters.pop(fid)
@@ -541,7 +622,7 @@ class XmlMatcher:
         self._free_fids.append(fid)
         entry = self._tid_entry[rec.tid]
         entry.filters.discard(fid)
-        entry.unconditional.discard(fid)
+        entry.unconditional.pop(fid, None)
         entry.receivers[rec.receiver] -= 1
         if entry.receivers[rec.receiver] == 0:
             del entry.receivers[rec.receiver]
@@ -550,7 +631,7 @@ class XmlMatcher:
             con.filters.discard(fid)
             con.changed()
             if fid in con.access:
-                self._set_access(con, fid, False)
+                self._set_access(con, rec, False)
             bm = entry.selectivity.get(con.pid)
             if bm is not None:
                 bm.discard(fid)
@@ -567,7 +648,7 @@ class XmlMatcher:
                 entry.paths[con.pid] -= 1
                 if entry.paths[con.pid] == 0:
                     del entry.paths[con.pid]
-                    self._tries.clear()
+                    self._invalidate()
                 self._release_path(con.pid)
         entry.top = None
         if not entry.filters:
@@ -585,6 +666,28 @@ class XmlMatcher:
             if hit:
                 out.extend(hit)
         return out
+
+    def _invalidate(self) -> None:
+        """Targets or paths changed: drop the tries and the per-chain candidates."""
+        self._tries.clear()
+        self._by_chain.clear()
+
+    def _chain(self, tags: list[str]) -> tuple[list[_TargetEntry], _Trie | None, bool]:
+        """The targets whose steps fit the ancestor chain, with their trie (cached)."""
+        key = tuple(tags)
+        hit = self._by_chain.get(key)
+        if hit is None:
+            entries = [self._tid_entry[t] for t in self.candidate_targets(tags[-1])]
+            entries = [e for e in entries if e.target.matches_path(tags)]
+            if entries:
+                trie, desc = self._trie(frozenset(e.tid for e in entries))
+                hit = (entries, trie, desc)
+            else:
+                hit = (entries, None, False)
+            if len(self._by_chain) >= 4096:  # documents may have any number of shapes
+                self._by_chain.clear()
+            self._by_chain[key] = hit
+        return hit
 
     def _trie(self, tids: frozenset[int]) -> tuple[_Trie, bool]:
         cached = self._tries.get(tids)
@@ -615,16 +718,13 @@ class XmlMatcher:
     def _match(self, el: Any, tags: list[str]) -> ElementMatch | None:
         st = self._stats
         st[0] += 1
-        cands = [t for t in self.candidate_targets(tags[-1])
-                 if self._tid_entry[t].target.matches_path(tags)]
-        if not cands:
+        cands, trie, desc = self._chain(tags)
+        if trie is None:
             return None
-        trie, desc = self._trie(frozenset(cands))
         values: dict[int, list[str]] = {}
         _walk(el, trie, values, {} if desc else None)
         located: list[_TargetEntry] = []
-        for tid in cands:
-            e = self._tid_entry[tid]
+        for e in cands:
             ok = True
             for pid, lit in e.pred_pids:
                 vs = values.get(pid)
@@ -636,20 +736,23 @@ class XmlMatcher:
         if not located:
             return None
         st[1] += 1
-        matched: list[int] = []
+        matched: list[_FilterRec] = []
         for e in located:
             self._match_target(e, values, matched)
+        texts = located[0].texts if len(located) == 1 else tuple(
+            [e.target.text for e in located])
         if not matched:
-            return ElementMatch(tuple(e.target.text for e in located), (), ())
+            return ElementMatch(texts, (), ())
         st[2] += 1
-        filters = self._filters
-        subs = sorted({filters[f].sub_id for f in matched})
-        receivers = sorted({filters[f].receiver for f in matched}, key=_receiver_key)
-        return ElementMatch(tuple(e.target.text for e in located), tuple(subs),
-                            tuple(receivers))
+        if len(matched) == 1:
+            r = matched[0]
+            return ElementMatch(texts, (r.sub_id,), (r.receiver,))
+        subs = sorted({r.sub_id for r in matched})
+        recs = {r.rkey: r.receiver for r in matched}
+        return ElementMatch(texts, tuple(subs), tuple([recs[k] for k in sorted(recs)]))
 
-    def _match_target(self, e: _TargetEntry, values: dict[int, list[str]], matched: list[int]
-                      ) -> None:
+    def _match_target(self, e: _TargetEntry, values: dict[int, list[str]],
+                      matched: list[_FilterRec]) -> None:
         st = self._stats
         if self.precheck and not e.unconditional:
             top = e.top
@@ -662,13 +765,13 @@ class XmlMatcher:
                     st[3] += 1
                     return
         if e.unconditional:
-            matched.extend(e.unconditional)
+            matched.extend(e.unconditional.values())
         if self.strategy == "access":
             self._match_access(e, values, matched)
         else:
             self._match_counting(e, values, matched)
 
-    def _satisfied(self, slots: dict[tuple[int, int], SlotIndex], tid: int,
+    def _satisfied(self, slots: dict[tuple[int, int], SlotIndex[int]], tid: int,
                    values: dict[int, list[str]]) -> list[int]:
         """Step 4: the constraints of ``slots`` the event satisfies, each at most once; the
         quantifier is applied over all occurrences of the path."""
@@ -676,48 +779,60 @@ class XmlMatcher:
         cons = self._cons
         for pid, vs in values.items():
             slot = slots.get((tid, pid))
-            if slot is None:
-                continue
-            if len(vs) == 1:
-                sat.extend(slot.satisfied(vs[0]))
-            else:
-                counts: Counter[int] = Counter()
-                for v in vs:
-                    counts.update(slot.satisfied(v))
-                k = len(vs)
-                for cid, n in counts.items():
-                    if n == k or cons[cid].condition.quantifier == "any":
-                        sat.append(cid)
+            if slot is not None:
+                _slot_satisfied(slot, vs, sat, lambda cid: cons[cid].any_quantifier)
         return sat
 
-    def _match_access(self, e: _TargetEntry, values: dict[int, list[str]], matched: list[int]
-                      ) -> None:
+    def _match_access(self, e: _TargetEntry, values: dict[int, list[str]],
+                      matched: list[_FilterRec]) -> None:
         """Counters only for filters whose access constraint holds; their other constraints
         are evaluated on demand, once per event (memoised), and counted."""
-        st = self._stats
-        sat = self._satisfied(self._access_slots, e.tid, values)
+        sat: list[_Constraint] = []
+        for pid, slot in e.access_slots.items():
+            vs = values.get(pid)
+            if vs:
+                if len(vs) == 1:
+                    slot.collect(vs[0], sat)
+                else:
+                    _slot_satisfied(slot, vs, sat, _any_quantifier)
         if not sat:
             return
+        st = self._stats
         st[4] += len(sat)
-        cons = self._cons
-        truth: dict[int, bool] = dict.fromkeys(sat, True)
+        truth: dict[_Constraint, bool] = dict.fromkeys(sat, True)
         touched = 0
-        for cid in sat:
-            items = cons[cid].access_items
-            touched += len(items)
-            for fid, others in items.items():
-                for k in others:
+        filters = self._filters
+        for con in sat:
+            single = con.access_single
+            if single:
+                # filters of one constraint: it holds, so they match
+                matched.extend(single.values())
+                touched += len(single)
+            pair = con.access_pair
+            if pair:
+                touched += len(pair)
+                for fid, k in pair.items():
                     t = truth.get(k)
                     if t is None:
-                        t = truth[k] = cons[k].holds(values)
-                    if not t:
-                        break
-                else:  # the access constraint and all others hold: count == size
-                    matched.append(fid)
+                        t = truth[k] = k.holds(values)
+                    if t:
+                        matched.append(filters[fid])
+            multi = con.access_multi
+            if multi:
+                touched += len(multi)
+                for fid, others in multi.items():
+                    for k in others:
+                        t = truth.get(k)
+                        if t is None:
+                            t = truth[k] = k.holds(values)
+                        if not t:
+                            break
+                    else:  # the access constraint and all others hold: count == size
+                        matched.append(filters[fid])
         st[5] += touched
 
     def _match_counting(self, e: _TargetEntry, values: dict[int, list[str]],
-                        matched: list[int]) -> None:
+                        matched: list[_FilterRec]) -> None:
         """Siena's counting algorithm literally: every satisfied constraint increments the
         counter of each of its filters; a filter matches when its counter reaches its size."""
         st = self._stats
@@ -730,8 +845,5 @@ class XmlMatcher:
         allf = arrs[0] if len(arrs) == 1 else np.concatenate(arrs)
         fids, counts = np.unique(allf, return_counts=True)
         st[5] += len(fids)
-        matched.extend(fids[counts == self._fsize[fids]].tolist())
-
-
-def _receiver_key(r: Receiver) -> tuple[str, str]:
-    return (r.method, r.address)
+        filters = self._filters
+        matched.extend([filters[f] for f in fids[counts == self._fsize[fids]].tolist()])

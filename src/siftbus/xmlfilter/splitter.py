@@ -51,26 +51,34 @@ def cut(
         resolve_entities=False, no_network=True, huge_tree=True,
     )
     candidate: dict[str, bool] = {}  # tag -> could an element so named be an event root?
+    # Siblings share their ancestors: the chain of the last parent is reused. Holding the
+    # parent's proxy keeps lxml from handing the same proxy object to another element.
+    last_parent: Any = None
+    last_chain: list[str] = []
+    last_keep = False
     try:
         for _, el in ctx:
-            chain: list[str] = []
-            keep = False
-            p = el.getparent()
-            while p is not None:
-                t = p.tag
-                chain.append(t)
-                if not keep:
-                    c = candidate.get(t)
-                    if c is None:
-                        c = candidate[t] = t in exact or (bool(local) and _local(t) in local)
-                    keep = c
-                p = p.getparent()
-            chain.reverse()
-            chain.append(el.tag)
+            parent = el.getparent()
+            if parent is None or parent is not last_parent:
+                above: list[str] = []
+                keep = False
+                p = parent
+                while p is not None:
+                    t = p.tag
+                    above.append(t)
+                    if not keep:
+                        c = candidate.get(t)
+                        if c is None:
+                            c = candidate[t] = t in exact or (bool(local) and _local(t) in local)
+                        keep = c
+                    p = p.getparent()
+                above.reverse()
+                last_parent, last_chain, last_keep = parent, above, keep
+            chain = [*last_chain, el.tag]
+            keep = last_keep
             yield el, chain
             if not keep:
                 el.clear()
-                parent = el.getparent()
                 if parent is not None:
                     while el.getprevious() is not None:
                         del parent[0]
