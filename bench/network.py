@@ -166,6 +166,8 @@ def run_sim(*, brokers: int, edges: list[tuple[str, str]], protocol: str, ppb: i
     for b in names:
         sim.publish(f"p{b}", evs[b][:50])
     sim.run()
+    for node in sim.nodes.values():  # compile the table snapshots, as after a warm-up
+        node.routing.batch_match.prepare()
     fsats = []
     gc.collect()
     gc.disable()

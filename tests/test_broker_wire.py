@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from siftbus.broker.wire import (
     VERSION,
+    Block,
     Envelope,
     FrameDecoder,
     Message,
@@ -28,6 +29,7 @@ from siftbus.broker.wire import (
     encode_envelope,
     encode_envelope_blocks,
     encode_profile,
+    in_order,
     split_block,
 )
 from siftbus.errors import SiftbusError, WireError
@@ -150,11 +152,15 @@ def test_block_roundtrip_for_ordered_and_string_types(schema: object, evs: list[
     d = _wire(encode_block(block, counts, ids))
     got, c2, p2 = decode_block(d, schema, notify=True)  # type: ignore[arg-type]
     assert got.envelopes() == envs and c2.tolist() == counts.tolist() and p2 == ids
+    if len(evs) > 5:  # positions travel with the rows they belong to
+        d = {**d, "at": np.arange(len(evs), dtype="<i4")[::-1].tobytes()}  # type: ignore[dict-item]
     a, b = split_block(d)  # type: ignore[arg-type]
     ga, ca, pa = decode_block(a, schema, notify=True)  # type: ignore[arg-type]
     gb, cb, pb = decode_block(b, schema, notify=True)  # type: ignore[arg-type]
     assert ga.envelopes() + gb.envelopes() == envs
     assert ca.tolist() + cb.tolist() == counts.tolist() and pa + pb == ids
+    if len(evs) > 5:
+        assert ga.at.tolist() + gb.at.tolist() == list(range(len(evs)))[::-1]  # type: ignore[union-attr]
 
 
 def test_batch_keeps_the_order_of_mixed_types_and_accepts_the_envelope_form() -> None:
@@ -164,10 +170,21 @@ def test_batch_keeps_the_order_of_mixed_types_and_accepts_the_envelope_form() ->
     envs = [Envelope(e, "s", i, 1.5) for i, e in enumerate(evs)]
     body = _wire({"blocks": encode_envelope_blocks(envs)})
     batch = decode_batch(body, u)  # type: ignore[arg-type]
-    assert [len(b) for b, _, _ in batch] == [2, 1, 1]  # runs of one type, in order
-    assert [e for b, _, _ in batch for e in b.envelopes()] == envs
+    assert [len(b) for b, _, _ in batch] == [3, 1]  # one block per type, with positions
+    assert [b.at.tolist() for b, _, _ in batch if b.at is not None] == [[0, 1, 3], [2]]
+    assert [e for b, _, _ in batch for e in b.envelopes()] == [envs[i] for i in (0, 1, 3, 2)]
     legacy = decode_batch({"events": [encode_envelope(e) for e in envs]}, u)
-    assert [e for b, _, _ in legacy for e in b.envelopes()] == envs
+    assert [e for b, _, _ in legacy for e in b.envelopes()] == [envs[i] for i in (0, 1, 3, 2)]
+    # a NOTIFY of such blocks comes out in publication order, ids with their rows
+    notify = [encode_block(b, np.ones(len(b), np.int32), [f"p{s}" for s in b.seq.tolist()])
+              for b, _, _ in batch]
+    rows = in_order(decode_batch(_wire({"blocks": notify}), u, notify=True))  # type: ignore[arg-type]
+    assert [(r[0], r[2], r[4]) for r in rows] == [(e, i, [f"p{i}"]) for i, e in enumerate(evs)]
+    # without positions: block after block
+    plain = [encode_block(Block.of_events([e], "s", np.array([i]), np.array([0.0])),
+                          np.array([1], np.int32), ["q"]) for i, e in enumerate(evs)]
+    rows = in_order(decode_batch(_wire({"blocks": plain[::-1]}), u, notify=True))  # type: ignore[arg-type]
+    assert [r[2] for r in rows] == [3, 2, 1, 0]
     with pytest.raises(WireError, match="needs 'blocks'"):
         decode_batch({"events": []}, u, notify=True)
     with pytest.raises(WireError, match="lacks field 'events'"):
@@ -191,6 +208,7 @@ def test_bad_blocks_are_wire_errors_naming_the_problem() -> None:
         "'p'": {"p": ["p"]},
         "'np' must be": {"np": b""},
         "'p': np.i. profile ids": {"np": np.array([2**31 - 1, 2**31 - 1, 2], "<i4").tobytes()},
+        "'at' must be 3 x 4": {"at": b"\0" * 8},
     }
     for message, change in cases.items():
         with pytest.raises(WireError, match=message):
@@ -213,7 +231,8 @@ def test_bad_blocks_are_wire_errors_naming_the_problem() -> None:
                                                     max_size=5), max_size=3),
     "src": st.text(max_size=2) | st.lists(st.text(max_size=2), max_size=3),
     "seq": st.binary(max_size=24), "ts": st.binary(max_size=24),
-    "np": st.binary(max_size=12), "p": st.lists(st.text(max_size=2), max_size=4)}))
+    "np": st.binary(max_size=12), "p": st.lists(st.text(max_size=2), max_size=4),
+    "at": st.binary(max_size=12)}))
 def test_fuzzed_blocks_give_a_block_or_an_error(d: dict[str, object]) -> None:
     for schema in (ORD, SCHEMA):
         for notify in (False, True):

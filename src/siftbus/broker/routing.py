@@ -488,7 +488,12 @@ class BatchMatch:
             self.is_broker = np.append(self.is_broker, self.table.host.is_broker(link))
         return c
 
-    def _snapshot(self, n_events: int) -> Any:
+    def prepare(self) -> bool:
+        """Compile the snapshot of the current table now (e.g. while idle, or before a
+        measurement); ``False`` when the engine has none or the policy is ``levels``."""
+        return self._snapshot(0, force=True) is not None
+
+    def _snapshot(self, n_events: int, force: bool = False) -> Any:
         m = self.table.matcher
         snapshot = getattr(m, "snapshot", None)
         if snapshot is None or self.policy == "levels":
@@ -500,7 +505,8 @@ class BatchMatch:
         if version != self._stale_version:
             self._stale_version = version
             self._stale_events = 0
-        if self.policy == "auto" and self._stale_events < max(256, len(self.table) // 2):
+        if (self.policy == "auto" and not force
+                and self._stale_events < max(256, len(self.table) // 2)):
             self._stale_events += n_events
             return None
         snap = snapshot()

@@ -26,8 +26,11 @@ profile language on the hot path:
   is one string for the whole block or a list of ``n``; ``seq`` and ``ts`` are
   little-endian int64 / float64 bytes. A NOTIFY to a client adds ``np`` (little-endian
   int32 bytes: matching profile ids per row) and ``p`` (those ids, row after row). A
-  batch is a list of blocks; its event order is the blocks' order, rows in order, so a
-  broker decodes and matches a whole batch without one Python object per event;
+  batch is a list of blocks, one per event type; when it has several, every block
+  carries ``at`` (little-endian int32 bytes), its rows' positions in the publication
+  order (increasing within a block); without ``at`` the order is the blocks' order. So
+  a broker decodes and matches a whole batch with one kernel call per type and without
+  one Python object per event;
 * profile: ``[id, subscriber, type, [[position, constraint], ...]]`` where a constraint
   is ``[0, lo1, hi1, lo2, hi2, ...]`` (ordered domains) or ``[1, allowed | None, prefix,
   excluded]`` (strings).
@@ -324,13 +327,15 @@ class Block:
     """int64 sequence numbers."""
     ts: np.ndarray
     """float64 publication times (seconds since the epoch)."""
+    at: np.ndarray | None = None
+    """Positions of the rows in the batch's event order (when it has several blocks)."""
 
     def __len__(self) -> int:
         return len(self.seq)
 
     @classmethod
     def of_events(cls, events: Sequence[Event], src: str | list[str],
-                  seq: np.ndarray, ts: np.ndarray) -> Block:
+                  seq: np.ndarray, ts: np.ndarray, at: np.ndarray | None = None) -> Block:
         """A block of events of one type (checked to share it)."""
         etype = events[0].etype
         if any(e.etype is not etype and e.etype.name != etype.name for e in events):
@@ -342,7 +347,7 @@ class Block:
             keys = np.empty((len(rows), len(etype.attributes)), object)
             for i, r in enumerate(rows):
                 keys[i] = r
-        return cls(etype, keys, src, seq, ts)
+        return cls(etype, keys, src, seq, ts, at)
 
     def srcs(self) -> list[str]:
         """The publisher of each row."""
@@ -370,10 +375,11 @@ class Block:
     def take(self, rows: np.ndarray) -> Block:
         """The block of the given rows (sorted row indices)."""
         src = self.src if isinstance(self.src, str) else [self.src[i] for i in rows.tolist()]
-        return Block(self.etype, self.keys[rows], src, self.seq[rows], self.ts[rows])
+        return Block(self.etype, self.keys[rows], src, self.seq[rows], self.ts[rows],
+                     None if self.at is None else self.at[rows])
 
     def with_src(self, src: str) -> Block:
-        return Block(self.etype, self.keys, src, self.seq, self.ts)
+        return Block(self.etype, self.keys, src, self.seq, self.ts, self.at)
 
 
 def encode_block(b: Block, counts: np.ndarray | None = None,
@@ -385,28 +391,38 @@ def encode_block(b: Block, counts: np.ndarray | None = None,
     d: dict[str, Any] = {"t": b.etype.name, "n": n, "k": keys, "src": b.src,
                          "seq": np.ascontiguousarray(b.seq, _I8).tobytes(),
                          "ts": np.ascontiguousarray(b.ts, _F8).tobytes()}
+    if b.at is not None:
+        d["at"] = np.ascontiguousarray(b.at, _I4).tobytes()
     if counts is not None:
         d["np"] = np.ascontiguousarray(counts, _I4).tobytes()
         d["p"] = pids if pids is not None else []
     return d
 
 
+def group_by_type(events: Sequence[Event]) -> list[np.ndarray | None]:
+    """Positions of the events of each type (first appearance order); ``[None]`` when
+    every event has the same type (one block, no positions needed)."""
+    if not events:
+        return []
+    first = events[0].etype
+    if all(e.etype is first for e in events):
+        return [None]
+    groups: dict[str, list[int]] = {}
+    for i, e in enumerate(events):
+        groups.setdefault(e.etype.name, []).append(i)
+    return [np.array(g, np.int64) for g in groups.values()]
+
+
 def blocks_of_envelopes(envs: Sequence[Envelope]) -> list[Block]:
-    """Envelopes as blocks: one per run of consecutive events of the same type."""
+    """Envelopes as blocks: one per event type, with positions when there are several."""
     out: list[Block] = []
-    i = 0
-    while i < len(envs):
-        et = envs[i].event.etype
-        j = i + 1
-        while j < len(envs) and envs[j].event.etype is et:
-            j += 1
-        run = envs[i:j]
+    for at in group_by_type([e.event for e in envs]):
+        run = list(envs) if at is None else [envs[i] for i in at.tolist()]
         srcs = [e.src for e in run]
         src: str | list[str] = srcs[0] if srcs.count(srcs[0]) == len(srcs) else srcs
         out.append(Block.of_events([e.event for e in run], src,
                                    np.array([e.seq for e in run], np.int64),
-                                   np.array([e.ts for e in run], np.float64)))
-        i = j
+                                   np.array([e.ts for e in run], np.float64), at))
     return out
 
 
@@ -466,7 +482,8 @@ def decode_block(d: Any, schema: Schema, *, notify: bool = False
                                          and all(type(s) is str for s in src)):
         raise WireError("event block field 'src' must be a string or one per row",
                         field="src")
-    block = Block(etype, keys, src, _buffer(d, "seq", _I8, n), _buffer(d, "ts", _F8, n))
+    at = None if d.get("at") is None else _buffer(d, "at", _I4, n)
+    block = Block(etype, keys, src, _buffer(d, "seq", _I8, n), _buffer(d, "ts", _F8, n), at)
     if not notify:
         return block, np.zeros(0, np.int32), []
     counts = _buffer(d, "np", _I4, n)
@@ -493,6 +510,28 @@ def decode_batch(body: dict[str, Any], schema: Schema, *, notify: bool = False
     return [(b, np.zeros(0, np.int32), []) for b in blocks_of_envelopes(envs)]
 
 
+def in_order(blocks: Sequence[tuple[Block, np.ndarray, list[str]]]
+             ) -> list[tuple[Event, str, int, float, list[str]]]:
+    """The rows of a NOTIFY's blocks in publication order: ``(event, src, seq, ts, ids)``.
+
+    Blocks with positions (``at``) are merged by them; otherwise block after block.
+    """
+    rows: list[tuple[Event, str, int, float, list[str]]] = []
+    keys: list[int] = []
+    for block, counts, pids in blocks:
+        at = 0
+        for ev, src, seq, ts, k in zip(block.events(), block.srcs(), block.seq.tolist(),
+                                       block.ts.tolist(), counts.tolist(), strict=True):
+            rows.append((ev, src, seq, ts, pids[at:at + k]))
+            at += k
+        if block.at is not None:
+            keys.extend(block.at.tolist())
+    if len(blocks) > 1 and len(keys) == len(rows):
+        order = sorted(range(len(rows)), key=keys.__getitem__)
+        return [rows[i] for i in order]
+    return rows
+
+
 def notify_count(body: dict[str, Any]) -> int:
     """Notifications (profile ids) carried by a client NOTIFY body."""
     return sum(len(d.get("p", ())) for d in body.get("blocks", ()))
@@ -510,6 +549,8 @@ def split_block(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
     a: dict[str, Any] = {"t": d["t"], "n": h}
     b: dict[str, Any] = {"t": d["t"], "n": n - h}
+    if "at" in d:
+        a["at"], b["at"] = cut(d["at"], 4)
     a["k"], b["k"] = cut(d["k"], len(d["k"]) // n if isinstance(d["k"], bytes) else 0)
     if isinstance(d["src"], str):
         a["src"] = b["src"] = d["src"]
@@ -641,6 +682,8 @@ __all__ = [
     "encode_profile",
     "error_body",
     "get",
+    "group_by_type",
+    "in_order",
     "notify_count",
     "split_block",
 ]

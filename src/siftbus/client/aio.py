@@ -32,6 +32,8 @@ from siftbus.broker.wire import (
     encode,
     encode_block,
     encode_profile,
+    group_by_type,
+    in_order,
 )
 from siftbus.errors import (
     ConnectionLostError,
@@ -252,22 +254,18 @@ class Client:
         if msg.type is MsgType.NOTIFY:
             assert self.schema is not None
             subs = self.subscriptions
-            for block, counts, pids in decode_batch(body, self.schema, notify=True):
-                at = 0
-                for ev, src, seq, ts, k in zip(block.events(), block.srcs(),
-                                               block.seq.tolist(), block.ts.tolist(),
-                                               counts.tolist(), strict=True):
-                    for pid in pids[at:at + k]:
-                        n = Notification(pid, ev, src, seq, ts)
-                        sub = subs.get(pid)
-                        if sub is not None:
-                            sub._put(n)
-                        else:
-                            try:
-                                self.unclaimed.put_nowait(n)
-                            except asyncio.QueueFull:
-                                self.unclaimed_dropped += 1
-                    at += k
+            for ev, src, seq, ts, pids in in_order(decode_batch(body, self.schema,
+                                                                notify=True)):
+                for pid in pids:
+                    n = Notification(pid, ev, src, seq, ts)
+                    sub = subs.get(pid)
+                    if sub is not None:
+                        sub._put(n)
+                    else:
+                        try:
+                            self.unclaimed.put_nowait(n)
+                        except asyncio.QueueFull:
+                            self.unclaimed_dropped += 1
             return
         if msg.type is MsgType.SCHEMA:
             self.schema = Schema.from_dict(body.get("schema", {}), source="broker")
@@ -379,20 +377,19 @@ class Client:
         return event_from_dict(data, self.schema)
 
     def _blocks(self, events: list[Event], ts: list[float] | float) -> list[dict[str, Any]]:
-        """Encoded blocks for events published now (consecutive sequence numbers)."""
+        """Encoded blocks (one per event type) for events published now; the events get
+        consecutive sequence numbers in the order given."""
+        n = len(events)
+        seq = np.arange(self._seq, self._seq + n, dtype=np.int64)
+        stamps = np.full(n, ts) if isinstance(ts, float) else np.array(ts, np.float64)
+        self._seq += n
         out = []
-        i = 0
-        while i < len(events):
-            et = events[i].etype
-            j = i + 1
-            while j < len(events) and events[j].etype is et:
-                j += 1
-            seq = np.arange(self._seq, self._seq + j - i, dtype=np.int64)
-            stamps = (np.full(j - i, ts) if isinstance(ts, float)
-                      else np.array(ts[i:j], np.float64))
-            out.append(encode_block(Block.of_events(events[i:j], self.name, seq, stamps)))
-            self._seq += j - i
-            i = j
+        for at in group_by_type(events):
+            if at is None:
+                out.append(encode_block(Block.of_events(events, self.name, seq, stamps)))
+            else:
+                out.append(encode_block(Block.of_events(
+                    [events[i] for i in at.tolist()], self.name, seq[at], stamps[at], at)))
         return out
 
     async def publish(self, event: Event | Mapping[str, Any] | str) -> int:
