@@ -94,13 +94,14 @@ class _Constraint:
     #: fid -> filter, for the filters whose access constraint this is and that have no
     #: other constraint: they match as soon as this holds
     access_single: dict[int, _FilterRec] = field(default_factory=dict)
-    #: fid -> the other constraint, for the filters whose access constraint this is and
-    #: that have exactly two constraints (the common case: no tuple to touch per filter;
-    #: the other constraints are few and shared, so they stay in the CPU cache)
-    access_pair: dict[int, _Constraint] = field(default_factory=dict)
-    #: fid -> the other constraints, rarest first, for the filters whose access
+    #: filter -> its other constraint, for the filters whose access constraint this is and
+    #: that have exactly two constraints. Keyed by the filter object (hashed by identity)
+    #: rather than its id: at 100,000 subscriptions matching is bound by cache misses, and
+    #: this way a candidate costs one object fetch, its shared other constraint being hot
+    access_pair: dict[_FilterRec, _Constraint] = field(default_factory=dict)
+    #: filter -> its other constraints, rarest first, for the filters whose access
     #: constraint this is and that have three or more constraints
-    access_multi: dict[int, tuple[_Constraint, ...]] = field(default_factory=dict)
+    access_multi: dict[_FilterRec, tuple[_Constraint, ...]] = field(default_factory=dict)
     _filters_arr: np.ndarray | None = None
 
     #: the operator on one value (truth value only); None when any value satisfies it
@@ -574,15 +575,15 @@ class XmlMatcher:
             con.access.add(fid)
             if others:
                 if len(others) == 1:
-                    con.access_pair[fid] = others[0]
+                    con.access_pair[rec] = others[0]
                 else:
-                    con.access_multi[fid] = others
+                    con.access_multi[rec] = others
             else:
                 con.access_single[fid] = rec
         else:
             con.access.discard(fid)
-            con.access_multi.pop(fid, None)
-            con.access_pair.pop(fid, None)
+            con.access_multi.pop(rec, None)
+            con.access_pair.pop(rec, None)
             con.access_single.pop(fid, None)
         con.changed()
         if was == bool(con.access):
@@ -801,7 +802,6 @@ class XmlMatcher:
         st[4] += len(sat)
         truth: dict[_Constraint, bool] = dict.fromkeys(sat, True)
         touched = 0
-        filters = self._filters
         for con in sat:
             single = con.access_single
             if single:
@@ -811,16 +811,16 @@ class XmlMatcher:
             pair = con.access_pair
             if pair:
                 touched += len(pair)
-                for fid, k in pair.items():
+                for rec, k in pair.items():
                     t = truth.get(k)
                     if t is None:
                         t = truth[k] = k.holds(values)
                     if t:
-                        matched.append(filters[fid])
+                        matched.append(rec)
             multi = con.access_multi
             if multi:
                 touched += len(multi)
-                for fid, others in multi.items():
+                for rec, others in multi.items():
                     for k in others:
                         t = truth.get(k)
                         if t is None:
@@ -828,7 +828,7 @@ class XmlMatcher:
                         if not t:
                             break
                     else:  # the access constraint and all others hold: count == size
-                        matched.append(filters[fid])
+                        matched.append(rec)
         st[5] += touched
 
     def _match_counting(self, e: _TargetEntry, values: dict[int, list[str]],
