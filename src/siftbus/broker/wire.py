@@ -510,26 +510,29 @@ def decode_batch(body: dict[str, Any], schema: Schema, *, notify: bool = False
     return [(b, np.zeros(0, np.int32), []) for b in blocks_of_envelopes(envs)]
 
 
+def _rows(block: Block, counts: np.ndarray, pids: list[str]
+          ) -> Iterator[tuple[Event, str, int, float, list[str]]]:
+    at = 0
+    for ev, src, seq, ts, k in zip(block.events(), block.srcs(), block.seq.tolist(),
+                                   block.ts.tolist(), counts.tolist(), strict=True):
+        yield ev, src, seq, ts, pids[at:at + k]
+        at += k
+
+
 def in_order(blocks: Sequence[tuple[Block, np.ndarray, list[str]]]
-             ) -> list[tuple[Event, str, int, float, list[str]]]:
+             ) -> Iterator[tuple[Event, str, int, float, list[str]]]:
     """The rows of a NOTIFY's blocks in publication order: ``(event, src, seq, ts, ids)``.
 
     Blocks with positions (``at``) are merged by them; otherwise block after block.
     """
-    rows: list[tuple[Event, str, int, float, list[str]]] = []
-    keys: list[int] = []
-    for block, counts, pids in blocks:
-        at = 0
-        for ev, src, seq, ts, k in zip(block.events(), block.srcs(), block.seq.tolist(),
-                                       block.ts.tolist(), counts.tolist(), strict=True):
-            rows.append((ev, src, seq, ts, pids[at:at + k]))
-            at += k
-        if block.at is not None:
-            keys.extend(block.at.tolist())
-    if len(blocks) > 1 and len(keys) == len(rows):
-        order = sorted(range(len(rows)), key=keys.__getitem__)
-        return [rows[i] for i in order]
-    return rows
+    if len(blocks) < 2 or any(b.at is None for b, _, _ in blocks):
+        for block, counts, pids in blocks:
+            yield from _rows(block, counts, pids)
+        return
+    rows = [r for block, counts, pids in blocks for r in _rows(block, counts, pids)]
+    keys = [k for b, _, _ in blocks for k in b.at.tolist()]  # type: ignore[union-attr]
+    for i in sorted(range(len(rows)), key=keys.__getitem__):
+        yield rows[i]
 
 
 def notify_count(body: dict[str, Any]) -> int:
