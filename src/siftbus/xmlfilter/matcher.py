@@ -75,7 +75,7 @@ class _TargetEntry:
     paths: Counter[int] = field(default_factory=Counter)  # pid -> number of constraints
     pred_pids: list[tuple[int, str | None]] = field(default_factory=list)
     selectivity: dict[int, BitMap] = field(default_factory=dict)  # pid -> filters needing it
-    top: list[int] | None = None  # pids ordered by len(selectivity), cached
+    top: list[int] | None = None  # the pre-check's pids (most required first), cached
     texts: tuple[str, ...] = ()  # (target.text,), for ElementMatch
     #: pid -> index of the constraints that are some filter's access constraint
     access_slots: dict[int, SlotIndex[_Constraint]] = field(default_factory=dict)
@@ -91,17 +91,19 @@ class _Constraint:
     condition: Condition
     filters: set[int] = field(default_factory=set)
     access: set[int] = field(default_factory=set)
+    # The three candidate tables below are None while empty: a hit then costs no fetch of
+    # an empty dict (at 100,000 subscriptions matching is bound by cache misses).
     #: fid -> filter, for the filters whose access constraint this is and that have no
     #: other constraint: they match as soon as this holds
-    access_single: dict[int, _FilterRec] = field(default_factory=dict)
+    access_single: dict[int, _FilterRec] | None = None
     #: filter -> its other constraint, for the filters whose access constraint this is and
     #: that have exactly two constraints. Keyed by the filter object (hashed by identity)
     #: rather than its id: at 100,000 subscriptions matching is bound by cache misses, and
     #: this way a candidate costs one object fetch, its shared other constraint being hot
-    access_pair: dict[_FilterRec, _Constraint] = field(default_factory=dict)
+    access_pair: dict[_FilterRec, _Constraint] | None = None
     #: filter -> its other constraints, rarest first, for the filters whose access
     #: constraint this is and that have three or more constraints
-    access_multi: dict[_FilterRec, tuple[_Constraint, ...]] = field(default_factory=dict)
+    access_multi: dict[_FilterRec, tuple[_Constraint, ...]] | None = None
     _filters_arr: np.ndarray | None = None
 
     #: the operator on one value (truth value only); None when any value satisfies it
@@ -573,18 +575,32 @@ class XmlMatcher:
         fid = rec.fid
         if add:
             con.access.add(fid)
-            if others:
-                if len(others) == 1:
-                    con.access_pair[rec] = others[0]
-                else:
-                    con.access_multi[rec] = others
+            if len(others) == 1:
+                if con.access_pair is None:
+                    con.access_pair = {}
+                con.access_pair[rec] = others[0]
+            elif others:
+                if con.access_multi is None:
+                    con.access_multi = {}
+                con.access_multi[rec] = others
             else:
+                if con.access_single is None:
+                    con.access_single = {}
                 con.access_single[fid] = rec
         else:
             con.access.discard(fid)
-            con.access_multi.pop(rec, None)
-            con.access_pair.pop(rec, None)
-            con.access_single.pop(fid, None)
+            if con.access_multi is not None:
+                con.access_multi.pop(rec, None)
+                if not con.access_multi:
+                    con.access_multi = None
+            if con.access_pair is not None:
+                con.access_pair.pop(rec, None)
+                if not con.access_pair:
+                    con.access_pair = None
+            if con.access_single is not None:
+                con.access_single.pop(fid, None)
+                if not con.access_single:
+                    con.access_single = None
         con.changed()
         if was == bool(con.access):
             return
@@ -758,8 +774,9 @@ class XmlMatcher:
         if self.precheck and not e.unconditional:
             top = e.top
             if top is None:
-                top = e.top = sorted(e.selectivity, key=lambda p: -len(e.selectivity[p]))
-            missing = [e.selectivity[p] for p in top[: self.precheck_rounds] if p not in values]
+                top = e.top = sorted(e.selectivity, key=lambda p: -len(e.selectivity[p])
+                                     )[: self.precheck_rounds]
+            missing = [e.selectivity[p] for p in top if p not in values]
             if missing:
                 dead = BitMap.union(*missing) if len(missing) > 1 else missing[0]
                 if len(dead) == len(e.filters):
@@ -804,12 +821,12 @@ class XmlMatcher:
         touched = 0
         for con in sat:
             single = con.access_single
-            if single:
+            if single is not None:
                 # filters of one constraint: it holds, so they match
                 matched.extend(single.values())
                 touched += len(single)
             pair = con.access_pair
-            if pair:
+            if pair is not None:
                 touched += len(pair)
                 for rec, k in pair.items():
                     t = truth.get(k)
@@ -818,7 +835,7 @@ class XmlMatcher:
                     if t:
                         matched.append(rec)
             multi = con.access_multi
-            if multi:
+            if multi is not None:
                 touched += len(multi)
                 for rec, others in multi.items():
                     for k in others:
