@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -55,13 +56,49 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-def _time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
-    times, result = [], None
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """CPU seconds used so far by this process and every process below it (the Spark JVM
+    and its Python workers), reaped children included; from /proc, 0.0 elsewhere.
+
+    On a shared machine wall-clock rates fall with other people's load; events per
+    CPU-second do not, so the table shows both.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return 0.0
+    stats: dict[int, tuple[int, list[str]]] = {}
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            text = (d / "stat").read_text()
+        except OSError:
+            continue
+        rest = text[text.rindex(")") + 2:].split()
+        stats[int(d.name)] = (int(rest[1]), rest)
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        kids.setdefault(ppid, []).append(pid)
+    ticks, stack = 0, [root or os.getpid()]
+    while stack:
+        pid = stack.pop()
+        if pid in stats:
+            # utime, stime, cutime, cstime: a live child is not in its parent's cutime yet.
+            ticks += sum(int(v) for v in stats[pid][1][11:15])
+        stack.extend(kids.get(pid, []))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any, float]:
+    """Median wall seconds, the last result, median CPU seconds (process tree)."""
+    times, cpus, result = [], [], None
     for _ in range(repeats):
+        c = tree_cpu_seconds()
         t = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - t)
-    return _median(times), result
+        cpus.append(tree_cpu_seconds() - c)
+    return _median(times), result, _median(cpus)
 
 
 def _match_fn(bc: Any, batches: Any) -> Any:
@@ -219,7 +256,7 @@ def main() -> None:
     results: dict[str, Any] = {"machine": platform.platform(), "master": args.master,
                                "python": platform.python_version(), "repeats": repeats,
                                "events": n_events, "naive_events": n_naive,
-                               "match_stage": rows}
+                               "match_stage": rows, "loadavg_start": os.getloadavg()}
     for n in sizes:
         t = time.perf_counter()
         print(f"[{t - started:.0f}s] {n} profiles", flush=True)
@@ -228,31 +265,39 @@ def main() -> None:
         build = time.perf_counter() - t
         bc = spark.sparkContext.broadcast(plan)
         index_stage(spark, small, bc)  # warm the workers (numba compile cache, broadcast)
-        secs, total = _time(lambda bc=bc: index_stage(spark, events, bc), repeats)
+        secs, total, cpu = _time(lambda bc=bc: index_stage(spark, events, bc), repeats)
         small_idx = index_stage(spark, small, bc)
         ref = reference_sample(profiles, sample, schema_text)
         ref_stage = _sample_stage(spark, small, bc, len(sample))
         assert ref == ref_stage, f"index stage {ref_stage} != reference {ref} on the sample"
         row = {"profiles": n, "formulation": "index (mapInArrow)", "events": n_events,
                "seconds": secs, "events_per_s": n_events / secs,
-               "matches_per_event": total / n_events, "build_s": build}
+               "matches_per_event": total / n_events, "build_s": build,
+               "cpu_s": cpu, "events_per_cpu_s": n_events / cpu if cpu else None,
+               "loadavg": os.getloadavg()}
         rows.append(row)
-        print(f"index  {n:>7} profiles: {n_events / secs:>12,.0f} events/s "
+        print(f"index  {n:>7} profiles: {n_events / secs:>12,.0f} events/s, "
+              f"{n_events / max(cpu, 1e-9):,.0f} per CPU-second "
               f"({total / n_events:.2f} matches/event)", flush=True)
         pdf = profiles_df(spark, profiles).persist()
         pdf.count()
         if n <= 10_000:
-            nsecs, ntotal = _time(lambda pdf=pdf: naive_stage(small, pdf), max(1, repeats - 1))
+            nsecs, ntotal, ncpu = _time(lambda pdf=pdf: naive_stage(small, pdf),
+                                        max(1, repeats - 1))
             assert ntotal == small_idx, f"naive {ntotal} != index {small_idx}"
             rows.append({"profiles": n, "formulation": "naive cross join", "events": n_naive,
-                         "seconds": nsecs, "events_per_s": n_naive / nsecs})
+                         "seconds": nsecs, "events_per_s": n_naive / nsecs, "cpu_s": ncpu,
+                         "events_per_cpu_s": n_naive / ncpu if ncpu else None,
+                         "loadavg": os.getloadavg()})
             print(f"naive  {n:>7} profiles: {n_naive / nsecs:>12,.0f} events/s", flush=True)
         if n in counting_sizes:
-            csecs, ctotal = _time(lambda pdf=pdf: counting_stage(small, pdf),
-                                  max(1, repeats - 1))
+            csecs, ctotal, ccpu = _time(lambda pdf=pdf: counting_stage(small, pdf),
+                                        max(1, repeats - 1))
             assert ctotal == small_idx, f"counting {ctotal} != index {small_idx}"
             rows.append({"profiles": n, "formulation": "counting (explode, join, group by)",
-                         "events": n_naive, "seconds": csecs, "events_per_s": n_naive / csecs})
+                         "events": n_naive, "seconds": csecs, "events_per_s": n_naive / csecs,
+                         "cpu_s": ccpu, "events_per_cpu_s": n_naive / ccpu if ccpu else None,
+                         "loadavg": os.getloadavg()})
             print(f"count  {n:>7} profiles: {n_naive / csecs:>12,.0f} events/s", flush=True)
         pdf.unpersist()
         bc.unpersist()
@@ -262,19 +307,28 @@ def main() -> None:
     lo_n, hi_n = scale
     lo_df, hi_df = cached(lo_n), cached(hi_n)
     index_stage(spark, lo_df, bc)
-    lo_s, _ = _time(lambda: index_stage(spark, lo_df, bc), repeats)
-    hi_s, _ = _time(lambda: index_stage(spark, hi_df, bc), repeats)
+    lo_s, _, lo_cpu = _time(lambda: index_stage(spark, lo_df, bc), repeats)
+    hi_s, _, hi_cpu = _time(lambda: index_stage(spark, hi_df, bc), repeats)
     results["scaling"] = {"profiles": 10_000, "small_events": lo_n, "large_events": hi_n,
                           "small_s": lo_s, "large_s": hi_s, "time_ratio": hi_s / lo_s,
-                          "events_ratio": hi_n / lo_n}
-    print(f"scaling: {hi_n / lo_n:.0f}x events -> {hi_s / lo_s:.2f}x time", flush=True)
+                          "small_cpu_s": lo_cpu, "large_cpu_s": hi_cpu,
+                          "cpu_ratio": hi_cpu / lo_cpu if lo_cpu else None,
+                          "events_ratio": hi_n / lo_n, "loadavg": os.getloadavg()}
+    print(f"scaling: {hi_n / lo_n:.0f}x events -> {hi_s / lo_s:.2f}x time "
+          f"({lo_n / lo_s:,.0f} and {hi_n / hi_s:,.0f} events/s), "
+          f"{hi_cpu / max(lo_cpu, 1e-9):.2f}x CPU", flush=True)
     lo_df.unpersist()
     hi_df.unpersist()
-    lat = streaming_latency(spark, profiles, schema_text, lat_rounds, 2000)
-    results["streaming"] = {"profiles": 10_000, "events_per_file": 2000, "rounds": len(lat),
+    # 100 subscribers (the Parquet sink writes one directory per subscriber and batch;
+    # one subscriber per profile would measure 10,000 tiny file writes).
+    owned = [p.with_id(p.id, f"sub{i % 100:02d}") for i, p in enumerate(profiles)]
+    lat = streaming_latency(spark, owned, schema_text, lat_rounds, 2000)
+    results["streaming"] = {"profiles": 10_000, "subscribers": 100, "events_per_file": 2000,
+                            "rounds": len(lat),
                             "latency_s_median": _median(lat), "latency_s": lat}
     print(f"streaming micro-batch latency: median {_median(lat):.2f} s", flush=True)
     results["seconds_total"] = time.perf_counter() - started
+    results["loadavg_end"] = os.getloadavg()
     report(results)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
@@ -293,14 +347,15 @@ def _sample_stage(spark: Any, small: Any, bc: Any, n: int) -> int:
 def report(results: dict[str, Any]) -> None:
     rows = results["match_stage"]
     idx = {r["profiles"]: r for r in rows if r["formulation"].startswith("index")}
-    print("\n| profiles | formulation | events | events/s | index speed-up |")
-    print("|---:|---|---:|---:|---:|")
+    print("\n| profiles | formulation | events | events/s | events/CPU-s | index speed-up |")
+    print("|---:|---|---:|---:|---:|---:|")
     for r in rows:
         base = idx[r["profiles"]]["events_per_s"]
         ratio = base / r["events_per_s"]
         r["index_speedup"] = ratio
+        per_cpu = r.get("events_per_cpu_s")
         print(f"| {r['profiles']:,} | {r['formulation']} | {r['events']:,} | "
-              f"{r['events_per_s']:,.0f} | {ratio:.1f}x |")
+              f"{r['events_per_s']:,.0f} | {per_cpu or 0:,.0f} | {ratio:.1f}x |")
     s = results["scaling"]
     print(f"\nscaling at {s['profiles']:,} profiles: {s['events_ratio']:.0f}x events "
           f"({s['small_events']:,} -> {s['large_events']:,}) cost {s['time_ratio']:.2f}x time "
@@ -315,7 +370,8 @@ def report(results: dict[str, Any]) -> None:
     n10 = [r for r in rows if r["profiles"] == 10_000 and r["formulation"] == "naive cross join"]
     if n10:
         print(f"target: >= 50x naive cross join at 10k profiles: {n10[0]['index_speedup']:.0f}x")
-    print("(2 shared cores, noisy; medians of repeats)")
+    print(f"(2 shared cores, noisy; medians of repeats; load average "
+          f"{results['loadavg_start'][0]:.1f} at start, {results['loadavg_end'][0]:.1f} at end)")
 
 
 if __name__ == "__main__":

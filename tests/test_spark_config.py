@@ -71,3 +71,25 @@ def test_cli_reports_bad_input_and_missing_java_in_one_line(tmp_path: Path) -> N
                        timeout=120, env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
     assert r.returncode == 2
     assert "no `java` is on PATH" in r.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ([], "give either --watch DIR or --socket HOST:PORT"),
+    (["--watch", ".", "--socket", "127.0.0.1:9"], "give either --watch DIR or --socket"),
+    (["--socket", "127.0.0.1"], "--socket wants HOST:PORT"),
+    (["--socket", "127.0.0.1:99999"], "--socket wants HOST:PORT"),
+    (["--socket", "127.0.0.1:9", "--format", "xml"], "a socket carries JSON lines only"),
+    (["--watch", ".", "--format", "csv"], "unknown stream format 'csv'"),
+])
+def test_stream_cli_rejects_bad_sources_before_spark_starts(tmp_path: Path, args: list[str],
+                                                            message: str) -> None:
+    schema = tmp_path / "s.toml"
+    schema.write_text(SCHEMA_TOML)
+    prof = tmp_path / "p.txt"
+    prof.write_text("a: Door(open = 1)\n")
+    r = subprocess.run([siftbus_exe(), "pipeline", "stream", "--schema", str(schema),
+                        "--profiles", str(prof), "--out", str(tmp_path / "out"), *args],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().startswith("siftbus: error:") and message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

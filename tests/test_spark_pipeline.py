@@ -274,3 +274,109 @@ def test_analysis_and_demo_with_live_delivery(spark: Any, tmp_path: Path) -> Non
         assert result.alarms_received == result.alarms_sent
     else:
         assert (tmp_path / "demo" / "alarms").is_dir()
+
+
+def _xml(dicts: list[dict[str, Any]]) -> str:
+    body = "".join(
+        f'<{d["type"]} ' + " ".join(f'{k}="{v}"' for k, v in d.items() if k != "type") + "/>\n"
+        for d in dicts)
+    return f'<?xml version="1.0"?>\n<events>\n{body}</events>\n'
+
+
+@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_xml_documents_through_the_splitter_equal_reference(spark: Any,
+                                                            data: st.DataObject) -> None:
+    profiles = data.draw(profile_sets(SCHEMA))
+    docs = [data.draw(st.lists(event_dicts(), min_size=1, max_size=25)) for _ in range(2)]
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        (root / "p.txt").write_text(_profiles_text(profiles))
+        (root / "xml").mkdir()
+        for i, dicts in enumerate(docs):
+            (root / "xml" / f"d{i}.xml").write_text(_xml(dicts))
+        # A broken third document: its first event counts, the rest is a dead letter.
+        (root / "xml" / "d2.xml").write_text(
+            '<events><Door open="1" floor="2"/><Door open="1"</events>')
+        report = run_files(spark, SCHEMA, root / "p.txt", [root / "xml"], root / "out",
+                           fmt="xml", engine=ENGINES[-1])
+        got = _read_matches(root / "out" / "matches.jsonl")
+        want = {(f"d{i}.xml", k): m for i, dicts in enumerate(docs)
+                for k, m in enumerate(_expected(profiles, dicts))}
+        want[("d2.xml", 0)] = _expected(profiles, [{"type": "Door", "open": 1, "floor": 2}])[0]
+        assert {(Path(s).name, e): m for (s, e), m in got.items()} == want
+        assert report.bad == 1
+        dead = DeadLetterSink(root / "out" / "dead_letters.jsonl").read_back()
+        assert [Path(x["source"]).name for x in dead] == ["d2.xml"]
+        assert "not well-formed XML" in dead[0]["reason"]
+
+
+def test_stream_of_xml_files(spark: Any, tmp_path: Path) -> None:
+    watch = tmp_path / "in"
+    watch.mkdir()
+    (tmp_path / "p.txt").write_text("d@alice: Door(open = 1)\n")
+    subs = SubscriptionSet(SCHEMA, profile_source(tmp_path / "p.txt"), engine=ENGINES[-1])
+    pipe = Pipeline(spark, SCHEMA, subs, streaming_sinks(tmp_path / "out"))
+    (watch / "a.xml").write_text(_xml([{"type": "Door", "open": 1, "floor": f}
+                                       for f in range(3)]))
+    (watch / "b.xml").write_text(_xml([{"type": "Door", "open": o, "floor": 1}
+                                       for o in (0, 1, 5)]))
+    reports: list[Any] = []
+    q = pipe.stream(watch_directory(spark, watch, fmt="xml"), tmp_path / "ck",
+                    available_now=True, on_batch=reports.append, kind="xml")
+    try:
+        assert q.awaitTermination(120), "the available-now query did not finish"
+    finally:
+        q.stop()
+        pipe.close()
+    assert sum(r.events for r in reports) == 5 and sum(r.bad for r in reports) == 1
+    got = sorted((Path(s).name, e) for s, e, _ in
+                 ParquetSink(tmp_path / "out" / "notifications").read_back(spark))
+    assert got == [("a.xml", 0), ("a.xml", 1), ("a.xml", 2), ("b.xml", 1)]
+
+
+def test_socket_stream(spark: Any, tmp_path: Path) -> None:
+    import socket as socketlib
+    import time
+
+    from siftbus.spark.sources import socket_stream
+
+    lines = [json.dumps({"type": "Door", "open": i % 2, "floor": i % 9}) for i in range(40)]
+    lines.insert(7, '{"type": "Door", "open": 7, "floor": 0}')
+    server = socketlib.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(60)
+    port = server.getsockname()[1]
+    (tmp_path / "p.txt").write_text("d@alice: Door(open = 1)\nf@bob: Door(floor < 2)\n")
+    subs = SubscriptionSet(SCHEMA, profile_source(tmp_path / "p.txt"), engine=ENGINES[-1])
+    pipe = Pipeline(spark, SCHEMA, subs, streaming_sinks(tmp_path / "out"))
+    reports: list[Any] = []
+    q = pipe.stream(socket_stream(spark, "127.0.0.1", port), tmp_path / "ck",
+                    on_batch=reports.append, per_batch_sources=True)
+    conn = None
+    try:
+        conn, _ = server.accept()
+        for half in (lines[:20], lines[20:]):  # two writes, likely two micro-batches
+            conn.sendall(("\n".join(half) + "\n").encode())
+            time.sleep(1)
+        deadline = time.monotonic() + 120
+        while sum(r.events + r.bad for r in reports) < len(lines):
+            assert time.monotonic() < deadline, f"only {reports} after 120 s"
+            assert q.isActive, q.exception()
+            q.processAllAvailable()
+            time.sleep(0.2)
+    finally:
+        q.stop()
+        pipe.close()
+        if conn is not None:
+            conn.close()
+        server.close()
+    assert sum(r.bad for r in reports) == 1
+    good = [json.loads(x) for x in lines if '"open": 7' not in x]
+    want = sum(d["open"] == 1 for d in good) + sum(d["floor"] < 2 for d in good)
+    got = ParquetSink(tmp_path / "out" / "notifications").read_back(spark)
+    assert len(got) == want
+    assert len(set(got)) == len(got)  # (source, event, profile) unique across batches
+    assert all(s.startswith(f"socket:127.0.0.1:{port}#batch=") for s, _, _ in got)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -17,6 +18,7 @@ from siftbus.spark.parse import (
     TypeLayout,
     layouts_for,
     parse_lines,
+    parse_xml_batch,
     validate_keyed_batch,
 )
 from spark_fixtures import SCHEMA_TOML
@@ -121,3 +123,108 @@ def test_large_batches_use_the_grouped_kernel_and_stay_sorted(data: st.DataObjec
     got = plan_matches(plan, events)
     assert got == ref.match_batch(events)
     assert all(row == sorted(row) for row in got)
+
+
+async def test_subscription_set_follows_a_running_brokers_durable_store(tmp_path: Path) -> None:
+    # The store is the one a broker writes (WAL mode, held open by the running broker), and
+    # the Spark job reads it as `--profiles sqlite:PATH`: subscribe and unsubscribe on the
+    # broker must show up at the job's next refresh, with the broker's ids and owners.
+    from siftbus.broker.node import BrokerNode
+    from siftbus.broker.server import BrokerServer
+    from siftbus.broker.store import ProfileStore as BrokerStore
+    from siftbus.client import Client
+    from siftbus.spark.subscriptions import SubscriptionSet, profile_source
+
+    path = tmp_path / "b1.sqlite"
+    srv = BrokerServer(BrokerNode("B1", SCHEMA, store=BrokerStore(path)))
+    await srv.start()
+    try:
+        async with await Client.connect(port=srv.port, name="alice") as alice, \
+                await Client.connect(port=srv.port, name="bob") as bob:
+            await alice.subscribe("door: Door(open = 1)")
+            subs = SubscriptionSet(SCHEMA, profile_source(f"sqlite:{path}"),
+                                   engine=ENGINES[-1])
+            assert [(p.id, p.owner) for p in subs.profiles] == [("alice/door", "alice")]
+            v1 = subs.version
+            await bob.subscribe('warm: Temp(value > 20, name prefix "a")')
+            await alice.subscribe("up: Door(floor > 4)")
+            assert subs.refresh() is True
+            await alice.unsubscribe("door")
+            assert subs.refresh() is True
+            assert subs.refresh() is False  # nothing changed since
+            assert sorted((p.id, p.owner) for p in subs.profiles) == [
+                ("alice/up", "alice"), ("bob/warm", "bob")]
+            assert subs.version > v1
+            events = events_of([
+                {"type": "Door", "open": 1, "floor": 6},
+                {"type": "Temp", "room": 2, "value": 21.5, "level": "MID", "name": "ab"},
+                {"type": "Temp", "room": 2, "value": 19.0, "level": "MID", "name": "ab"},
+            ], SCHEMA)
+            got = plan_matches(subs.plan(), events)
+            assert got == [["alice/up"], ["bob/warm"], []]
+            assert got == add_all(ReferenceMatcher(), subs.profiles).match_batch(events)
+    finally:
+        await srv.close()
+
+
+def _xml_doc(dicts: list[dict[str, object]], as_child: list[bool], wrap: str) -> bytes:
+    from lxml import etree
+
+    root = etree.Element("batch")
+    parent = etree.SubElement(root, wrap) if wrap else root
+    for d, child in zip(dicts, as_child, strict=True):
+        el = etree.SubElement(parent, str(d["type"]))
+        for k, v in d.items():
+            if k == "type":
+                continue
+            if child:
+                etree.SubElement(el, k).text = str(v)
+            else:
+                el.set(k, str(v))
+    return etree.tostring(root, xml_declaration=True, encoding="utf-8")
+
+
+@settings(max_examples=60, deadline=None)
+@given(dicts=st.lists(event_dicts(), max_size=20), data=st.data())
+def test_xml_documents_parse_like_the_same_json_lines(dicts: list[dict[str, object]],
+                                                      data: st.DataObject) -> None:
+    as_child = data.draw(st.lists(st.booleans(), min_size=len(dicts), max_size=len(dicts)))
+    wrap = data.draw(st.sampled_from(["", "floor3", "x"]))
+    xml = pa.RecordBatch.from_pydict({"source": ["d.xml"], "content": [
+        _xml_doc(dicts, as_child, wrap)]})
+    got = parse_xml_batch(xml, SCHEMA_TOML).to_pylist()
+    want = parse_lines([json.dumps(d) for d in dicts], SCHEMA_TOML, source="d.xml").to_pylist()
+    assert [(r["event"], r["type"], r["ikeys"], r["skeys"], r["error"]) for r in got] == [
+        (r["event"], r["type"], r["ikeys"], r["skeys"], r["error"]) for r in want]
+    # A good event's text is its JSON line, which parses to the same keys again.
+    again = parse_lines([r["text"] for r in got], SCHEMA_TOML).to_pylist()
+    assert [r["ikeys"] for r in again] == [r["ikeys"] for r in got]
+
+
+def test_bad_xml_events_and_documents_become_bad_rows() -> None:
+    doc = b"""<?xml version="1.0"?>
+<batch xmlns:b="urn:b">
+  <b:Door open="1" floor="0"/>
+  <Door open="3" floor="0"/>
+  <Door open="1"><floor>2</floor><floor>3</floor></Door>
+  <Temp room="x" value="1" level="LOW" name=""/>
+  <Temp room="2" value="1" level="LOW"><name><i>a</i></name></Temp>
+  <Door open="1"/>
+  <Nope a="1"/>
+</batch>"""
+    broken = b'<e><Door open="1" floor="2"/><Door open="1" floor="2"></e>'
+    batch = pa.RecordBatch.from_pydict({"source": ["a.xml", "b.xml"],
+                                        "content": [doc, broken]})
+    rows = parse_xml_batch(batch, SCHEMA_TOML).to_pylist()
+    assert [(r["source"], r["event"], r["error"] is None) for r in rows] == [
+        ("a.xml", 0, True), ("a.xml", 1, False), ("a.xml", 2, False), ("a.xml", 3, False),
+        ("a.xml", 4, False), ("a.xml", 5, False), ("b.xml", 0, True), ("b.xml", 1, False)]
+    reasons = [r["error"] for r in rows if r["error"]]
+    assert reasons[0] == "XML line 4: Door.open: 3 is outside the domain int[0,1]"
+    assert reasons[1] == "XML line 5: Door: attribute 'floor' is given twice"
+    assert reasons[2] == "XML line 6: Temp.room: 'x' is not a number (domain int[1,20])"
+    assert reasons[3].startswith("XML line 7: Temp: element <name> has child elements")
+    assert reasons[4] == "XML line 8: Door event lacks attribute(s) floor"
+    assert rows[1]["text"] == '<Door xmlns:b="urn:b" open="3" floor="0"/>'
+    assert "not well-formed XML" in reasons[5] and rows[-1]["column"] == 59
+    assert rows[0]["text"] == '{"type": "Door", "open": 1, "floor": 0}'

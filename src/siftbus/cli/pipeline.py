@@ -153,7 +153,7 @@ def register(app: typer.Typer) -> None:
         master: Master_ = None,
         engine: Engine_ = "index",
         fmt: Annotated[str, typer.Option(
-            "--format", help="jsonl, parquet (wide) or keyed (Parquet).")] = "jsonl",
+            "--format", help="jsonl, parquet (wide), keyed (Parquet) or xml.")] = "jsonl",
         config: Config_ = None,
         shuffle_partitions: Shuffle_ = None,
         driver_memory: Memory_ = None,
@@ -187,8 +187,14 @@ def register(app: typer.Typer) -> None:
     def stream(
         schema: Schema_,
         profiles: Profiles_,
-        watch: Annotated[Path, typer.Option("--watch", help="Directory to watch for files.")],
         out: Out_,
+        watch: Annotated[Path | None, typer.Option(
+            "--watch", help="Directory to watch for new files.")] = None,
+        socket: Annotated[str | None, typer.Option(
+            "--socket", help="Read JSON lines from a TCP socket on this machine, HOST:PORT "
+            "(no replay after a restart).")] = None,
+        fmt: Annotated[str, typer.Option(
+            "--format", help="What the watched files hold: jsonl or xml.")] = "jsonl",
         checkpoint: Annotated[Path | None, typer.Option(
             "--checkpoint", help="Checkpoint directory (default OUT/_checkpoint).")] = None,
         master: Master_ = None,
@@ -211,9 +217,20 @@ def register(app: typer.Typer) -> None:
         """Streaming job over new files in a directory; follows subscription changes."""
         from siftbus.model import load_schema
         from siftbus.spark.pipeline import Pipeline, streaming_sinks
-        from siftbus.spark.sources import watch_directory
+        from siftbus.spark.sources import STREAM_FORMATS, socket_stream, watch_directory
         from siftbus.spark.subscriptions import SubscriptionSet, profile_source
 
+        if (watch is None) == (socket is None):
+            raise ConfigError("give either --watch DIR or --socket HOST:PORT", field="watch")
+        if fmt not in STREAM_FORMATS:
+            raise ConfigError(f"unknown stream format {fmt!r}; choose one of "
+                              f"{', '.join(STREAM_FORMATS)}", field="format")
+        if socket is not None:
+            host, sep, port_text = socket.rpartition(":")
+            if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+                raise ConfigError(f"--socket wants HOST:PORT, got {socket!r}", field="socket")
+            if fmt != "jsonl":
+                raise ConfigError("a socket carries JSON lines only", field="format")
         sch = load_schema(schema)
         subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)
         spark = _session(config, master, shuffle_partitions, driver_memory)
@@ -228,10 +245,17 @@ def register(app: typer.Typer) -> None:
                        f"(v{r.version}), {r.seconds:.2f}s", err=False)
 
         ck = checkpoint or out / "_checkpoint"
-        q = pipe.stream(watch_directory(spark, watch, max_files_per_trigger=max_files), ck,
-                        trigger_seconds=trigger, available_now=available_now,
-                        on_batch=on_batch)
-        typer.echo(f"watching {watch} -> {out} (checkpoint {ck}); Ctrl-C stops", err=True)
+        if socket is not None:
+            frame = socket_stream(spark, host.strip("[]"), int(port_text))
+            what = f"socket {socket}"
+        else:
+            assert watch is not None
+            frame = watch_directory(spark, watch, max_files_per_trigger=max_files, fmt=fmt)
+            what = str(watch)
+        q = pipe.stream(frame, ck, trigger_seconds=trigger, available_now=available_now,
+                        on_batch=on_batch, per_batch_sources=socket is not None,
+                        kind="xml" if fmt == "xml" else "text")
+        typer.echo(f"reading {what} -> {out} (checkpoint {ck}); Ctrl-C stops", err=True)
         try:
             while q.isActive:
                 q.awaitTermination(1)

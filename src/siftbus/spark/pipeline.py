@@ -156,13 +156,16 @@ class Pipeline:
     def stream(self, stream_df: DataFrame, checkpoint: str | Path, *,
                trigger_seconds: float | None = None, available_now: bool = False,
                on_batch: Callable[[BatchReport], None] | None = None,
-               query_name: str | None = None, per_batch_sources: bool = False
-               ) -> StreamingQuery:
-        """Start the streaming job over a ``source, text`` stream; returns the query.
+               query_name: str | None = None, per_batch_sources: bool = False,
+               kind: str = "text") -> StreamingQuery:
+        """Start the streaming job over a ``source, text`` stream (``kind="xml"``: a
+        ``source, content`` stream of XML documents); returns the query.
 
         ``per_batch_sources`` (for sockets, which have no files) makes each micro-batch its
         own source, so that (source, event) stays unique.
         """
+        if kind not in ("text", "xml"):
+            raise ConfigError(f"a stream holds text or xml rows, not {kind!r}", field="kind")
         if trigger_seconds is not None and available_now:
             raise ConfigError("choose either a trigger interval or available-now, not both")
 
@@ -175,8 +178,9 @@ class Pipeline:
                 # A socket has no files: make each batch its own source so ids stay unique.
                 frame = frame.withColumn("source", F.concat(
                     F.col("source"), F.lit(f"#batch={batch_id}")))
-            report = self.process(SourceFrame(number_lines(frame), "text"), batch_id,
-                                  streaming=True)
+            source = (SourceFrame(frame, "xml") if kind == "xml"
+                      else SourceFrame(number_lines(frame), "text"))
+            report = self.process(source, batch_id, streaming=True)
             if on_batch is not None:
                 on_batch(report)
 

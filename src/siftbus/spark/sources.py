@@ -1,10 +1,12 @@
-"""Event sources: JSON lines, Parquet, a directory of new files, a socket.
+"""Event sources: JSON lines, Parquet, XML documents, a directory of new files, a socket.
 
-Every source yields one of three *kinds* of DataFrame, which the parse stage knows:
+Every source yields one of four *kinds* of DataFrame, which the parse stage knows:
 
 * ``text``: ``source, line, text`` (JSON lines; ``line`` counts from 1 within ``source``);
 * ``wide``: ``source, event, type, <attribute columns>`` (Parquet tables of events);
-* ``keyed``: ``source, event, type, ikeys, skeys`` (already keyed, e.g. generated workloads).
+* ``keyed``: ``source, event, type, ikeys, skeys`` (already keyed, e.g. generated workloads);
+* ``xml``: ``source, content`` (one whole XML document per row; the parse stage cuts it
+  into events with :mod:`siftbus.xmlfilter.splitter`).
 
 Line numbers are exact and computed on the JVM side: a file scan is split into partitions
 deterministically, rows keep file order inside a partition, so the line of a row is its
@@ -24,8 +26,12 @@ from siftbus.errors import ConfigError, EventError
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-SOURCE_FORMATS = ("jsonl", "parquet", "keyed")
-"""Batch input formats: JSON lines, a wide Parquet table, or a keyed Parquet table."""
+SOURCE_FORMATS = ("jsonl", "parquet", "keyed", "xml")
+"""Batch input formats: JSON lines, a wide Parquet table, a keyed Parquet table, or XML
+documents."""
+
+STREAM_FORMATS = ("jsonl", "xml")
+"""Formats a watched directory can hold."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +102,19 @@ def read_parquet(spark: SparkSession, paths: Sequence[str | Path]) -> SourceFram
     return SourceFrame(df, kind)
 
 
+def read_xml(spark: SparkSession, paths: Sequence[str | Path]) -> SourceFrame:
+    """XML documents (files, or directories of them), one row per document.
+
+    A document is read whole (Spark's binary file source, which holds up to 2 GB per
+    file); the parse stage cuts it into events with the XML filter's streaming splitter.
+    """
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(
+        _existing(paths))
+    return SourceFrame(df.select(_local_path(F.col("path")).alias("source"), "content"), "xml")
+
+
 def _attach_numbers(df: DataFrame) -> DataFrame:
     """Add ``event`` (from 0, per source file) to a DataFrame with a ``source`` column."""
     from pyspark.sql import functions as F
@@ -126,13 +145,18 @@ def read_source(spark: SparkSession, paths: Sequence[str | Path], fmt: str = "js
         return read_json_lines(spark, paths)
     if fmt in ("parquet", "keyed"):
         return read_parquet(spark, paths)
+    if fmt == "xml":
+        return read_xml(spark, paths)
     raise ConfigError(f"unknown event format {fmt!r}; choose one of {', '.join(SOURCE_FORMATS)}",
                       field="format")
 
 
 def watch_directory(spark: SparkSession, directory: str | Path, *,
-                    max_files_per_trigger: int | None = None) -> DataFrame:
-    """A streaming ``source, text`` DataFrame of the lines of new files in ``directory``.
+                    max_files_per_trigger: int | None = None, fmt: str = "jsonl"
+                    ) -> DataFrame:
+    """A streaming DataFrame of new files in ``directory``: ``source, text`` (the lines of
+    JSON-lines files) or, with ``fmt="xml"``, ``source, content`` (whole XML documents;
+    pass ``kind="xml"`` to :meth:`Pipeline.stream`).
 
     Spark's file source remembers (in the checkpoint) which files it has taken, so a
     restarted query continues where the killed one stopped.
@@ -142,10 +166,20 @@ def watch_directory(spark: SparkSession, directory: str | Path, *,
     d = Path(directory)
     if not d.is_dir():
         raise ConfigError(f"watch directory {d} does not exist", source=str(d))
-    reader = spark.readStream.format("text")
+    if fmt not in STREAM_FORMATS:
+        raise ConfigError(f"unknown stream format {fmt!r}; choose one of "
+                          f"{', '.join(STREAM_FORMATS)}", field="format")
+    if fmt == "xml":
+        reader = spark.readStream.format("binaryFile").schema(
+            "path string, modificationTime timestamp, length long, content binary")
+    else:
+        reader = spark.readStream.format("text")
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
-    return reader.load(str(d.resolve())).select(
+    df = reader.load(str(d.resolve()))
+    if fmt == "xml":
+        return df.select(_local_path(F.col("path")).alias("source"), "content")
+    return df.select(
         _local_path(F.col("_metadata.file_path")).alias("source"), F.col("value").alias("text"))
 
 
@@ -164,11 +198,13 @@ def socket_stream(spark: SparkSession, host: str, port: int) -> DataFrame:
 
 __all__ = [
     "SOURCE_FORMATS",
+    "STREAM_FORMATS",
     "SourceFrame",
     "number_lines",
     "read_json_lines",
     "read_parquet",
     "read_source",
+    "read_xml",
     "socket_stream",
     "watch_directory",
 ]
