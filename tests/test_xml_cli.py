@@ -49,3 +49,52 @@ def test_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2 and "line 3" in r.stderr
     r = siftbus("-s", SUBS, "-i", str(tmp_path / "missing.xml"))
     assert r.returncode == 2 and "cannot read" in r.stderr
+
+
+def test_serve_answers_publish_and_subscribe() -> None:
+    """``siftbus xml-filter serve`` as a user starts it: the endpoint takes subscriptions and
+    messages over HTTP and keeps serving after a bad request."""
+    import queue
+    import re
+    import threading
+
+    import httpx
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "siftbus", "xml-filter", "serve", "--port", "0", "-s", SUBS],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stderr is not None
+    stderr = proc.stderr
+    threading.Thread(target=lambda: [lines.put(x) for x in stderr], daemon=True).start()
+    try:
+        url = None
+        for _ in range(600):  # uvicorn names the port it bound; 60 s at most
+            try:
+                line = lines.get(timeout=0.1)
+            except queue.Empty:
+                assert proc.poll() is None, "server exited"
+                continue
+            m = re.search(r"running on (http://127\.0\.0\.1:\d+)", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url is not None
+        with httpx.Client(base_url=url, timeout=30) as c:
+            ids = c.get("/subscriptions").json()["ids"]
+            assert len(ids) == 3
+            r = c.post("/publish?deliver=false", content=Path(MSG).read_bytes())
+            assert r.status_code == 200
+            notes = r.json()["notifications"]
+            assert r.json()["events"] == 3 and [n["event"] for n in notes] == [1]
+            assert len(notes[0]["receivers"]) == 2
+            assert c.post("/publish", content=b"<a><b></a>").status_code == 400
+            assert c.post("/subscriptions", content=Path(SUBS).read_bytes()).status_code == 409
+            assert c.delete(f"/subscriptions/{ids[0]}").status_code == 200
+            assert c.get("/subscriptions").json()["ids"] == ids[1:]
+            r = c.post("/publish?deliver=false", content=Path(MSG).read_bytes())
+            left = [x for x in notes[0]["subscriptions"] if x != ids[0]]
+            assert [n["subscriptions"] for n in r.json()["notifications"]] == [left]
+    finally:
+        proc.terminate()
+        proc.wait(30)
