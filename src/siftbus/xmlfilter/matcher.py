@@ -63,7 +63,8 @@ class MatcherStats:
     constraints_satisfied: int
     """Satisfied constraints summed over events (step 4 output)."""
     counters: int
-    """Filter counters touched (step 5 work)."""
+    """Filter counters touched (step 5 work; for the access strategy: candidate filters
+    fetched, those with two constraints only when their other constraint holds)."""
 
 
 @dataclass(slots=True)
@@ -96,11 +97,12 @@ class _Constraint:
     #: fid -> filter, for the filters whose access constraint this is and that have no
     #: other constraint: they match as soon as this holds
     access_single: dict[int, _FilterRec] | None = None
-    #: filter -> its other constraint, for the filters whose access constraint this is and
-    #: that have exactly two constraints. Keyed by the filter object (hashed by identity)
-    #: rather than its id: at 100,000 subscriptions matching is bound by cache misses, and
-    #: this way a candidate costs one object fetch, its shared other constraint being hot
-    access_pair: dict[_FilterRec, _Constraint] | None = None
+    #: other constraint -> filters (an ordered set), for the filters whose access constraint
+    #: this is and that have exactly two constraints. Grouped by the other constraint, which
+    #: is evaluated once per group: the filters of a group that fails are never fetched
+    #: (at 100,000 subscriptions matching is bound by cache misses, and other constraints
+    #: are few and shared, so they stay in the CPU cache)
+    access_pair: dict[_Constraint, dict[_FilterRec, None]] | None = None
     #: filter -> its other constraints, rarest first, for the filters whose access
     #: constraint this is and that have three or more constraints
     access_multi: dict[_FilterRec, tuple[_Constraint, ...]] | None = None
@@ -578,7 +580,10 @@ class XmlMatcher:
             if len(others) == 1:
                 if con.access_pair is None:
                     con.access_pair = {}
-                con.access_pair[rec] = others[0]
+                group = con.access_pair.get(others[0])
+                if group is None:
+                    group = con.access_pair[others[0]] = {}
+                group[rec] = None
             elif others:
                 if con.access_multi is None:
                     con.access_multi = {}
@@ -594,7 +599,12 @@ class XmlMatcher:
                 if not con.access_multi:
                     con.access_multi = None
             if con.access_pair is not None:
-                con.access_pair.pop(rec, None)
+                for other, group in con.access_pair.items():
+                    if rec in group:
+                        del group[rec]
+                        if not group:
+                            del con.access_pair[other]
+                        break
                 if not con.access_pair:
                     con.access_pair = None
             if con.access_single is not None:
@@ -626,9 +636,14 @@ class XmlMatcher:
         Run when the number of filters doubles, so the cost is amortised O(1) per filter.
         """
         filters = self._filters
+        # drop every access assignment at once (the state _set_access(..., False) for each
+        # filter would reach, without searching the candidate tables filter by filter)
         for con in self._cons.values():
-            for fid in list(con.access):
-                self._set_access(con, filters[fid], False)
+            con.access.clear()
+            con.access_single = con.access_pair = con.access_multi = None
+        self._access_slots.clear()
+        for entry in self._tid_entry.values():
+            entry.access_slots.clear()
         for rec in filters.values():
             if rec.access >= 0:
                 self._choose_access([self._cons[c] for c in sorted(rec.cids)], rec)
@@ -827,13 +842,13 @@ class XmlMatcher:
                 touched += len(single)
             pair = con.access_pair
             if pair is not None:
-                touched += len(pair)
-                for rec, k in pair.items():
+                for k, group in pair.items():
                     t = truth.get(k)
                     if t is None:
                         t = truth[k] = k.holds(values)
                     if t:
-                        matched.append(rec)
+                        matched.extend(group)
+                        touched += len(group)
             multi = con.access_multi
             if multi is not None:
                 touched += len(multi)
