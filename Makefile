@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck setup sysdeps clean bench
+.PHONY: demo test lint typecheck setup sysdeps bench-sysdeps clean bench
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null 2>&1 || $(MAKE) sysdeps
@@ -32,8 +32,19 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-bench: $(STAMP)
-	$(BIN)/python bench/matcher.py
+# bench/network.py measures mosquitto (with client-side filtering) in the same run.
+bench-sysdeps:
+	@command -v mosquitto >/dev/null 2>&1 || test -x /usr/sbin/mosquitto || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto)
+
+# Every benchmark in its short form; each writes bench/results/<name>.json.
+bench: $(STAMP) bench-sysdeps
+	$(BIN)/python bench/matcher.py --quick
+	$(BIN)/python bench/covering.py --quick
+	$(BIN)/python bench/network.py --quick
+	$(BIN)/python bench/channels.py --quick
+	$(BIN)/python bench/xmlfilter.py --quick
+	$(BIN)/python bench/spark.py --quick
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
