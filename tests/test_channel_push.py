@@ -280,7 +280,9 @@ async def test_pushes_through_a_real_broker_and_its_client_library() -> None:
             assert got == list(range(300))
         finally:
             await bc.close()
-        # the broker does not tell services about closed connections: the sweep does
+        # the broker tells the hosted service that the connection closed (no sweep runs:
+        # register_with_broker gives the push hub no liveness probe)
+        assert service.pushes._sweeper is None
         await until(lambda: consumer.closed.is_set())
         await until(lambda: factory.get_event_channel(cid).stats().consumers == 0)
         await sup.close()

@@ -12,6 +12,7 @@ Links are named: a neighbour broker by its name, a local client by ``@`` + its n
 from __future__ import annotations
 
 import inspect
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -44,6 +45,7 @@ from .wire import (
     get,
 )
 
+log = logging.getLogger("siftbus.broker")
 ServiceHandler = Callable[[str, dict[str, Any], str], Any]
 """A broker-hosted service: ``handler(method, args, caller) -> result`` (or an awaitable
 of it). ``caller`` is the calling client's name. Raise a ``SiftbusError`` to answer with
@@ -97,6 +99,9 @@ class BrokerNode:
         self.transport_send: Callable[[str, Message], None] = _unconnected
         self.run_async: Callable[[Awaitable[Any], str, int | None], None] = _no_async
         self.services: dict[str, ServiceHandler] = {"broker": self._broker_service}
+        #: called with a client's name when its connection goes (hosted services own
+        #: per-connection state, e.g. the channel service's push proxies)
+        self.client_down_listeners: list[Callable[[str], None]] = []
         if store is not None:
             for client, p in store.load(schema):
                 self._subscribe_local(client, p, persist=False)
@@ -161,6 +166,11 @@ class BrokerNode:
         self.clients.discard(link)
         if self.store is None:
             self.routing.table.remove_source(link)
+        for listener in self.client_down_listeners:
+            try:
+                listener(link[1:])
+            except Exception:  # a service bug must not keep the broker from detaching
+                log.exception("%s: client-down listener failed", self.name)
 
     def hello_body(self) -> dict[str, Any]:
         return {"role": "broker", "name": self.name, "protocol": self.protocol}
@@ -296,11 +306,15 @@ class BrokerNode:
 
     # ---- services ------------------------------------------------------------------------------
 
-    def register_service(self, name: str, handler: ServiceHandler) -> None:
-        """Host a service reachable with ``client.call(name, method, **args)``."""
+    def register_service(self, name: str, handler: ServiceHandler, *,
+                         on_client_down: Callable[[str], None] | None = None) -> None:
+        """Host a service reachable with ``client.call(name, method, **args)``;
+        ``on_client_down(client)`` is told when a client's connection goes."""
         if name in self.services:
             raise ConfigError(f"service {name!r} is already registered", field=name)
         self.services[name] = handler
+        if on_client_down is not None:
+            self.client_down_listeners.append(on_client_down)
 
     def _call(self, link: str, client: str, body: dict[str, Any], corr: int | None) -> None:
         service = get(body, "service", str, where="CALL")

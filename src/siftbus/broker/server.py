@@ -20,7 +20,7 @@ import contextlib
 import itertools
 import logging
 import struct
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from siftbus.errors import ConfigError, SiftbusError, WireError
@@ -153,13 +153,15 @@ class BrokerServer:
                                      f"{', '.join(sorted(missing))} not connected after "
                                      f"{timeout:g}s") from None
 
-    def register_service(self, name: str, handler: ServiceHandler) -> None:
+    def register_service(self, name: str, handler: ServiceHandler, *,
+                         on_client_down: Callable[[str], None] | None = None) -> None:
         """Host a service in this broker, reachable with ``client.call(name, method, ...)``.
 
         ``handler(method, args, caller)`` returns a msgpack-serialisable result or an
         awaitable of one; a raised ``SiftbusError`` reaches the caller as its error.
+        ``on_client_down(caller)`` is called when that client's connection closes.
         """
-        self.node.register_service(name, handler)
+        self.node.register_service(name, handler, on_client_down=on_client_down)
 
     def push(self, client: str, service: str, payload: Any) -> bool:
         """Send an unsolicited service message to a connected client (``False`` if gone)."""

@@ -198,16 +198,15 @@ def register_with_broker(broker_server: Any, factory: EventChannelFactory) -> Ch
     ``BrokerNode``): clients reach it with ``call("channel", method, **args)``."""
     service = ChannelService(factory)
     push = getattr(broker_server, "push", None)
-    node = getattr(broker_server, "node", None)
-    if callable(push) and node is not None:
+    if callable(push):
         # The broker sends unsolicited service frames (REPLY without corr) with
-        # BrokerServer.push; it does not report closed connections to services, so the
-        # push hub sweeps its callers against the broker's connected clients.
-        clients = node.clients
+        # BrokerServer.push and reports closed client connections to the service.
         service.set_transport(lambda caller, payload: bool(push(caller, SERVICE_NAME,
-                                                                    payload)),
-                              lambda caller: "@" + caller in clients)
-    broker_server.register_service(SERVICE_NAME, service)
+                                                                    payload)))
+        broker_server.register_service(SERVICE_NAME, service,
+                                       on_client_down=service.connection_lost)
+    else:
+        broker_server.register_service(SERVICE_NAME, service)
     return service
 
 
