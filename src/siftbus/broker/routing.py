@@ -29,6 +29,7 @@ to it, which is why the table is empty once every client profile is gone.
 
 from __future__ import annotations
 
+import abc
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -537,7 +538,7 @@ class BatchMatch:
         return offsets, np.array([code(e.src) for e in es], np.int32), lids
 
 
-class Routing:
+class Routing(abc.ABC):
     """Base of the three protocols: a table plus how events travel."""
 
     name = ""
@@ -551,9 +552,9 @@ class Routing:
                                   imperfect=imperfect, advertisements=advertisements)
         self.batch_match = BatchMatch(self.table)
 
+    @abc.abstractmethod
     def candidates(self, e: Entry) -> set[str]:
         """Neighbours a profile may be forwarded to (before covering)."""
-        raise NotImplementedError  # pragma: no cover - every protocol overrides it
 
     def route(self, src: str, kind: MsgType, blocks: Sequence[Block]) -> RouteResult:
         """Deliver and forward a batch of events (blocks) that arrived on ``src``.

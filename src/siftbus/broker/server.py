@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,12 +29,11 @@ from .wire import (
     MAX_FRAME,
     Message,
     MsgType,
-    check_length,
-    decode_payload,
     encode,
     error_body,
     get,
     notify_count,
+    read_frame,
     split_block,
 )
 
@@ -46,19 +44,6 @@ CLIENT_BUFFER_LIMIT = 64 * 1024 * 1024
 
 BROKER_HIGH_WATER = 4 * 1024 * 1024
 """Bytes queued toward a neighbour beyond which a reader waits for the link to drain."""
-
-_LEN = struct.Struct(">I")
-
-
-async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME
-                     ) -> tuple[Message, int]:
-    """Read one frame; returns the message and its size in bytes."""
-    head = await reader.readexactly(4)
-    (n,) = _LEN.unpack(head)
-    check_length(n, limit)
-    payload = await reader.readexactly(n)
-    return decode_payload(payload), n + 4
-
 
 class _Conn:
     __slots__ = ("closed", "link", "writer")

@@ -38,6 +38,7 @@ profile language on the hot path:
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import struct
 from collections.abc import Iterator, Sequence
@@ -156,6 +157,16 @@ class FrameDecoder:
 
 # ---------------------------------------------------------------------------------------
 # Body fields
+
+
+async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME
+                     ) -> tuple[Message, int]:
+    """Read one frame; returns the message and its size in bytes."""
+    head = await reader.readexactly(4)
+    (n,) = _LEN.unpack(head)
+    check_length(n, limit)
+    payload = await reader.readexactly(n)
+    return decode_payload(payload), n + 4
 
 
 def get(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *,
@@ -687,6 +698,7 @@ __all__ = [
     "get",
     "group_by_type",
     "in_order",
+    "read_frame",
     "notify_count",
     "split_block",
 ]

@@ -1031,9 +1031,8 @@ class _PullConsumerMixin(ProxyConsumer):
     def disconnect_sequence_pull_consumer(self) -> None:
         self._disconnect()
 
-    def _poll(self) -> list[Message]:
-        """Ask the supplier once (outside the channel lock)."""
-        raise NotImplementedError  # pragma: no cover - every subclass overrides
+    #: ask the supplier once (outside the channel lock); each pull flavour defines it
+    _poll: Callable[[], list[Message]]
 
 
 class ProxyPullConsumer(_PullConsumerMixin):

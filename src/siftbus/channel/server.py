@@ -19,7 +19,6 @@ import contextlib
 import inspect
 import itertools
 import logging
-import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,29 +27,15 @@ from siftbus.broker.wire import (
     MAX_FRAME,
     Message,
     MsgType,
-    check_length,
-    decode_payload,
     encode,
     error_body,
+    read_frame,
 )
 from siftbus.channel.core import EventChannelFactory
 from siftbus.channel.service import SERVICE_NAME, ChannelService
 from siftbus.errors import EnvironmentProblem, SiftbusError, WireError
 
 log = logging.getLogger("siftbus.channel")
-_LEN = struct.Struct(">I")
-
-
-async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME
-                     ) -> tuple[Message, int]:
-    """Read one frame; returns the message and its size in bytes."""
-    head = await reader.readexactly(4)
-    (n,) = _LEN.unpack(head)
-    check_length(n, limit)
-    payload = await reader.readexactly(n)
-    return decode_payload(payload), n + 4
-
-
 class ChannelServer:
     """Serve a :class:`ChannelService` on TCP."""
 

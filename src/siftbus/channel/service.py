@@ -569,8 +569,7 @@ class ChannelClient:
         self._writer.write(encode(frame))
 
     async def _read_loop(self) -> None:
-        from siftbus.broker.wire import MsgType
-        from siftbus.channel.server import read_frame
+        from siftbus.broker.wire import MsgType, read_frame
 
         try:
             while True:

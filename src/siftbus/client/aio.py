@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from siftbus.broker.server import read_frame
 from siftbus.broker.wire import (
     Block,
     Message,
@@ -34,6 +33,7 @@ from siftbus.broker.wire import (
     encode_profile,
     group_by_type,
     in_order,
+    read_frame,
 )
 from siftbus.errors import (
     ConnectionLostError,
