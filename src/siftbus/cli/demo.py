@@ -13,7 +13,7 @@ def register(app: typer.Typer) -> None:
     @app.command("demo")
     def demo(
         out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path(
-            "demo-output"),
+            "demo-out"),
         seed: Annotated[int, typer.Option(help="Seed of the generated day.")] = 42,
         scale: Annotated[float, typer.Option(help="Events per day, relative to ~300k.")] = 1.0,
         master: Annotated[str, typer.Option(help="Spark master URL.")] = "local[*]",

@@ -172,7 +172,7 @@ class DemoResult:
     seconds: dict[str, float]
 
 
-def run_demo(out: str | Path = "demo-output", *, seed: int = 42, scale: float = 1.0,
+def run_demo(out: str | Path = "demo-out", *, seed: int = 42, scale: float = 1.0,
              master: str = "local[*]", live: str = "auto", examples: Path | None = None,
              progress: bool = True) -> DemoResult:
     """Run the whole demo; returns its figures (the CLI prints them)."""
