@@ -180,6 +180,11 @@ def _sorted_csr(offsets: np.ndarray, hits: np.ndarray, rank: np.ndarray) -> np.n
     return hits[np.argsort(key, kind="stable")]
 
 
+def _pick(col: pa.Array, rows: pa.Array | None) -> pa.Array:
+    """``col`` gathered at ``rows`` (``None``: all of it, no copy)."""
+    return col if rows is None else col.take(rows)
+
+
 def _column_numpy(arr: pa.Array) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 
@@ -208,30 +213,33 @@ def match_batch(plan: MatchPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
             offsets = np.zeros(len(rows) + 1, dtype=np.int64)
             hits = np.zeros(0, dtype=np.int32)
         else:
+            # One type per batch is the common case: then the columns need no gather.
+            whole = len(rows) == n
             take = pa.array(rows, pa.int64())
-            ik = batch.column("ikeys").take(take)
+            ik = batch.column("ikeys") if whole else batch.column("ikeys").take(take)
             k = len(layout.ordered)
             flat = _column_numpy(ik.flatten()).astype(np.int64, copy=False)
             ikeys = flat.reshape(len(rows), k) if k else np.zeros((len(rows), 0), np.int64)
             skeys: list[np.ndarray] = []
             if layout.strings:
-                sk = _column_numpy(batch.column("skeys").take(take).flatten())
+                sk_col = batch.column("skeys") if whole else batch.column("skeys").take(take)
+                sk = _column_numpy(sk_col.flatten())
                 s = sk.reshape(len(rows), len(layout.strings))
                 skeys = [s[:, j] for j in range(len(layout.strings))]
             offsets, hits = plan.matcher.match_keyed(layout, ikeys, skeys)
             if not getattr(plan.matcher, "rows_sorted", False):
                 hits = _sorted_csr(offsets, hits, rank)
-        take_rows = pa.array(rows, pa.int64())
+        take_rows = None if len(rows) == n else pa.array(rows, pa.int64())
         hit_idx = pa.array(hits.astype(np.int64, copy=False), pa.int64())
         off = pa.array(offsets.astype(np.int32, copy=False), pa.int32())
         matches = pa.ListArray.from_arrays(off, ids.take(hit_idx))
         owner_l = pa.ListArray.from_arrays(off, owners.take(hit_idx))
-        text = (batch.column("text").take(take_rows) if "text" in names
+        text = (_pick(batch.column("text"), take_rows) if "text" in names
                 else pa.nulls(len(rows), pa.string()))
         parts.append(pa.RecordBatch.from_arrays([
-            batch.column("source").take(take_rows),
-            batch.column("event").take(take_rows),
-            types.take(take_rows).cast(pa.string()),
+            _pick(batch.column("source"), take_rows),
+            _pick(batch.column("event"), take_rows),
+            _pick(types, take_rows).cast(pa.string()),
             matches,
             owner_l,
             pa.array(np.full(len(rows), plan.version, dtype=np.int64)),
