@@ -332,7 +332,10 @@ def main() -> None:
     report(results)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
-    print(f"\nwrote {args.out}")
+    from siftbus.spark.analysis import plot_bench
+
+    png = plot_bench(args.out, Path(args.out).with_suffix(".png"))
+    print(f"\nwrote {args.out} and {png}")
     spark.stop()
 
 

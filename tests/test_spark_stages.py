@@ -228,3 +228,16 @@ def test_bad_xml_events_and_documents_become_bad_rows() -> None:
     assert rows[1]["text"] == '<Door xmlns:b="urn:b" open="3" floor="0"/>'
     assert "not well-formed XML" in reasons[5] and rows[-1]["column"] == 59
     assert rows[0]["text"] == '{"type": "Door", "open": 1, "floor": 0}'
+
+
+def test_bench_results_plot(tmp_path: Path) -> None:
+    from siftbus.spark.analysis import plot_bench
+
+    results = tmp_path / "spark.json"
+    results.write_text(json.dumps({"match_stage": [
+        {"profiles": 1000, "formulation": "index (mapInArrow)", "events_per_s": 150000.0},
+        {"profiles": 10000, "formulation": "index (mapInArrow)", "events_per_s": 130000.0},
+        {"profiles": 1000, "formulation": "naive cross join", "events_per_s": 1000.0},
+    ]}))
+    png = Path(plot_bench(results, tmp_path / "spark.png"))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
