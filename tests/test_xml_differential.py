@@ -166,3 +166,26 @@ def test_publish_in_threads_while_subscribing() -> None:
     assert seen and all("always" in sids for sids in seen)
     assert all(set(sids) <= {"always", *(s.id for s in churn)} for sids in seen)
     assert len(f) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(receivers=st.lists(st.tuples(st.text("a\x00\x01b", min_size=1, max_size=4),
+                                    st.text("a\x00\x01b", min_size=1, max_size=4)),
+                          min_size=1, max_size=6, unique=True))
+def test_receivers_distinct_and_sorted_whatever_their_text(
+    receivers: list[tuple[str, str]]
+) -> None:
+    """Receivers given through the API may hold any text, NUL included: the matcher keeps
+    them apart and orders them by (method, address) like the oracle."""
+    from siftbus.xmlfilter import Receiver
+
+    f = XmlEventFilter()
+    subs = [Subscription.build(Receiver(m, a), [ContentFilter.build("//ObjectEvent")],
+                               id=f"r{i}") for i, (m, a) in enumerate(receivers)]
+    for s in subs:
+        f.subscribe(s)
+    doc = b"<EventList><ObjectEvent><action>ADD</action></ObjectEvent></EventList>"
+    (r,) = list(f.iter_results(doc))
+    assert [(x.method, x.address) for x in r.match.receivers] == sorted(receivers)
+    assert oracle_view(XPathReference(subs, mode="xpath"), doc) == [
+        (r.match.subscriptions, r.match.receivers)]

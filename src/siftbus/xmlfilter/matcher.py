@@ -149,8 +149,9 @@ class _FilterRec:
     receiver: Receiver
     tid: int
     cids: frozenset[int]
-    #: the receiver as one string that sorts like (method, address) (XML text holds no NUL):
-    #: it hashes in C, unlike the dataclass, and is one object to fetch, unlike a tuple
+    #: the receiver as one string that sorts like (method, address) and is equal only for
+    #: equal receivers (see _receiver_key): it hashes in C, unlike the dataclass, and is one
+    #: object to fetch, unlike a tuple
     rkey: str
     access: int = -1  # the access constraint's cid; -1 for a filter without conditions
 
@@ -278,6 +279,12 @@ def _walk(el: Any, node: _Trie, out: dict[int, list[str]],
 
 def _local(tag: str) -> str:
     return tag[tag.index("}") + 1 :] if tag[:1] == "{" else tag
+
+
+def _receiver_key(r: Receiver) -> str:
+    """(method, address) as one string, injective and order-preserving: NUL in the method
+    is escaped as NUL SOH and the method ends with NUL NUL, which sorts below anything."""
+    return r.method.replace("\x00", "\x00\x01") + "\x00\x00" + r.address
 
 
 def _any_quantifier(con: _Constraint) -> bool:
@@ -540,7 +547,7 @@ class XmlMatcher:
                 cons.append(con)
         rec = _FilterRec(fid, sub.id, sub.receiver, entry.tid,
                          frozenset(k.cid for k in cons),
-                         f"{sub.receiver.method}\x00{sub.receiver.address}")
+                         _receiver_key(sub.receiver))
         if cons:
             self._choose_access(cons, rec)
         self._filters[fid] = rec
