@@ -79,12 +79,13 @@ def test_differential_interleaved(seed: int, threshold: float, pending_limit: in
     """Random schema (1..10 attributes, every domain kind), every operator, interleaved
     add/remove/match against the reference, per event and in batches (by the per-event
     batch kernel or the grouped-by-cell one)."""
-    saved = index_module.GROUPED_MIN
+    saved = index_module.GROUPED_MIN, index_module.GROUPED_MIN_PROFILES
     index_module.GROUPED_MIN = 1 if grouped else 10**9
+    index_module.GROUPED_MIN_PROFILES = 0
     try:
         _differential(seed, threshold, pending_limit, n_profiles)
     finally:
-        index_module.GROUPED_MIN = saved
+        index_module.GROUPED_MIN, index_module.GROUPED_MIN_PROFILES = saved
 
 
 def _differential(seed: int, threshold: float, pending_limit: int, n_profiles: int) -> None:
@@ -250,8 +251,10 @@ def test_levels_merge_and_tombstones_compact() -> None:
 
 
 @pytest.mark.parametrize("threshold", THRESHOLDS)
-def test_large_batches_with_tombstones(threshold: float) -> None:
+def test_large_batches_with_tombstones(threshold: float, monkeypatch: pytest.MonkeyPatch
+                                       ) -> None:
     """Batches above GROUPED_MIN take the grouped kernel; tombstones must be honoured."""
+    monkeypatch.setattr(index_module, "GROUPED_MIN_PROFILES", 0)
     rnd = random.Random(11)
     t = random_type(rnd, max_attrs=6)
     hot = _hot(rnd, t)
@@ -274,8 +277,9 @@ def test_large_batches_with_tombstones(threshold: float) -> None:
     assert csr.rows(snap.profile_ids) == ref.match_batch(evs)
 
 
-def test_many_cells_use_wide_precheck_arrays() -> None:
+def test_many_cells_use_wide_precheck_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
     """More than 32767 cells: the pre-check arrays switch from int16 to int32."""
+    monkeypatch.setattr(index_module, "GROUPED_MIN_PROFILES", 0)
     schema = parse_schema('[W]\na = "int[0,100000]"\nb = "int[0,9]"\n')
     etype = schema["W"]
     m = IndexMatcher(pending_limit=0)
@@ -292,6 +296,13 @@ def test_many_cells_use_wide_precheck_arrays() -> None:
     snap = m.snapshot()
     ct = snap.types["W"]
     assert ct.set_pre.dtype == np.int32 and len(ct.set_kind) > 32767
-    big = evs * 60  # the grouped kernel as well
+    big = evs * 60  # the grouped kernel as well (GROUPED_MIN_PROFILES is 0 here)
     assert snap.match_columns("W", events_to_columns(etype, big)).rows(
         snap.profile_ids) == want * 60
+
+
+def test_kernel_choice_by_batch_and_profile_count() -> None:
+    assert not index_module.use_grouped(10_000, 1_000)  # few profiles: per-event kernel
+    assert not index_module.use_grouped(10, 100_000)  # small batch: per-event kernel
+    assert index_module.use_grouped(index_module.GROUPED_MIN,
+                                    index_module.GROUPED_MIN_PROFILES)

@@ -111,12 +111,22 @@ def test_matches_sorted_by_code_point_and_owners_follow() -> None:
 def test_large_batches_use_the_grouped_kernel_and_stay_sorted(data: st.DataObject) -> None:
     # The index path trusts the kernel's per-row order (it skips the stage's own sort);
     # batches of 256+ rows of one type take the grouped kernel, so check that path too.
+    from siftbus.match import index as index_module
     from siftbus.match.index import GROUPED_MIN
 
+    saved = index_module.GROUPED_MIN_PROFILES
+    index_module.GROUPED_MIN_PROFILES = 0  # the grouped kernel even for these few profiles
+    try:
+        _grouped_case(data, GROUPED_MIN)
+    finally:
+        index_module.GROUPED_MIN_PROFILES = saved
+
+
+def _grouped_case(data: st.DataObject, grouped_min: int) -> None:
     profiles = data.draw(profile_sets(SCHEMA, max_size=60))
     distinct = data.draw(st.lists(event_dicts(), min_size=1, max_size=40))
     rnd = data.draw(st.randoms(use_true_random=False))
-    dicts = [rnd.choice(distinct) for _ in range(3 * GROUPED_MIN)]
+    dicts = [rnd.choice(distinct) for _ in range(3 * grouped_min)]
     events = events_of(dicts, SCHEMA)
     ref = add_all(ReferenceMatcher(), profiles)
     plan = build_plan(SCHEMA, profiles, engine="index")

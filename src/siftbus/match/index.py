@@ -177,7 +177,8 @@ class CompiledType:
     def run(self, cells: np.ndarray, alive: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
         """Match cell rows; returns CSR ``(offsets, ranks)``. ``alive`` is by slot."""
-        fn = kernel.index_match_grouped if len(cells) >= GROUPED_MIN else kernel.index_match
+        grouped = use_grouped(len(cells), self.n)
+        fn = kernel.index_match_grouped if grouped else kernel.index_match
         return fn(cells, self.cell_base, self.set_kind, self.set_off, self.set_mem,
                   self.set_pre, self.slot_pre, self.bitmaps, self.cond_off, self.runs,
                   self.rank, self.always, _NO_TOMBSTONES if alive is None else alive)
@@ -335,7 +336,19 @@ PRECHECKS = 2
 """How many further conditions each lead-set entry carries (as cell hulls)."""
 
 GROUPED_MIN = 256
-"""Batches at least this large are matched grouped by cell (``index_match_grouped``)."""
+"""Batches at least this large may be matched grouped by cell (``index_match_grouped``)."""
+
+GROUPED_MIN_PROFILES = 25_000
+"""...and only against at least this many profiles of the type: grouping pays for its sort
+when each event's candidate sets are long. Measured on the standard workload with 65,536-row
+batches (CPU time): the per-event kernel is 3x faster at 1,000 profiles and 1.8x at 10,000;
+the grouped one 1.1x faster at 30,000, 1.7x at 60,000, 1.85x at 100,000."""
+
+
+def use_grouped(rows: int, profiles: int) -> bool:
+    """Whether a batch of ``rows`` events against ``profiles`` profiles takes the grouped
+    kernel (both kernels return the same CSR)."""
+    return rows >= GROUPED_MIN and profiles >= GROUPED_MIN_PROFILES
 
 
 def _prechecks(cov: np.ndarray, lead: np.ndarray, pieces: Sequence[Pieces], n: int,
