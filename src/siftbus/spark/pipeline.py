@@ -124,7 +124,6 @@ class Pipeline:
             dead = parsed.where(F.col("error").isNotNull()).select(
                 "source", (F.col("event") + 1).alias("line"), "column",
                 F.col("error").alias("reason"), "text")
-            plan = self.subscriptions.plan()
             matched = self.match(good).persist()
             try:
                 agg = matched.agg(
@@ -146,7 +145,7 @@ class Pipeline:
         finally:
             parsed.unpersist()
         return BatchReport(batch_id, int(agg["events"]), int(bad), int(agg["notes"]),
-                           int(agg["hit"]), len(self.subscriptions), plan.version,
+                           int(agg["hit"]), len(self.subscriptions), self.subscriptions.version,
                            time.perf_counter() - start, results)
 
     def run(self, source: SourceFrame) -> BatchReport:
