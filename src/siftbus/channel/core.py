@@ -333,6 +333,13 @@ class _Admin(_Node):
         self._destroyed = True
         self.channel._admins[self._side].pop(self.id, None)
 
+    def _obtain_typed(self, classes: Mapping[str, type[_Proxy]], ctype: str) -> _Proxy:
+        """A keyed proxy of the class ``classes[ctype]`` (the spec's ClientType)."""
+        cls = classes.get(ctype)
+        if cls is None:
+            raise ClientTypeError(f"unknown client type {ctype!r}")
+        return self._new_proxy(cls, ctype, True)
+
     def _new_proxy(self, cls: type[_Proxy], kind: str, keyed: bool) -> _Proxy:
         self._alive()
         ch = self.channel
@@ -412,20 +419,12 @@ class ConsumerAdmin(_Admin):
 
     def obtain_notification_push_supplier(self, ctype: str) -> tuple[ProxySupplier, int]:
         """A push ProxySupplier for ANY_EVENT, STRUCTURED_EVENT or SEQUENCE_EVENT clients."""
-        cls = {ANY_EVENT: ProxyPushSupplier, STRUCTURED_EVENT: StructuredProxyPushSupplier,
-               SEQUENCE_EVENT: SequenceProxyPushSupplier}.get(ctype)
-        if cls is None:
-            raise ClientTypeError(f"unknown client type {ctype!r}")
-        p = self._new_proxy(cls, ctype, True)
+        p = self._obtain_typed(_PUSH_SUPPLIERS, ctype)
         assert isinstance(p, ProxySupplier)
         return p, p.id
 
     def obtain_notification_pull_supplier(self, ctype: str) -> tuple[ProxySupplier, int]:
-        cls = {ANY_EVENT: ProxyPullSupplier, STRUCTURED_EVENT: StructuredProxyPullSupplier,
-               SEQUENCE_EVENT: SequenceProxyPullSupplier}.get(ctype)
-        if cls is None:
-            raise ClientTypeError(f"unknown client type {ctype!r}")
-        p = self._new_proxy(cls, ctype, True)
+        p = self._obtain_typed(_PULL_SUPPLIERS, ctype)
         assert isinstance(p, ProxySupplier)
         return p, p.id
 
@@ -466,20 +465,12 @@ class SupplierAdmin(_Admin):
         return self._ids("pull")
 
     def obtain_notification_push_consumer(self, ctype: str) -> tuple[ProxyConsumer, int]:
-        cls = {ANY_EVENT: ProxyPushConsumer, STRUCTURED_EVENT: StructuredProxyPushConsumer,
-               SEQUENCE_EVENT: SequenceProxyPushConsumer}.get(ctype)
-        if cls is None:
-            raise ClientTypeError(f"unknown client type {ctype!r}")
-        p = self._new_proxy(cls, ctype, True)
+        p = self._obtain_typed(_PUSH_CONSUMERS, ctype)
         assert isinstance(p, ProxyConsumer)
         return p, p.id
 
     def obtain_notification_pull_consumer(self, ctype: str) -> tuple[ProxyConsumer, int]:
-        cls = {ANY_EVENT: ProxyPullConsumer, STRUCTURED_EVENT: StructuredProxyPullConsumer,
-               SEQUENCE_EVENT: SequenceProxyPullConsumer}.get(ctype)
-        if cls is None:
-            raise ClientTypeError(f"unknown client type {ctype!r}")
-        p = self._new_proxy(cls, ctype, True)
+        p = self._obtain_typed(_PULL_CONSUMERS, ctype)
         assert isinstance(p, ProxyConsumer)
         return p, p.id
 
@@ -1920,6 +1911,21 @@ class EventChannelFactory:
 
 
 Callback = Callable[..., Any]
+
+# The specification's ClientType -> proxy class, per admin side and delivery mode.
+_PUSH_SUPPLIERS: dict[str, type[_Proxy]] = {
+    ANY_EVENT: ProxyPushSupplier, STRUCTURED_EVENT: StructuredProxyPushSupplier,
+    SEQUENCE_EVENT: SequenceProxyPushSupplier}
+_PULL_SUPPLIERS: dict[str, type[_Proxy]] = {
+    ANY_EVENT: ProxyPullSupplier, STRUCTURED_EVENT: StructuredProxyPullSupplier,
+    SEQUENCE_EVENT: SequenceProxyPullSupplier}
+_PUSH_CONSUMERS: dict[str, type[_Proxy]] = {
+    ANY_EVENT: ProxyPushConsumer, STRUCTURED_EVENT: StructuredProxyPushConsumer,
+    SEQUENCE_EVENT: SequenceProxyPushConsumer}
+_PULL_CONSUMERS: dict[str, type[_Proxy]] = {
+    ANY_EVENT: ProxyPullConsumer, STRUCTURED_EVENT: StructuredProxyPullConsumer,
+    SEQUENCE_EVENT: SequenceProxyPullConsumer}
+
 
 __all__ = [
     "ALL_NOW_UPDATES_OFF",
