@@ -156,3 +156,16 @@ def test_match_files_with_progress_bar_streams_in_batches(tmp_path: Path) -> Non
     assert [g["event"] for g in got] == list(range(n))
     assert [g["matches"] for g in got] == expected * 300
     assert m == sum(len(x) for x in expected) * 300
+
+
+def test_version_and_literal_brackets_in_help() -> None:
+    from importlib.metadata import version
+
+    import siftbus as pkg
+
+    assert pkg.__version__ == version("siftbus")  # one version: pyproject's
+    out = siftbus("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"siftbus {pkg.__version__}"
+    # help texts quote TOML tables and JSON: brackets must survive (no markup parsing)
+    assert '"matches": [ids...]' in " ".join(siftbus("match", "--help").stdout.split())
+    assert "[spark] table" in " ".join(siftbus("pipeline", "run", "--help").stdout.split())

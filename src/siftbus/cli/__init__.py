@@ -22,6 +22,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # help texts show TOML tables and JSON literally ("[spark]", "[ids...]")
+    rich_markup_mode=None,
 )
 
 
@@ -33,6 +35,22 @@ def _register_all() -> None:
         register = getattr(module, "register", None)
         if register is not None:
             register(app)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from siftbus import __version__
+
+        print(f"siftbus {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version,
+                                       is_eager=True, help="Print the version and exit.")
+          ) -> None:
+    """Content-based publish/subscribe: match events against profiles, route them through
+    brokers, channels, XML filters and Spark."""
 
 
 _register_all()
