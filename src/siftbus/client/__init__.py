@@ -1,7 +1,16 @@
 """Client library for the broker network: asyncio :class:`Client` and blocking
 :class:`SyncClient`."""
 
-from siftbus.client.aio import Client, Notification, Subscription, connect, parse_address
+from siftbus.client.aio import (
+    Client,
+    Notification,
+    NotificationBatch,
+    NotifyBlock,
+    Subscription,
+    connect,
+    parse_address,
+)
 from siftbus.client.sync import SyncClient
 
-__all__ = ["Client", "Notification", "Subscription", "SyncClient", "connect", "parse_address"]
+__all__ = ["Client", "Notification", "NotificationBatch", "NotifyBlock", "Subscription",
+           "SyncClient", "connect", "parse_address"]

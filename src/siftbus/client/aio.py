@@ -7,6 +7,14 @@
         await c.publish({"type": "Temperature", "sensor": 1, "room": 12, "value": 21.5})
         async for n in sub:            # Notification(profile, event, src, seq, ts)
             print(n.profile, n.event.to_json())
+
+A high-rate subscriber can take whole frames instead (no object per notification)::
+
+    def on_batch(batch: NotificationBatch) -> None:
+        for nb in batch.blocks:        # columnar: keys, seq, ts arrays; ids per row
+            handle(nb.etype, nb.keys, nb.counts, nb.ids)
+
+    await c.subscribe_many(profiles, batch_callback=on_batch)
 """
 
 from __future__ import annotations
@@ -16,7 +24,16 @@ import contextlib
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -44,7 +61,7 @@ from siftbus.errors import (
     WireError,
 )
 from siftbus.lang.profile import parse_profile_text, resolve
-from siftbus.model import Event, Profile, Schema, event_from_dict, parse_event
+from siftbus.model import Event, EventType, Profile, Schema, event_from_dict, parse_event
 
 MAX_BATCH = 5000
 """Events per PUB frame when publishing a large batch."""
@@ -70,6 +87,140 @@ class Notification:
         return time.time() - self.ts
 
 
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """``a`` made read-only (a view when it is writable), so a batch is immutable."""
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyBlock:
+    """Consecutive notified events of one type in columnar form, with the ids of this
+    client's profiles that each row matched (one block of a NOTIFY frame).
+
+    The arrays are read-only; row ``i`` matched ``counts[i]`` profiles, whose ids are
+    ``ids[offsets[i]:offsets[i + 1]]`` (sorted within a row).
+    """
+
+    block: Block
+    """The event rows (keys, publishers, sequence numbers, stamps, positions)."""
+    counts: np.ndarray
+    """int32: how many of this client's profiles each row matched (at least one)."""
+    ids: tuple[str, ...]
+    """The matching profile ids, row after row."""
+
+    @property
+    def etype(self) -> EventType:
+        return self.block.etype
+
+    @property
+    def keys(self) -> np.ndarray:
+        """``[rows, attributes]`` keys in schema order (int64 when every attribute is
+        ordered, else an object array of ints and strs)."""
+        return self.block.keys
+
+    @property
+    def src(self) -> str | list[str]:
+        """The publisher (``broker/client``) of every row, or one per row."""
+        return self.block.src
+
+    @property
+    def seq(self) -> np.ndarray:
+        """int64 sequence numbers at the publishers."""
+        return self.block.seq
+
+    @property
+    def ts(self) -> np.ndarray:
+        """float64 publication times (seconds since the epoch)."""
+        return self.block.ts
+
+    @property
+    def at(self) -> np.ndarray | None:
+        """The rows' positions in the frame's publication order (several blocks only)."""
+        return self.block.at
+
+    def __len__(self) -> int:
+        """Notifications (profile ids) in this block."""
+        return len(self.ids)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """int64 ``[rows + 1]``: where each row's ids start in :attr:`ids`."""
+        out = np.zeros(len(self.counts) + 1, np.int64)
+        np.cumsum(self.counts, out=out[1:])
+        return out
+
+    def rows(self) -> np.ndarray:
+        """int64: the row of each notification (aligned with :attr:`ids`)."""
+        return np.repeat(np.arange(len(self.counts), dtype=np.int64), self.counts)
+
+    def _filtered(self, keep: np.ndarray) -> NotifyBlock | None:
+        """The notifications where ``keep`` (aligned with :attr:`ids`) is true, without
+        rows left with none; ``None`` when nothing is kept."""
+        if not keep.any():
+            return None
+        if keep.all() and int(self.counts.min()) > 0:
+            return self
+        counts = np.bincount(self.rows()[keep], minlength=len(self.counts))
+        live = np.flatnonzero(counts)
+        ids = tuple(p for p, k in zip(self.ids, keep.tolist(), strict=True) if k)
+        return _notify_block(self.block.take(live), counts[live].astype(np.int32), ids)
+
+
+def _notify_block(block: Block, counts: np.ndarray, ids: Sequence[str]) -> NotifyBlock:
+    b = Block(block.etype, _frozen(block.keys), block.src, _frozen(block.seq),
+              _frozen(block.ts), None if block.at is None else _frozen(block.at))
+    return NotifyBlock(b, _frozen(counts), tuple(ids))
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationBatch:
+    """The notifications of one NOTIFY frame for one batch consumer, in columnar form.
+
+    It is what a ``batch_callback`` receives: no Python object is built per
+    notification until asked for. ``len(batch)`` is the number of notifications;
+    iterating yields :class:`Notification` values lazily in publication order (within
+    an event, profile ids sorted) -- exactly what the per-notification API would have
+    delivered for the same profiles.
+    """
+
+    blocks: tuple[NotifyBlock, ...]
+    """One block per event type in the frame (rows without a match for this consumer
+    are left out)."""
+
+    def __len__(self) -> int:
+        return sum(len(b.ids) for b in self.blocks)
+
+    @property
+    def n_events(self) -> int:
+        """Distinct notified events (rows) in the batch."""
+        return sum(len(b.counts) for b in self.blocks)
+
+    def _ordered(self) -> Iterator[tuple[Event, str, int, float, list[str]]]:
+        return in_order([(b.block, b.counts, list(b.ids)) for b in self.blocks])
+
+    def __iter__(self) -> Iterator[Notification]:
+        for ev, src, seq, ts, pids in self._ordered():
+            for pid in pids:
+                yield Notification(pid, ev, src, seq, ts)
+
+    def to_events(self) -> list[Event]:
+        """The notified events, each once, in publication order."""
+        return [row[0] for row in self._ordered()]
+
+    def ids(self) -> list[str]:
+        """The profile id of every notification (block after block, as :meth:`stamps`)."""
+        return [p for b in self.blocks for p in b.ids]
+
+    def stamps(self) -> np.ndarray:
+        """float64: the publication time of every notification (block after block)."""
+        if not self.blocks:
+            return np.zeros(0, np.float64)
+        return np.concatenate([np.repeat(b.ts, b.counts) for b in self.blocks])
+
+
 def remote_error(body: dict[str, Any]) -> RemoteError:
     """The :class:`RemoteError` for an ERROR body."""
     def opt_int(v: Any) -> int | None:
@@ -81,6 +232,7 @@ def remote_error(body: dict[str, Any]) -> RemoteError:
 
 
 Callback = Callable[[Notification], Any]
+BatchCallback = Callable[[NotificationBatch], Any]
 
 
 class Subscription:
@@ -88,17 +240,23 @@ class Subscription:
 
     The queue is bounded; when it is full new notifications are dropped and counted in
     :attr:`dropped` (a slow consumer is visible, not silent). With a callback, the
-    notifications go to the callback instead of the queue.
+    notifications go to the callback instead of the queue. With a batch callback they
+    reach it as part of a :class:`NotificationBatch` per frame (shared by every
+    subscription with the same batch callback), and neither queue nor callback is used.
     """
 
     def __init__(self, client: Client, profile: Profile, callback: Callback | None,
-                 maxsize: int) -> None:
+                 maxsize: int, batch_callback: BatchCallback | None = None) -> None:
+        if callback is not None and batch_callback is not None:
+            raise ValueError("give a callback or a batch_callback, not both")
         self.client = client
         self.profile = profile
         self.callback = callback
+        self.batch_callback = batch_callback
         self.queue: asyncio.Queue[Notification] = asyncio.Queue(maxsize)
         self.dropped = 0
         self.received = 0
+        """Notifications delivered for this profile (queued, called back or batched)."""
 
     @property
     def id(self) -> str:
@@ -151,6 +309,8 @@ class Client:
         self.restored: list[str] = []
         """Ids of durable profiles the broker kept for this client name."""
         self.subscriptions: dict[str, Subscription] = {}
+        self._batch_subs = 0
+        """How many subscriptions have a batch callback (0: the per-notification path)."""
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._corr = itertools.count(1)
         self._auto_ids = itertools.count(1)
@@ -253,19 +413,11 @@ class Client:
         body = msg.body
         if msg.type is MsgType.NOTIFY:
             assert self.schema is not None
-            subs = self.subscriptions
-            for ev, src, seq, ts, pids in in_order(decode_batch(body, self.schema,
-                                                                notify=True)):
-                for pid in pids:
-                    n = Notification(pid, ev, src, seq, ts)
-                    sub = subs.get(pid)
-                    if sub is not None:
-                        sub._put(n)
-                    else:
-                        try:
-                            self.unclaimed.put_nowait(n)
-                        except asyncio.QueueFull:
-                            self.unclaimed_dropped += 1
+            blocks = decode_batch(body, self.schema, notify=True)
+            if self._batch_subs:
+                self._dispatch_batches(blocks)
+            else:
+                self._dispatch_each(blocks, None)
             return
         if msg.type is MsgType.SCHEMA:
             self.schema = Schema.from_dict(body.get("schema", {}), source="broker")
@@ -283,6 +435,62 @@ class Client:
                 self.errors.append(remote_error(body))
         elif fut is not None and not fut.done():
             fut.set_result(body)
+
+    def _dispatch_each(self, blocks: list[tuple[Block, np.ndarray, list[str]]],
+                       skip: set[str] | None) -> None:
+        """One :class:`Notification` per (event, id) not in ``skip``, in publication
+        order, to its subscription's queue or callback (else to :attr:`unclaimed`)."""
+        subs = self.subscriptions
+        for ev, src, seq, ts, pids in in_order(blocks):
+            for pid in pids:
+                if skip is not None and pid in skip:
+                    continue
+                n = Notification(pid, ev, src, seq, ts)
+                sub = subs.get(pid)
+                if sub is not None:
+                    sub._put(n)
+                else:
+                    try:
+                        self.unclaimed.put_nowait(n)
+                    except asyncio.QueueFull:
+                        self.unclaimed_dropped += 1
+
+    def _dispatch_batches(self, blocks: list[tuple[Block, np.ndarray, list[str]]]) -> None:
+        """Hand a frame to its batch callbacks (one :class:`NotificationBatch` each) and
+        the rest of its notifications to the per-notification path.
+
+        The work per notification is C-level (counting ids, filtering arrays); Python
+        runs once per distinct profile id of the frame, not once per notification.
+        """
+        subs = self.subscriptions
+        groups: dict[BatchCallback, set[str]] = {}
+        batched: set[str] = set()
+        single = True  # every id goes to one batch callback
+        for pid, k in Counter(p for _, _, pids in blocks for p in pids).items():
+            sub = subs.get(pid)
+            cb = sub.batch_callback if sub is not None else None
+            if cb is None:
+                single = False
+                continue
+            sub.received += k  # type: ignore[union-attr]
+            batched.add(pid)
+            groups.setdefault(cb, set()).add(pid)
+        if len(groups) > 1:
+            single = False
+        if not single:
+            self._dispatch_each(blocks, batched)
+        for cb, ids in groups.items():
+            out: list[NotifyBlock] = []
+            for block, counts, pids in blocks:
+                keep = (np.ones(len(pids), bool) if single else
+                        np.fromiter((p in ids for p in pids), bool, len(pids)))
+                nb = _notify_block(block, counts, pids)._filtered(keep)
+                if nb is not None:
+                    out.append(nb)
+            if out:
+                result = cb(NotificationBatch(tuple(out)))
+                if result is not None and asyncio.iscoroutine(result):
+                    self._spawn(result)
 
     async def _next(self, queue: asyncio.Queue[Notification]) -> Notification:
         if self._lost is not None and queue.empty():
@@ -323,37 +531,63 @@ class Client:
         return resolve(parsed, self.schema, id=pid)
 
     async def subscribe(self, profile: str | Profile, callback: Callback | None = None, *,
-                        id: str | None = None) -> Subscription:
-        """Subscribe one profile; returns its :class:`Subscription`."""
-        (sub,) = await self.subscribe_many([profile], callback, ids=[id] if id else None)
+                        id: str | None = None,
+                        batch_callback: BatchCallback | None = None) -> Subscription:
+        """Subscribe one profile; returns its :class:`Subscription`.
+
+        Notifications go to the subscription's bounded queue, or to ``callback`` one by
+        one, or -- with ``batch_callback`` -- to that callback once per NOTIFY frame as a
+        :class:`NotificationBatch` holding every notification of the frame for the
+        profiles subscribed with the same batch callback. A callback may be a coroutine
+        function (its coroutines run as tasks).
+        """
+        (sub,) = await self.subscribe_many([profile], callback, ids=[id] if id else None,
+                                           batch_callback=batch_callback)
         return sub
 
     async def subscribe_many(self, profiles: Iterable[str | Profile],
                              callback: Callback | None = None, *,
-                             ids: Sequence[str] | None = None) -> list[Subscription]:
-        """Subscribe several profiles in one request."""
+                             ids: Sequence[str] | None = None,
+                             batch_callback: BatchCallback | None = None
+                             ) -> list[Subscription]:
+        """Subscribe several profiles in one request (arguments as :meth:`subscribe`)."""
+        if callback is not None and batch_callback is not None:
+            raise ValueError("give a callback or a batch_callback, not both")
         ps = [self.profile(p, ids[i] if ids else None) for i, p in enumerate(profiles)]
         seen = set(self.subscriptions)
         for p in ps:
             if p.id in seen:
                 raise ProfileError(f"profile id {p.id!r} is already subscribed", field=p.id)
             seen.add(p.id)
-        subs = [Subscription(self, p, callback, self.queue_size) for p in ps]
+        subs = [Subscription(self, p, callback, self.queue_size, batch_callback)
+                for p in ps]
         for s in subs:  # registered first: notifications may overtake the ACK
-            self.subscriptions[s.id] = s
+            self._register(s)
         try:
             await self._request(MsgType.SUB, {"profiles": [encode_profile(p) for p in ps]})
         except BaseException:
             for s in subs:
-                self.subscriptions.pop(s.id, None)
+                self._forget(s.id)
             raise
         return subs
 
+    def _register(self, sub: Subscription) -> None:
+        self.subscriptions[sub.id] = sub
+        if sub.batch_callback is not None:
+            self._batch_subs += 1
+
+    def _forget(self, pid: str) -> None:
+        sub = self.subscriptions.pop(pid, None)
+        if sub is not None and sub.batch_callback is not None:
+            self._batch_subs -= 1
+
     async def unsubscribe(self, *ids: str | Subscription) -> None:
+        """Remove profiles; notifications the broker sent before its ACK are still
+        delivered to them, later ones cannot come."""
         names = [i.id if isinstance(i, Subscription) else i for i in ids]
         await self._request(MsgType.UNSUB, {"ids": names})
         for n in names:
-            self.subscriptions.pop(n, None)
+            self._forget(n)
 
     async def advertise(self, profile: str | Profile, *, id: str | None = None) -> str:
         """Announce what this client publishes (advertisement mode)."""
@@ -493,5 +727,5 @@ def event_json(n: Notification) -> str:
                        "event": json.loads(n.event.to_json())})
 
 
-__all__ = ["Client", "Notification", "RemoteError", "Subscription", "connect",
-           "event_json", "parse_address"]
+__all__ = ["BatchCallback", "Client", "Notification", "NotificationBatch", "NotifyBlock",
+           "RemoteError", "Subscription", "connect", "event_json", "parse_address"]
