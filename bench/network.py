@@ -22,9 +22,12 @@ Part B (loopback, real processes): one ``siftbus broker`` process with 10,000 pr
 (``bench/workload.py`` standard profiles), a subscriber process and a publisher; events/s
 from publisher to subscriber with batched publishing, publish-to-notify latency at a
 paced 5,000 events/s, the same broker with the reference engine as an in-run baseline,
-and mosquitto (if installed: ``apt-get install mosquitto``) carrying the same event
-stream to a subscriber that filters with the same profiles client-side (minimal MQTT
-3.1.1 over asyncio, QoS 0).
+the same with a subscriber taking one callback per notification instead of one per frame
+(``batch_callback``), the same workload through three broker processes in a line
+(publisher at B0, subscriber at B2, profile forwarding with covering), and mosquitto
+(if installed: ``apt-get install mosquitto``) carrying the same event stream to a
+subscriber that filters with the same profiles client-side (minimal MQTT 3.1.1 over
+asyncio, QoS 0).
 
     python bench/network.py --quick     # < 4 minutes
     python bench/network.py             # larger workloads, 3 repeats
@@ -266,19 +269,82 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_broker(tmp: Path, engine: str) -> tuple[subprocess.Popen[bytes], int]:
+def start_brokers(tmp: Path, engine: str, n: int = 1
+                  ) -> tuple[list[subprocess.Popen[bytes]], list[int]]:
+    """``n`` broker processes B0 - B1 - ... in a line (profile forwarding with covering);
+    returns them and their ports once every link is up."""
     from workload import standard_schema
 
-    port = free_port()
+    ports = [free_port() for _ in range(n)]
     (tmp / "schema.toml").write_text(standard_schema().to_toml())
-    cfg = tmp / f"net-{engine}.toml"
-    cfg.write_text(f'[network]\nschema = "schema.toml"\nengine = "{engine}"\n'
-                   f'[brokers.B0]\nport = {port}\n')
-    p = subprocess.Popen([sys.executable, "-m", "siftbus", "broker", "-c", str(cfg), "-n",
-                          "B0"], stdout=subprocess.PIPE)
-    assert p.stdout is not None
-    p.stdout.readline()
-    return p, port
+    cfg = tmp / f"net-{engine}-{n}.toml"
+    text = (f'[network]\nschema = "schema.toml"\nengine = "{engine}"\n'
+            'protocol = "forwarding"\nstrategy = "covering"\n')
+    for i, port in enumerate(ports):
+        text += f"[brokers.B{i}]\nport = {port}\n"
+        if i:
+            text += f'neighbours = ["B{i - 1}"]\n'
+    cfg.write_text(text)
+    procs = []
+    for i in range(n):
+        p = subprocess.Popen([sys.executable, "-m", "siftbus", "broker", "-c", str(cfg),
+                              "-n", f"B{i}"], stdout=subprocess.PIPE)
+        assert p.stdout is not None
+        p.stdout.readline()
+        procs.append(p)
+    if n > 1:
+        asyncio.run(wait_tables(ports, links=True))
+    return procs, ports
+
+
+async def quiet(ports: list[int], timeout: float = 60) -> None:
+    """Until no broker's event count moves for 0.3 s: the warm-up has passed the whole
+    line (the ACK of the first broker says nothing about the others), so the later
+    brokers' kernel and snapshot compilation stays out of the measurement."""
+    from siftbus.client import Client
+
+    cs = [await Client.connect(port=p, name=f"bench-quiet-{i}") for i, p in enumerate(ports)]
+    try:
+        prev: list[Any] = []
+        stable = 0
+        deadline = time.time() + timeout
+        while time.time() < deadline and stable < 3:
+            counts = [(await c.stats())["events_in"] for c in cs]
+            stable = stable + 1 if counts == prev else 0
+            prev = counts
+            await asyncio.sleep(0.1)
+    finally:
+        for c in cs:
+            await c.close()
+
+
+async def wait_tables(ports: list[int], links: bool = False, timeout: float = 60) -> None:
+    """Until every broker has its links up (``links``) or its profile table has stopped
+    changing (the subscriber's profiles have reached every broker)."""
+    from siftbus.client import Client
+
+    cs = [await Client.connect(port=p, name=f"bench-probe-{i}") for i, p in enumerate(ports)]
+    try:
+        deadline = time.time() + timeout
+        prev: list[Any] = []
+        stable = 0
+        while time.time() < deadline:
+            stats = [await c.stats() for c in cs]
+            if links:
+                if all(s["neighbours_up"] == (1 if i in (0, len(cs) - 1) else 2)
+                       for i, s in enumerate(stats)):
+                    return
+            else:
+                sizes = [s["table_size"] for s in stats]
+                stable = stable + 1 if sizes == prev and all(sizes) else 0
+                if stable >= 3:
+                    return
+                prev = sizes
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"broker line not ready after {timeout} s")
+    finally:
+        for c in cs:
+            await c.close()
 
 
 def sub_process(args: list[str]) -> subprocess.Popen[str]:
@@ -303,16 +369,45 @@ def count_matching(profiles: list[Profile], events: list[Event]) -> tuple[int, i
     return sum(len(r) for r in res), sum(1 for r in res if r)
 
 
-async def role_subscriber(port: int, n_profiles: int, expect: int, timeout: float) -> None:
-    """Subscribe the standard profiles, count notifications, report times and latencies."""
-    from siftbus.client import Client
+async def role_subscriber(port: int, n_profiles: int, expect: int, timeout: float,
+                          consumer: str = "batch") -> None:
+    """Subscribe the standard profiles, count notifications, report times and latencies.
+
+    ``consumer``: ``batch`` takes one :class:`NotificationBatch` per NOTIFY frame (no
+    object per notification); ``each`` one callback per notification.
+    """
+    from siftbus.client import Client, NotificationBatch
 
     profiles, _ = workload(n_profiles, 0)
     c = await Client.connect(port=port, name="bench-sub", queue_size=10)
     got = 0
     lat: list[float] = []
+    stamps: list[Any] = []
     first = last = 0.0
     done = asyncio.Event()
+
+    def on_batch(b: NotificationBatch) -> None:
+        nonlocal got, first, last
+        now = time.time()
+        for nb in b.blocks:
+            if isinstance(nb.src, str) and nb.src.endswith("/bench-warm"):
+                continue  # warm-up traffic (kernel compilation) is not measured
+            if not isinstance(nb.src, str):  # several publishers in one block
+                live = [not s.endswith("/bench-warm") for s in nb.src]
+                ts = nb.ts[live]
+                k = nb.counts[live]
+            else:
+                ts, k = nb.ts, nb.counts
+            n = int(k.sum())
+            if not n:
+                continue
+            if not got:
+                first = now
+            got += n
+            last = now
+            stamps.append(now - ts.repeat(k))
+        if got >= expect:
+            done.set()
 
     def on(n: Any) -> None:
         nonlocal got, first, last
@@ -328,10 +423,17 @@ async def role_subscriber(port: int, n_profiles: int, expect: int, timeout: floa
             done.set()
 
     for i in range(0, len(profiles), 2000):
-        await c.subscribe_many(profiles[i:i + 2000], on)
+        if consumer == "batch":
+            await c.subscribe_many(profiles[i:i + 2000], batch_callback=on_batch)
+        else:
+            await c.subscribe_many(profiles[i:i + 2000], on)
     print("ready", flush=True)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), timeout)
+    if stamps:
+        import numpy as np
+
+        lat = np.concatenate(stamps).tolist()
     lat.sort()
     q = (lambda f: lat[min(len(lat) - 1, int(f * len(lat)))] * 1000) if lat else \
         (lambda f: float("nan"))
@@ -346,19 +448,23 @@ kernels, and after a table change it matches level by level until the events at 
 version pay for compiling a snapshot (half the table size, 5,000 here)."""
 
 
-async def publish_events(port: int, events: list[Event], rate: float | None,
-                         batch: int, warm_events: int, broker_pid: int
-                         ) -> tuple[float, float | None]:
-    """Warm up, then publish; returns the start time and the broker's CPU seconds then."""
+async def publish_events(ports: list[int], events: list[Event], rate: float | None,
+                         batch: int, warm_events: int, broker_pids: list[int]
+                         ) -> tuple[float, list[float | None]]:
+    """Warm up, then publish to the first broker; returns the start time and the brokers'
+    CPU seconds then."""
     from siftbus.client import Client
 
+    port = ports[0]
     warm = await Client.connect(port=port, name="bench-warm")
     for i in range(0, warm_events, 1000):
         await warm.publish_batch(events[i % len(events):][:min(1000, warm_events - i)],
                                  ack=True)
     await warm.close()
+    if len(ports) > 1:
+        await quiet(ports)
     c = await Client.connect(port=port, name="bench-pub")
-    cpu0 = process_cpu(broker_pid)
+    cpu0 = [process_cpu(pid) for pid in broker_pids]
     t0 = time.time()
     if rate is None:
         for i in range(0, len(events), batch):
@@ -379,30 +485,41 @@ async def publish_events(port: int, events: list[Event], rate: float | None,
 
 def loopback_run(tmp: Path, engine: str, n_profiles: int, events: list[Event],
                  profiles: list[Profile], rate: float | None = None,
-                 batch: int = 1000) -> dict[str, Any]:
+                 batch: int = 1000, brokers: int = 1, consumer: str = "batch"
+                 ) -> dict[str, Any]:
+    """One run: ``brokers`` in a line, the publisher at the first, the subscriber (with
+    ``consumer``) at the last. The broker CPU rate is that of the busiest broker."""
     notifs, _ = count_matching(profiles, events)
-    broker, port = start_broker(tmp, engine)
+    procs, ports = start_brokers(tmp, engine, brokers)
     try:
-        sub = sub_process(["subscriber", "--port", str(port), "--profiles", str(n_profiles),
-                           "--expect", str(notifs), "--timeout", "120"])
+        sub = sub_process(["subscriber", "--port", str(ports[-1]), "--profiles",
+                           str(n_profiles), "--expect", str(notifs), "--timeout", "120",
+                           "--consumer", consumer])
         assert sub.stdout is not None
         assert sub.stdout.readline().strip() == "ready"
+        if brokers > 1:
+            asyncio.run(wait_tables(ports))
         warm = WARM_EVENTS if engine == "index" else 20  # the reference is too slow
-        t0, cpu0 = asyncio.run(publish_events(port, events, rate, batch, warm, broker.pid))
+        t0, cpu0 = asyncio.run(publish_events(ports, events, rate, batch, warm,
+                                              [p.pid for p in procs]))
         out = json.loads(sub.stdout.readline())
-        cpu1 = process_cpu(broker.pid)
+        cpu1 = [process_cpu(p.pid) for p in procs]
         sub.wait(30)
     finally:
-        broker.terminate()
-        broker.wait(10)
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(10)
     if out["got"] != notifs:
         raise AssertionError(f"subscriber got {out['got']} notifications, expected {notifs}")
     elapsed = out["last"] - t0
-    broker_cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
-    return {"engine": engine, "profiles": n_profiles, "events": len(events),
+    cpus = [b - a for a, b in zip(cpu0, cpu1, strict=True) if a is not None and b is not None]
+    broker_cpu = max(cpus) if len(cpus) == len(procs) else None
+    return {"engine": engine, "brokers": brokers, "consumer": consumer,
+            "profiles": n_profiles, "events": len(events),
             "notifications": notifs, "rate": rate, "batch": batch,
             "events_per_s": len(events) / elapsed,
-            "broker_cpu_s": broker_cpu,
+            "broker_cpu_s": broker_cpu, "brokers_cpu_s": cpus,
             "broker_events_per_cpu_s": len(events) / broker_cpu if broker_cpu else None,
             "p50_ms": out["p50_ms"], "p99_ms": out["p99_ms"], "max_ms": out["max_ms"],
             "loadavg": os.getloadavg()}
@@ -603,12 +720,21 @@ def part_b(size: str, repeats: int) -> dict[str, Any]:
                 for _ in range(repeats)]
         out["throughput"] = runs
         out["throughput_median"] = statistics.median(r["events_per_s"] for r in runs)
+        # the subscriber as before the batch API: one callback per notification
+        out["per_notification"] = loopback_run(tmp, "index", n_profiles, events, profiles,
+                                               consumer="each")
+        line3 = [loopback_run(tmp, "index", n_profiles, events, profiles, brokers=3)
+                 for _ in range(repeats)]
+        out["line3_throughput"] = line3
+        out["line3_throughput_median"] = statistics.median(r["events_per_s"] for r in line3)
         few = events[:400]
         out["reference_engine"] = loopback_run(tmp, "reference", n_profiles, few, profiles,
                                                batch=100)
         paced = events[:min(len(events), 25_000 if size == "quick" else 50_000)]
         out["latency_5k"] = loopback_run(tmp, "index", n_profiles, paced, profiles,
                                          rate=5000.0, batch=10)
+        out["line3_latency_5k"] = loopback_run(tmp, "index", n_profiles, paced, profiles,
+                                               rate=5000.0, batch=10, brokers=3)
         mq = [mosquitto_run(tmp, n_profiles, events, profiles) for _ in range(repeats)]
         out["mosquitto"] = mq
         if "skipped" not in mq[0]:
@@ -686,7 +812,8 @@ def plots(res: dict[str, list[dict[str, Any]]], outdir: Path) -> list[str]:
 
 def report_loopback(lb: dict[str, Any]) -> dict[str, Any]:
     """Print the loopback table (ratios against siftbus's median) and return ``lb``."""
-    rows = [*lb["throughput"], lb["reference_engine"], lb["latency_5k"]]
+    rows = [*lb["throughput"], lb["per_notification"], lb["reference_engine"],
+            lb["latency_5k"], *lb["line3_throughput"], lb["line3_latency_5k"]]
     mq = lb["mosquitto"]
     if "skipped" in mq[0]:
         print(f"\nmosquitto comparison skipped: {mq[0]['skipped']}")
@@ -696,10 +823,11 @@ def report_loopback(lb: dict[str, Any]) -> dict[str, Any]:
     for r in rows:
         if "events_per_s" in r:
             r["vs_siftbus_index"] = r["events_per_s"] / base
-    print(table(rows, ["engine", "profiles", "events", "rate", "notifications",
+    print(table(rows, ["engine", "brokers", "consumer", "events", "rate", "notifications",
                        "events_per_s", "vs_siftbus_index", "broker_events_per_cpu_s",
                        "p50_ms", "p99_ms"],
-                "Loopback: one broker process, 10,000 profiles, batched publishing"))
+                "Loopback: 1 or 3 broker processes (line), 10,000 profiles, batched "
+                "publishing"))
     if "mosquitto_median" in lb:
         lb["siftbus_vs_mosquitto"] = base / lb["mosquitto_median"]
         print(f"\nsiftbus / mosquitto+client filter (median events/s): "
@@ -740,9 +868,10 @@ def main() -> None:
     ap.add_argument("--profiles", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--expect", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=float, default=120, help=argparse.SUPPRESS)
+    ap.add_argument("--consumer", default="batch", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.role == "subscriber":
-        asyncio.run(role_subscriber(a.port, a.profiles, a.expect, a.timeout))
+        asyncio.run(role_subscriber(a.port, a.profiles, a.expect, a.timeout, a.consumer))
         return
     if a.role == "mqtt-subscriber":
         asyncio.run(role_mqtt_subscriber(a.port, a.profiles, a.expect, a.timeout))

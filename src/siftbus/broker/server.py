@@ -160,7 +160,9 @@ class BrokerServer:
 
     def _send(self, link: str, msg: Message) -> None:
         conn = self._conns.get(link)
-        if conn is None or conn.closed:
+        # a transport already closing (the peer went while this step runs, e.g. UNSUBs
+        # sent on while a broker shuts down) is as good as gone: writing raises on uvloop
+        if conn is None or conn.closed or conn.writer.transport.is_closing():
             if msg.type is MsgType.NOTIFY and link.startswith("@"):
                 self.node.counters.dropped += notify_count(msg.body)
             return
