@@ -240,3 +240,4 @@ async def test_coroutine_batch_callback_and_argument_errors(broker: BrokerServer
                 break
             await asyncio.sleep(0.01)
         assert seen == [1]
+

@@ -275,6 +275,22 @@ async def test_client_sees_a_lost_connection(broker: BrokerServer) -> None:
     await c.close()
 
 
+async def test_a_closing_connection_gets_nothing_written(broker: BrokerServer) -> None:
+    """A step that sends to a peer whose transport is already closing (it went while
+    the step runs) counts the notifications as dropped instead of writing (uvloop
+    raises on such a write)."""
+    async with await Client.connect(port=broker.port, name="gone") as c:
+        await c.subscribe("p: T(a = 1)")
+        conn = broker._conns["@gone"]
+        conn.writer.transport.close()
+        assert conn.writer.transport.is_closing() and not conn.closed
+        counters = broker.node.counters
+        before, sent = counters.dropped, counters.links["@gone"].bytes_out
+        broker._send("@gone", Message(MsgType.NOTIFY, {"blocks": [{"p": ["p", "p"]}]}))
+        assert counters.dropped == before + 2
+        assert counters.links["@gone"].bytes_out == sent
+
+
 async def run_network_case(data: st.DataObject, protocol: str, strategy: str) -> None:
     n = data.draw(st.integers(1, 4), label="brokers")
     names = [f"B{i}" for i in range(n)]
