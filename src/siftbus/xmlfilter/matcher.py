@@ -64,7 +64,8 @@ class MatcherStats:
     """Satisfied constraints summed over events (step 4 output)."""
     counters: int
     """Filter counters touched (step 5 work; for the access strategy: candidate filters
-    fetched, those with two constraints only when their other constraint holds)."""
+    fetched, those with two or more constraints only when their rarest other constraint
+    holds)."""
 
 
 @dataclass(slots=True)
@@ -107,6 +108,10 @@ class _Constraint:
     #: constraint this is and that have three or more constraints
     access_multi: dict[_FilterRec, tuple[_Constraint, ...]] | None = None
     _filters_arr: np.ndarray | None = None
+    #: the three candidate tables above flattened into tuples, (single, pair, multi), for
+    #: matching: a tuple is one object where a dict is two (the dict and its key table),
+    #: and matching is bound by cache misses. Built on first use, dropped by ``changed``
+    plan: _Plan | None = None
 
     #: the operator on one value (truth value only); None when any value satisfies it
     test: Callable[[str], object] | None = None
@@ -140,6 +145,35 @@ class _Constraint:
 
     def changed(self) -> None:
         self._filters_arr = None
+        self.plan = None
+
+    def make_plan(self) -> _Plan:
+        """The candidate tables as tuples, in the tables' order (see ``plan``)."""
+        single = tuple(self.access_single.values()) if self.access_single else ()
+        pair = (tuple([(k, tuple(g)) for k, g in self.access_pair.items()])
+                if self.access_pair else ())
+        multi: list[tuple[_Constraint, list[tuple[tuple[_Constraint, ...], _FilterRec]]]] = []
+        if self.access_multi:
+            # grouped by the rarest other constraint: when it fails (the common case) the
+            # group's filters are not fetched at all
+            by_first: dict[_Constraint, list[tuple[tuple[_Constraint, ...], _FilterRec]]] = {}
+            for rec, others in self.access_multi.items():
+                group = by_first.get(others[0])
+                if group is None:
+                    group = by_first[others[0]] = []
+                    multi.append((others[0], group))
+                group.append((others[1:], rec))
+        plan = self.plan = (single, pair, tuple([(k, tuple(g)) for k, g in multi]))
+        return plan
+
+
+#: (filters matching on the access constraint alone, (other constraint, filters) groups,
+#: (first other constraint, ((the rest of the other constraints, filter), ...)) groups for
+#: filters of three or more constraints)
+_Plan = tuple[tuple["_FilterRec", ...],
+              tuple[tuple["_Constraint", tuple["_FilterRec", ...]], ...],
+              tuple[tuple["_Constraint",
+                          tuple[tuple[tuple["_Constraint", ...], "_FilterRec"], ...]], ...]]
 
 
 @dataclass(slots=True, eq=False)
@@ -648,6 +682,7 @@ class XmlMatcher:
         for con in self._cons.values():
             con.access.clear()
             con.access_single = con.access_pair = con.access_multi = None
+            con.plan = None
         self._access_slots.clear()
         for entry in self._tid_entry.values():
             entry.access_slots.clear()
@@ -842,38 +877,43 @@ class XmlMatcher:
         truth: dict[_Constraint, bool] = dict.fromkeys(sat, True)
         touched = 0
         for con in sat:
-            single = con.access_single
-            if single is not None:
+            plan = con.plan
+            if plan is None:
+                plan = con.make_plan()
+            single, pair, multi = plan
+            if single:
                 # filters of one constraint: it holds, so they match
-                matched.extend(single.values())
+                matched.extend(single)
                 touched += len(single)
-            pair = con.access_pair
-            if pair is not None:
-                for k, group in pair.items():
-                    t = truth.get(k)
-                    if t is None:
-                        # _Constraint.holds, its common case (one occurrence) inlined
-                        vs = values.get(k.pid)
-                        test = k.test
-                        if vs is not None and len(vs) == 1 and test is not None:
-                            t = truth[k] = bool(test(vs[0]))
-                        else:
-                            t = truth[k] = k.holds(values)
-                    if t:
-                        matched.extend(group)
-                        touched += len(group)
-            multi = con.access_multi
-            if multi is not None:
-                touched += len(multi)
-                for rec, others in multi.items():
-                    for k in others:
+            for k, group in pair:
+                t = truth.get(k)
+                if t is None:
+                    # _Constraint.holds, its common case (one occurrence) inlined
+                    vs = values.get(k.pid)
+                    test = k.test
+                    if vs is not None and len(vs) == 1 and test is not None:
+                        t = truth[k] = bool(test(vs[0]))
+                    else:
+                        t = truth[k] = k.holds(values)
+                if t:
+                    matched.extend(group)
+                    touched += len(group)
+            for k, mgroup in multi:
+                t = truth.get(k)
+                if t is None:
+                    t = truth[k] = k.holds(values)
+                if not t:
+                    continue
+                touched += len(mgroup)
+                for item in mgroup:
+                    for k in item[0]:
                         t = truth.get(k)
                         if t is None:
                             t = truth[k] = k.holds(values)
                         if not t:
                             break
                     else:  # the access constraint and all others hold: count == size
-                        matched.append(rec)
+                        matched.append(item[1])
         st[5] += touched
 
     def _match_counting(self, e: _TargetEntry, values: dict[int, list[str]],
