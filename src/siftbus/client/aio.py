@@ -466,7 +466,7 @@ class Client:
         groups: dict[BatchCallback, set[str]] = {}
         batched: set[str] = set()
         single = True  # every id goes to one batch callback
-        for pid, k in Counter(p for _, _, pids in blocks for p in pids).items():
+        for pid, k in Counter(itertools.chain.from_iterable(b[2] for b in blocks)).items():
             sub = subs.get(pid)
             cb = sub.batch_callback if sub is not None else None
             if cb is None:
