@@ -65,7 +65,7 @@ sys.path.insert(0, str(HERE))
 
 from siftbus.broker.node import BrokerNode  # noqa: E402
 from siftbus.broker.simulator import Simulator  # noqa: E402
-from siftbus.broker.wire import Envelope, Message  # noqa: E402
+from siftbus.broker.wire import Envelope, Message, MsgType  # noqa: E402
 from siftbus.model import Event, IntervalSet, Profile, Schema, parse_schema  # noqa: E402
 
 DOMAIN = 100_000
@@ -709,11 +709,69 @@ def mosquitto_run(tmp: Path, n_profiles: int, events: list[Event], profiles: lis
             "p50_ms": out["p50_ms"], "p99_ms": out["p99_ms"], "loadavg": os.getloadavg()}
 
 
+def client_dispatch_cpu(profiles: list[Profile], events: list[Event],
+                        frames: int = 20) -> dict[str, Any]:
+    """CPU time of the client library handling one NOTIFY frame (decode and hand-out) of
+    the first 1,000 events, with one callback per notification and with one batch
+    callback; in-process, without sockets, so it is the client's own cost."""
+    import numpy as np
+
+    from siftbus.broker.wire import Block, decode_payload, encode, encode_block
+    from siftbus.client.aio import Client, Subscription
+    from siftbus.match.engines import make_matcher
+
+    m = make_matcher("index")
+    for p in profiles:
+        m.add(p)
+    evs = events[:1000]
+    res = m.match_batch(evs)
+    rows = [i for i, r in enumerate(res) if r]
+    block = Block.of_events([evs[i] for i in rows], "B0/pub",
+                            np.arange(len(rows), dtype=np.int64),
+                            np.full(len(rows), time.time()))
+    counts = np.array([len(res[i]) for i in rows], np.int32)
+    pids = [p for i in rows for p in sorted(res[i])]
+    payload = encode(Message(MsgType.NOTIFY, {"blocks": [encode_block(block, counts,
+                                                                       pids)]}))[4:]
+    out: dict[str, Any] = {"events": len(evs), "notifications": len(pids)}
+    for mode in ("each", "batch"):
+        c = Client(None, None)  # type: ignore[arg-type]  # never connected
+        c.schema = workload_schema()
+        seen = [0]
+
+        def each(_: Any, seen: list[int] = seen) -> None:
+            seen[0] += 1
+
+        def batch(b: Any, seen: list[int] = seen) -> None:
+            seen[0] += len(b)
+
+        for p in profiles:
+            c._register(Subscription(c, p, each if mode == "each" else None, 10,
+                                     batch if mode == "batch" else None))
+        t = time.process_time()
+        for _ in range(frames):
+            c._dispatch(decode_payload(payload))
+        cpu = (time.process_time() - t) / frames
+        if seen[0] != frames * len(pids):
+            raise AssertionError(f"{mode}: {seen[0]} notifications handed out")
+        out[f"{mode}_ms_per_frame"] = cpu * 1000
+        out[f"{mode}_ns_per_notification"] = cpu / len(pids) * 1e9
+    out["batch_vs_each"] = out["each_ms_per_frame"] / out["batch_ms_per_frame"]
+    return out
+
+
+def workload_schema() -> Schema:
+    from workload import standard_schema
+
+    return standard_schema()
+
+
 def part_b(size: str, repeats: int) -> dict[str, Any]:
     n_profiles = 10_000
     n_events = {"quick": 40_000, "default": 100_000, "full": 300_000}[size]
     profiles, events = workload(n_profiles, n_events)
     out: dict[str, Any] = {"loadavg_start": os.getloadavg()}
+    out["client_dispatch"] = client_dispatch_cpu(profiles, events)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         runs = [loopback_run(tmp, "index", n_profiles, events, profiles)
@@ -832,6 +890,12 @@ def report_loopback(lb: dict[str, Any]) -> dict[str, Any]:
         lb["siftbus_vs_mosquitto"] = base / lb["mosquitto_median"]
         print(f"\nsiftbus / mosquitto+client filter (median events/s): "
               f"{lb['siftbus_vs_mosquitto']:.2f}")
+    cd = lb.get("client_dispatch")
+    if cd:
+        print(f"\nclient CPU per NOTIFY frame ({cd['events']:,} events, "
+              f"{cd['notifications']:,} notifications): one callback per notification "
+              f"{cd['each_ms_per_frame']:.2f} ms, batch callback "
+              f"{cd['batch_ms_per_frame']:.2f} ms ({cd['batch_vs_each']:.1f}x less)")
     print(f"load average: start {lb['loadavg_start']}, end {lb['loadavg_end']}")
     return lb
 
