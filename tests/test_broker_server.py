@@ -93,6 +93,34 @@ async def test_subscribe_publish_notify(broker: BrokerServer) -> None:
         assert (await sub.stats())["table_size"] == 1
 
 
+async def test_a_failing_callback_is_counted_and_delivery_goes_on(
+        broker: BrokerServer, caplog: pytest.LogCaptureFixture) -> None:
+    """A raising callback (plain, async or batch) must not stop the client's reader: the
+    other subscriptions of the same client keep receiving everything."""
+    async def async_boom(n: Any) -> None:
+        raise ValueError("async boom")
+
+    def boom(n: Any) -> None:
+        raise ValueError("boom")
+
+    async with await Client.connect(port=broker.port, name="sub") as sub, \
+            await Client.connect(port=broker.port) as pub:
+        await sub.subscribe("bad: T(b = HI)", boom)
+        await sub.subscribe("bad2: T(b = HI)", async_boom)
+        await sub.subscribe("bad3: T(b = HI)", batch_callback=boom)
+        good = await sub.subscribe("good: T(b = HI)")
+        for a in range(3):
+            await pub.publish({"type": "T", "a": a, "b": "HI", "s": "x"})
+        got = [(await good.get(5)).event["a"] for _ in range(3)]
+        await sub.ping()
+        await asyncio.sleep(0.05)  # let the async callbacks run
+        assert got == [0, 1, 2]
+        # 3 events x 2 per-notification callbacks, plus one batch call per NOTIFY frame
+        # (the broker may carry several of these events in one frame)
+        assert 6 + 1 <= sub.callback_errors <= 6 + 3
+        assert "notification callback" in caplog.text
+
+
 async def test_batched_notifications_keep_order_ids_and_types(broker: BrokerServer) -> None:
     """One PUB of mixed types travels as several blocks; the subscriber decodes each
     NOTIFY block into notifications in publication order, with every matching id."""

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import time
 from collections import Counter
 from collections.abc import (
@@ -231,6 +232,8 @@ def remote_error(body: dict[str, Any]) -> RemoteError:
                        field=str(body["field"]) if body.get("field") is not None else None)
 
 
+log = logging.getLogger("siftbus.client")
+
 Callback = Callable[[Notification], Any]
 BatchCallback = Callable[[NotificationBatch], Any]
 
@@ -265,9 +268,7 @@ class Subscription:
     def _put(self, n: Notification) -> None:
         self.received += 1
         if self.callback is not None:
-            result = self.callback(n)
-            if result is not None and asyncio.iscoroutine(result):
-                self.client._spawn(result)
+            self.client._call_user(self.callback, n)
             return
         try:
             self.queue.put_nowait(n)
@@ -327,6 +328,8 @@ class Client:
         self.service_events: dict[str, asyncio.Queue[Any]] = {}
         self.errors: list[RemoteError] = []
         """ERRORs that answered no request (e.g. about an unacknowledged publish)."""
+        self.callback_errors = 0
+        """Notification callbacks that raised (each is logged; delivery goes on)."""
         self._reader_task: asyncio.Task[None] | None = None
 
     # ---- connection ---------------------------------------------------------------------
@@ -387,6 +390,26 @@ class Client:
         for t in list(self._tasks):
             t.cancel()
         self._fail_pending(ConnectionLostError("client closed"))
+
+    def _call_user(self, fn: Callable[[Any], Any], arg: Any) -> None:
+        """Run a notification callback. Its failure is logged and counted in
+        :attr:`callback_errors`; it never stops the reader, so other subscriptions of this
+        client keep receiving."""
+        try:
+            result = fn(arg)
+        except Exception:
+            self.callback_errors += 1
+            log.exception("notification callback %r failed", fn)
+            return
+        if result is not None and asyncio.iscoroutine(result):
+            self._spawn(self._guarded(result, fn))
+
+    async def _guarded(self, coro: Awaitable[Any], fn: Callable[[Any], Any]) -> None:
+        try:
+            await coro
+        except Exception:
+            self.callback_errors += 1
+            log.exception("notification callback %r failed", fn)
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)
@@ -488,9 +511,7 @@ class Client:
                 if nb is not None:
                     out.append(nb)
             if out:
-                result = cb(NotificationBatch(tuple(out)))
-                if result is not None and asyncio.iscoroutine(result):
-                    self._spawn(result)
+                self._call_user(cb, NotificationBatch(tuple(out)))
 
     async def _next(self, queue: asyncio.Queue[Notification]) -> Notification:
         if self._lost is not None and queue.empty():
