@@ -286,6 +286,13 @@ def test_sync_client() -> None:
             n = c.receive(timeout=5)
             assert n.profile == pid and n.event["b"] == "MID"
             assert c.call("broker", "stats")["notifications"] == 1
+            batches: list[Any] = []
+            bid = c.subscribe("T(b = HI)", batch_callback=batches.append)
+            c.publish_batch([{"type": "T", "a": a, "b": "HI", "s": "q"} for a in range(3)],
+                            ack=True)
+            c.ping()
+            assert [(x.profile, x.event["a"]) for b in batches for x in b] == [
+                (bid, 0), (bid, 1), (bid, 2)]
     finally:
         loop.call_soon_threadsafe(stop.set)
         th.join(10)

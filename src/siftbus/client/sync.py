@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from siftbus.model import Event, Profile, Schema
 
-from .aio import Callback, Client, Notification
+from .aio import BatchCallback, Callback, Client, Notification
 
 T = TypeVar("T")
 
@@ -62,9 +62,15 @@ class SyncClient:
         return self.client.schema
 
     def subscribe(self, profile: str | Profile, callback: Callback | None = None, *,
-                  id: str | None = None) -> str:
-        """Subscribe; notifications go to ``callback`` or to :meth:`receive`. Returns the id."""
-        sub = self._run(self.client.subscribe(profile, callback or self._inbox.put, id=id))
+                  id: str | None = None, batch_callback: BatchCallback | None = None) -> str:
+        """Subscribe; notifications go to ``callback``, or once per frame as a
+        ``NotificationBatch`` to ``batch_callback`` (both run in the client's loop thread),
+        or else to :meth:`receive`. Returns the id."""
+        if batch_callback is not None:
+            sub = self._run(self.client.subscribe(profile, callback, id=id,
+                                                  batch_callback=batch_callback))
+        else:
+            sub = self._run(self.client.subscribe(profile, callback or self._inbox.put, id=id))
         return sub.id
 
     def unsubscribe(self, *ids: str) -> None:
