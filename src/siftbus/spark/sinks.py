@@ -181,7 +181,7 @@ class JsonLinesSink:
             _overwrite(out, target, "json")
             return SinkResult(self.name, rows, str(target))
         out = df.select(*cols).orderBy(*[F.col(c) for c in cols if c != "matches"])
-        rows = _write_single(out.coalesce(1), self.path, "json")
+        rows = write_one_file(out.coalesce(1), self.path, "json")
         return SinkResult(self.name, rows, str(self.path))
 
     def read_back(self, spark: SparkSession) -> list[tuple[str, int, str]]:
@@ -200,19 +200,21 @@ class JsonLinesSink:
         return None
 
 
-def _write_single(df: DataFrame, target: Path, fmt: str) -> int:
-    """Write a one-partition DataFrame as exactly one file at ``target`` (atomic rename)."""
+def write_one_file(df: DataFrame, target: Path, fmt: str) -> int:
+    """Write a one-partition DataFrame as exactly one ``json`` or ``text`` lines file at
+    ``target`` (atomic rename); returns the line count."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         if fmt == "json":
             df.write.mode("overwrite").option("ignoreNullFields", "false").json(str(tmp / "out"))
+        elif fmt == "text":
+            df.write.mode("overwrite").text(str(tmp / "out"))
         else:
-            df.write.mode("overwrite").parquet(str(tmp / "out"))
-        parts = sorted((tmp / "out").glob("part-*"))
+            raise ValueError(f"write_one_file writes json or text lines, not {fmt!r}")
         rows = 0
         with open(tmp / "joined", "wb") as dst:
-            for part in parts:
+            for part in sorted((tmp / "out").glob("part-*")):
                 data = part.read_bytes()
                 rows += data.count(b"\n")
                 dst.write(data)
@@ -240,7 +242,7 @@ class DeadLetterSink:
             if rows:
                 _overwrite(dead, target, "json")
             return SinkResult(self.name, rows, str(target))
-        rows = _write_single(dead.orderBy(F.col("source"), F.col("line")).coalesce(1),
+        rows = write_one_file(dead.orderBy(F.col("source"), F.col("line")).coalesce(1),
                              self.path, "json")
         return SinkResult(self.name, rows, str(self.path))
 
@@ -547,6 +549,7 @@ __all__ = [
     "ParquetSink",
     "Sink",
     "SinkResult",
+    "write_one_file",
     "WebhookDeliverer",
     "check_sink",
 ]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from siftbus.errors import SchemaError
 from siftbus.model import Schema
+from siftbus.spark.sinks import write_one_file
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -217,28 +218,7 @@ def write_day(df: DataFrame, path: str | Path) -> int:
     from pyspark.sql import functions as F
 
     ordered = df.orderBy(F.col("t"), F.col("text")).select("text").coalesce(1)
-    return _write_single_text(ordered, Path(path))
-
-
-def _write_single_text(df: DataFrame, target: Path) -> int:
-    import os
-    import shutil
-    import tempfile
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        df.write.mode("overwrite").text(str(tmp / "out"))
-        rows = 0
-        with open(tmp / "joined", "wb") as dst:
-            for part in sorted((tmp / "out").glob("part-*")):
-                data = part.read_bytes()
-                rows += data.count(b"\n")
-                dst.write(data)
-        os.replace(tmp / "joined", target)
-        return rows
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return write_one_file(ordered, Path(path), "text")
 
 
 __all__ = [
