@@ -306,3 +306,26 @@ def test_kernel_choice_by_batch_and_profile_count() -> None:
     assert not index_module.use_grouped(10, 100_000)  # small batch: per-event kernel
     assert index_module.use_grouped(index_module.GROUPED_MIN,
                                     index_module.GROUPED_MIN_PROFILES)
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+@pytest.mark.parametrize("engine", ["index", "counting"])
+def test_many_matches_per_event_grow_the_output_buffers(
+        engine: str, grouped: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Far more matches per event than the kernels' first output guess (8 per event for
+    the index, 4 for counting): the buffers must grow without losing or reordering any."""
+    monkeypatch.setattr(index_module, "GROUPED_MIN", 1 if grouped else 10**9)
+    monkeypatch.setattr(index_module, "GROUPED_MIN_PROFILES", 0)
+    schema = parse_schema('[G]\na = "int[0,9]"\nb = "int[0,9]"\n')
+    etype = schema["G"]
+    m = make_matcher(engine)
+    ref = ReferenceMatcher()
+    for i in range(120):  # every event matches 60..120 of these
+        p = Profile.build(f"p{i:03d}", etype, [Predicate("a", Op.LE, (9 if i % 2 else i % 10,))]
+                          if i % 2 or i < 20 else [Predicate("b", Op.GE, (0,))])
+        m.add(p)
+        ref.add(p)
+    evs = [Event.of(etype, {"a": a % 10, "b": a % 7}) for a in range(300)]
+    want = ref.match_batch(evs)
+    assert min(len(w) for w in want) >= 60
+    assert m.match_batch(evs) == want

@@ -63,6 +63,18 @@ def _accepts(p: int, e: int, cells: np.ndarray, cond_off: np.ndarray,
     return True
 
 
+@njit(cache=True, inline="always")
+def _append(buf: np.ndarray, k: int, value: int) -> np.ndarray:
+    """``buf[k] = value``, first doubling ``buf`` when it is full; returns the buffer (the
+    caller keeps the returned one: it is new after a growth)."""
+    if k >= buf.shape[0]:
+        grown = np.empty(2 * buf.shape[0], buf.dtype)
+        grown[:k] = buf[:k]
+        buf = grown
+    buf[k] = value
+    return buf
+
+
 @njit(cache=True)
 def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                  set_off: np.ndarray, set_mem: np.ndarray, set_pre: np.ndarray,
@@ -194,11 +206,7 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
         for p in always:
             if check_alive and alive[p] == 0:
                 continue
-            if k >= keys.shape[0]:
-                grown = np.empty(2 * keys.shape[0], np.int64)
-                grown[:k] = keys[:k]
-                keys = grown
-            keys[k] = np.int64(e) * n + rank[p]
+            keys = _append(keys, k, np.int64(e) * n + rank[p])
             k += 1
     block = np.empty((n_events, m), np.int32)
     members = np.empty(n_events, np.int64)
@@ -232,11 +240,7 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                             continue
                         e = members[q]
                         if _accepts(p, e, cells, cond_off, runs):
-                            if k >= keys.shape[0]:
-                                grown = np.empty(2 * keys.shape[0], np.int64)
-                                grown[:k] = keys[:k]
-                                keys = grown
-                            keys[k] = e * n + rank[p]
+                            keys = _append(keys, k, e * n + rank[p])
                             k += 1
             else:
                 for wi in range(bitmaps.shape[1]):
@@ -256,11 +260,7 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                                 continue
                             e = members[q]
                             if _accepts(p, e, cells, cond_off, runs):
-                                if k >= keys.shape[0]:
-                                    grown = np.empty(2 * keys.shape[0], np.int64)
-                                    grown[:k] = keys[:k]
-                                    keys = grown
-                                keys[k] = e * n + rank[p]
+                                keys = _append(keys, k, e * n + rank[p])
                                 k += 1
     hits = np.sort(keys[:k])
     offsets = np.zeros(n_events + 1, np.int64)
@@ -340,8 +340,7 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
     counter = np.zeros(n, np.int32)
     touched = np.empty(max(16, n), np.int32)
     offsets = np.zeros(n_events + 1, np.int64)
-    cap = max(64, n_events * 4)
-    out = np.empty(cap, np.int32)
+    out = np.empty(max(64, n_events * 4), np.int32)
     k = 0
     for e in range(n_events):
         start = k
@@ -349,12 +348,7 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
         for p in always:
             if check_alive and alive[p] == 0:
                 continue
-            if k >= cap:
-                cap *= 2
-                grown = np.empty(cap, np.int32)
-                grown[:k] = out[:k]
-                out = grown
-            out[k] = p
+            out = _append(out, k, p)
             k += 1
         for a in range(m):
             g = cell_base[a] + cells[e, a]
@@ -367,12 +361,7 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
                         nt += 1
                     counter[p] += 1
                     if counter[p] == ncond[p] and not (check_alive and alive[p] == 0):
-                        if k >= cap:
-                            cap *= 2
-                            grown = np.empty(cap, np.int32)
-                            grown[:k] = out[:k]
-                            out = grown
-                        out[k] = p
+                        out = _append(out, k, p)
                         k += 1
         for i in range(nt):
             counter[touched[i]] = 0
