@@ -226,16 +226,9 @@ class ChannelService:
         ch = self._channel(args)
         kind = args.get("kind", STRUCTURED_EVENT)
         admin = ch.get_consumeradmin(_int(args, "admin", 0))
-        proxy, pid = admin.obtain_notification_pull_supplier(kind)
         qos = _mapping(args, "qos")
-        try:
-            if qos:
-                proxy.set_qos(qos)
-        except SiftbusError:
-            proxy._disconnect()
-            raise
-        proxy._connect(None, ())
-        return pid
+        proxy, pid = admin.obtain_notification_pull_supplier(kind)
+        return self._connect_new(proxy, pid, qos)
 
     def do_obtain_supplier(self, args: dict[str, Any]) -> int:
         """A push ProxyConsumer for a remote supplier, connected."""
@@ -254,8 +247,17 @@ class ChannelService:
         admin = ch.get_consumeradmin(_int(args, "admin", 0))
         qos = _mapping(args, "qos")
         proxy, pid = admin.obtain_notification_push_supplier(kind)
+        return self._connect_new(proxy, pid, qos,
+                                 lambda: self.pushes.own(self._caller, ch, pid))
+
+    @staticmethod
+    def _connect_new(proxy: ProxySupplier, pid: int, qos: Mapping[str, Any],
+                     prepare: Callable[[], None] | None = None) -> int:
+        """Connect a just-obtained proxy for a remote client after ``prepare`` and its
+        requested QoS; if either fails, the proxy is disconnected again (nothing leaks)."""
         try:
-            self.pushes.own(self._caller, ch, pid)
+            if prepare is not None:
+                prepare()
             if qos:
                 proxy.set_qos(qos)
         except SiftbusError:
