@@ -33,7 +33,7 @@ from siftbus.errors import (
     UnknownSubscriptionError,
 )
 from siftbus.xmlfilter.engine import XmlEventFilter
-from siftbus.xmlfilter.output import Dispatcher, Notification, SinkStats
+from siftbus.xmlfilter.output import CountingSink, Dispatcher, Notification
 from siftbus.xmlfilter.subscription import Receiver
 
 MAX_BODY = 64 * 1024 * 1024
@@ -45,7 +45,7 @@ class DeliveryError(SiftbusError, ConnectionError):
     retriable = True
 
 
-class HttpPostNotifier:
+class HttpPostNotifier(CountingSink):
     """Delivers a notification by POSTing its XML to the receiver's callback address.
 
     Headers name the event index and matched subscriptions. Non-2xx answers and transport
@@ -53,15 +53,15 @@ class HttpPostNotifier:
     """
 
     def __init__(self, *, timeout: float = 5.0, client: httpx.AsyncClient | None = None) -> None:
+        super().__init__()
         self._client = client or httpx.AsyncClient(timeout=timeout)
         self._own = client is None
-        self._ok = 0
-        self._failed = 0
 
     async def deliver(self, receiver: Receiver, notification: Notification) -> None:
-        url = receiver.address
+        await self._counted(self._post, receiver.address, notification)
+
+    async def _post(self, url: str, notification: Notification) -> None:
         if not url.startswith(("http://", "https://")):
-            self._failed += 1
             raise DeliveryError(f"not an http(s) callback address: {url!r}")
         try:
             r = await self._client.post(url, content=notification.xml, headers={
@@ -70,19 +70,13 @@ class HttpPostNotifier:
                 "X-Siftbus-Subscriptions": " ".join(notification.subscriptions),
             })
         except httpx.HTTPError as exc:
-            self._failed += 1
             raise DeliveryError(f"POST {url} failed: {exc}") from None
         if r.status_code // 100 != 2:
-            self._failed += 1
             raise DeliveryError(f"POST {url} answered {r.status_code}")
-        self._ok += 1
 
     async def aclose(self) -> None:
         if self._own:
             await self._client.aclose()
-
-    def stats(self) -> SinkStats:
-        return SinkStats(self._ok, self._failed)
 
 
 def _error(exc: SiftbusError, status: int = 400) -> JSONResponse:

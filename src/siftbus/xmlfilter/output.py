@@ -80,17 +80,17 @@ class MemorySink:
         return SinkStats(len(self.deliveries), 0)
 
 
-class CallbackSink:
-    """Calls a function (sync or async) per delivery."""
+class CountingSink:
+    """Base of the sinks that count their own deliveries: each delivery runs through
+    :meth:`_counted`, which counts a success or a failure (and lets the error through)."""
 
-    def __init__(self, fn: Callable[[Receiver, Notification], object]) -> None:
-        self._fn = fn
+    def __init__(self) -> None:
         self._ok = 0
         self._failed = 0
 
-    async def deliver(self, receiver: Receiver, notification: Notification) -> None:
+    async def _counted(self, fn: Callable[..., object], *args: Any) -> None:
         try:
-            r = self._fn(receiver, notification)
+            r = fn(*args)
             if inspect.isawaitable(r):
                 await r
         except Exception:
@@ -103,6 +103,17 @@ class CallbackSink:
 
     def stats(self) -> SinkStats:
         return SinkStats(self._ok, self._failed)
+
+
+class CallbackSink(CountingSink):
+    """Calls a function (sync or async) per delivery."""
+
+    def __init__(self, fn: Callable[[Receiver, Notification], object]) -> None:
+        super().__init__()
+        self._fn = fn
+
+    async def deliver(self, receiver: Receiver, notification: Notification) -> None:
+        await self._counted(self._fn, receiver, notification)
 
 
 @dataclass(slots=True)
@@ -167,7 +178,7 @@ xml = "string"
 """
 
 
-class ClientSink:
+class ClientSink(CountingSink):
     """Publishes every delivery as an ``XmlNotification`` event through a siftbus client.
 
     The broker's schema must declare the type (see :data:`CLIENT_SINK_SCHEMA`; it may
@@ -196,11 +207,10 @@ class ClientSink:
         if "receiver" not in names or "xml" not in names or extra:
             raise ConfigError(f"event type {type_name!r} must have the attributes receiver "
                               f"and xml and only those of {self._FIELDS}, has {names}")
+        super().__init__()
         self._client = client
         self._type = type_name
         self._names = names
-        self._ok = 0
-        self._failed = 0
 
     async def deliver(self, receiver: Receiver, notification: Notification) -> None:
         values: dict[str, Any] = {
@@ -209,15 +219,4 @@ class ClientSink:
             "event": notification.event, "xml": notification.xml.decode(),
         }
         event = {"type": self._type, **{n: values[n] for n in self._names}}
-        try:
-            await self._client.publish(event)
-        except Exception:
-            self._failed += 1
-            raise
-        self._ok += 1
-
-    async def aclose(self) -> None:
-        return None
-
-    def stats(self) -> SinkStats:
-        return SinkStats(self._ok, self._failed)
+        await self._counted(self._client.publish, event)
