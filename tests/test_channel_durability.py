@@ -38,6 +38,16 @@ def start_server(store: Path, port_file: Path) -> tuple[subprocess.Popen[bytes],
     return proc, int(port_file.read_text())
 
 
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if the server has not exited within 10 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 def ev(i: int) -> StructuredEvent:
     return StructuredEvent.of("d", "t", f"e{i}", filterable_data={"i": i})
 
@@ -116,12 +126,7 @@ def test_sigkill_and_restart_delivers_everything_once_in_order(tmp_path: Path) -
         setup = asyncio.run(_phase(port, setup, 1000, 100, accepted, received, None, None))
         assert not setup.get("killed")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_server(proc)
     assert received == accepted  # every accepted event, once, in order
     assert setup["dups"] <= 50  # only the unacknowledged pull window came again
     assert setup["odd_got"] == [i for i in accepted if i % 2 == 1]

@@ -25,7 +25,7 @@ from siftbus.channel.service import (
     RemoteSupplier,
 )
 from siftbus.errors import SiftbusError
-from test_channel_durability import start_server
+from test_channel_durability import start_server, stop_server
 
 
 def ev(i: int, **data: Any) -> StructuredEvent:
@@ -356,12 +356,7 @@ def test_push_consumer_gets_unacknowledged_events_after_sigkill(tmp_path: Path) 
         asyncio.run(_push_phase(port, state, 1000, 100, None, None))
         assert not state.get("killed")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_server(proc)
     assert state["received"] == state["accepted"]  # every accepted event once, in order
     # the restart sent again what was unacknowledged (dropped as seen) or not yet sent
     again = state["consumer"].duplicates
