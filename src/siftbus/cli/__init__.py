@@ -17,8 +17,6 @@ from siftbus.errors import SiftbusError
 
 app = typer.Typer(
     name="siftbus",
-    help="Content-based publish/subscribe: match events against profiles, route them "
-    "through brokers, channels, XML filters and Spark.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
