@@ -49,6 +49,7 @@ import msgpack
 import numpy as np
 
 from siftbus.errors import SiftbusError, WireError
+from siftbus.match.base import positions_by_type
 from siftbus.model import (
     Event,
     EventType,
@@ -418,10 +419,7 @@ def group_by_type(events: Sequence[Event]) -> list[np.ndarray | None]:
     first = events[0].etype
     if all(e.etype is first for e in events):
         return [None]
-    groups: dict[str, list[int]] = {}
-    for i, e in enumerate(events):
-        groups.setdefault(e.etype.name, []).append(i)
-    return [np.array(g, np.int64) for g in groups.values()]
+    return [np.array(g, np.int64) for g in positions_by_type(events).values()]
 
 
 def blocks_of_envelopes(envs: Sequence[Envelope]) -> list[Block]:
