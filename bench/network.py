@@ -65,8 +65,9 @@ sys.path.insert(0, str(HERE))
 
 from siftbus.broker.node import BrokerNode  # noqa: E402
 from siftbus.broker.simulator import Simulator  # noqa: E402
-from siftbus.broker.wire import Envelope, Message, MsgType  # noqa: E402
 from siftbus.model import Event, IntervalSet, Profile, Schema, parse_schema  # noqa: E402
+from siftbus.wire.events import Envelope  # noqa: E402
+from siftbus.wire.frames import Message, MsgType  # noqa: E402
 
 DOMAIN = 100_000
 UNSUBSCRIBED_FROM = 90_000  # values >= this are never subscribed
@@ -583,8 +584,8 @@ async def role_mqtt_subscriber(port: int, n_profiles: int, expect: int,
     """Receive every event from mosquitto and filter it client-side with the index."""
     import msgpack
 
-    from siftbus.broker.wire import decode_envelope
     from siftbus.match.engines import make_matcher
+    from siftbus.wire.events import decode_envelope
     from workload import standard_schema
 
     schema = standard_schema()
@@ -642,7 +643,7 @@ async def mqtt_publish_events(port: int, events: list[Event], rate: float | None
                               batch: int) -> float:
     import msgpack
 
-    from siftbus.broker.wire import encode_envelope
+    from siftbus.wire.events import encode_envelope
 
     r, w = await asyncio.open_connection("127.0.0.1", port)
     w.write(mqtt_connect("bench-pub"))
@@ -716,9 +717,10 @@ def client_dispatch_cpu(profiles: list[Profile], events: list[Event],
     callback; in-process, without sockets, so it is the client's own cost."""
     import numpy as np
 
-    from siftbus.broker.wire import Block, decode_payload, encode, encode_block
     from siftbus.client.aio import Client, Subscription
     from siftbus.match.engines import make_matcher
+    from siftbus.wire.events import Block, encode_block
+    from siftbus.wire.frames import decode_payload, encode
 
     m = make_matcher("index")
     for p in profiles:

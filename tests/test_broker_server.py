@@ -17,10 +17,10 @@ from siftbus.broker.node import BrokerNode
 from siftbus.broker.routing import rendezvous_directions
 from siftbus.broker.server import BrokerServer, read_frame
 from siftbus.broker.simulator import Delivery
-from siftbus.broker.wire import VERSION, Message, MsgType, encode
 from siftbus.client import Client, SyncClient
 from siftbus.errors import ConnectionLostError, RemoteError, SiftbusError
 from siftbus.model import Event, Profile
+from siftbus.wire.frames import VERSION, Message, MsgType, encode
 from test_broker_sim import SCHEMA, events, oracle, profiles
 
 T = SCHEMA["T"]

@@ -11,30 +11,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from siftbus.broker.wire import (
-    VERSION,
+from siftbus.errors import SiftbusError, WireError
+from siftbus.lang.profile import parse_profile
+from siftbus.model import Event, parse_schema
+from siftbus.wire.events import (
     Block,
     Envelope,
-    FrameDecoder,
-    Message,
-    MsgType,
     blocks_of_envelopes,
     decode_batch,
     decode_block,
     decode_envelope,
-    decode_payload,
-    decode_profile,
-    encode,
     encode_block,
     encode_envelope,
     encode_envelope_blocks,
-    encode_profile,
     in_order,
     split_block,
 )
-from siftbus.errors import SiftbusError, WireError
-from siftbus.lang.profile import parse_profile
-from siftbus.model import Event, parse_schema
+from siftbus.wire.frames import VERSION, FrameDecoder, Message, MsgType, decode_payload, encode
+from siftbus.wire.profiles import decode_profile, encode_profile
 
 SCHEMA = parse_schema("""
 [T]

@@ -35,12 +35,12 @@ from typing import Any
 from siftbus.errors import ConfigError, SiftbusError
 from siftbus.match.engines import ENGINES
 from siftbus.model import Schema, load_schema
+from siftbus.wire.frames import MAX_FRAME
 
 from .node import BrokerNode, check_name, default_engine
 from .routing import PROTOCOLS, STRATEGIES, rendezvous_directions
 from .server import BrokerServer
 from .store import ProfileStore
-from .wire import MAX_FRAME
 
 
 @dataclass(frozen=True, slots=True)

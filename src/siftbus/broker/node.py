@@ -30,20 +30,13 @@ from siftbus.lang.profile import format_profile, parse_profile
 from siftbus.match.base import Matcher
 from siftbus.match.engines import make_matcher
 from siftbus.model import Profile, Schema
+from siftbus.wire.events import Block, decode_batch, encode_block
+from siftbus.wire.frames import Message, MsgType, error_body, get
+from siftbus.wire.profiles import decode_profile
 
 from .routing import Routing, make_routing
 from .stats import BrokerStats, Counters, LinkStats
 from .store import ProfileStore
-from .wire import (
-    Block,
-    Message,
-    MsgType,
-    decode_batch,
-    decode_profile,
-    encode_block,
-    error_body,
-    get,
-)
 
 log = logging.getLogger("siftbus.broker")
 ServiceHandler = Callable[[str, dict[str, Any], str], Any]

@@ -43,8 +43,9 @@ from siftbus.covering.relations import covers, merge, overlaps
 from siftbus.errors import ConfigError, DuplicateProfileError, UnknownProfileError
 from siftbus.match.base import Matcher
 from siftbus.model import IntervalSet, Profile
-
-from .wire import Block, Message, MsgType, encode_block, encode_profile
+from siftbus.wire.events import Block, encode_block
+from siftbus.wire.frames import Message, MsgType
+from siftbus.wire.profiles import encode_profile
 
 PROTOCOLS = ("flooding", "forwarding", "rendezvous")
 """Protocol names accepted in the network config."""

@@ -23,19 +23,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from siftbus.errors import ConfigError, SiftbusError, WireError
+from siftbus.wire.events import notify_count, split_block
+from siftbus.wire.frames import MAX_FRAME, Message, MsgType, encode, error_body, get
+from siftbus.wire.transport import read_frame
 
 from .node import BrokerNode, ServiceHandler
-from .wire import (
-    MAX_FRAME,
-    Message,
-    MsgType,
-    encode,
-    error_body,
-    get,
-    notify_count,
-    read_frame,
-    split_block,
-)
 
 log = logging.getLogger("siftbus.broker")
 

@@ -18,20 +18,13 @@ from typing import Any
 
 from siftbus.errors import ConfigError
 from siftbus.model import Event, Profile, Schema
+from siftbus.wire.events import Envelope, decode_batch, encode_envelope_blocks
+from siftbus.wire.frames import Message, MsgType, decode_payload, encode
+from siftbus.wire.profiles import encode_profile
 
 from .node import BrokerNode
 from .routing import rendezvous_directions
 from .stats import BrokerStats
-from .wire import (
-    Envelope,
-    Message,
-    MsgType,
-    decode_batch,
-    decode_payload,
-    encode,
-    encode_envelope_blocks,
-    encode_profile,
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """A small standalone asyncio server for the channel service (and the broker hook).
 
-It speaks the siftbus wire protocol (:mod:`siftbus.broker.wire` frames): the client's
+It speaks the siftbus wire protocol (:mod:`siftbus.wire.frames`): the client's
 first frame is HELLO ``{"role": "client"}``, answered with ACK; then each CALL
 ``{"service": "channel", "method", "args", "corr"}`` is answered with REPLY ``{"corr",
 "result"}`` or ERROR ``{"corr", "kind", "message", ...}``. A bad request gets an ERROR
@@ -23,17 +23,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from siftbus.broker.wire import (
-    MAX_FRAME,
-    Message,
-    MsgType,
-    encode,
-    error_body,
-    read_frame,
-)
 from siftbus.channel.core import EventChannelFactory
 from siftbus.channel.service import SERVICE_NAME, ChannelService
 from siftbus.errors import EnvironmentProblem, SiftbusError, WireError
+from siftbus.wire.frames import MAX_FRAME, Message, MsgType, encode, error_body
+from siftbus.wire.transport import read_frame
 
 log = logging.getLogger("siftbus.channel")
 class ChannelServer:

@@ -543,8 +543,8 @@ class ChannelClient:
     @classmethod
     async def connect(cls, host: str, port: int, *, name: str | None = None,
                       service: str = SERVICE_NAME, timeout: float = 10.0) -> ChannelClient:
-        from siftbus.broker.wire import Message as Frame
-        from siftbus.broker.wire import MsgType
+        from siftbus.wire.frames import Message as Frame
+        from siftbus.wire.frames import MsgType
 
         try:
             reader, writer = await asyncio.wait_for(
@@ -564,14 +564,15 @@ class ChannelClient:
         return client
 
     def _send(self, frame: Any) -> None:
-        from siftbus.broker.wire import encode
+        from siftbus.wire.frames import encode
 
         if self._closed:
             raise ConnectionLostError("the channel client is closed")
         self._writer.write(encode(frame))
 
     async def _read_loop(self) -> None:
-        from siftbus.broker.wire import MsgType, read_frame
+        from siftbus.wire.frames import MsgType
+        from siftbus.wire.transport import read_frame
 
         try:
             while True:
@@ -599,8 +600,8 @@ class ChannelClient:
 
     async def call(self, method: str, **args: Any) -> Any:
         """Call a service method; raises the service's error, or ConnectionLostError."""
-        from siftbus.broker.wire import Message as Frame
-        from siftbus.broker.wire import MsgType
+        from siftbus.wire.frames import Message as Frame
+        from siftbus.wire.frames import MsgType
 
         corr = next(self._corr)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

@@ -41,18 +41,6 @@ from typing import Any
 
 import numpy as np
 
-from siftbus.broker.wire import (
-    Block,
-    Message,
-    MsgType,
-    decode_batch,
-    encode,
-    encode_block,
-    encode_profile,
-    group_by_type,
-    in_order,
-    read_frame,
-)
 from siftbus.errors import (
     ConnectionLostError,
     EnvironmentProblem,
@@ -63,6 +51,10 @@ from siftbus.errors import (
 )
 from siftbus.lang.profile import parse_profile_text, resolve
 from siftbus.model import Event, EventType, Profile, Schema, event_from_dict, parse_event
+from siftbus.wire.events import Block, decode_batch, encode_block, group_by_type, in_order
+from siftbus.wire.frames import Message, MsgType, encode
+from siftbus.wire.profiles import encode_profile
+from siftbus.wire.transport import read_frame
 
 MAX_BATCH = 5000
 """Events per PUB frame when publishing a large batch."""

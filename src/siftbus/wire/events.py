@@ -1,17 +1,4 @@
-"""The siftbus wire format: length-prefixed msgpack frames (codec only, no connection).
-
-A frame is::
-
-    +----------------+---------+------+------------------+
-    | length: u32 BE | version | type | msgpack body     |
-    +----------------+---------+------+------------------+
-
-``length`` counts the bytes after itself (version + type + body). The version byte is
-:data:`VERSION`; the type byte is a :class:`MsgType`; the body is a msgpack map whose
-shape depends on the type (see ``docs/broker.md``). A frame that is malformed, longer
-than the receiver's limit, of another version or of an unknown type raises
-:class:`~siftbus.errors.WireError`; a server answers it with ERROR and closes only that
-connection.
+"""Events on the wire: envelopes and columnar event blocks (codec only, no I/O).
 
 Profiles and events travel in a structured form, not as text, so a broker never parses
 profile language on the hot path:
@@ -30,165 +17,22 @@ profile language on the hot path:
   carries ``at`` (little-endian int32 bytes), its rows' positions in the publication
   order (increasing within a block); without ``at`` the order is the blocks' order. So
   a broker decodes and matches a whole batch with one kernel call per type and without
-  one Python object per event;
-* profile: ``[id, subscriber, type, [[position, constraint], ...]]`` where a constraint
-  is ``[0, lo1, hi1, lo2, hi2, ...]`` (ordered domains) or ``[1, allowed | None, prefix,
-  excluded]`` (strings).
+  one Python object per event.
 """
 
 from __future__ import annotations
 
-import asyncio
-import enum
-import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 import numpy as np
 
-from siftbus.errors import SiftbusError, WireError
+from siftbus.errors import WireError
 from siftbus.match.base import positions_by_type
-from siftbus.model import (
-    Event,
-    EventType,
-    IntervalSet,
-    Profile,
-    Schema,
-    StringConstraint,
-    StringDomain,
-)
-from siftbus.model.constraint import Constraint
+from siftbus.model import Event, EventType, Schema, StringDomain
 
-VERSION = 1
-"""The wire protocol version carried in every frame."""
-
-MAX_FRAME = 16 * 1024 * 1024
-"""Default limit on a frame's length (bytes after the length prefix)."""
-
-_HEADER = struct.Struct(">IBB")
-_LEN = struct.Struct(">I")
-
-
-class MsgType(enum.IntEnum):
-    """Message types; the numbers are part of the wire format."""
-
-    HELLO = 1
-    SCHEMA = 2
-    SUB = 3
-    UNSUB = 4
-    ADV = 5
-    UNADV = 6
-    PUB = 7
-    NOTIFY = 8
-    ACK = 9
-    ERROR = 10
-    PING = 11
-    CALL = 12
-    REPLY = 13
-
-
-@dataclass(slots=True)
-class Message:
-    """One decoded frame: its type and its body (a msgpack map)."""
-
-    type: MsgType
-    body: dict[str, Any] = field(default_factory=dict)
-
-
-def encode(msg: Message) -> bytes:
-    """The frame for ``msg`` (length prefix included)."""
-    payload = msgpack.packb(msg.body, use_bin_type=True)
-    return _HEADER.pack(len(payload) + 2, VERSION, int(msg.type)) + payload
-
-
-def decode_payload(data: bytes | memoryview) -> Message:
-    """Decode the bytes after the length prefix (version, type, body)."""
-    if len(data) < 2:
-        raise WireError(f"frame of {len(data)} bytes is too short for version and type")
-    version, mtype = data[0], data[1]
-    if version != VERSION:
-        raise WireError(f"unsupported wire version {version} (this side speaks {VERSION})")
-    try:
-        t = MsgType(mtype)
-    except ValueError:
-        raise WireError(f"unknown message type {mtype}") from None
-    try:
-        body = msgpack.unpackb(data[2:], raw=False, strict_map_key=True)
-    except Exception as exc:  # msgpack raises several unrelated exception types
-        raise WireError(f"{t.name} frame body is not valid msgpack: {exc}") from None
-    if not isinstance(body, dict):
-        raise WireError(f"{t.name} frame body must be a map, got {type(body).__name__}")
-    return Message(t, body)
-
-
-def check_length(n: int, limit: int = MAX_FRAME) -> None:
-    """Refuse a frame length over ``limit`` before reading its bytes."""
-    if n > limit:
-        raise WireError(f"frame of {n} bytes exceeds the limit of {limit} bytes")
-    if n < 2:
-        raise WireError(f"frame of {n} bytes is too short for version and type")
-
-
-class FrameDecoder:
-    """Incremental decoder: feed bytes, get whole messages (for sockets and tests)."""
-
-    def __init__(self, limit: int = MAX_FRAME) -> None:
-        self.limit = limit
-        self._buf = bytearray()
-
-    def feed(self, data: bytes) -> Iterator[Message]:
-        """Append ``data`` and yield every complete message; raises :class:`WireError`."""
-        self._buf += data
-        while len(self._buf) >= 4:
-            (n,) = _LEN.unpack_from(self._buf)
-            check_length(n, self.limit)
-            if len(self._buf) < 4 + n:
-                return
-            payload = bytes(self._buf[4:4 + n])
-            del self._buf[:4 + n]
-            yield decode_payload(payload)
-
-    @property
-    def pending(self) -> int:
-        """Bytes buffered that do not yet form a whole frame."""
-        return len(self._buf)
-
-
-# ---------------------------------------------------------------------------------------
-# Body fields
-
-
-async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME
-                     ) -> tuple[Message, int]:
-    """Read one frame; returns the message and its size in bytes."""
-    head = await reader.readexactly(4)
-    (n,) = _LEN.unpack(head)
-    check_length(n, limit)
-    payload = await reader.readexactly(n)
-    return decode_payload(payload), n + 4
-
-
-def get(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *,
-        optional: bool = False, where: str = "") -> Any:
-    """The field ``name`` of a body, checked to be of ``kind``; :class:`WireError` if not."""
-    if name not in body:
-        if optional:
-            return None
-        raise WireError(f"{where or 'message'} lacks field {name!r}", field=name)
-    value = body[name]
-    if isinstance(value, bool) and kind is int:
-        raise WireError(f"{where or 'message'} field {name!r} must be an integer", field=name)
-    if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise WireError(f"{where or 'message'} field {name!r} must be {names}, "
-                        f"got {type(value).__name__}", field=name)
-    return value
-
-
-# ---------------------------------------------------------------------------------------
-# Events
+from .frames import get
 
 
 @dataclass(frozen=True, slots=True)
@@ -575,128 +419,3 @@ def split_block(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         first = int(np.frombuffer(a["np"], _I4).sum())
         a["p"], b["p"] = d["p"][:first], d["p"][first:]
     return a, b
-
-
-# ---------------------------------------------------------------------------------------
-# Profiles
-
-
-def _encode_constraint(c: Constraint) -> list[Any]:
-    if isinstance(c, IntervalSet):
-        flat: list[Any] = [0]
-        for lo, hi in c.intervals:
-            flat += (lo, hi)
-        return flat
-    return [1, sorted(c.allowed) if c.allowed is not None else None, c.prefix,
-            sorted(c.excluded)]
-
-
-def encode_profile(p: Profile) -> list[Any]:
-    return [p.id, p.subscriber, p.etype.name,
-            [[c.position, _encode_constraint(c.constraint)] for c in p.conditions]]
-
-
-def _decode_constraint(data: Any, etype: EventType, pos: int) -> Constraint:
-    attr = etype.attributes[pos]
-    dom = attr.domain
-    if not isinstance(data, list) or not data or data[0] not in (0, 1):
-        raise WireError(f"constraint on {attr.name} must be [0, ...] or [1, ...]",
-                        field=attr.name)
-    if data[0] == 0:
-        if isinstance(dom, StringDomain):
-            raise WireError(f"{attr.name} is a string attribute", field=attr.name)
-        nums = data[1:]
-        if len(nums) % 2 or not all(isinstance(v, int) and not isinstance(v, bool)
-                                    for v in nums):
-            raise WireError(f"constraint on {attr.name} needs integer lo/hi pairs",
-                            field=attr.name)
-        ivs = [(nums[i], nums[i + 1]) for i in range(0, len(nums), 2)]
-        if any(lo > hi or lo < dom.min_key or hi > dom.max_key for lo, hi in ivs):
-            raise WireError(f"constraint on {attr.name} leaves {dom.spec}", field=attr.name)
-        return IntervalSet.of(ivs)
-    if not isinstance(dom, StringDomain):
-        raise WireError(f"{attr.name} is not a string attribute", field=attr.name)
-    if len(data) != 4:
-        raise WireError(f"string constraint on {attr.name} needs 4 items", field=attr.name)
-    _, allowed, prefix, excluded = data
-    if allowed is not None and not (isinstance(allowed, list)
-                                    and all(isinstance(s, str) for s in allowed)):
-        raise WireError(f"allowed strings of {attr.name} must be a list", field=attr.name)
-    if not isinstance(prefix, str) or not isinstance(excluded, list) or not all(
-            isinstance(s, str) for s in excluded):
-        raise WireError(f"prefix/excluded of {attr.name} are malformed", field=attr.name)
-    return StringConstraint.make(frozenset(allowed) if allowed is not None else None, prefix,
-                                 frozenset(excluded))
-
-
-def decode_profile(data: Any, schema: Schema) -> Profile:
-    """Check and build a profile from its wire form (the id is checked by ``Profile``)."""
-    if not isinstance(data, list | tuple) or len(data) != 4:
-        raise WireError("a profile must be [id, subscriber, type, conditions]")
-    pid, subscriber, tname, conds = data
-    if not isinstance(pid, str) or not isinstance(subscriber, str) or not isinstance(tname, str):
-        raise WireError("profile id, subscriber and type must be strings")
-    etype = schema.get(tname)
-    if etype is None:
-        raise WireError(f"unknown event type {tname!r}", field="type")
-    if not isinstance(conds, list):
-        raise WireError("profile conditions must be a list")
-    constraints: dict[str, Constraint] = {}
-    for item in conds:
-        if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], int)
-                or not 0 <= item[0] < len(etype.attributes)):
-            raise WireError("a condition must be [position, constraint]")
-        name = etype.attributes[item[0]].name
-        if name in constraints:
-            raise WireError(f"attribute {name} is constrained twice", field=name)
-        constraints[name] = _decode_constraint(item[1], etype, item[0])
-    try:
-        return Profile.from_constraints(pid, etype, constraints, subscriber)
-    except SiftbusError as exc:
-        raise WireError(f"profile {pid!r}: {exc.message}", field=exc.field) from None
-
-
-def error_body(exc: BaseException, corr: int | None = None) -> dict[str, Any]:
-    """The ERROR body for an exception (location fields when it is a SiftbusError)."""
-    body: dict[str, Any] = {"message": str(exc), "kind": type(exc).__name__}
-    if isinstance(exc, SiftbusError):
-        for name in ("line", "column", "field"):
-            v = getattr(exc, name)
-            if v is not None:
-                body[name] = v
-        body["message"] = exc.message
-    if corr is not None:
-        body["corr"] = corr
-    return body
-
-
-__all__ = [
-    "MAX_FRAME",
-    "VERSION",
-    "Block",
-    "Envelope",
-    "FrameDecoder",
-    "Message",
-    "MsgType",
-    "blocks_of_envelopes",
-    "check_length",
-    "decode_batch",
-    "decode_block",
-    "decode_envelope",
-    "decode_events",
-    "decode_payload",
-    "decode_profile",
-    "encode",
-    "encode_block",
-    "encode_envelope",
-    "encode_envelope_blocks",
-    "encode_events",
-    "encode_profile",
-    "error_body",
-    "get",
-    "group_by_type",
-    "in_order",
-    "read_frame",
-    "notify_count",
-    "split_block",
-]
