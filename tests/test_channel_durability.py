@@ -17,7 +17,7 @@ import pytest
 
 from siftbus.channel import EventChannelFactory, StructuredEvent
 from siftbus.channel import qos as Q
-from siftbus.channel.service import ChannelClient, RemoteConsumer, RemoteSupplier
+from siftbus.channel.remote import ChannelClient, RemoteConsumer, RemoteSupplier
 from siftbus.errors import SiftbusError
 
 PERSISTENT = {Q.EVENT_RELIABILITY: Q.PERSISTENT, Q.CONNECTION_RELIABILITY: Q.PERSISTENT,
@@ -26,7 +26,7 @@ PERSISTENT = {Q.EVENT_RELIABILITY: Q.PERSISTENT, Q.CONNECTION_RELIABILITY: Q.PER
 
 def start_server(store: Path, port_file: Path) -> tuple[subprocess.Popen[bytes], int]:
     port_file.unlink(missing_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "siftbus.channel.server", "--store",
+    proc = subprocess.Popen([sys.executable, "-m", "siftbus.channel.remote", "--store",
                              str(store), "--port-file", str(port_file)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     end = time.monotonic() + 30

@@ -16,15 +16,15 @@ import pytest
 
 from siftbus.channel import EventChannelFactory, StructuredEvent
 from siftbus.channel import qos as Q
-from siftbus.channel.errors import ClientTypeError
-from siftbus.channel.server import ChannelServer, register_with_broker
-from siftbus.channel.service import (
+from siftbus.channel.remote import (
     ChannelClient,
+    ChannelServer,
     ChannelService,
     RemotePushConsumer,
     RemoteSupplier,
+    register_with_broker,
 )
-from siftbus.errors import SiftbusError
+from siftbus.errors import ClientTypeError, SiftbusError
 from test_channel_durability import start_server, stop_server
 
 
@@ -256,7 +256,7 @@ async def _persistent_reattach(server: ChannelServer, client: ChannelClient) -> 
 async def test_pushes_through_a_real_broker_and_its_client_library() -> None:
     broker_server = pytest.importorskip("siftbus.broker.server")
     from siftbus.broker.node import BrokerNode
-    from siftbus.channel.service import BrokerChannelClient
+    from siftbus.channel.remote import BrokerChannelClient
     from siftbus.client.aio import Client
     from siftbus.model import parse_schema
 

@@ -12,15 +12,21 @@ import pytest
 
 from siftbus.channel import EventChannelFactory, StructuredEvent
 from siftbus.channel import qos as Q
-from siftbus.channel.errors import ChannelNotFound, ClientTypeError, InvalidConstraint
-from siftbus.channel.server import ChannelServer, register_with_broker
-from siftbus.channel.service import (
+from siftbus.channel.remote import (
     ChannelClient,
+    ChannelServer,
     ChannelService,
     RemoteConsumer,
     RemoteSupplier,
+    register_with_broker,
 )
-from siftbus.errors import SiftbusError, WireError
+from siftbus.errors import (
+    ChannelNotFound,
+    ClientTypeError,
+    InvalidConstraint,
+    SiftbusError,
+    WireError,
+)
 
 
 def ev(i: int, **data: Any) -> StructuredEvent:
@@ -136,7 +142,7 @@ async def test_hosted_in_a_real_broker_server() -> None:
     from siftbus.model import parse_schema
 
     pytest.importorskip("siftbus.client.aio")
-    from siftbus.channel.service import BrokerChannelClient
+    from siftbus.channel.remote import BrokerChannelClient
     from siftbus.client.aio import Client
 
     node = BrokerNode("b1", parse_schema('[T]\na = "int[0,9]"\n'))

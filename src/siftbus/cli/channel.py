@@ -35,7 +35,7 @@ def _server(addr: str) -> tuple[str, int]:
 
 
 def _remote(addr: str, method: str, **args: Any) -> Any:
-    from siftbus.channel.service import ChannelClient
+    from siftbus.channel.remote import ChannelClient
 
     host, port = _server(addr)
 
@@ -51,7 +51,7 @@ def _remote(addr: str, method: str, **args: Any) -> Any:
 
 def _local(store: Path, method: str, **args: Any) -> Any:
     from siftbus.channel import EventChannelFactory
-    from siftbus.channel.service import ChannelService
+    from siftbus.channel.remote import ChannelService
 
     with EventChannelFactory(store, dispatch=False) as factory:
         return ChannelService(factory)(method, args)
@@ -135,7 +135,7 @@ def register(app: typer.Typer) -> None:
         = None,
     ) -> None:
         """Run the channel service (standalone; see docs/channels.md for the broker)."""
-        from siftbus.channel.server import serve
+        from siftbus.channel.remote import serve
 
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve(str(store) if store else None, host, port,

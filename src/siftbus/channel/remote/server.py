@@ -7,7 +7,7 @@ first frame is HELLO ``{"role": "client"}``, answered with ACK; then each CALL
 and the connection goes on; a malformed frame gets an ERROR and only that connection is
 closed. :func:`register_with_broker` hosts the same service inside a siftbus broker.
 
-Run it with ``python -m siftbus.channel.server --store channels.db --port 0`` (or
+Run it with ``python -m siftbus.channel.remote --store channels.db --port 0`` (or
 ``siftbus channel serve``); ``--port-file`` receives the bound port.
 """
 
@@ -23,13 +23,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from siftbus.channel.core import EventChannelFactory
-from siftbus.channel.service import SERVICE_NAME, ChannelService
+from siftbus.channel.factory import EventChannelFactory
+from siftbus.channel.remote.protocol import SERVICE_NAME
+from siftbus.channel.remote.service import ChannelService
 from siftbus.errors import EnvironmentProblem, SiftbusError, WireError
 from siftbus.wire.frames import MAX_FRAME, Message, MsgType, encode, error_body
 from siftbus.wire.transport import read_frame
 
 log = logging.getLogger("siftbus.channel")
+
+
 class ChannelServer:
     """Serve a :class:`ChannelService` on TCP."""
 
@@ -209,7 +212,7 @@ async def serve(store: str | None, host: str, port: int, port_file: str | None,
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m siftbus.channel.server")
+    ap = argparse.ArgumentParser(prog="python -m siftbus.channel.remote")
     ap.add_argument("--store", default=None, help="SQLite file for persistent channels")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
@@ -227,8 +230,5 @@ def main(argv: list[str] | None = None) -> None:
         run(serve(a.store, a.host, a.port, a.port_file, a.engine))
 
 
-if __name__ == "__main__":
-    main()
 
-
-__all__ = ["ChannelServer", "main", "read_frame", "register_with_broker", "serve"]
+__all__ = ["ChannelServer", "main", "register_with_broker", "serve"]
