@@ -71,7 +71,10 @@ class EventChannel:
     """A notification channel with a default supplier admin and consumer admin (id 0)."""
 
     def __init__(self, factory: FactoryHooks, channel_id: int, qos: Mapping[str, Any],
-                 admin: Mapping[str, Any]) -> None:
+                 admin: Mapping[str, Any], *, state: ChannelState | None = None,
+                 lookup: FilterLookup | None = None) -> None:
+        """A new channel, or (``state``) the channel a snapshot describes, its filters
+        found by id with ``lookup``."""
         self.factory = factory
         self.id = channel_id
         self.lock = threading.RLock()
@@ -95,8 +98,22 @@ class EventChannel:
         self._offers = TypeCounts()
         self._pending: dict[tuple[int, int], StoredEvent] | None = None
         self._waiters: set[Callable[[], None]] = set()
-        self._admins["consumer"][0] = ConsumerAdmin(self, 0, Q.AND_OP, self._admin_qos())
-        self._admins["supplier"][0] = SupplierAdmin(self, 0, Q.AND_OP, self._admin_qos())
+        if state is None:
+            self._admins["consumer"][0] = ConsumerAdmin(self, 0, Q.AND_OP, self._admin_qos())
+            self._admins["supplier"][0] = SupplierAdmin(self, 0, Q.AND_OP, self._admin_qos())
+        else:
+            self._restore(state, lookup or (lambda fid: None))
+
+    def _restore(self, state: ChannelState, lookup: FilterLookup) -> None:
+        for ad in state.admins:
+            admin_cls = ConsumerAdmin if ad.side == "consumer" else SupplierAdmin
+            a = admin_cls(self, ad.id, ad.op, dict(ad.qos))
+            self._admins[a.side][a.id] = a
+            a.restore_state(ad, lookup)
+        self._next_admin, self._next_proxy = state.next_admin, state.next_proxy
+        # the counts as saved (restoring the filters counted their types once more)
+        self._subs = TypeCounts(state.subscriptions)
+        self._offers = TypeCounts(state.offers)
 
     # -- attributes ----------------------------------------------------------------------
 
@@ -546,23 +563,6 @@ class EventChannel:
                 self._next_proxy, tuple(a.snapshot() for side in ("consumer", "supplier")
                                         for a in self._admins[side].values()),
                 self._subs.counted(), self._offers.counted())
-
-    @classmethod
-    def restore(cls, factory: FactoryHooks, state: ChannelState,
-                lookup: FilterLookup) -> EventChannel:
-        """Rebuild a channel from its record (filters found by id with ``lookup``)."""
-        ch = cls(factory, state.id, dict(state.qos), dict(state.admin))
-        ch._admins = {"consumer": {}, "supplier": {}}
-        for ad in state.admins:
-            admin_cls = ConsumerAdmin if ad.side == "consumer" else SupplierAdmin
-            a = admin_cls(ch, ad.id, ad.op, dict(ad.qos))
-            ch._admins[a.side][a.id] = a
-            a.restore_state(ad, lookup)
-        ch._next_admin, ch._next_proxy = state.next_admin, state.next_proxy
-        # the counts as saved (restoring the filters counted their types once more)
-        ch._subs = TypeCounts(state.subscriptions)
-        ch._offers = TypeCounts(state.offers)
-        return ch
 
     def restore_events(self, events: list[StoredEvent], reserved: int) -> None:
         """Queue the events that came back from the store; new sequence numbers start

@@ -105,12 +105,14 @@ class Envelope:
         return self._packed
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> Envelope:
-        """Decode ``{"any": v}`` or ``{"structured": {...}}``; raises EventError."""
+    def from_wire(cls, data: Mapping[str, Any], packed: bytes | None = None) -> Envelope:
+        """Decode ``{"any": v}`` or ``{"structured": {...}}`` (``packed``: the bytes it
+        was read from); raises EventError."""
         if "any" in data:
-            return cls(from_json_value(data["any"]), True, wire=dict(data))
+            return cls(from_json_value(data["any"]), True, wire=dict(data), packed=packed)
         if "structured" in data:
-            return cls(StructuredEvent.from_dict(data["structured"]), False, wire=dict(data))
+            return cls(StructuredEvent.from_dict(data["structured"]), False, wire=dict(data),
+                       packed=packed)
         raise EventError("an event must be {\"any\": value} or {\"structured\": {...}}",
                          field="event")
 
@@ -124,9 +126,7 @@ class Envelope:
             raise EventError(f"undecodable event: {exc}") from None
         if not isinstance(obj, dict):
             raise EventError("an event must be a map", field="event")
-        env = cls.from_wire(obj)
-        env._packed = bytes(data)
-        return env
+        return cls.from_wire(obj, bytes(data))
 
 
 __all__ = ["Envelope", "HeaderQoS"]

@@ -99,7 +99,8 @@ class EventChannelFactory:
         for ev in contents.events:
             events.setdefault(ev.channel, []).append(ev)
         for cs in contents.channels:
-            ch = EventChannel.restore(self, cs, self.filter_factory.find_filter)
+            ch = EventChannel(self, cs.id, dict(cs.qos), dict(cs.admin), state=cs,
+                              lookup=self.filter_factory.find_filter)
             ch.restore_events(events.get(cs.id, []), contents.reserved.get(cs.id, 0))
             self._channels[cs.id] = ch
             self._next = max(self._next, cs.id + 1)

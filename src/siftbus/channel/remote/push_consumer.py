@@ -131,12 +131,22 @@ class RemotePushConsumer:
             options.setdefault("raw", seen.raw)
         consumer = cls(client, channel, proxy, callback, **options)
         if seen is not None:
-            consumer._seen = set(seen._seen)
-            consumer.received = seen.received
-            consumer.duplicates = seen.duplicates
-            consumer.last_seq = seen.last_seq
+            consumer.carry_over(seen)
         await consumer._attach()
         return consumer
+
+    def handled(self) -> frozenset[int]:
+        """Sequence numbers handled and not yet known to be acknowledged (they may come
+        again; a consumer that takes over drops them)."""
+        return frozenset(self._seen)
+
+    def carry_over(self, previous: RemotePushConsumer) -> None:
+        """Continue where ``previous`` (of an earlier connection) stopped: what it handled
+        is not handled again, and its counters go on."""
+        self._seen = set(previous.handled())
+        self.received = previous.received
+        self.duplicates = previous.duplicates
+        self.last_seq = previous.last_seq
 
     async def _attach(self) -> None:
         router: PushRouter = self.client.push_router()
