@@ -30,6 +30,7 @@ from siftbus.channel.dispatch import Dispatcher
 from siftbus.channel.envelope import Envelope
 from siftbus.channel.event_types import EventType, TypeCounts
 from siftbus.channel.filter import EventTypes, Filter, FilterFactory
+from siftbus.channel.journal import EventJournal
 from siftbus.channel.node import Node
 from siftbus.channel.proxy import (
     Proxy,
@@ -41,7 +42,7 @@ from siftbus.channel.proxy import (
 from siftbus.channel.queue import QueueEntry
 from siftbus.channel.state import ChannelState, StoredEvent, props
 from siftbus.channel.stats import ChannelStats, Counters
-from siftbus.channel.store import SEQ_BLOCK, ChannelStore
+from siftbus.channel.store import ChannelStore
 from siftbus.channel.terms import event_persistent, schedule
 from siftbus.errors import (
     AdminLimitExceeded,
@@ -87,8 +88,7 @@ class EventChannel:
         self._admins: dict[str, dict[int, Admin]] = {"consumer": {}, "supplier": {}}
         self._next_admin = 1
         self._next_proxy = 1
-        self._seq_next = 1
-        self._seq_reserved = 1  # sequence numbers below this are reserved in the store
+        self._journal = EventJournal(channel_id, factory.store if self.persistent else None)
         self._filters = ConsumerFilters(factory.engine, factory.compile_filters)
         self._suppliers: dict[int, ProxySupplier] = {}  # every ProxySupplier by id
         self._dispatcher = Dispatcher(f"siftbus-channel-{channel_id}", self.lock, self.cond,
@@ -96,7 +96,6 @@ class EventChannel:
         self._counters = Counters()
         self._subs = TypeCounts()
         self._offers = TypeCounts()
-        self._pending: dict[tuple[int, int], StoredEvent] | None = None
         self._waiters: set[Callable[[], None]] = set()
         if state is None:
             self._admins["consumer"][0] = ConsumerAdmin(self, 0, Q.AND_OP, self._admin_qos())
@@ -150,11 +149,6 @@ class EventChannel:
     @property
     def connection_reliability(self) -> int:
         return int(self._qos[Q.CONNECTION_RELIABILITY])
-
-    @property
-    def _store(self) -> ChannelStore | None:
-        """The store, when this channel's events and objects are stored."""
-        return self.factory.store if self.persistent else None
 
     def _alive(self) -> None:
         if self._destroyed:
@@ -316,19 +310,21 @@ class EventChannel:
                     counters.queued + total > limit:
                 counters.rejected += len(envelopes)
                 raise ImplLimit(f"channel {self.id} queue is full ({limit} events)")
+            if self._journal.store is not None:  # stored events need a wire form: all or none
+                channel_rel = self._qos[Q.EVENT_RELIABILITY]
+                for env, _ in plan:
+                    rel = env.header_qos()[4]
+                    if (rel if rel in (Q.BEST_EFFORT, Q.PERSISTENT) else channel_rel) == \
+                            Q.PERSISTENT:
+                        env.packed()
             counters.accepted += len(envelopes)
-            pending: dict[tuple[int, int], StoredEvent] = {}
-            self._pending = pending
+            self._journal.begin()
             for env, targets in plan:
-                self._queue_for(env, targets, limit, pending)
-            self._pending = None
-            store = self._store
-            if pending and store is not None:
-                store.add_events(list(pending.values()))
+                self._queue_for(env, targets, limit)
+            self._journal.commit()
             self._notify_readers()
 
-    def _queue_for(self, env: Envelope, targets: list[ProxySupplier], limit: int,
-                   pending: dict[tuple[int, int], StoredEvent]) -> None:
+    def _queue_for(self, env: Envelope, targets: list[ProxySupplier], limit: int) -> None:
         counters = self._counters
         # Proxies with the same terms and no mapping filters share one (immutable) entry:
         # one priority/deadline computation and one sequence number per event, not one
@@ -350,8 +346,7 @@ class EventChannel:
                 continue
             counters.queued += 1
             if e.persistent:
-                pending[(p.id, e.seq)] = StoredEvent(self.id, p.id, e.seq, e.priority,
-                                                     e.deadline, e.start, env.packed())
+                self._journal.record(p.id, e)
             if isinstance(p, PushProxySupplier) and p.threaded:
                 # (a push proxy without a client object is served remotely, or waits for
                 # connect_*: no thread work)
@@ -375,18 +370,8 @@ class EventChannel:
             self._counters.expired += 1
             return None
         persistent = event_persistent(env, terms, self._qos[Q.EVENT_RELIABILITY],
-                                      self._store is not None)
-        return QueueEntry(self._next_seq(), env, *when, persistent)
-
-    def _next_seq(self) -> int:
-        """Sequence numbers only grow, also across restarts (reserved in blocks)."""
-        n = self._seq_next
-        self._seq_next = n + 1
-        store = self._store
-        if n >= self._seq_reserved and store is not None:
-            self._seq_reserved = n + SEQ_BLOCK
-            store.reserve_seq(self.id, self._seq_reserved)
-        return n
+                                      self._journal.store is not None)
+        return QueueEntry(self._journal.next_seq(), env, *when, persistent)
 
     def _notify_readers(self) -> None:
         self.cond.notify_all()
@@ -422,18 +407,7 @@ class EventChannel:
         if not queued:
             return
         self._counters.queued -= len(entries)
-        pending = self._pending
-        stored = []
-        for e in entries:
-            if not e.persistent:
-                continue
-            if pending is not None and (proxy.id, e.seq) in pending:
-                del pending[(proxy.id, e.seq)]  # queued and dropped in one push: never stored
-            else:
-                stored.append(e.seq)
-        store = self._store
-        if stored and store is not None:
-            store.delete_events(self.id, proxy.id, stored)
+        self._journal.forget(proxy.id, entries)
 
     def entries_delivered(self, proxy: Any, entries: list[QueueEntry], *,
                           acked: bool) -> None:
@@ -443,11 +417,7 @@ class EventChannel:
             self.entries_acked(proxy, entries)
 
     def entries_acked(self, proxy: Any, entries: list[QueueEntry]) -> None:
-        store = self._store
-        if store is not None:
-            persistent = [e.seq for e in entries if e.persistent]
-            if persistent:
-                store.delete_events(self.id, proxy.id, persistent)
+        self._journal.forget(proxy.id, entries)
 
     def entries_returned(self, proxy: Any, entries: list[QueueEntry]) -> None:
         self._counters.queued += len(entries)
@@ -480,9 +450,7 @@ class EventChannel:
             self._suppliers.pop(proxy.id, None)
             queued, inflight = proxy.drain()
             self._counters.queued -= len(queued)
-            store = self._store
-            if store is not None and any(e.persistent for e in queued + inflight):
-                store.delete_proxy_events(self.id, proxy.id)
+            self._journal.proxy_gone(proxy.id, queued + inflight)
         self._dispatcher.remove(proxy.id)
         self.cond.notify_all()
 
@@ -551,7 +519,7 @@ class EventChannel:
 
     def save(self) -> None:
         """Store the channel's snapshot if it is persistent (a structural change)."""
-        store = self._store
+        store = self._journal.store
         if store is not None:
             store.save_channel(self.snapshot())
 
@@ -577,7 +545,7 @@ class EventChannel:
                 p.restore_entry(QueueEntry(ev.seq, Envelope.from_packed(ev.body), ev.priority,
                                            ev.deadline, ev.start, True))
                 self._counters.queued += 1
-            self._seq_next = self._seq_reserved = max(high, reserved) + 1
+            self._journal.restored(high, reserved)
 
 
 __all__ = ["EventChannel", "FactoryHooks"]

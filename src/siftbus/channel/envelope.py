@@ -101,7 +101,11 @@ class Envelope:
         """The msgpack bytes of :meth:`to_wire`, packed once however many consumers (and
         the store) get them."""
         if self._packed is None:
-            self._packed = msgpack.packb(self.to_wire(), use_bin_type=True)
+            try:
+                self._packed = msgpack.packb(self.to_wire(), use_bin_type=True)
+            except (OverflowError, TypeError, ValueError) as exc:
+                # an integer beyond 64 bits, or a value msgpack has no form for
+                raise EventError(f"the event has no wire form: {exc}") from None
         return self._packed
 
     @classmethod

@@ -25,13 +25,14 @@ A flat form is accepted as input too: ``{"domain_name": ..., "type_name": ...,
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import msgpack
 
-from siftbus.errors import EventError
+from siftbus.errors import EventError, SiftbusError
 from siftbus.lang.etcl import from_json_value, to_json_value
 
 Properties = tuple[tuple[str, Any], ...]
@@ -98,45 +99,39 @@ class StructuredEvent:
 
     @classmethod
     def from_dict(cls, data: Any) -> StructuredEvent:
-        """Parse the IDL-shaped or flat object; raises :class:`EventError`."""
-        if type(data) is not dict and not isinstance(data, Mapping):
-            raise EventError("a structured event must be an object")
-        try:
-            if "header" in data:
-                header = data["header"]
-                fixed = header["fixed_header"]
-                etype = fixed["event_type"]
-                d, t, e = etype["domain_name"], etype["type_name"], fixed.get("event_name", "")
-                vh = header.get("variable_header", ())
-            else:
-                d, t = data.get("domain_name", ""), data.get("type_name", "")
-                e = data.get("event_name", "")
-                vh = data.get("variable_header", ())
-        except (KeyError, TypeError) as exc:
-            raise EventError(f"structured event lacks {exc}", field="header") from None
-        if type(d) is not str or type(t) is not str or type(e) is not str:
-            for name, v in (("domain_name", d), ("type_name", t), ("event_name", e)):
-                if not isinstance(v, str):
-                    raise EventError(f"{name} must be a string", field=name)
+        """Parse the IDL-shaped or flat object; raises :class:`EventError` naming the
+        field that is wrong (``header.fixed_header.event_type.type_name``, say)."""
+        if not isinstance(data, Mapping):
+            raise EventError(f"a structured event must be an object, not {_kind(data)}")
         unknown = data.keys() - _FIELDS
         if unknown:
-            raise EventError(f"unknown structured-event field(s) {', '.join(sorted(unknown))}",
-                             field=sorted(unknown)[0])
-        return cls(d, t, e, _props(vh, "variable_header", decode=True),
-                   _props(data.get("filterable_data", ()), "filterable_data", decode=True),
-                   from_json_value(data.get("remainder_of_body")))
+            names = sorted(str(k) for k in unknown)
+            raise EventError(f"unknown structured-event field(s) {_excerpt(', '.join(names))}",
+                             field=names[0])
+        try:
+            if "header" in data:
+                flat = sorted(data.keys() & _FLAT)
+                if flat:
+                    raise EventError(f"give either header or the flat fields, not both "
+                                     f"(header and {flat[0]})", field=flat[0])
+                d, t, e, vh = _header(data["header"])
+            else:
+                d = _string(data, "domain_name", "domain_name", required=False)
+                t = _string(data, "type_name", "type_name", required=False)
+                e = _string(data, "event_name", "event_name", required=False)
+                vh = data.get("variable_header")
+            return cls(d, t, e, _props(vh, "variable_header", decode=True),
+                       _props(data.get("filterable_data"), "filterable_data", decode=True),
+                       _value(data.get("remainder_of_body"), "remainder_of_body"))
+        except RecursionError:
+            raise EventError("structured event nested too deeply") from None
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> StructuredEvent:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise EventError(f"invalid JSON: {exc.msg}", line=exc.lineno,
-                             column=exc.colno) from None
-        return cls.from_dict(data)
+        return cls.from_dict(parse_json(text))
 
     def to_msgpack(self) -> bytes:
         return msgpack.packb(self.to_dict(), use_bin_type=True)
@@ -150,8 +145,85 @@ class StructuredEvent:
         return cls.from_dict(obj)
 
 
-_FIELDS = frozenset({"header", "filterable_data", "remainder_of_body", "domain_name",
-                     "type_name", "event_name", "variable_header"})
+_FLAT = frozenset({"domain_name", "type_name", "event_name", "variable_header"})
+_FIELDS = frozenset({"header", "filterable_data", "remainder_of_body"}) | _FLAT
+_HEADER = frozenset({"fixed_header", "variable_header"})
+_FIXED = frozenset({"event_type", "event_name"})
+_EVENT_TYPE = frozenset({"domain_name", "type_name"})
+_EXCERPT = 60
+
+
+def _excerpt(text: str) -> str:
+    """A readable piece of a long name (error lines never repeat a whole input)."""
+    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
+
+
+def _kind(value: Any) -> str:
+    """What a JSON/msgpack value is, in the words of its format."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, bytes | bytearray):
+        return "binary data"
+    return type(value).__name__
+
+
+def _object(value: Any, where: str, allowed: frozenset[str]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise EventError(f"{where} must be an object, not {_kind(value)}", field=where)
+    unknown = value.keys() - allowed
+    if unknown:
+        name = sorted(str(k) for k in unknown)[0]
+        raise EventError(f"{where} has an unknown field {_excerpt(name)!r}", field=where)
+    return value
+
+
+def _string(obj: Mapping[str, Any], key: str, where: str, *, required: bool) -> str:
+    if key not in obj:
+        if required:
+            parent = where.rpartition(".")[0] or "the event"
+            raise EventError(f"{parent} lacks {key}", field=where)
+        return ""
+    v = obj[key]
+    if not isinstance(v, str):
+        raise EventError(f"{where} must be a string, not {_kind(v)}", field=where)
+    return v
+
+
+def _header(header: Any) -> tuple[str, str, str, Any]:
+    """(domain, type, event name, variable header) of the IDL-shaped ``header``."""
+    h = _object(header, "header", _HEADER)
+    if "fixed_header" not in h:
+        raise EventError("header lacks fixed_header", field="header.fixed_header")
+    fixed = _object(h["fixed_header"], "header.fixed_header", _FIXED)
+    if "event_type" not in fixed:
+        raise EventError("header.fixed_header lacks event_type",
+                         field="header.fixed_header.event_type")
+    where = "header.fixed_header.event_type"
+    etype = _object(fixed["event_type"], where, _EVENT_TYPE)
+    return (_string(etype, "domain_name", f"{where}.domain_name", required=True),
+            _string(etype, "type_name", f"{where}.type_name", required=True),
+            _string(fixed, "event_name", "header.fixed_header.event_name", required=False),
+            h.get("variable_header"))
+
+
+def _value(value: Any, where: str, name: str | None = None) -> Any:
+    """Decode an any; ``where`` (and a property ``name``) say where it is, on error."""
+    try:
+        return from_json_value(value)
+    except SiftbusError as exc:
+        if name is not None:
+            where = f"{where}.{_excerpt(name)}"
+        raise EventError(f"{where}: {exc.message}", field=where) from None
 
 
 def _props(value: Any, what: str, *, decode: bool = False) -> Properties:
@@ -163,26 +235,55 @@ def _props(value: Any, what: str, *, decode: bool = False) -> Properties:
         for item in value:
             if type(item) is not dict or type(item.get("name")) is not str:
                 break
-            fast.append((item["name"], from_json_value(item.get("value"))))
+            fast.append((item["name"], _value(item.get("value"), what, item["name"])))
         else:
             return tuple(fast)
-    conv = from_json_value if decode else (lambda v: v)
+
+    def conv(name: str, v: Any) -> Any:
+        return _value(v, what, name) if decode else v
+
     if isinstance(value, Mapping):
-        return tuple((str(k), conv(v)) for k, v in value.items())
+        return tuple((str(k), conv(str(k), v)) for k, v in value.items())
     if isinstance(value, list | tuple):
         out = []
-        for item in value:
+        for i, item in enumerate(value):
             if isinstance(item, Mapping) and "name" in item:
                 name, v = item["name"], item.get("value")
             elif isinstance(item, list | tuple) and len(item) == 2:
                 name, v = item
             else:
-                raise EventError(f"{what}: each property needs a name and a value", field=what)
+                raise EventError(f"{what}[{i}] must be {{\"name\": ..., \"value\": ...}} or a "
+                                 f"[name, value] pair, not {_kind(item)}", field=what)
             if not isinstance(name, str):
-                raise EventError(f"{what}: property names must be strings", field=what)
-            out.append((name, conv(v)))
+                raise EventError(f"{what}[{i}]: the name must be a string, not {_kind(name)}",
+                                 field=what)
+            out.append((name, conv(name, v)))
         return tuple(out)
-    raise EventError(f"{what} must be an object or a list of name/value pairs", field=what)
+    raise EventError(f"{what} must be an object or a list of name/value pairs, not "
+                     f"{_kind(value)}", field=what)
 
 
-__all__ = ["ANY_TYPE", "Properties", "StructuredEvent"]
+def parse_json(text: str | bytes, *, source: str | None = None, line: int | None = None
+               ) -> Any:
+    """One JSON document, every failure an :class:`EventError` (bad JSON, nesting deeper
+    than the parser allows, an integer beyond Python's digit limit, invalid UTF-8)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise EventError(f"invalid JSON: {exc.msg}", source=source,
+                         line=exc.lineno if line is None else line, column=exc.colno) from None
+    except RecursionError:
+        raise EventError("invalid JSON: nested too deeply", source=source, line=line) from None
+    except UnicodeDecodeError as exc:
+        raise EventError(f"invalid UTF-8 at byte {exc.start + 1}", source=source,
+                         line=line) from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        if "digits" in str(exc):
+            raise EventError(f"invalid JSON: an integer with more than "
+                             f"{sys.get_int_max_str_digits()} digits", source=source,
+                             line=line) from None
+        raise EventError(f"invalid JSON: {_excerpt(str(exc))}", source=source,
+                         line=line) from None
+
+
+__all__ = ["ANY_TYPE", "Properties", "StructuredEvent", "parse_json"]
