@@ -4,6 +4,7 @@ that names what is wrong; the decoders' only outcomes are a value or a SiftbusEr
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -126,10 +127,8 @@ def test_envelope_from_wire_gives_an_envelope_or_a_siftbus_error(data: Any) -> N
 @given(st.binary(max_size=64))
 def test_msgpack_decoders_give_a_value_or_a_siftbus_error(data: bytes) -> None:
     for decode in (StructuredEvent.from_msgpack, Envelope.from_packed):
-        try:
+        with contextlib.suppress(SiftbusError):
             decode(data)
-        except SiftbusError:
-            pass
 
 
 def test_valid_forms_round_trip() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from siftbus.channel import qos as Q
 from siftbus.channel.channel import EventChannel
-from siftbus.channel.filter import Filter, FilterFactory
+from siftbus.channel.filter import MAX_CONSTRAINT_LENGTH, Filter, FilterFactory
 from siftbus.channel.state import StoredEvent
 from siftbus.channel.store import ChannelStore
 from siftbus.errors import ChannelNotFound
@@ -24,16 +24,18 @@ class EventChannelFactory:
     ``engine``: the matcher engine of the channels' filter indexes; ``dispatch=False``
     starts no dispatcher threads (nothing is pushed to in-process consumers: for tools
     that only inspect or edit a store); ``compile_filters=False`` evaluates every filter
-    constraint one by one (the reference the index is measured against).
+    constraint one by one (the reference the index is measured against);
+    ``max_constraint_length``: the longest filter constraint taken (characters).
     """
 
     def __init__(self, store: ChannelStore | str | Path | None = None, *,
                  engine: str | None = None, dispatch: bool = True,
-                 compile_filters: bool = True) -> None:
+                 compile_filters: bool = True,
+                 max_constraint_length: int = MAX_CONSTRAINT_LENGTH) -> None:
         self.engine = engine
         self.compile_filters = compile_filters
         self.dispatch = dispatch
-        self.filter_factory = FilterFactory()
+        self.filter_factory = FilterFactory(max_constraint_length=max_constraint_length)
         self._channels: dict[int, EventChannel] = {}
         self._next = 1
         self._lock = threading.Lock()

@@ -47,17 +47,31 @@ class ConstraintExp:
         if isinstance(value, str):
             return cls((), value)
         if isinstance(value, Mapping):
-            return cls(_types(value.get("event_types", ())), value.get("constraint_expr", ""))
-        if isinstance(value, Sequence) and len(value) == 2:
-            return cls(_types(value[0]), value[1])
-        raise InvalidConstraint(f"not a constraint expression: {value!r}", constraint=value)
+            types, expr = value.get("event_types", ()), value.get("constraint_expr", "")
+        elif isinstance(value, Sequence) and len(value) == 2:
+            types, expr = value
+        else:
+            raise InvalidConstraint(f"not a constraint expression: {_excerpt(value)}",
+                                    constraint=value)
+        if not isinstance(expr, str):
+            raise InvalidConstraint(f"a constraint expression must be a string, not "
+                                    f"{_excerpt(expr)}", constraint=value)
+        return cls(_types(types), expr)
 
     def to_dict(self) -> dict[str, Any]:
         return {"event_types": [list(t) for t in self.event_types],
                 "constraint_expr": self.constraint_expr}
 
 
+def _excerpt(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _types(value: Any) -> EventTypes:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable | None):
+        raise InvalidConstraint(f"event types must be a list, not {_excerpt(value)}",
+                                constraint=value)
     out = []
     for item in value or ():
         if isinstance(item, Mapping):
@@ -65,9 +79,9 @@ def _types(value: Any) -> EventTypes:
         elif isinstance(item, Sequence) and not isinstance(item, str) and len(item) == 2:
             d, t = item
         else:
-            raise InvalidConstraint(f"not an event type: {item!r}", constraint=value)
+            raise InvalidConstraint(f"not an event type: {_excerpt(item)}", constraint=value)
         if not isinstance(d, str) or not isinstance(t, str):
-            raise InvalidConstraint(f"event type names must be strings: {item!r}",
+            raise InvalidConstraint(f"event type names must be strings: {_excerpt(item)}",
                                     constraint=value)
         out.append((d, t))
     return tuple(out)
@@ -127,11 +141,19 @@ class Filter:
     # -- constraints ---------------------------------------------------------------------
 
     def _parse(self, exp: ConstraintExp) -> Constraint:
+        text = exp.constraint_expr
+        limit = self.factory.max_constraint_length
+        if len(text) > limit:
+            raise InvalidConstraint(f"constraint {_excerpt(text)} is longer than {limit} "
+                                    "characters", constraint=exp)
         try:
-            return parse_constraint(exp.constraint_expr)
+            return parse_constraint(text)
         except SiftbusError as exc:
-            raise InvalidConstraint(f"invalid constraint {exp.constraint_expr!r}: {exc.message}",
+            raise InvalidConstraint(f"invalid constraint {_excerpt(text)}: {exc.message}",
                                     constraint=exp, line=exc.line, column=exc.column) from None
+        except RecursionError:
+            raise InvalidConstraint(f"constraint {_excerpt(text)} is nested too deeply",
+                                    constraint=exp) from None
 
     def add_constraints(self, exps: Iterable[Any]) -> list[ConstraintInfo]:
         """Add constraints (all or none); returns them with their new ids."""
@@ -366,10 +388,16 @@ class MappingFilter(Filter):
         return FilterState(s.id, s.grammar, s.constraints, True, self.default_value)
 
 
-class FilterFactory:
-    """Creates filters (``EXTENDED_TCL`` only) and keeps them by id."""
+MAX_CONSTRAINT_LENGTH = 64 * 1024
+"""Longest constraint expression a filter takes (characters), by default."""
 
-    def __init__(self) -> None:
+
+class FilterFactory:
+    """Creates filters (``EXTENDED_TCL`` only) and keeps them by id; constraints longer
+    than ``max_constraint_length`` characters are refused (InvalidConstraint)."""
+
+    def __init__(self, *, max_constraint_length: int = MAX_CONSTRAINT_LENGTH) -> None:
+        self.max_constraint_length = max_constraint_length
         self._filters: dict[int, Filter] = {}
         self._next = 1
         self._lock = threading.Lock()
@@ -442,6 +470,7 @@ def _check_grammar(grammar: str) -> None:
 
 __all__ = [
     "GRAMMAR",
+    "MAX_CONSTRAINT_LENGTH",
     "ConstraintExp",
     "ConstraintInfo",
     "Filter",

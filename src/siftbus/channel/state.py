@@ -18,6 +18,9 @@ Attached = tuple[tuple[int, int], ...]
 """Filters attached to an object: (the object's FilterID, the filter's id) pairs."""
 
 
+_KINDS = frozenset({"ANY_EVENT", "STRUCTURED_EVENT", "SEQUENCE_EVENT"})
+
+
 def props(values: Mapping[str, Any]) -> Props:
     return tuple(values.items())
 
@@ -69,6 +72,9 @@ class ProxyState:
     def from_json(cls, d: Mapping[str, Any]) -> ProxyState:
         name = str(d.get("cls", ""))
         mode = d.get("mode") or ("push" if "Push" in name else "pull")
+        if mode not in ("push", "pull") or d["kind"] not in _KINDS:
+            raise ValueError(f"proxy {d.get('id')}: unknown mode {mode!r} or kind "
+                             f"{d['kind']!r}")
         return cls(int(d["id"]), str(mode), str(d["kind"]), props(d["qos"]),
                    bool(d["connected"]), bool(d["client"]), bool(d["suspended"]),
                    bool(d["keyed"]), _attached(d.get("filters")),
@@ -101,6 +107,8 @@ class AdminState:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> AdminState:
+        if d["side"] not in ("consumer", "supplier"):
+            raise ValueError(f"admin {d.get('id')}: unknown side {d['side']!r}")
         return cls(str(d["side"]), int(d["id"]), str(d["op"]), props(d["qos"]),
                    _attached(d.get("filters")), int(d.get("next_filter", 1)),
                    _opt_int(d.get("priority_filter")), _opt_int(d.get("lifetime_filter")),
@@ -167,7 +175,7 @@ class FilterState:
         return d
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any], grammar: str) -> FilterState:
+    def from_json(cls, d: Mapping[str, Any], grammar: str = "EXTENDED_TCL") -> FilterState:
         cons = []
         for cid, exp, value in d.get("constraints", ()):
             types = tuple((str(a), str(b)) for a, b in exp.get("event_types", ()))

@@ -24,12 +24,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from siftbus.channel.state import ChannelState, FilterState, StoreContents, StoredEvent
-from siftbus.errors import EnvironmentProblem
+from siftbus.errors import EnvironmentProblem, InputError
+
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS channels (id INTEGER PRIMARY KEY, data TEXT NOT NULL);
@@ -43,9 +45,6 @@ CREATE TABLE IF NOT EXISTS seqs (channel INTEGER PRIMARY KEY, reserved INTEGER N
 
 SEQ_BLOCK = 100_000
 """Sequence numbers are reserved in the store this many at a time."""
-
-GRAMMAR = "EXTENDED_TCL"
-"""The filter grammar of documents that do not name one."""
 
 
 class ChannelStore:
@@ -114,17 +113,30 @@ class ChannelStore:
         self._write("INSERT OR REPLACE INTO seqs VALUES (?, ?)", (channel_id, upto))
 
     def load(self) -> StoreContents:
-        """Every stored record (events ordered by channel and sequence number)."""
+        """Every stored record (events ordered by channel and sequence number); a damaged
+        store raises InputError naming the row."""
         with self._lock:
-            chans = [ChannelState.from_json(json.loads(d)) for (d,) in
-                     self._db.execute("SELECT data FROM channels ORDER BY id")]
-            filters = [FilterState.from_json(json.loads(d), GRAMMAR) for (d,) in
-                       self._db.execute("SELECT data FROM filters ORDER BY id")]
-            events = [StoredEvent(*row) for row in self._db.execute(
-                "SELECT channel, proxy, seq, priority, deadline, start, body FROM events "
-                "ORDER BY channel, seq")]
-            seqs = dict(self._db.execute("SELECT channel, reserved FROM seqs").fetchall())
+            try:
+                chans = [self._record(ChannelState.from_json, d, "channel", i)
+                         for i, d in self._db.execute("SELECT id, data FROM channels ORDER BY id")]
+                filters = [self._record(FilterState.from_json, d, "filter", i)
+                           for i, d in self._db.execute("SELECT id, data FROM filters ORDER BY id")]
+                events = [StoredEvent(*row) for row in self._db.execute(
+                    "SELECT channel, proxy, seq, priority, deadline, start, body FROM events "
+                    "ORDER BY channel, seq")]
+                seqs = dict(self._db.execute("SELECT channel, reserved FROM seqs").fetchall())
+            except sqlite3.Error as exc:
+                raise EnvironmentProblem(f"cannot read the channel store: {exc}",
+                                         source=str(self.path)) from None
         return StoreContents(chans, filters, events, seqs)
+
+    def _record(self, parse: Callable[[Any], T], data: Any, what: str, row: Any) -> T:
+        try:
+            return parse(json.loads(data))
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            raise InputError(f"the channel store is damaged: {what} {row}: "
+                             f"{type(exc).__name__} {str(exc)[:80]}",
+                             source=str(self.path)) from None
 
     def event_count(self) -> int:
         with self._lock:

@@ -4,24 +4,41 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
 
-from siftbus.errors import ConfigError, EventError, SiftbusError
+from siftbus.errors import ConfigError, ConstraintError, EventError, SiftbusError
+
+MAX_OPTION_TEXT = 1024 * 1024
+"""Longest JSON text ``--qos``/``--admin`` take (bytes of characters)."""
+
+
+def _excerpt(text: str, limit: int = 60) -> str:
+    """A readable piece of an argument for an error line (never the whole input)."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _json_option(text: str | None, what: str) -> dict[str, Any]:
     if not text:
         return {}
+    if len(text) > MAX_OPTION_TEXT:
+        raise ConfigError(f"--{what} is longer than {MAX_OPTION_TEXT} characters", field=what)
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"--{what} is not JSON: {exc.msg}", column=exc.colno,
                           field=what) from None
+    except RecursionError:
+        raise ConfigError(f"--{what} is nested too deeply", field=what) from None
+    except ValueError:  # an integer beyond Python's digit limit
+        raise ConfigError(f"--{what} holds a number with more than "
+                          f"{sys.get_int_max_str_digits()} digits", field=what) from None
     if not isinstance(value, dict):
         raise ConfigError(f"--{what} must be a JSON object", field=what)
     return value
@@ -29,9 +46,23 @@ def _json_option(text: str | None, what: str) -> dict[str, Any]:
 
 def _server(addr: str) -> tuple[str, int]:
     host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(f"--server must be HOST:PORT, got {addr!r}", field="server")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--server must be HOST:PORT (port 1-65535), got {_excerpt(addr)}",
+                          field="server")
     return host, int(port)
+
+
+def _lines(stream: IO[bytes], source: str) -> Iterator[tuple[int, str]]:
+    """Numbered lines of a JSON-lines input (any line end), as UTF-8: an invalid byte is
+    an error on its own line, not a crash."""
+    text = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape", newline=None)
+    for n, line in enumerate(text, start=1):
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a byte that was not UTF-8 (kept as a surrogate)
+            raise EventError(f"invalid UTF-8 at character {exc.start + 1} of the line",
+                             source=source, line=n) from None
+        yield n, line
 
 
 def _remote(addr: str, method: str, **args: Any) -> Any:
@@ -152,41 +183,50 @@ def register(app: typer.Typer) -> None:
         explain: Annotated[bool, typer.Option(help="say why an event did not match")] = False,
     ) -> None:
         """Print true or false for each event (one line per event)."""
-        from siftbus.channel.event import StructuredEvent
+        from siftbus.channel.event import StructuredEvent, parse_json
         from siftbus.lang.etcl import event_type_of, from_json_value, parse_constraint, types_match
 
-        c = parse_constraint(constraint, source="--constraint")
+        try:
+            c = parse_constraint(constraint, source="--constraint")
+        except RecursionError:
+            raise ConstraintError("the constraint is nested too deeply",
+                                  source="--constraint") from None
         types = []
         for t in event_type or []:
             d, sep, tname = t.partition(",")
             if not sep:
-                raise ConfigError(f"--type must be DOMAIN,TYPE, got {t!r}", field="type")
+                raise ConfigError(f"--type must be DOMAIN,TYPE, got {_excerpt(t)}",
+                                  field="type")
             types.append((d, tname))
-        fh = sys.stdin if str(events) == "-" else None
+        fh = sys.stdin.buffer if str(events) == "-" else None
         if fh is None and not events.is_file():
             raise EventError(f"event file {events} does not exist", source=str(events))
-        stream = fh if fh is not None else events.open(encoding="utf-8")
+        stream = fh if fh is not None else events.open("rb")
+        source = str(events)
         try:
-            for n, line in enumerate(stream, start=1):
+            for n, line in _lines(stream, source):
                 if not line.strip():
                     continue
-                try:
-                    data = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise EventError(f"invalid JSON: {exc.msg}", source=str(events), line=n,
-                                     column=exc.colno) from None
+                data = parse_json(line, source=source, line=n)
                 try:
                     if isinstance(data, dict) and set(data) == {"any"}:
                         e: Any = from_json_value(data["any"])
                     else:
                         e = StructuredEvent.from_dict(data)
                 except SiftbusError as exc:
-                    raise exc.located(source=str(events), line=n, column=1) from None
-                ok = types_match(types, *event_type_of(e))
-                if explain:
-                    print(c.explain(e) if ok else "false (event type not covered)")
-                else:
-                    print("true" if ok and c.evaluate(e) else "false")
+                    raise exc.located(source=source, line=n, column=1) from None
+                except RecursionError:
+                    raise EventError("the event is nested too deeply", source=source,
+                                     line=n) from None
+                try:
+                    ok = types_match(types, *event_type_of(e))
+                    if explain:
+                        print(c.explain(e) if ok else "false (event type not covered)")
+                    else:
+                        print("true" if ok and c.evaluate(e) else "false")
+                except RecursionError:
+                    raise EventError("the event or the constraint is nested too deeply to "
+                                     "evaluate", source=source, line=n) from None
         finally:
             if fh is None:
                 stream.close()

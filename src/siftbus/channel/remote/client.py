@@ -79,9 +79,10 @@ class ChannelClient:
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(host, port, limit=64 * 1024 * 1024), timeout)
-        except (OSError, TimeoutError) as exc:
-            raise ConnectionLostError(f"cannot reach the channel service at {host}:{port}: "
-                                      f"{exc}") from None
+        except (OSError, TimeoutError, OverflowError, ValueError) as exc:
+            where = host if len(host) <= 60 else host[:60] + "..."
+            raise ConnectionLostError(f"cannot reach the channel service at {where}:{port}: "
+                                      f"{str(exc)[:200]}") from None
         client = cls(reader, writer, service)
         body: dict[str, Any] = {"role": "client", "corr": 0}
         if name:
@@ -90,7 +91,15 @@ class ChannelClient:
         client._task = asyncio.ensure_future(client._read_loop())
         hello: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         client._waiting[0] = hello
-        await asyncio.wait_for(hello, timeout)
+        try:
+            await asyncio.wait_for(hello, timeout)
+        except TimeoutError:
+            await client.close()
+            raise ConnectionLostError(f"no answer from port {port} within {timeout:g} s "
+                                      "(not a channel service?)") from None
+        except SiftbusError:
+            await client.close()
+            raise
         return client
 
     def _send(self, frame: Frame) -> None:

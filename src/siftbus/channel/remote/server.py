@@ -63,9 +63,10 @@ class ChannelServer:
         try:
             self._server = await asyncio.start_server(self._accept, self.host, self._port,
                                                       limit=self.max_frame + 8)
-        except OSError as exc:
+        except (OSError, OverflowError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise EnvironmentProblem(f"channel server cannot listen on {self.host}:"
-                                     f"{self._port}: {exc.strerror}") from None
+                                     f"{self._port}: {why}") from None
 
     @property
     def port(self) -> int:
@@ -197,13 +198,17 @@ async def serve(store: str | None, host: str, port: int, port_file: str | None,
     """Run a channel server until cancelled (the entry point of ``siftbus channel serve``)."""
     factory = EventChannelFactory(store, engine=engine)
     server = ChannelServer(ChannelService(factory), host, port)
-    await server.start()
-    if port_file:
-        tmp = Path(port_file + ".tmp")
-        tmp.write_text(str(server.port))
-        tmp.replace(port_file)
-    print(f"siftbus channel service on {host}:{server.port}", file=sys.stderr, flush=True)
     try:
+        await server.start()
+        if port_file:
+            tmp = Path(port_file + ".tmp")
+            try:
+                tmp.write_text(str(server.port))
+                tmp.replace(port_file)
+            except OSError as exc:
+                raise EnvironmentProblem(f"cannot write the port file: {exc.strerror}",
+                                         source=port_file) from None
+        print(f"siftbus channel service on {host}:{server.port}", file=sys.stderr, flush=True)
         await asyncio.Event().wait()
     finally:
         await server.close()
@@ -226,8 +231,12 @@ def main(argv: list[str] | None = None) -> None:
             import uvloop
 
             run = uvloop.run
-    with contextlib.suppress(KeyboardInterrupt):
-        run(serve(a.store, a.host, a.port, a.port_file, a.engine))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            run(serve(a.store, a.host, a.port, a.port_file, a.engine))
+    except SiftbusError as exc:
+        print(f"siftbus: error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 
