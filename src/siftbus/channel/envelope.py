@@ -112,6 +112,9 @@ class Envelope:
     def from_wire(cls, data: Mapping[str, Any], packed: bytes | None = None) -> Envelope:
         """Decode ``{"any": v}`` or ``{"structured": {...}}`` (``packed``: the bytes it
         was read from); raises EventError."""
+        if len(data) != 1:
+            raise EventError("an event must be {\"any\": value} or {\"structured\": {...}}, "
+                             f"not a map of {len(data)} keys", field="event")
         if "any" in data:
             return cls(from_json_value(data["any"]), True, wire=dict(data), packed=packed)
         if "structured" in data:
@@ -125,7 +128,7 @@ class Envelope:
         """Decode the bytes :meth:`packed` wrote (the store's event bodies)."""
         try:
             obj = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        except (ValueError, msgpack.ExtraData, msgpack.FormatError,
+        except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError,
                 msgpack.StackError) as exc:
             raise EventError(f"undecodable event: {exc}") from None
         if not isinstance(obj, dict):

@@ -140,7 +140,8 @@ class StructuredEvent:
     def from_msgpack(cls, data: bytes) -> StructuredEvent:
         try:
             obj = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError,
+                msgpack.StackError) as exc:
             raise EventError(f"invalid msgpack: {exc}") from None
         return cls.from_dict(obj)
 

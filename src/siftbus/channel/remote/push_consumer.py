@@ -26,7 +26,7 @@ def event_of_wire(data: Mapping[str, Any] | bytes) -> Any:
     if isinstance(data, bytes | bytearray | memoryview):
         try:
             data = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        except (ValueError, msgpack.ExtraData, msgpack.FormatError,
+        except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError,
                 msgpack.StackError) as exc:
             raise WireError(f"undecodable event: {exc}") from None
         if not isinstance(data, dict):

@@ -8,8 +8,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,32 +18,10 @@ from siftbus.channel import qos as Q
 from siftbus.channel.remote import ChannelClient, ChannelService, RemoteConsumer, RemoteSupplier
 from siftbus.errors import SiftbusError
 
+from .processes import start_server, stop_server
+
 PERSISTENT = {Q.EVENT_RELIABILITY: Q.PERSISTENT, Q.CONNECTION_RELIABILITY: Q.PERSISTENT,
               Q.ORDER_POLICY: Q.FIFO_ORDER}
-
-
-def start_server(store: Path, port_file: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port_file.unlink(missing_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "siftbus.channel.remote", "--store",
-                             str(store), "--port-file", str(port_file)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    end = time.monotonic() + 30
-    while not port_file.exists():
-        if proc.poll() is not None or time.monotonic() > end:
-            proc.kill()
-            raise AssertionError("the channel server did not start")
-        time.sleep(0.02)
-    return proc, int(port_file.read_text())
-
-
-def stop_server(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL if the server has not exited within 10 s."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
 
 
 def ev(i: int) -> StructuredEvent:

@@ -117,10 +117,10 @@ def test_envelope_from_wire_gives_an_envelope_or_a_siftbus_error(data: Any) -> N
         data = {"structured": data}
     try:
         env = Envelope.from_wire(data)
+        packed = env.packed()  # an integer beyond 64 bits has no wire form: EventError
     except SiftbusError:
         return
-    again = Envelope.from_packed(env.packed())
-    assert again.is_any == env.is_any
+    assert Envelope.from_packed(packed).to_wire() == env.to_wire()
 
 
 @settings(max_examples=300, deadline=None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from siftbus.channel import qos as Q
 from siftbus.channel.remote import (
     ChannelClient,
     ChannelServer,
-    ChannelService,
     RemoteConsumer,
     RemoteSupplier,
     register_with_broker,
@@ -31,23 +29,6 @@ from siftbus.errors import (
 
 def ev(i: int, **data: Any) -> StructuredEvent:
     return StructuredEvent.of("Telecom", "Alarm", f"e{i}", filterable_data={"i": i, **data})
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ChannelServer]:
-    factory = EventChannelFactory()
-    srv = ChannelServer(ChannelService(factory))
-    await srv.start()
-    yield srv
-    await srv.close()
-    factory.close()
-
-
-@pytest.fixture
-async def client(server: ChannelServer) -> AsyncIterator[ChannelClient]:
-    c = await ChannelClient.connect("127.0.0.1", server.port)
-    yield c
-    await c.close()
 
 
 async def test_round_trip_with_filters(client: ChannelClient) -> None:

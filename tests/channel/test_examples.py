@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "channels"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "channels"
 
 
 def run(*args: str) -> str:

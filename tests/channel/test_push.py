@@ -1,4 +1,4 @@
-"""Server-side push to remote push consumers (siftbus.channel.push): order, sequence
+"""Server-side push to remote push consumers (siftbus.channel.remote.hub): order, sequence
 batches, flow control with the discard policy, connection loss, re-attachment, hosting in
 a broker, and kill-and-restart durability."""
 
@@ -25,7 +25,8 @@ from siftbus.channel.remote import (
     register_with_broker,
 )
 from siftbus.errors import ClientTypeError, SiftbusError
-from test_channel_durability import start_server, stop_server
+
+from .processes import start_server, stop_server
 
 
 def ev(i: int, **data: Any) -> StructuredEvent:
@@ -42,24 +43,6 @@ async def until(pred: Callable[[], bool], timeout: float = 5.0) -> None:
         if time.monotonic() > end:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.01)
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ChannelServer]:
-    factory = EventChannelFactory()
-    srv = ChannelServer(ChannelService(factory))
-    await srv.start()
-    yield srv
-    await srv.close()
-    srv.service.close()
-    factory.close()
-
-
-@pytest.fixture
-async def client(server: ChannelServer) -> AsyncIterator[ChannelClient]:
-    c = await ChannelClient.connect("127.0.0.1", server.port)
-    yield c
-    await c.close()
 
 
 async def test_every_event_in_order_with_filters_and_window(client: ChannelClient) -> None:

@@ -155,7 +155,7 @@ def test_bad_channel_commands_give_one_error_line(args: list[str], words: str,
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[ChannelServer]:
+async def limited_server() -> AsyncIterator[ChannelServer]:
     factory = EventChannelFactory(max_constraint_length=10_000)
     srv = ChannelServer(ChannelService(factory))
     await srv.start()
@@ -240,8 +240,9 @@ def _calls(cid: int, pid: int, sid: int) -> list[tuple[str, dict[str, Any], str]
     ]
 
 
-async def test_bad_requests_get_an_error_and_the_server_goes_on(server: ChannelServer
-                                                                ) -> None:
+async def test_bad_requests_get_an_error_and_the_server_goes_on(
+        limited_server: ChannelServer) -> None:
+    server = limited_server
     async with await ChannelClient.connect("127.0.0.1", server.port) as client, \
             await ChannelClient.connect("127.0.0.1", server.port) as bystander:
         cid = await client.call("create_channel")

@@ -1,0 +1,35 @@
+"""A channel server in a subprocess (``python -m siftbus.channel.remote``), for the
+kill-and-restart tests: start it on a store, stop it gently or not."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def start_server(store: Path, port_file: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Start a server on ``store``; returns the process and its port (bounded: 30 s)."""
+    port_file.unlink(missing_ok=True)
+    proc = subprocess.Popen([sys.executable, "-m", "siftbus.channel.remote", "--store",
+                             str(store), "--port-file", str(port_file)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.monotonic() + 30
+    while not port_file.exists():
+        if proc.poll() is not None or time.monotonic() > end:
+            proc.kill()
+            raise AssertionError("the channel server did not start")
+        time.sleep(0.02)
+    return proc, int(port_file.read_text())
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if the server has not exited within 10 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
