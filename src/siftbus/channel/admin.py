@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from siftbus.channel import qos as Q
+from siftbus.channel.envelope import Envelope
 from siftbus.channel.event_types import type_list
 from siftbus.channel.filter import Filter, MappingFilter
 from siftbus.channel.node import ChannelHooks, Node
@@ -70,6 +71,11 @@ class Admin(Node):
     @property
     def lifetime_filter(self) -> MappingFilter | None:
         return None
+
+    @property
+    def has_mapping_filters(self) -> bool:
+        """A priority or lifetime mapping filter is set (consumer admins only)."""
+        return False
 
     def destroy(self) -> None:
         """Destroy the admin and all its proxies (the default admin cannot be destroyed)."""
@@ -170,6 +176,7 @@ class ConsumerAdmin(Admin):
         super().__init__(channel, admin_id, op, qos)
         self._priority_filter: MappingFilter | None = None
         self._lifetime_filter: MappingFilter | None = None
+        self._has_maps = False  # read once per event and proxy: kept, not computed
         self._unfiltered: dict[int, ProxySupplier] = {}  # proxies without filters
 
     @property
@@ -179,7 +186,7 @@ class ConsumerAdmin(Admin):
     @priority_filter.setter
     def priority_filter(self, f: MappingFilter | None) -> None:
         self._alive()
-        self._priority_filter = f
+        self._set_maps(f, self._lifetime_filter)
         self.channel.save()
 
     @property
@@ -189,15 +196,23 @@ class ConsumerAdmin(Admin):
     @lifetime_filter.setter
     def lifetime_filter(self, f: MappingFilter | None) -> None:
         self._alive()
-        self._lifetime_filter = f
+        self._set_maps(self._priority_filter, f)
         self.channel.save()
 
+    @property
+    def has_mapping_filters(self) -> bool:
+        return self._has_maps
+
+    def _set_maps(self, priority: MappingFilter | None, lifetime: MappingFilter | None
+                  ) -> None:
+        self._priority_filter, self._lifetime_filter = priority, lifetime
+        self._has_maps = priority is not None or lifetime is not None
+
     def _forget_mapping_filter(self, f: Filter) -> bool:
-        used = False
-        if self._priority_filter is f:
-            self._priority_filter, used = None, True
-        if self._lifetime_filter is f:
-            self._lifetime_filter, used = None, True
+        used = f is self._priority_filter or f is self._lifetime_filter
+        if used:
+            self._set_maps(None if self._priority_filter is f else self._priority_filter,
+                           None if self._lifetime_filter is f else self._lifetime_filter)
         return used
 
     @property
@@ -255,7 +270,7 @@ class ConsumerAdmin(Admin):
         else:
             self._unfiltered[proxy.id] = proxy
 
-    def targets(self, admin_passed: bool, hits: list[ProxySupplier]) -> Iterable[Any]:
+    def targets(self, admin_passed: bool, hits: Iterable[ProxySupplier]) -> Iterable[Any]:
         """The connected proxies of this admin an event reaches, given whether the
         admin's filters pass it and which proxies' filters do (``hits``)."""
         proxies = self._proxies
@@ -291,8 +306,8 @@ class ConsumerAdmin(Admin):
     def restore_state(self, state: AdminState, lookup: FilterLookup) -> None:
         super().restore_state(state, lookup)
         pf, lf = lookup(state.priority_filter), lookup(state.lifetime_filter)
-        self._priority_filter = pf if isinstance(pf, MappingFilter) else None
-        self._lifetime_filter = lf if isinstance(lf, MappingFilter) else None
+        self._set_maps(pf if isinstance(pf, MappingFilter) else None,
+                       lf if isinstance(lf, MappingFilter) else None)
 
 
 class SupplierAdmin(Admin):
@@ -340,10 +355,11 @@ class SupplierAdmin(Admin):
         with self.channel.lock:
             self.channel.types_offered(type_list(added), type_list(removed))
 
-    def passes(self, proxy: ProxyConsumer, view: Any) -> bool:
+    def passes(self, proxy: ProxyConsumer, env: Envelope) -> bool:
         """Whether an event from ``proxy`` passes the supplier side's filters."""
         if not self._filters and not proxy.has_filters:
             return True
+        view = env.filter_view
         return combine(self.op, _match_any(self.attached_filters(), view),
                        _match_any(proxy.attached_filters(), view))
 

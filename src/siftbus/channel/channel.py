@@ -43,7 +43,7 @@ from siftbus.channel.queue import QueueEntry
 from siftbus.channel.state import ChannelState, StoredEvent, props
 from siftbus.channel.stats import ChannelStats, Counters
 from siftbus.channel.store import ChannelStore
-from siftbus.channel.terms import event_persistent, schedule
+from siftbus.channel.terms import DeliveryTerms, event_persistent, schedule
 from siftbus.errors import (
     AdminLimitExceeded,
     AdminNotFound,
@@ -85,7 +85,10 @@ class EventChannel:
         self._qos = {**Q.DEFAULT_QOS, **qos}
         self._admin_props = {**Q.DEFAULT_ADMIN, **admin}
         self._destroyed = False
-        self._admins: dict[str, dict[int, Admin]] = {"consumer": {}, "supplier": {}}
+        self._consumer_admins: dict[int, ConsumerAdmin] = {}
+        self._supplier_admins: dict[int, SupplierAdmin] = {}
+        self._admins: dict[str, dict[int, Any]] = {"consumer": self._consumer_admins,
+                                                   "supplier": self._supplier_admins}
         self._next_admin = 1
         self._next_proxy = 1
         self._journal = EventJournal(channel_id, factory.store if self.persistent else None)
@@ -296,7 +299,7 @@ class EventChannel:
             plan: list[tuple[Envelope, list[ProxySupplier]]] = []
             total = 0
             for env in envelopes:
-                if not sadmin.passes(source, env.filter_view):
+                if not sadmin.passes(source, env):
                     counters.filtered_out += 1
                     continue
                 targets = self._targets(env)
@@ -331,15 +334,16 @@ class EventChannel:
         # per consumer.
         shared: dict[Any, QueueEntry | None] = {}
         for p in targets:
-            prio_maps, life_maps = p.mapping_filters()
-            if prio_maps or life_maps:
-                e = self._entry(env, p, prio_maps, life_maps)
-            elif p.terms in shared:
-                e = shared[p.terms]
+            maps = p.mapping_filters()
+            terms = p.terms
+            if maps is not None and (maps[0] or maps[1]):
+                e = self._entry(env, terms, *maps)
+            elif terms in shared:
+                e = shared[terms]
                 if e is None:
                     counters.expired += 1
             else:
-                e = shared[p.terms] = self._entry(env, p, [], [])
+                e = shared[terms] = self._entry(env, terms, [], [])
             if e is None:
                 continue
             if not p.enqueue(e, bool(limit and counters.queued >= limit)):
@@ -357,20 +361,18 @@ class EventChannel:
         # are attached to (and proxies without filters) are looked at.
         hit_admins, hit_proxies = self._filters.hits(env.filter_view)
         out: list[ProxySupplier] = []
-        for admin in self._admins["consumer"].values():
-            assert isinstance(admin, ConsumerAdmin)
-            out.extend(admin.targets(admin.id in hit_admins, hit_proxies.get(admin.id, [])))
+        for admin in self._consumer_admins.values():
+            out.extend(admin.targets(admin.id in hit_admins, hit_proxies.get(admin.id, ())))
         return out
 
-    def _entry(self, env: Envelope, p: ProxySupplier, prio_maps: list[Any],
+    def _entry(self, env: Envelope, terms: DeliveryTerms, prio_maps: list[Any],
                life_maps: list[Any]) -> QueueEntry | None:
-        terms = p.terms
         when = schedule(env, terms, prio_maps, life_maps, timet_now)
         if when is None:
             self._counters.expired += 1
             return None
-        persistent = event_persistent(env, terms, self._qos[Q.EVENT_RELIABILITY],
-                                      self._journal.store is not None)
+        persistent = terms.persistent and event_persistent(
+            env, terms, self._qos[Q.EVENT_RELIABILITY], self._journal.store is not None)
         return QueueEntry(self._journal.next_seq(), env, *when, persistent)
 
     def _notify_readers(self) -> None:

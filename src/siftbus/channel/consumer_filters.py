@@ -10,7 +10,10 @@ that with their InterFilterGroupOperator
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from siftbus.channel.event_types import EventType
@@ -26,6 +29,10 @@ class _Use:
 
     filter: Filter
     nodes: dict[int, tuple[Node, int]] = field(default_factory=dict)
+
+
+_NO_ADMINS: frozenset[int] = frozenset()
+_NO_PROXIES: Mapping[int, list[ProxySupplier]] = MappingProxyType({})
 
 
 def _key(fid: int, cid: int) -> str:
@@ -95,13 +102,13 @@ class ConsumerFilters:
             self._index.remove(key)
             del self._key_filter[key]
 
-    def hits(self, view: Any) -> tuple[set[int], dict[int, list[ProxySupplier]]]:
+    def hits(self, view: Any) -> tuple[AbstractSet[int], Mapping[int, list[ProxySupplier]]]:
         """For an event (what filters see): the ids of the consumer admins whose filters
         pass it, and per admin id the connected proxies whose filters pass it."""
+        if not self._uses:
+            return _NO_ADMINS, _NO_PROXIES
         hit_admins: set[int] = set()
         hit_proxies: dict[int, list[ProxySupplier]] = {}
-        if not self._uses:
-            return hit_admins, hit_proxies
         key_filter = self._key_filter
         seen: set[int] = set()
         for key in self._index.match(view):

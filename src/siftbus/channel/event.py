@@ -101,6 +101,16 @@ class StructuredEvent:
     def from_dict(cls, data: Any) -> StructuredEvent:
         """Parse the IDL-shaped or flat object; raises :class:`EventError` naming the
         field that is wrong (``header.fixed_header.event_type.type_name``, say)."""
+        try:
+            fixed = _idl_fixed_header(data)
+            if fixed is not None:  # the common, well-formed IDL shape: checked cheaply
+                return cls(*fixed,
+                           _props(data["header"].get("variable_header"), "variable_header",
+                                  decode=True),
+                           _props(data.get("filterable_data"), "filterable_data", decode=True),
+                           _value(data.get("remainder_of_body"), "remainder_of_body"))
+        except RecursionError:
+            raise EventError("structured event nested too deeply") from None
         if not isinstance(data, Mapping):
             raise EventError(f"a structured event must be an object, not {_kind(data)}")
         unknown = data.keys() - _FIELDS
@@ -200,6 +210,29 @@ def _string(obj: Mapping[str, Any], key: str, where: str, *, required: bool) -> 
     return v
 
 
+def _idl_fixed_header(data: Any) -> tuple[str, str, str] | None:
+    """(domain, type, event name) when ``data`` is a well-formed IDL-shaped event with no
+    unknown field (plain dict and length checks, no set operations); None otherwise (the
+    careful checks then say what is wrong, or read the flat form)."""
+    if type(data) is not dict:
+        return None
+    header = data.get("header")
+    if type(header) is not dict or len(data) != 1 + ("filterable_data" in data) + \
+            ("remainder_of_body" in data):
+        return None
+    fixed = header.get("fixed_header")
+    if type(fixed) is not dict or len(header) != 1 + ("variable_header" in header):
+        return None
+    etype = fixed.get("event_type")
+    if type(etype) is not dict or len(etype) != 2 or \
+            len(fixed) != 1 + ("event_name" in fixed):
+        return None
+    d, t, e = etype.get("domain_name"), etype.get("type_name"), fixed.get("event_name", "")
+    if type(d) is not str or type(t) is not str or type(e) is not str:
+        return None
+    return d, t, e
+
+
 def _header(header: Any) -> tuple[str, str, str, Any]:
     """(domain, type, event name, variable header) of the IDL-shaped ``header``."""
     h = _object(header, "header", _HEADER)
@@ -231,14 +264,18 @@ def _props(value: Any, what: str, *, decode: bool = False) -> Properties:
     if value is None:
         return ()
     if type(value) is list and decode:
-        # The wire form: [{"name": n, "value": v}, ...] (checked without ABC isinstance).
+        # The wire form: [{"name": n, "value": v}, ...] (checked without ABC isinstance;
+        # a value that does not decode is looked at again below, to name it).
         fast = []
-        for item in value:
-            if type(item) is not dict or type(item.get("name")) is not str:
-                break
-            fast.append((item["name"], _value(item.get("value"), what, item["name"])))
-        else:
-            return tuple(fast)
+        try:
+            for item in value:
+                if type(item) is not dict or type(item.get("name")) is not str:
+                    break
+                fast.append((item["name"], from_json_value(item.get("value"))))
+            else:
+                return tuple(fast)
+        except SiftbusError:
+            pass
 
     def conv(name: str, v: Any) -> Any:
         return _value(v, what, name) if decode else v

@@ -10,6 +10,8 @@ supports StopTime). StartTime holds the event back (when the proxy supports it).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -27,10 +29,14 @@ class ValueMap(Protocol):
     def map(self, event: Any) -> tuple[bool, Any]: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class DeliveryTerms:
     """The QoS of one ProxySupplier that shapes each queued event; proxies with equal
-    terms and no mapping filters share one queue entry per event."""
+    terms and no mapping filters share one queue entry per event.
+
+    Made only by :meth:`from_qos`, which hands out one object per distinct value, so
+    equal terms are the same object and compare (and hash) by identity: the push path
+    looks them up once per consumer and event."""
 
     priority: int = Q.DEFAULT_PRIORITY
     timeout: int = 0
@@ -41,10 +47,21 @@ class DeliveryTerms:
 
     @classmethod
     def from_qos(cls, qos: Mapping[str, Any]) -> DeliveryTerms:
-        return cls(qos.get(Q.PRIORITY, Q.DEFAULT_PRIORITY), qos.get(Q.TIMEOUT, 0),
-                   bool(qos.get(Q.STOP_TIME_SUPPORTED, True)),
-                   bool(qos.get(Q.START_TIME_SUPPORTED, True)),
-                   qos.get(Q.CONNECTION_RELIABILITY) == Q.PERSISTENT)
+        key = (qos.get(Q.PRIORITY, Q.DEFAULT_PRIORITY), qos.get(Q.TIMEOUT, 0),
+               bool(qos.get(Q.STOP_TIME_SUPPORTED, True)),
+               bool(qos.get(Q.START_TIME_SUPPORTED, True)),
+               qos.get(Q.CONNECTION_RELIABILITY) == Q.PERSISTENT)
+        terms = _INTERNED.get(key)
+        if terms is None:
+            with _INTERN_LOCK:
+                terms = _INTERNED.setdefault(key, cls(*key))
+        return terms
+
+
+_INTERNED: weakref.WeakValueDictionary[tuple[Any, ...], DeliveryTerms] = \
+    weakref.WeakValueDictionary()
+"""The DeliveryTerms some proxy uses, by value (they go with their last proxy)."""
+_INTERN_LOCK = threading.Lock()
 
 
 def _is_int(v: Any) -> bool:
@@ -94,10 +111,12 @@ def event_persistent(env: Envelope, terms: DeliveryTerms, channel_reliability: i
     """Whether the event is stored until acknowledged for this consumer: the event's
     EventReliability (its header, else the channel's) and the consumer's
     ConnectionReliability are Persistent, and the channel has a store."""
+    if not (terms.persistent and can_store):
+        return False
     rel = env.header_qos()[4]
     if rel not in (Q.BEST_EFFORT, Q.PERSISTENT):
         rel = channel_reliability
-    return terms.persistent and rel == Q.PERSISTENT and can_store
+    return rel == Q.PERSISTENT
 
 
 __all__ = ["DeliveryTerms", "ValueMap", "event_persistent", "schedule"]

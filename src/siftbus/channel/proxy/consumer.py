@@ -80,7 +80,7 @@ class StructuredProxyPushConsumer(PushProxyConsumer):
     def push_structured_event(self, event: StructuredEvent) -> None:
         if not is_structured(event):
             raise ClientTypeError("push_structured_event needs a StructuredEvent")
-        self.submit([Envelope.of_structured(event)])
+        self.submit([Envelope(event, False)])
 
 
 class SequenceProxyPushConsumer(PushProxyConsumer):
@@ -94,7 +94,7 @@ class SequenceProxyPushConsumer(PushProxyConsumer):
         for e in events:
             if not is_structured(e):
                 raise ClientTypeError("push_structured_events needs StructuredEvents")
-            envelopes.append(Envelope.of_structured(e))
+            envelopes.append(Envelope(e, False))
         self.submit(envelopes)
 
 

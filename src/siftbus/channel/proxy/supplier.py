@@ -70,10 +70,13 @@ class ProxySupplier(Proxy):
         self._lifetime_filter = f
         self.channel.save()
 
-    def mapping_filters(self) -> tuple[list[MappingFilter], list[MappingFilter]]:
+    def mapping_filters(self) -> tuple[list[MappingFilter], list[MappingFilter]] | None:
         """The live priority and lifetime mapping filters that apply (this proxy's,
-        then its admin's)."""
+        then its admin's); None when there are none at all (the common case)."""
         a = self.admin
+        if self._priority_filter is None and self._lifetime_filter is None and \
+                not a.has_mapping_filters:
+            return None
         prio = [f for f in (self._priority_filter, a.priority_filter)
                 if f is not None and not f.destroyed]
         life = [f for f in (self._lifetime_filter, a.lifetime_filter)
