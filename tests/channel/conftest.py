@@ -8,18 +8,15 @@ from collections.abc import AsyncIterator
 import pytest
 
 from siftbus.channel import EventChannelFactory
-from siftbus.channel.remote import ChannelClient, ChannelServer, ChannelService
+from siftbus.channel.remote import ChannelClient, ChannelServer
+
+from .servers import serving
 
 
 @pytest.fixture
 async def server() -> AsyncIterator[ChannelServer]:
-    factory = EventChannelFactory()
-    srv = ChannelServer(ChannelService(factory))
-    await srv.start()
-    yield srv
-    await srv.close()
-    srv.service.close()
-    factory.close()
+    async with serving(EventChannelFactory()) as srv:
+        yield srv
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from siftbus.channel import qos as Q
 from siftbus.channel.remote import ChannelClient, ChannelService, RemoteConsumer, RemoteSupplier
 from siftbus.errors import SiftbusError
 
-from .processes import start_server, stop_server
+from .servers import start_server, stop_server
 
 PERSISTENT = {Q.EVENT_RELIABILITY: Q.PERSISTENT, Q.CONNECTION_RELIABILITY: Q.PERSISTENT,
               Q.ORDER_POLICY: Q.FIFO_ORDER}

@@ -20,8 +20,10 @@ import pytest
 
 from hostile import run_bad
 from siftbus.channel import EventChannelFactory, StructuredEvent
-from siftbus.channel.remote import ChannelClient, ChannelServer, ChannelService
+from siftbus.channel.remote import ChannelClient, ChannelServer
 from siftbus.errors import ConnectionLostError, SiftbusError
+
+from .servers import serving
 
 DEEP = "[" * 100_000 + "]" * 100_000
 HUGE_INT = "9" * 5000
@@ -156,13 +158,8 @@ def test_bad_channel_commands_give_one_error_line(args: list[str], words: str,
 
 @pytest.fixture
 async def limited_server() -> AsyncIterator[ChannelServer]:
-    factory = EventChannelFactory(max_constraint_length=10_000)
-    srv = ChannelServer(ChannelService(factory))
-    await srv.start()
-    yield srv
-    await srv.close()
-    srv.service.close()
-    factory.close()
+    async with serving(EventChannelFactory(max_constraint_length=10_000)) as srv:
+        yield srv
 
 
 def _deep(levels: int) -> Any:

@@ -19,14 +19,13 @@ from siftbus.channel import qos as Q
 from siftbus.channel.remote import (
     ChannelClient,
     ChannelServer,
-    ChannelService,
     RemotePushConsumer,
     RemoteSupplier,
     register_with_broker,
 )
 from siftbus.errors import ClientTypeError, SiftbusError
 
-from .processes import start_server, stop_server
+from .servers import serving, start_server, stop_server
 
 
 def ev(i: int, **data: Any) -> StructuredEvent:
@@ -188,13 +187,8 @@ async def test_closed_connection_disconnects_its_best_effort_proxies(
 
 @pytest.fixture
 async def durable(tmp_path: Path) -> AsyncIterator[ChannelServer]:
-    factory = EventChannelFactory(tmp_path / "channels.db")
-    srv = ChannelServer(ChannelService(factory))
-    await srv.start()
-    yield srv
-    await srv.close()
-    srv.service.close()
-    factory.close()
+    async with serving(EventChannelFactory(tmp_path / "channels.db")) as srv:
+        yield srv
 
 
 async def test_persistent_proxy_waits_for_a_new_connection(durable: ChannelServer) -> None:

@@ -14,7 +14,7 @@ from siftbus.channel import qos as Q
 from siftbus.channel.envelope import Envelope
 from siftbus.channel.event_types import type_list
 from siftbus.channel.filter import Filter, MappingFilter
-from siftbus.channel.node import ChannelHooks, Node
+from siftbus.channel.node import ChannelHooks, MappingFilterHolder, Node
 from siftbus.channel.proxy import (
     ANY_EVENT,
     PULL_CONSUMERS,
@@ -164,7 +164,7 @@ class Admin(Node):
             proxy.restore_state(ps, lookup)
 
 
-class ConsumerAdmin(Admin):
+class ConsumerAdmin(MappingFilterHolder, Admin):
     """Creates ProxySuppliers (which serve consumers); holds filters, QoS and the
     priority and lifetime mapping filters for its proxies."""
 
@@ -174,46 +174,7 @@ class ConsumerAdmin(Admin):
     def __init__(self, channel: ChannelHooks, admin_id: int, op: str,
                  qos: Mapping[str, Any]) -> None:
         super().__init__(channel, admin_id, op, qos)
-        self._priority_filter: MappingFilter | None = None
-        self._lifetime_filter: MappingFilter | None = None
-        self._has_maps = False  # read once per event and proxy: kept, not computed
         self._unfiltered: dict[int, ProxySupplier] = {}  # proxies without filters
-
-    @property
-    def priority_filter(self) -> MappingFilter | None:
-        return self._priority_filter
-
-    @priority_filter.setter
-    def priority_filter(self, f: MappingFilter | None) -> None:
-        self._alive()
-        self._set_maps(f, self._lifetime_filter)
-        self.channel.save()
-
-    @property
-    def lifetime_filter(self) -> MappingFilter | None:
-        return self._lifetime_filter
-
-    @lifetime_filter.setter
-    def lifetime_filter(self, f: MappingFilter | None) -> None:
-        self._alive()
-        self._set_maps(self._priority_filter, f)
-        self.channel.save()
-
-    @property
-    def has_mapping_filters(self) -> bool:
-        return self._has_maps
-
-    def _set_maps(self, priority: MappingFilter | None, lifetime: MappingFilter | None
-                  ) -> None:
-        self._priority_filter, self._lifetime_filter = priority, lifetime
-        self._has_maps = priority is not None or lifetime is not None
-
-    def _forget_mapping_filter(self, f: Filter) -> bool:
-        used = f is self._priority_filter or f is self._lifetime_filter
-        if used:
-            self._set_maps(None if self._priority_filter is f else self._priority_filter,
-                           None if self._lifetime_filter is f else self._lifetime_filter)
-        return used
 
     @property
     def push_suppliers(self) -> list[int]:
@@ -298,16 +259,12 @@ class ConsumerAdmin(Admin):
 
     def snapshot(self) -> AdminState:
         s = super().snapshot()
-        pf, lf = self._priority_filter, self._lifetime_filter
         return AdminState(s.side, s.id, s.op, s.qos, s.filters, s.next_filter,
-                          None if pf is None else pf.id, None if lf is None else lf.id,
-                          s.proxies)
+                          *self._mapping_ids(), s.proxies)
 
     def restore_state(self, state: AdminState, lookup: FilterLookup) -> None:
         super().restore_state(state, lookup)
-        pf, lf = lookup(state.priority_filter), lookup(state.lifetime_filter)
-        self._set_maps(pf if isinstance(pf, MappingFilter) else None,
-                       lf if isinstance(lf, MappingFilter) else None)
+        self._set_maps(lookup(state.priority_filter), lookup(state.lifetime_filter))
 
 
 class SupplierAdmin(Admin):

@@ -16,7 +16,7 @@ from typing import Any
 import msgpack
 
 from siftbus.channel import qos as Q
-from siftbus.channel.event import StructuredEvent
+from siftbus.channel.event import StructuredEvent, unpack
 from siftbus.errors import EventError
 from siftbus.lang.etcl import from_json_value, to_json_value
 
@@ -125,14 +125,11 @@ class Envelope:
 
     @classmethod
     def from_packed(cls, data: bytes) -> Envelope:
-        """Decode the bytes :meth:`packed` wrote (the store's event bodies)."""
-        try:
-            obj = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError,
-                msgpack.StackError) as exc:
-            raise EventError(f"undecodable event: {exc}") from None
+        """Decode the bytes :meth:`packed` wrote (the store's event bodies, push frames)."""
+        obj = unpack(data)
         if not isinstance(obj, dict):
-            raise EventError("an event must be a map", field="event")
+            raise EventError(f"an event must be a map, not {type(obj).__name__}",
+                             field="event")
         return cls.from_wire(obj, bytes(data))
 
 

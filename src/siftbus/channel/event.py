@@ -148,12 +148,7 @@ class StructuredEvent:
 
     @classmethod
     def from_msgpack(cls, data: bytes) -> StructuredEvent:
-        try:
-            obj = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError,
-                msgpack.StackError) as exc:
-            raise EventError(f"invalid msgpack: {exc}") from None
-        return cls.from_dict(obj)
+        return cls.from_dict(unpack(data))
 
 
 _FLAT = frozenset({"domain_name", "type_name", "event_name", "variable_header"})
@@ -301,6 +296,15 @@ def _props(value: Any, what: str, *, decode: bool = False) -> Properties:
                      f"{_kind(value)}", field=what)
 
 
+def unpack(data: bytes) -> Any:
+    """One msgpack value, every failure an :class:`EventError`."""
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError,
+            msgpack.StackError) as exc:
+        raise EventError(f"invalid msgpack: {str(exc)[:200]}") from None
+
+
 def parse_json(text: str | bytes, *, source: str | None = None, line: int | None = None
                ) -> Any:
     """One JSON document, every failure an :class:`EventError` (bad JSON, nesting deeper
@@ -324,4 +328,4 @@ def parse_json(text: str | bytes, *, source: str | None = None, line: int | None
                          line=line) from None
 
 
-__all__ = ["ANY_TYPE", "Properties", "StructuredEvent", "parse_json"]
+__all__ = ["ANY_TYPE", "Properties", "StructuredEvent", "parse_json", "unpack"]

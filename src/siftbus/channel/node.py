@@ -245,4 +245,57 @@ class Node:
                               sequence=self.sequence, current=self._qos)
 
 
-__all__ = ["ChannelHooks", "Node"]
+class MappingFilterHolder(Node):
+    """A node with priority and lifetime mapping filters (consumer admins and proxy
+    suppliers): the filter whose first matching constraint gives an event's priority
+    (or lifetime) on its way to the consumers below."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._priority_filter: MappingFilter | None = None
+        self._lifetime_filter: MappingFilter | None = None
+        self._has_maps = False  # read once per event and proxy: kept, not computed
+
+    @property
+    def priority_filter(self) -> MappingFilter | None:
+        return self._priority_filter
+
+    @priority_filter.setter
+    def priority_filter(self, f: MappingFilter | None) -> None:
+        self._alive()
+        self._set_maps(f, self._lifetime_filter)
+        self.channel.save()
+
+    @property
+    def lifetime_filter(self) -> MappingFilter | None:
+        return self._lifetime_filter
+
+    @lifetime_filter.setter
+    def lifetime_filter(self, f: MappingFilter | None) -> None:
+        self._alive()
+        self._set_maps(self._priority_filter, f)
+        self.channel.save()
+
+    @property
+    def has_mapping_filters(self) -> bool:
+        """A priority or lifetime mapping filter is set here."""
+        return self._has_maps
+
+    def _set_maps(self, priority: Filter | None, lifetime: Filter | None) -> None:
+        self._priority_filter = priority if isinstance(priority, MappingFilter) else None
+        self._lifetime_filter = lifetime if isinstance(lifetime, MappingFilter) else None
+        self._has_maps = self._priority_filter is not None or self._lifetime_filter is not None
+
+    def _forget_mapping_filter(self, f: Filter) -> bool:
+        used = f is self._priority_filter or f is self._lifetime_filter
+        if used:
+            self._set_maps(None if self._priority_filter is f else self._priority_filter,
+                           None if self._lifetime_filter is f else self._lifetime_filter)
+        return used
+
+    def _mapping_ids(self) -> tuple[int | None, int | None]:
+        pf, lf = self._priority_filter, self._lifetime_filter
+        return None if pf is None else pf.id, None if lf is None else lf.id
+
+
+__all__ = ["ChannelHooks", "MappingFilterHolder", "Node"]

@@ -15,6 +15,7 @@ from typing import Any
 from siftbus.channel import qos as Q
 from siftbus.channel.event_types import EventType, type_list
 from siftbus.channel.filter import Filter, MappingFilter
+from siftbus.channel.node import MappingFilterHolder
 from siftbus.channel.proxy.base import ALL_NOW_UPDATES_OFF, AdminHooks, Proxy
 from siftbus.channel.queue import EventQueue, QueueEntry
 from siftbus.channel.state import ProxyState
@@ -28,7 +29,7 @@ def _queue_settings(qos: Mapping[str, Any]) -> tuple[int, int, int]:
             qos.get(Q.MAX_EVENTS_PER_CONSUMER, 0))
 
 
-class ProxySupplier(Proxy):
+class ProxySupplier(MappingFilterHolder, Proxy):
     """Serves one consumer: queues the events that pass its filters, with QoS."""
 
     level = "proxy_supplier"
@@ -41,8 +42,6 @@ class ProxySupplier(Proxy):
         self._terms = DeliveryTerms.from_qos(self._qos)
         self._inflight: list[QueueEntry] = []  # sent, not acknowledged yet
         self._restored_upto = 0  # entries up to this number came back from the store
-        self._priority_filter: MappingFilter | None = None
-        self._lifetime_filter: MappingFilter | None = None
         self.delivered = 0
         """Events handed to the consumer."""
         self.discarded = 0
@@ -50,32 +49,11 @@ class ProxySupplier(Proxy):
 
     # -- mapping filters -----------------------------------------------------------------
 
-    @property
-    def priority_filter(self) -> MappingFilter | None:
-        return self._priority_filter
-
-    @priority_filter.setter
-    def priority_filter(self, f: MappingFilter | None) -> None:
-        self._alive()
-        self._priority_filter = f
-        self.channel.save()
-
-    @property
-    def lifetime_filter(self) -> MappingFilter | None:
-        return self._lifetime_filter
-
-    @lifetime_filter.setter
-    def lifetime_filter(self, f: MappingFilter | None) -> None:
-        self._alive()
-        self._lifetime_filter = f
-        self.channel.save()
-
     def mapping_filters(self) -> tuple[list[MappingFilter], list[MappingFilter]] | None:
         """The live priority and lifetime mapping filters that apply (this proxy's,
         then its admin's); None when there are none at all (the common case)."""
         a = self.admin
-        if self._priority_filter is None and self._lifetime_filter is None and \
-                not a.has_mapping_filters:
+        if not self._has_maps and not a.has_mapping_filters:
             return None
         prio = [f for f in (self._priority_filter, a.priority_filter)
                 if f is not None and not f.destroyed]
@@ -83,23 +61,9 @@ class ProxySupplier(Proxy):
                 if f is not None and not f.destroyed]
         return prio, life
 
-    def _forget_mapping_filter(self, f: Filter) -> bool:
-        used = False
-        if self._priority_filter is f:
-            self._priority_filter, used = None, True
-        if self._lifetime_filter is f:
-            self._lifetime_filter, used = None, True
-        return used
-
-    def _mapping_ids(self) -> tuple[int | None, int | None]:
-        return (None if self._priority_filter is None else self._priority_filter.id,
-                None if self._lifetime_filter is None else self._lifetime_filter.id)
-
     def _restore_mapping(self, state: ProxyState,
                          lookup: Callable[[int | None], Filter | None]) -> None:
-        pf, lf = lookup(state.priority_filter), lookup(state.lifetime_filter)
-        self._priority_filter = pf if isinstance(pf, MappingFilter) else None
-        self._lifetime_filter = lf if isinstance(lf, MappingFilter) else None
+        self._set_maps(lookup(state.priority_filter), lookup(state.lifetime_filter))
         self.delivered = state.delivered
 
     # -- the specification's operations --------------------------------------------------

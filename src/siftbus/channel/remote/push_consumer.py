@@ -13,25 +13,18 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import msgpack
-
 from siftbus.channel.envelope import Envelope
 from siftbus.channel.proxy import SEQUENCE_EVENT, STRUCTURED_EVENT
 from siftbus.channel.remote.protocol import DEFAULT_WINDOW
-from siftbus.errors import ConnectionLostError, SiftbusError, WireError
+from siftbus.errors import ConnectionLostError, SiftbusError
 
 
 def event_of_wire(data: Mapping[str, Any] | bytes) -> Any:
     """A received event (wire map, or its msgpack bytes): a StructuredEvent or the any."""
     if isinstance(data, bytes | bytearray | memoryview):
-        try:
-            data = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError,
-                msgpack.StackError) as exc:
-            raise WireError(f"undecodable event: {exc}") from None
-        if not isinstance(data, dict):
-            raise WireError("an event must be a map")
-    env = Envelope.from_wire(data)
+        env = Envelope.from_packed(bytes(data))
+    else:
+        env = Envelope.from_wire(data)
     return env.as_any if env.is_any else env.structured
 
 

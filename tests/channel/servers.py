@@ -1,13 +1,31 @@
-"""A channel server in a subprocess (``python -m siftbus.channel.remote``), for the
-kill-and-restart tests: start it on a store, stop it gently or not."""
+"""Channel servers for tests, on 127.0.0.1 port 0: in this process (:func:`serving`), or
+in a subprocess (``python -m siftbus.channel.remote``) for the kill-and-restart tests."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+from siftbus.channel import EventChannelFactory
+from siftbus.channel.remote import ChannelServer, ChannelService
+
+
+@contextlib.asynccontextmanager
+async def serving(factory: EventChannelFactory) -> AsyncIterator[ChannelServer]:
+    """A started server for ``factory``; closed (with the factory) on exit."""
+    srv = ChannelServer(ChannelService(factory))
+    try:
+        await srv.start()
+        yield srv
+    finally:
+        await srv.close()
+        srv.service.close()
+        factory.close()
 
 
 def start_server(store: Path, port_file: Path) -> tuple[subprocess.Popen[bytes], int]:
