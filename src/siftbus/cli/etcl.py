@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
             if not line.strip():
                 continue
             try:
-                e = read_event(line)
+                e = read_event(line.rstrip(b"\r\n"))
             except SiftbusError as exc:
                 # the line's own line number is 1: the file's is n
                 exc.line = n

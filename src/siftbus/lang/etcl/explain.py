@@ -150,8 +150,9 @@ class _Walk:
                 reasons.append(f"and {len(false) - _SHOWN_TERMS} more FALSE terms")
             return "; ".join(reasons)
         if isinstance(node, Not):
-            return (f"{_text(node)} is FALSE: {_text(node.operand)} is TRUE"
-                    f"{self.values_in(node.operand)}")
+            values = "" if isinstance(node.operand, Comp | Ident) \
+                else self.values_in(node.operand)
+            return f"{_text(node)} is FALSE: {_text(node.operand)} is TRUE{values}"
         if isinstance(node, Exist):
             missing = self.seen.get(id(node.operand))
             return f"{_text(node)} is FALSE ({missing})"

@@ -50,7 +50,7 @@ from siftbus.lang.etcl.syntax import (
 class ConstraintLimits:
     """What one ETCL constraint may cost; exceeding a limit is a ConstraintError."""
 
-    max_length: int = 65_536
+    max_length: int = 32_768
     """Characters in the constraint text."""
     max_depth: int = 100
     """Nesting of parentheses, ``not`` and operators (a chain of one operator counts once)."""
@@ -66,8 +66,9 @@ def _parser() -> Lark:
     grammar = files("siftbus.lang.etcl").joinpath("grammar.lark").read_text(encoding="utf-8")
     # The basic lexer: keywords outrank identifiers wherever they stand, so "and TRUE"
     # is refused at "and" (column 1), not later at "TRUE".
-    return Lark(grammar, parser="lalr", lexer="basic", propagate_positions=True,
-                maybe_placeholders=False)
+    # No propagate_positions: it doubles the time and memory of a parse, and a position
+    # is needed only for an error (then :func:`_position` finds it).
+    return Lark(grammar, parser="lalr", lexer="basic", maybe_placeholders=False)
 
 
 def parse(text: str, *, source: str | None = None,
@@ -132,9 +133,9 @@ class _Builder:
         if d in _LEAVES:
             return _leaf(t)
         if depth >= self.max_depth:
+            line, column = _position(t)
             raise ConstraintError(f"ETCL constraint nests deeper than {self.max_depth} levels "
-                                  "(parentheses, not and operators)", line=t.meta.line,
-                                  column=t.meta.column)
+                                  "(parentheses, not and operators)", line=line, column=column)
         inner = depth + 1
         if d in ("or_", "and_"):
             operands, _ = _chain(t, lambda x: x.data == d)
@@ -158,6 +159,15 @@ class _Builder:
         if d == "paren":
             return self.build(ch[1], inner)
         raise AssertionError(d)  # pragma: no cover - the grammar has no other rule
+
+
+def _position(t: Tree | Token) -> tuple[int | None, int | None]:
+    """Line and column of the first token of a subtree."""
+    while isinstance(t, Tree):
+        if not t.children:  # pragma: no cover - every rule has a token
+            return None, None
+        t = t.children[0]
+    return t.line, t.column
 
 
 def _tree(t: Tree | Token) -> Tree:
