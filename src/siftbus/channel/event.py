@@ -31,8 +31,8 @@ from typing import Any, ClassVar
 
 import msgpack
 
+from siftbus.channel.values import from_json_value, to_json_value
 from siftbus.errors import EventError
-from siftbus.lang.etcl import from_json_value, to_json_value
 
 Properties = tuple[tuple[str, Any], ...]
 
