@@ -28,6 +28,10 @@ counted from 1, as editors do) and whether retrying the same operation can help.
     ├── DuplicateProfileError (ValueError) add of an id that is already there
     ├── ConnectionLostError (ConnectionError, retriable)
     ├── RemoteError                        a broker answered a client request with ERROR
+    ├── SecurityError (PermissionError)    who may do what
+    │   ├── AuthenticationError            no, bad, expired or tampered credentials
+    │   ├── AccessDenied                   a principal's rights do not allow the action
+    │   └── QuotaExceeded (retriable)      a principal's quota is used up for now
     ├── EnvironmentProblem (RuntimeError)  missing Java, port in use, …
     └── ChannelError                       notification channels (the CosNotification
         │                                  specification's exceptions)
@@ -206,6 +210,40 @@ class RemoteError(SiftbusError):
     def __init__(self, message: str, *, kind: str = "", **kw: object) -> None:
         super().__init__(message, **kw)  # type: ignore[arg-type]
         self.kind = kind
+
+
+class SecurityError(SiftbusError, PermissionError):
+    """Authentication, authorization and quotas: who may do what."""
+
+
+class AuthenticationError(SecurityError):
+    """Credentials are missing, malformed, expired, tampered with or not trusted."""
+
+
+class AccessDenied(SecurityError):
+    """The principal's rights do not allow the action on this object.
+
+    ``principal``, ``action`` and ``object`` name the denial as it is logged and counted.
+    """
+
+    def __init__(self, message: str, *, principal: str = "", action: str = "",
+                 object: str = "", **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.principal = principal
+        self.action = action
+        self.object = object
+
+
+class QuotaExceeded(SecurityError):
+    """A quota of the principal is used up; retrying later (or after freeing) can help."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, quota: str = "", limit: float = 0.0,
+                 **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.quota = quota
+        self.limit = limit
 
 
 # ---------------------------------------------------------------------------------------

@@ -44,14 +44,15 @@ FIXED = {"event_type": {"domain_name": "d", "type_name": "t"}, "event_name": "e"
     ({"header": {"fixed_header": FIXED}, "type_name": "t"},
      "give either header or the flat fields, not both"),
     ({"type_name": ["t"]}, "type_name must be a string, not an array"),
-    ({"filterable_data": [1]}, "filterable_data[0] must be"),
+    ({"filterable_data": [1]}, "filterable_data[0] needs a name and a value"),
     ({"filterable_data": [{"name": 2, "value": 1}]},
      "filterable_data[0]: the name must be a string, not a number"),
-    ({"filterable_data": [["a", 1], ["b"]]}, "filterable_data[1] must be"),
+    ({"filterable_data": [["a", 1], ["b"]]}, "filterable_data[1] needs a name and a value"),
     ({"filterable_data": True}, "filterable_data must be an object or a list"),
     ({"filterable_data": {"p": {"@struct": {"members": 1}}}},
-     "filterable_data.p: @struct members must be an object"),
-    ({"remainder_of_body": {"@struct": {"members": "m"}}}, "remainder_of_body: @struct members"),
+     "@struct members must be an object (in filterable_data.p)"),
+    ({"remainder_of_body": {"@struct": {"members": "m"}}},
+     "@struct members must be an object (in remainder_of_body)"),
     ({"bogus": 1}, "unknown structured-event field(s) bogus"),
 ])
 def test_malformed_events_name_what_is_wrong(data: Any, words: str) -> None:
@@ -62,8 +63,8 @@ def test_malformed_events_name_what_is_wrong(data: Any, words: str) -> None:
 
 
 @pytest.mark.parametrize("text, words", [
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-    ('{"remainder_of_body": ' + "7" * 5000 + "}", "an integer with more than"),
+    ("[" * 100_000 + "]" * 100_000, "nests deeper than"),
+    ('{"remainder_of_body": ' + "7" * 5000 + "}", "digits"),
     ('{"header": ', "invalid JSON"),
 ])
 def test_bad_json_gives_an_event_error(text: str, words: str) -> None:
@@ -78,7 +79,7 @@ def test_deep_values_are_refused_not_crashed() -> None:
     for _ in range(5000):
         node.append([])
         node = node[0]
-    with pytest.raises(EventError, match="nested too deeply"):
+    with pytest.raises(EventError, match="nests deeper than 100 levels"):
         StructuredEvent.from_dict({"remainder_of_body": deep})
     with pytest.raises(EventError):
         Envelope.from_wire({"structured": {"filterable_data": {"x": deep}}})

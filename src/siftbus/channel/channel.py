@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from siftbus.channel import qos as Q
 from siftbus.channel.admin import Admin, ConsumerAdmin, FilterLookup, SupplierAdmin
+from siftbus.channel.clock import timet_now
 from siftbus.channel.consumer_filters import ConsumerFilters, filter_types
 from siftbus.channel.dispatch import Dispatcher
 from siftbus.channel.envelope import Envelope
@@ -52,7 +53,7 @@ from siftbus.errors import (
     PropertyError,
     UnsupportedQoS,
 )
-from siftbus.lang.etcl import Constraint, timet_now
+from siftbus.lang.etcl import Constraint
 
 
 class FactoryHooks(Protocol):

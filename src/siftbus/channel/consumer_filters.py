@@ -18,9 +18,10 @@ from typing import Any
 
 from siftbus.channel.event_types import EventType
 from siftbus.channel.filter import EventTypes, Filter
+from siftbus.channel.filter_index import ConstraintIndex
 from siftbus.channel.node import Node
 from siftbus.channel.proxy import ProxySupplier
-from siftbus.lang.etcl import Constraint, ConstraintIndex
+from siftbus.lang.etcl import Constraint
 
 
 @dataclass(slots=True)

@@ -12,9 +12,9 @@ import threading
 import time
 from typing import Any, Protocol
 
+from siftbus.channel.clock import timet_now
 from siftbus.channel.envelope import Envelope
 from siftbus.channel.queue import QueueEntry
-from siftbus.lang.etcl import timet_now
 
 POLL_INTERVAL = 0.005
 """Seconds between two polls of a pull supplier that had nothing."""

@@ -17,8 +17,8 @@ import msgpack
 
 from siftbus.channel import qos as Q
 from siftbus.channel.event import StructuredEvent, unpack
+from siftbus.channel.values import from_json_value, to_json_value
 from siftbus.errors import EventError
-from siftbus.lang.etcl import from_json_value, to_json_value
 
 HeaderQoS = tuple[Any, Any, int | None, int | None, Any]
 """(Priority, Timeout, StopTime, StartTime, EventReliability) of one event; None where

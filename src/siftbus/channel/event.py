@@ -8,7 +8,7 @@
       filterable_data            (name, value) pairs: what filters look at
       remainder_of_body          any value (the payload)
 
-Values are "anys" as :mod:`siftbus.lang.etcl` defines them. The JSON (and msgpack) form is
+Values are "anys" as :mod:`siftbus.channel.values` defines them. The JSON (and msgpack) form is
 the IDL shape::
 
     {"header": {"fixed_header": {"event_type": {"domain_name": "Telecom", "type_name": "Alarm"},
@@ -25,15 +25,14 @@ A flat form is accepted as input too: ``{"domain_name": ..., "type_name": ...,
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import msgpack
 
+from siftbus.channel.values import from_json_value, loads, to_json_value
 from siftbus.errors import EventError, SiftbusError
-from siftbus.lang.etcl import from_json_value, to_json_value
 
 Properties = tuple[tuple[str, Any], ...]
 
@@ -140,8 +139,8 @@ class StructuredEvent:
         return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, text: str) -> StructuredEvent:
-        return cls.from_dict(parse_json(text))
+    def from_json(cls, text: str | bytes) -> StructuredEvent:
+        return cls.from_dict(loads(text))
 
     def to_msgpack(self) -> bytes:
         return msgpack.packb(self.to_dict(), use_bin_type=True)
@@ -252,7 +251,7 @@ def _value(value: Any, where: str, name: str | None = None) -> Any:
     except SiftbusError as exc:
         if name is not None:
             where = f"{where}.{_excerpt(name)}"
-        raise EventError(f"{where}: {exc.message}", field=where) from None
+        raise EventError(f"{exc.message} (in {where})", field=where) from None
 
 
 def _props(value: Any, what: str, *, decode: bool = False) -> Properties:
@@ -285,8 +284,9 @@ def _props(value: Any, what: str, *, decode: bool = False) -> Properties:
             elif isinstance(item, list | tuple) and len(item) == 2:
                 name, v = item
             else:
-                raise EventError(f"{what}[{i}] must be {{\"name\": ..., \"value\": ...}} or a "
-                                 f"[name, value] pair, not {_kind(item)}", field=what)
+                raise EventError(f"{what}[{i}] needs a name and a value ({{\"name\": ..., "
+                                 f"\"value\": ...}} or [name, value]), not {_kind(item)}",
+                                 field=what)
             if not isinstance(name, str):
                 raise EventError(f"{what}[{i}]: the name must be a string, not {_kind(name)}",
                                  field=what)
@@ -305,27 +305,4 @@ def unpack(data: bytes) -> Any:
         raise EventError(f"invalid msgpack: {str(exc)[:200]}") from None
 
 
-def parse_json(text: str | bytes, *, source: str | None = None, line: int | None = None
-               ) -> Any:
-    """One JSON document, every failure an :class:`EventError` (bad JSON, nesting deeper
-    than the parser allows, an integer beyond Python's digit limit, invalid UTF-8)."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise EventError(f"invalid JSON: {exc.msg}", source=source,
-                         line=exc.lineno if line is None else line, column=exc.colno) from None
-    except RecursionError:
-        raise EventError("invalid JSON: nested too deeply", source=source, line=line) from None
-    except UnicodeDecodeError as exc:
-        raise EventError(f"invalid UTF-8 at byte {exc.start + 1}", source=source,
-                         line=line) from None
-    except ValueError as exc:  # e.g. an integer with more digits than Python converts
-        if "digits" in str(exc):
-            raise EventError(f"invalid JSON: an integer with more than "
-                             f"{sys.get_int_max_str_digits()} digits", source=source,
-                             line=line) from None
-        raise EventError(f"invalid JSON: {_excerpt(str(exc))}", source=source,
-                         line=line) from None
-
-
-__all__ = ["ANY_TYPE", "Properties", "StructuredEvent", "parse_json", "unpack"]
+__all__ = ["ANY_TYPE", "Properties", "StructuredEvent", "unpack"]

@@ -11,10 +11,11 @@ from typing import Any
 
 from siftbus.channel import qos as Q
 from siftbus.channel.channel import EventChannel
-from siftbus.channel.filter import MAX_CONSTRAINT_LENGTH, Filter, FilterFactory
+from siftbus.channel.filter import Filter, FilterFactory
 from siftbus.channel.state import StoredEvent
 from siftbus.channel.store import ChannelStore
 from siftbus.errors import ChannelNotFound
+from siftbus.lang.etcl import DEFAULT_LIMITS, ConstraintLimits
 
 
 class EventChannelFactory:
@@ -25,17 +26,17 @@ class EventChannelFactory:
     starts no dispatcher threads (nothing is pushed to in-process consumers: for tools
     that only inspect or edit a store); ``compile_filters=False`` evaluates every filter
     constraint one by one (the reference the index is measured against);
-    ``max_constraint_length``: the longest filter constraint taken (characters).
+    ``constraint_limits``: what one filter constraint may cost (length, nesting).
     """
 
     def __init__(self, store: ChannelStore | str | Path | None = None, *,
                  engine: str | None = None, dispatch: bool = True,
                  compile_filters: bool = True,
-                 max_constraint_length: int = MAX_CONSTRAINT_LENGTH) -> None:
+                 constraint_limits: ConstraintLimits = DEFAULT_LIMITS) -> None:
         self.engine = engine
         self.compile_filters = compile_filters
         self.dispatch = dispatch
-        self.filter_factory = FilterFactory(max_constraint_length=max_constraint_length)
+        self.filter_factory = FilterFactory(limits=constraint_limits)
         self._channels: dict[int, EventChannel] = {}
         self._next = 1
         self._lock = threading.Lock()

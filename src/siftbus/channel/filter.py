@@ -25,7 +25,14 @@ from siftbus.errors import (
     ObjectNotExist,
     SiftbusError,
 )
-from siftbus.lang.etcl import Constraint, event_type_of, parse_constraint, types_match
+from siftbus.lang.etcl import (
+    DEFAULT_LIMITS,
+    Constraint,
+    ConstraintLimits,
+    event_type_of,
+    parse_constraint,
+    types_match,
+)
 
 GRAMMAR = "EXTENDED_TCL"
 
@@ -142,18 +149,11 @@ class Filter:
 
     def _parse(self, exp: ConstraintExp) -> Constraint:
         text = exp.constraint_expr
-        limit = self.factory.max_constraint_length
-        if len(text) > limit:
-            raise InvalidConstraint(f"constraint {_excerpt(text)} is longer than {limit} "
-                                    "characters", constraint=exp)
         try:
-            return parse_constraint(text)
+            return parse_constraint(text, limits=self.factory.limits)
         except SiftbusError as exc:
             raise InvalidConstraint(f"invalid constraint {_excerpt(text)}: {exc.message}",
                                     constraint=exp, line=exc.line, column=exc.column) from None
-        except RecursionError:
-            raise InvalidConstraint(f"constraint {_excerpt(text)} is nested too deeply",
-                                    constraint=exp) from None
 
     def add_constraints(self, exps: Iterable[Any]) -> list[ConstraintInfo]:
         """Add constraints (all or none); returns them with their new ids."""
@@ -388,16 +388,12 @@ class MappingFilter(Filter):
         return FilterState(s.id, s.grammar, s.constraints, True, self.default_value)
 
 
-MAX_CONSTRAINT_LENGTH = 64 * 1024
-"""Longest constraint expression a filter takes (characters), by default."""
-
-
 class FilterFactory:
-    """Creates filters (``EXTENDED_TCL`` only) and keeps them by id; constraints longer
-    than ``max_constraint_length`` characters are refused (InvalidConstraint)."""
+    """Creates filters (``EXTENDED_TCL`` only) and keeps them by id; a constraint beyond
+    ``limits`` (length, nesting) is refused with InvalidConstraint."""
 
-    def __init__(self, *, max_constraint_length: int = MAX_CONSTRAINT_LENGTH) -> None:
-        self.max_constraint_length = max_constraint_length
+    def __init__(self, *, limits: ConstraintLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
         self._filters: dict[int, Filter] = {}
         self._next = 1
         self._lock = threading.Lock()
@@ -470,7 +466,6 @@ def _check_grammar(grammar: str) -> None:
 
 __all__ = [
     "GRAMMAR",
-    "MAX_CONSTRAINT_LENGTH",
     "ConstraintExp",
     "ConstraintInfo",
     "Filter",

@@ -1,19 +1,17 @@
-"""``siftbus channel create|list|destroy|serve`` and ``siftbus etcl eval``."""
+"""``siftbus channel create|list|destroy|serve`` (``siftbus etcl`` is in cli/etcl.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-from siftbus.errors import ConfigError, ConstraintError, EventError, SiftbusError
+from siftbus.errors import ConfigError
 
 MAX_OPTION_TEXT = 1024 * 1024
 """Longest JSON text ``--qos``/``--admin`` take (bytes of characters)."""
@@ -50,19 +48,6 @@ def _server(addr: str) -> tuple[str, int]:
         raise ConfigError(f"--server must be HOST:PORT (port 1-65535), got {_excerpt(addr)}",
                           field="server")
     return host, int(port)
-
-
-def _lines(stream: IO[bytes], source: str) -> Iterator[tuple[int, str]]:
-    """Numbered lines of a JSON-lines input (any line end), as UTF-8: an invalid byte is
-    an error on its own line, not a crash."""
-    text = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape", newline=None)
-    for n, line in enumerate(text, start=1):
-        try:
-            line.encode("utf-8")
-        except UnicodeEncodeError as exc:  # a byte that was not UTF-8 (kept as a surrogate)
-            raise EventError(f"invalid UTF-8 at character {exc.start + 1} of the line",
-                             source=source, line=n) from None
-        yield n, line
 
 
 def _remote(addr: str, method: str, **args: Any) -> Any:
@@ -107,10 +92,7 @@ StoreOpt = Annotated[Path | None, typer.Option(
 def register(app: typer.Typer) -> None:
     channel_app = typer.Typer(help="Notification channels (CORBA Notification Service model).",
                               no_args_is_help=True)
-    etcl_app = typer.Typer(help="The Extended Trader Constraint Language.",
-                           no_args_is_help=True)
     app.add_typer(channel_app, name="channel")
-    app.add_typer(etcl_app, name="etcl")
 
     @channel_app.command("create")
     def create_cmd(
@@ -171,62 +153,3 @@ def register(app: typer.Typer) -> None:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve(str(store) if store else None, host, port,
                               str(port_file) if port_file else None))
-
-    @etcl_app.command("eval")
-    def eval_cmd(
-        constraint: Annotated[str, typer.Option(help="the ETCL constraint")],
-        events: Annotated[Path, typer.Option(
-            help="structured events, JSON lines ('-' for stdin)")],
-        event_type: Annotated[list[str] | None, typer.Option(
-            "--type", help="DOMAIN,TYPE the constraint applies to (repeatable; '*' wildcards)")]
-        = None,
-        explain: Annotated[bool, typer.Option(help="say why an event did not match")] = False,
-    ) -> None:
-        """Print true or false for each event (one line per event)."""
-        from siftbus.channel.event import StructuredEvent, parse_json
-        from siftbus.lang.etcl import event_type_of, from_json_value, parse_constraint, types_match
-
-        try:
-            c = parse_constraint(constraint, source="--constraint")
-        except RecursionError:
-            raise ConstraintError("the constraint is nested too deeply",
-                                  source="--constraint") from None
-        types = []
-        for t in event_type or []:
-            d, sep, tname = t.partition(",")
-            if not sep:
-                raise ConfigError(f"--type must be DOMAIN,TYPE, got {_excerpt(t)}",
-                                  field="type")
-            types.append((d, tname))
-        fh = sys.stdin.buffer if str(events) == "-" else None
-        if fh is None and not events.is_file():
-            raise EventError(f"event file {events} does not exist", source=str(events))
-        stream = fh if fh is not None else events.open("rb")
-        source = str(events)
-        try:
-            for n, line in _lines(stream, source):
-                if not line.strip():
-                    continue
-                data = parse_json(line, source=source, line=n)
-                try:
-                    if isinstance(data, dict) and set(data) == {"any"}:
-                        e: Any = from_json_value(data["any"])
-                    else:
-                        e = StructuredEvent.from_dict(data)
-                except SiftbusError as exc:
-                    raise exc.located(source=source, line=n, column=1) from None
-                except RecursionError:
-                    raise EventError("the event is nested too deeply", source=source,
-                                     line=n) from None
-                try:
-                    ok = types_match(types, *event_type_of(e))
-                    if explain:
-                        print(c.explain(e) if ok else "false (event type not covered)")
-                    else:
-                        print("true" if ok and c.evaluate(e) else "false")
-                except RecursionError:
-                    raise EventError("the event or the constraint is nested too deeply to "
-                                     "evaluate", source=source, line=n) from None
-        finally:
-            if fh is None:
-                stream.close()

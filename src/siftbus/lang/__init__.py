@@ -1,4 +1,4 @@
-"""Languages: the profile language (and, in the channel layer, ETCL)."""
+"""Languages: the profile language (`lang.profile`) and ETCL (`lang.etcl`); parse and print only."""
 
 from siftbus.lang.profile import (
     format_profile,

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from siftbus.channel import qos as Q
+from siftbus.channel.clock import timet_now
 from siftbus.channel.event_types import EventType, type_list
 from siftbus.channel.filter import Filter, MappingFilter
 from siftbus.channel.node import MappingFilterHolder
@@ -21,7 +22,6 @@ from siftbus.channel.queue import EventQueue, QueueEntry
 from siftbus.channel.state import ProxyState
 from siftbus.channel.terms import DeliveryTerms
 from siftbus.errors import Disconnected
-from siftbus.lang.etcl import timet_now
 
 
 def _queue_settings(qos: Mapping[str, Any]) -> tuple[int, int, int]:

@@ -34,11 +34,11 @@ from collections.abc import Callable
 from typing import Any
 
 from siftbus.channel.channel import EventChannel
+from siftbus.channel.clock import timet_now
 from siftbus.channel.factory import EventChannelFactory
 from siftbus.channel.proxy import SEQUENCE_EVENT, ProxySupplier
 from siftbus.channel.remote.protocol import FRAME_EVENTS
 from siftbus.errors import AlreadyConnected, SiftbusError, WireError
-from siftbus.lang.etcl import timet_now
 
 SWEEP_INTERVAL = 0.25
 """Seconds between checks that the connections owning push proxies are still there
