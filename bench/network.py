@@ -737,7 +737,7 @@ def client_dispatch_cpu(profiles: list[Profile], events: list[Event],
                                                                        pids)]}))[4:]
     out: dict[str, Any] = {"events": len(evs), "notifications": len(pids)}
     for mode in ("each", "batch"):
-        c = Client(None, None)  # type: ignore[arg-type]  # never connected
+        c = Client(None)  # never connected
         c.schema = workload_schema()
         seen = [0]
 
