@@ -58,6 +58,10 @@ log = logging.getLogger("siftbus.wire")
 READ_HIGH_WATER = 256 * 1024
 """Bytes of complete, unread frames beyond which a connection stops reading."""
 
+LINGER = 1.0
+"""Seconds a refused connection is kept half-closed, its input discarded, so that the
+peer reads the ERROR and an orderly end instead of a reset."""
+
 
 class ConnectionClosed(ConnectionError):
     """The peer closed the connection (between frames, or in the middle of one)."""
@@ -155,6 +159,7 @@ class FrameConnection(asyncio.Protocol):
         self._eof = False
         self._lost = False
         self._closing = False
+        self._discard = False
         self._paused = False
         self._write_paused = False
         self._waiter: asyncio.Future[None] | None = None
@@ -175,6 +180,8 @@ class FrameConnection(asyncio.Protocol):
             self._on_made(self)
 
     def data_received(self, data: bytes) -> None:
+        if self._discard:
+            return
         self._buf += data
         self.counters.add(len(data))
         self._find_frames()
@@ -184,7 +191,9 @@ class FrameConnection(asyncio.Protocol):
     def eof_received(self) -> bool:
         self._eof = True
         self._wake()
-        return True  # keep the transport open: an ERROR may still have to be written
+        # keep the transport open (an ERROR may still have to be written), unless it
+        # was refused and lingers only for the peer to finish
+        return not self._discard
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = self._closing = True
@@ -304,7 +313,7 @@ class FrameConnection(asyncio.Protocol):
                 raise self._bad
             if self._expired is not None:
                 raise self._expired
-            if self._lost or self._eof:
+            if self._lost or self._eof or self._discard:
                 left = len(self._buf) - self._pos
                 raise ConnectionClosed("the peer closed the connection" + (
                     f" in the middle of a frame ({left} bytes of it received)" if left else ""))
@@ -415,12 +424,43 @@ class FrameConnection(asyncio.Protocol):
         self.counters.refused[field_ if isinstance(field_, str) and field_.startswith(
             ("max_", "frame_", "hello_")) else type(exc).__name__] += 1
         self.send(Message(MsgType.ERROR, error_body(exc, corr)))
-        self.close()
+        self._linger()
 
-    def close(self) -> None:
-        """Close after what is written has been sent."""
+    def _linger(self) -> None:
+        """End our side after the ERROR, discard what the peer still sends, close when
+        it ends too or after :data:`LINGER` seconds (closing a socket with unread input
+        would reset the connection, and the peer might lose the ERROR)."""
+        t = self.transport
         self._closing = True
         self._cancel_timer()
+        if t is None or self._lost or self._discard:
+            return
+        self._discard = True
+        held = len(self._buf) - self._pos
+        self._buf = bytearray()
+        self._pos = self._scan = 0
+        self.counters.held_back.discard(self)
+        self.counters.release(held)
+        self._wake()
+        try:
+            if not t.can_write_eof():
+                t.close()
+                return
+            t.write_eof()
+            if self._paused:
+                self._paused = False
+                t.resume_reading()
+        except (RuntimeError, OSError, AttributeError):
+            t.abort()
+            return
+        asyncio.get_running_loop().call_later(LINGER, self.abort)
+
+    def close(self) -> None:
+        """Close after what is written has been sent (a refused connection lingers)."""
+        self._closing = True
+        self._cancel_timer()
+        if self._discard:
+            return
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
@@ -428,7 +468,7 @@ class FrameConnection(asyncio.Protocol):
         """Close at once, dropping what is not sent."""
         self._closing = True
         self._cancel_timer()
-        if self.transport is not None:
+        if self.transport is not None and not self._lost:
             self.transport.abort()
 
     async def wait_closed(self, timeout: float | None = None) -> None:
