@@ -61,6 +61,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     )
     from siftbus.channel.service import ChannelClient, ChannelService
     from siftbus.client import Client, SyncClient, connect
+    from siftbus.wire.limits import Limits
     from siftbus.covering import (
         CoveringIndex,
         FilterPoset,
@@ -112,6 +113,7 @@ _LAZY = {
     "Client": "siftbus.client",
     "SyncClient": "siftbus.client",
     "connect": "siftbus.client",
+    "Limits": "siftbus.wire.limits",
     # notification channels (CORBA Notification Service model, ETCL filters)
     "EventChannelFactory": "siftbus.channel",
     "EventChannel": "siftbus.channel",
@@ -193,6 +195,7 @@ __all__ = [
     "Client",
     "SyncClient",
     "connect",
+    "Limits",
     # notification channels
     "EventChannelFactory",
     "EventChannel",
