@@ -325,6 +325,14 @@ async def _outcome(r: asyncio.StreamReader, timeout: float = 10.0) -> str:
     return f"closed:{limit or first.kind}"
 
 
+async def _finish(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> str:
+    """The :func:`_outcome` of a hostile connection, which is then closed."""
+    try:
+        return await _outcome(r, 15)
+    finally:
+        w.close()
+
+
 async def _served(good: Client, sub_queue: asyncio.Queue[Any], pub: Client, n: int) -> None:
     """The well-behaved clients are still served: an event reaches the subscriber."""
     await pub.publish_batch([Event(SCHEMA["Motion"], (1, 1, n % 2))], ack=True)
@@ -411,19 +419,13 @@ def test_fuzzed_connections_against_a_broker_process(tmp_path: Path) -> None:
             w.write(frame[:rng.randrange(1, len(frame))])
             if rng.random() < 0.5:
                 w.write_eof()  # and gone
-                try:
-                    return await _outcome(r, 15)
-                finally:
-                    w.close()
+                return await _finish(r, w)
         else:  # huge declared length, maybe some bytes of it
             r, w = await _open(port, hello=rng.random() < 0.5)
             w.write(struct.pack(">IBB", rng.choice([2**32 - 1, 2**24, 1048577]), VERSION, 7)
                     + rng.randbytes(rng.randrange(100)))
         w.write(encode(Message(MsgType.PING, {"corr": 2})))
-        try:
-            return await _outcome(r, 15)
-        finally:
-            w.close()
+        return await _finish(r, w)
 
     async def slow_partial(port: int) -> str:
         r, w = await _open(port)
@@ -433,18 +435,12 @@ def test_fuzzed_connections_against_a_broker_process(tmp_path: Path) -> None:
             await asyncio.sleep(0.15)
             if r.at_eof() or r._buffer:  # type: ignore[attr-defined]
                 break
-        try:
-            return await _outcome(r, 15)
-        finally:
-            w.close()
+        return await _finish(r, w)
 
     async def held_partial(port: int) -> str:
         r, w = await _open(port)
         w.write(struct.pack(">IBB", 1_000_000, VERSION, 7) + b"\x80" * 900_000)
-        try:
-            return await _outcome(r, 15)
-        finally:
-            w.close()
+        return await _finish(r, w)
 
     async def crowd(port: int) -> list[str]:
         conns = []

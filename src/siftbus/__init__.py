@@ -61,7 +61,6 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     )
     from siftbus.channel.service import ChannelClient, ChannelService
     from siftbus.client import Client, SyncClient, connect
-    from siftbus.wire.limits import Limits
     from siftbus.covering import (
         CoveringIndex,
         FilterPoset,
@@ -80,6 +79,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.match.counting import CountingMatcher
     from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
     from siftbus.spark.pipeline import Pipeline, run_files
+    from siftbus.wire.limits import Limits
     from siftbus.xmlfilter import XmlEventFilter, parse_subscriptions
 
 __version__ = "0.1.0"

@@ -197,13 +197,8 @@ class FrameConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = self._closing = True
-        held = len(self._buf) - self._pos
-        self._buf = bytearray()
-        self._pos = self._scan = 0
-        self.counters.held_back.discard(self)
-        self.counters.release(held)
         self._cancel_timer()
-        self._wake()
+        self._forget_input()
         for fut in self._drainers:
             if not fut.done():
                 fut.set_exception(ConnectionClosed("connection closed"))
@@ -272,6 +267,16 @@ class FrameConnection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def _forget_input(self) -> None:
+        """Drop what was received and not read (returning it to the budget); wake a
+        reader, which then finds the connection ending."""
+        held = len(self._buf) - self._pos
+        self._buf = bytearray()
+        self._pos = self._scan = 0
+        self.counters.held_back.discard(self)
+        self.counters.release(held)
+        self._wake()
 
     def _wake(self) -> None:
         w = self._waiter
@@ -436,12 +441,7 @@ class FrameConnection(asyncio.Protocol):
         if t is None or self._lost or self._discard:
             return
         self._discard = True
-        held = len(self._buf) - self._pos
-        self._buf = bytearray()
-        self._pos = self._scan = 0
-        self.counters.held_back.discard(self)
-        self.counters.release(held)
-        self._wake()
+        self._forget_input()
         try:
             if not t.can_write_eof():
                 t.close()
