@@ -28,10 +28,10 @@ from siftbus.errors import ConfigError, EnvironmentProblem, SiftbusError, WireEr
 from siftbus.wire.events import notify_count, split_block
 from siftbus.wire.frames import Message, MsgType, encode, error_body, get
 from siftbus.wire.limits import DEFAULT_LIMITS, Limits
+from siftbus.wire.listener import Listener
 from siftbus.wire.transport import (
     ConnectionClosed,
     FrameConnection,
-    Listener,
     TransportStats,
     connect,
     read_frame,

@@ -28,7 +28,8 @@ from siftbus.channel.service import SERVICE_NAME, ChannelService
 from siftbus.errors import SiftbusError, WireError
 from siftbus.wire.frames import Message, MsgType, error_body
 from siftbus.wire.limits import DEFAULT_LIMITS, Limits
-from siftbus.wire.transport import FrameConnection, Listener, read_frame
+from siftbus.wire.listener import Listener
+from siftbus.wire.transport import FrameConnection, read_frame
 
 log = logging.getLogger("siftbus.channel")
 
