@@ -79,6 +79,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.match.counting import CountingMatcher
     from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
     from siftbus.spark.pipeline import Pipeline, run_files
+    from siftbus.wire.limits import Limits
     from siftbus.xmlfilter import XmlEventFilter, parse_subscriptions
 
 __version__ = "0.1.0"
@@ -112,6 +113,7 @@ _LAZY = {
     "Client": "siftbus.client",
     "SyncClient": "siftbus.client",
     "connect": "siftbus.client",
+    "Limits": "siftbus.wire.limits",
     # notification channels (CORBA Notification Service model, ETCL filters)
     "EventChannelFactory": "siftbus.channel",
     "EventChannel": "siftbus.channel",
@@ -193,6 +195,7 @@ __all__ = [
     "Client",
     "SyncClient",
     "connect",
+    "Limits",
     # notification channels
     "EventChannelFactory",
     "EventChannel",

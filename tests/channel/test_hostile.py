@@ -204,7 +204,7 @@ def _calls(cid: int, pid: int, sid: int) -> list[tuple[str, dict[str, Any], str]
         ("add_filter", {"channel": cid, "admin": 0, "constraints": [[[[1, 2]], "TRUE"]]},
          "must be strings"),
         ("add_filter", {"channel": cid, "admin": 0,
-                        "constraints": [[[], "'" + "x" * 5_000_000 + "'"]]},
+                        "constraints": [[[], "'" + "x" * 20_000 + "'"]]},
          "longer than the limit of 10,000"),
         ("add_filter", {"channel": cid, "admin": 0,
                         "constraints": [[[], "(" * 1000 + "TRUE" + ")" * 1000]]},
@@ -286,8 +286,12 @@ async def test_bad_frames_get_an_error_and_other_connections_go_on(server: Chann
         assert (await reader.readexactly(n))[1] == 13  # REPLY: still served
         writer.close()
         # a frame that is not a frame closes only that connection
+        huge = _frame({"service": "channel", "method": "add_filter", "corr": 1,
+                       "args": {"channel": 1, "admin": 0,
+                                "constraints": [[[], "'" + "x" * 5_000_000 + "'"]]}})
         for junk in (b"\x00\x00\x00\x03\x09\x01\x00", b"\xff\xff\xff\xff",
-                     struct.pack(">I", 5) + b"\x01\x0c\xc1\xc1\xc1"):
+                     struct.pack(">I", 5) + b"\x01\x0c\xc1\xc1\xc1",
+                     _frame({"role": "client", "corr": 0}, 1) + huge):  # a string > 64 KiB
             r, w = await asyncio.open_connection("127.0.0.1", server.port)
             w.write(junk)
             await w.drain()

@@ -32,7 +32,7 @@ Methods (``channel``, ``admin``, ``proxy``, ``filter`` are integer ids)::
     obtain_push_consumer(channel, admin=0, kind, qos={}) -> proxy   (owned by the caller's
         connection: BestEffort ones are disconnected when it closes)
     attach_push(channel, proxy, window=2048, linger=0.0)  (the service pushes the proxy's
-        events to this connection; see siftbus.channel.push)
+        events to this connection; see siftbus.channel.remote.hub)
     ack(channel, proxy, seq) -> n                  (pushed events handled up to seq)
     echo(events=[...]) -> n                        (round trip only: a benchmark baseline)
     disconnect(channel, proxy, side)               suspend / resume(channel, proxy, side)
