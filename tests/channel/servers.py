@@ -43,11 +43,11 @@ def start_server(store: Path, port_file: Path) -> tuple[subprocess.Popen[bytes],
     return proc, int(port_file.read_text())
 
 
-def stop_server(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL if the server has not exited within 10 s."""
+def stop_server(proc: subprocess.Popen[bytes]) -> int:
+    """SIGTERM, then SIGKILL if the server has not exited within 10 s; the exit status."""
     proc.send_signal(signal.SIGTERM)
     try:
-        proc.wait(10)
+        return proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.wait(10)
+        return proc.wait(10)

@@ -204,7 +204,7 @@ def test_first_pull_after_a_server_restart_over_the_wire(tmp_path: Path) -> None
     try:
         cid, pid, last = asyncio.run(before(port))
     finally:
-        stop_server(proc)
+        assert stop_server(proc) == 0  # SIGTERM stops it gracefully (store closed)
     proc, port = start_server(store, port_file)
     try:
         assert asyncio.run(after(port, cid, pid, last)) == ["e5", "e6", "e7", "e8"]

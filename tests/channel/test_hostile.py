@@ -112,7 +112,7 @@ CLI_CORPUS: list[tuple[list[str], str]] = [
       '{"ConnectionReliability": 0, "EventReliability": 1}'], "EventReliability"),
     (["channel", "create", "--server", "nohost"], "--server must be HOST:PORT"),
     (["channel", "create", "--server", "127.0.0.1:99999"], "port 1-65535"),
-    (["channel", "list", "--server", "127.0.0.1:@closed"], "cannot reach"),
+    (["channel", "list", "--server", "127.0.0.1:@closed"], "cannot connect to the channel"),
     (["channel", "list", "--server", "x" * 100_000 + ":1"], "cannot reach"),
     (["channel", "list", "--server", "127.0.0.1:@garbage_server"], "channel service"),
     (["channel", "list"], "exactly one of --server"),

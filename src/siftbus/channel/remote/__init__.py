@@ -12,7 +12,7 @@ from siftbus.channel.remote.client import (
     ChannelClient,
     RemoteConsumer,
     RemoteSupplier,
-    error_from_body,
+    error_from_reply,
 )
 from siftbus.channel.remote.protocol import SERVICE_NAME
 from siftbus.channel.remote.push_consumer import PushRouter, RemotePushConsumer, event_of_wire
@@ -29,7 +29,7 @@ __all__ = [
     "RemoteConsumer",
     "RemotePushConsumer",
     "RemoteSupplier",
-    "error_from_body",
+    "error_from_reply",
     "event_of_wire",
     "register_with_broker",
     "serve",

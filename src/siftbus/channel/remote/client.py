@@ -19,7 +19,6 @@ from siftbus.channel.remote.protocol import SERVICE_NAME
 from siftbus.channel.remote.push_consumer import PushRouter, event_of_wire
 from siftbus.errors import (
     AdminLimitExceeded,
-    ChannelError,
     ConnectionLostError,
     PropertyError,
     RemoteError,
@@ -27,41 +26,43 @@ from siftbus.errors import (
     UnsupportedAdmin,
     UnsupportedQoS,
 )
+from siftbus.wire.frames import ErrorReply, MsgType, decode_error
 from siftbus.wire.frames import Message as Frame
-from siftbus.wire.frames import MsgType, encode
-from siftbus.wire.transport import read_frame
+from siftbus.wire.limits import CLIENT_LIMITS, Limits
+from siftbus.wire.transport import FrameConnection
+from siftbus.wire.transport import connect as open_connection
 
 _ERROR_CLASSES: dict[str, type[SiftbusError]] = {
     name: cls for name, cls in vars(errors).items()
     if isinstance(cls, type) and issubclass(cls, SiftbusError)}
 
 
-def error_from_body(body: Mapping[str, Any]) -> SiftbusError:
-    """The exception an ERROR frame stands for (the service's class when it is known)."""
-    kind = str(body.get("kind", ""))
-    message = str(body.get("message", "error"))
-    loc = {k: body[k] for k in ("line", "column", "field") if k in body}
-    if kind in ("UnsupportedQoS", "UnsupportedAdmin"):
-        cls_q = UnsupportedQoS if kind == "UnsupportedQoS" else UnsupportedAdmin
-        return cls_q([PropertyError("REMOTE", str(loc.get("field", "")), None, message)])
-    if kind == "AdminLimitExceeded":
-        return AdminLimitExceeded(str(loc.get("field", "")), 0)
-    cls = _ERROR_CLASSES.get(kind)
+def error_from_reply(reply: ErrorReply) -> SiftbusError:
+    """The exception an ERROR reply (decoded by the wire layer's one decoder,
+    :func:`siftbus.wire.frames.decode_error`) stands for: the service's own class when
+    the one error tree has it (so callers catch ChannelNotFound, InvalidConstraint, ...),
+    else the wire layer's RemoteError."""
+    loc = reply.location()
+    if reply.kind in ("UnsupportedQoS", "UnsupportedAdmin"):
+        cls_q = UnsupportedQoS if reply.kind == "UnsupportedQoS" else UnsupportedAdmin
+        return cls_q([PropertyError("REMOTE", str(reply.field or ""), None, reply.message)])
+    if reply.kind == "AdminLimitExceeded":
+        return AdminLimitExceeded(str(reply.field or ""), 0)
+    cls = _ERROR_CLASSES.get(reply.kind)
     if cls is not None:
         try:
-            return cls(message, **loc)
-        except TypeError:
+            return cls(reply.message, **loc)
+        except TypeError:  # a class with another signature
             pass
-    return ChannelError(f"{kind}: {message}" if kind else message, **loc)
+    return reply.to_error()
 
 
 class ChannelClient:
-    """An asyncio client of the channel service over the siftbus wire protocol."""
+    """An asyncio client of the channel service over the siftbus wire protocol (the
+    shared frame transport, :mod:`siftbus.wire.transport`, under ``limits``)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 service: str = SERVICE_NAME) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self, conn: FrameConnection, service: str = SERVICE_NAME) -> None:
+        self._conn = conn
         self.service = service
         self._corr = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Any]] = {}
@@ -75,22 +76,25 @@ class ChannelClient:
 
     @classmethod
     async def connect(cls, host: str, port: int, *, name: str | None = None,
-                      service: str = SERVICE_NAME, timeout: float = 10.0) -> ChannelClient:
+                      service: str = SERVICE_NAME, timeout: float = 10.0,
+                      limits: Limits = CLIENT_LIMITS) -> ChannelClient:
+        """Connect and say HELLO; ConnectionLostError when the service cannot be reached
+        or does not answer within ``timeout`` seconds."""
+        where = host if len(host) <= 60 else host[:60] + "..."
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, limit=64 * 1024 * 1024), timeout)
-        except (OSError, TimeoutError, OverflowError, ValueError) as exc:
-            where = host if len(host) <= 60 else host[:60] + "..."
+            conn = await open_connection(host, port, limits, timeout=timeout,
+                                         what="the channel service")
+        except (OverflowError, ValueError) as exc:  # a port beyond 65535, a bad host name
             raise ConnectionLostError(f"cannot reach the channel service at {where}:{port}: "
                                       f"{str(exc)[:200]}") from None
-        client = cls(reader, writer, service)
+        client = cls(conn, service)
         body: dict[str, Any] = {"role": "client", "corr": 0}
         if name:
             body["name"] = name
-        client._send(Frame(MsgType.HELLO, body))
-        client._task = asyncio.ensure_future(client._read_loop())
         hello: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         client._waiting[0] = hello
+        client._task = asyncio.ensure_future(client._read_loop())
+        client._send(Frame(MsgType.HELLO, body))
         try:
             await asyncio.wait_for(hello, timeout)
         except TimeoutError:
@@ -103,26 +107,26 @@ class ChannelClient:
         return client
 
     def _send(self, frame: Frame) -> None:
-        if self._closed:
-            raise ConnectionLostError("the channel client is closed")
-        self._writer.write(encode(frame))
+        if self._closed or not self._conn.send(frame):
+            raise ConnectionLostError("the connection to the channel service is closed")
 
     async def _read_loop(self) -> None:
         try:
             while True:
-                msg, _ = await read_frame(self._reader, 64 * 1024 * 1024)
-                corr = msg.body.get("corr") if isinstance(msg.body, dict) else None
-                if corr is None and msg.type is MsgType.REPLY and "service" in msg.body:
-                    self._router.dispatch(msg.body.get("event"))
+                msg, _ = await self._conn.read()
+                body = msg.body
+                corr = body.get("corr")
+                if corr is None and msg.type is MsgType.REPLY and "service" in body:
+                    self._router.dispatch(body.get("event"))
                     continue
                 fut = self._waiting.pop(corr, None) if isinstance(corr, int) else None
                 if fut is None or fut.done():
                     continue
                 if msg.type is MsgType.ERROR:
-                    fut.set_exception(error_from_body(msg.body))
+                    fut.set_exception(error_from_reply(decode_error(body)))
                 elif msg.type in (MsgType.REPLY, MsgType.ACK):
-                    fut.set_result(msg.body.get("result"))
-        except (ConnectionError, asyncio.IncompleteReadError, SiftbusError, OSError):
+                    fut.set_result(body.get("result"))
+        except (ConnectionError, SiftbusError):
             pass
         finally:
             self._closed = True
@@ -137,16 +141,22 @@ class ChannelClient:
         corr = next(self._corr)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[corr] = fut
-        self._send(Frame(MsgType.CALL, {"service": self.service, "method": method,
-                                        "args": args, "corr": corr}))
-        await self._writer.drain()
+        try:
+            self._send(Frame(MsgType.CALL, {"service": self.service, "method": method,
+                                            "args": args, "corr": corr}))
+            if self._conn.congested:
+                await self._conn.drain()
+        except ConnectionError as exc:
+            self._waiting.pop(corr, None)
+            if isinstance(exc, ConnectionLostError):
+                raise
+            raise ConnectionLostError("the channel service went away") from None
         return await fut
 
     async def close(self) -> None:
         self._closed = True
-        with contextlib.suppress(Exception):
-            self._writer.close()
-            await self._writer.wait_closed()
+        self._conn.close()
+        await self._conn.wait_closed(5.0)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -174,7 +184,7 @@ class BrokerChannelClient:
 
     def push_router(self) -> PushRouter:
         """Push frames arrive in the broker client's ``service_events`` queue of this
-        service; a task hands them to the router."""
+        service; a task hands them to the router until the client has ended."""
         if self._router is None:
             self._router = PushRouter()
             queue = self.client.service_events.setdefault(self.service, asyncio.Queue())
@@ -182,30 +192,27 @@ class BrokerChannelClient:
         return self._router
 
     async def _drain_loop(self, queue: asyncio.Queue[Any], router: PushRouter) -> None:
+        ended = asyncio.ensure_future(self.client.ended.wait())
         try:
             while True:
-                try:
-                    payload = await asyncio.wait_for(queue.get(), 0.5)
-                except TimeoutError:
-                    if getattr(self.client, "_lost", None) is not None or \
-                            getattr(self.client, "_closed", False):
-                        return
-                    continue
-                router.dispatch(payload)
+                got = asyncio.ensure_future(queue.get())
+                await asyncio.wait({got, ended}, return_when=asyncio.FIRST_COMPLETED)
+                if not got.done():
+                    got.cancel()
+                    return  # the broker client closed or lost its connection
+                router.dispatch(got.result())
                 while not queue.empty():
                     router.dispatch(queue.get_nowait())
         finally:
+            ended.cancel()
             router.lost()
 
     async def call(self, method: str, **args: Any) -> Any:
         try:
             return await self.client.call(self.service, method, **args)
         except RemoteError as exc:
-            body: dict[str, Any] = {"kind": exc.kind, "message": exc.message}
-            for k in ("line", "column", "field"):
-                if getattr(exc, k, None) is not None:
-                    body[k] = getattr(exc, k)
-            raise error_from_body(body) from None
+            raise error_from_reply(ErrorReply(exc.message, exc.kind, exc.line, exc.column,
+                                              exc.field)) from None
 
     async def close(self) -> None:
         close = getattr(self.client, "close", None)
@@ -290,4 +297,4 @@ class RemoteSupplier:
 
 
 __all__ = ["BrokerChannelClient", "ChannelClient", "RemoteConsumer", "RemoteSupplier",
-           "error_from_body"]
+           "error_from_reply"]

@@ -20,6 +20,7 @@ import inspect
 import itertools
 import logging
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from siftbus.errors import EnvironmentProblem, SiftbusError, WireError
 from siftbus.wire.frames import Message, MsgType, error_body
 from siftbus.wire.limits import DEFAULT_LIMITS, Limits
 from siftbus.wire.listener import Listener
+from siftbus.wire.signals import stop_on_signals
 from siftbus.wire.transport import FrameConnection
 
 log = logging.getLogger("siftbus.channel")
@@ -197,8 +199,12 @@ async def serve(store: str | None, host: str, port: int, port_file: str | None,
             except OSError as exc:
                 raise EnvironmentProblem(f"cannot write the port file: {exc.strerror}",
                                          source=port_file) from None
+        stop = asyncio.Event()
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM/SIGINT stop it gracefully (the store is closed), whatever it is doing
+            stop_on_signals(asyncio.get_running_loop(), stop.set, name="channel server")
         print(f"siftbus channel service on {host}:{server.port}", file=sys.stderr, flush=True)
-        await asyncio.Event().wait()
+        await stop.wait()
     finally:
         await server.close()
         server.service.close()
@@ -226,7 +232,6 @@ def main(argv: list[str] | None = None) -> None:
     except SiftbusError as exc:
         print(f"siftbus: error: {exc}", file=sys.stderr)
         sys.exit(2)
-
 
 
 __all__ = ["ChannelServer", "main", "register_with_broker", "serve"]
