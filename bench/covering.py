@@ -47,11 +47,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from siftbus.covering.routing import Forwarder
+
 from siftbus.covering.forest import PosetForest
 from siftbus.covering.poset import FilterPoset
 from siftbus.covering.query import CoveringIndex
 from siftbus.covering.relations import covers
-from siftbus.covering.routing import Forwarder
 from siftbus.covering.table import TableBase
 from siftbus.match.reference import ReferenceMatcher
 from siftbus.model import Event, Profile

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from siftbus.broker.node import BrokerNode
-from siftbus.broker.routing import rendezvous_directions
+from siftbus.broker.protocols import rendezvous_directions
 from siftbus.broker.server import BrokerServer, read_frame
 from siftbus.broker.simulator import Delivery
 from siftbus.client import Client, SyncClient

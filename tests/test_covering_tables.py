@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from siftbus.covering.forest import PosetForest
+from siftbus.covering.forwarding import ForwardingTable, Update
 from siftbus.covering.poset import FilterPoset
 from siftbus.covering.relations import covers
-from siftbus.covering.routing import Forwarder, Update
 from siftbus.covering.table import FilterNode, TableBase
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.lang.profile import parse_profile
@@ -106,7 +106,7 @@ def check_structure(posets: list[FilterPoset], forests: list[PosetForest],
         assert len(table) == len(live)
         assert {_key(n) for n in table.nodes()} == set(brute.keys)
         for n in table.nodes():
-            assert {pid: i for pid, (_, i) in n.entries.items()} == {
+            assert {pid: e.src for pid, e in n.entries.items()} == {
                 pid: i for pid, (p, i) in live.items() if p.filter_key == _key(n)}
     roots = brute.out(None)
     hasse = brute.hasse()
@@ -145,10 +145,10 @@ def test_random_insert_delete_keeps_both_structures_exact(
     posets = [FilterPoset(), FilterPoset(indexed=False)]
     forests = [PosetForest(), PosetForest(indexed=False)]
     tables: list[TableBase] = [*posets, *forests]
-    fwd = {"poset": Forwarder(FilterPoset(), NEIGHBOURS),
-           "forest": Forwarder(PosetForest(), NEIGHBOURS),
-           "poset-walk": Forwarder(FilterPoset(indexed=False), NEIGHBOURS),
-           "forest-walk": Forwarder(PosetForest(indexed=False), NEIGHBOURS)}
+    fwd = {"poset": ForwardingTable(NEIGHBOURS, structure=FilterPoset()),
+           "forest": ForwardingTable(NEIGHBOURS, structure=PosetForest()),
+           "poset-walk": ForwardingTable(NEIGHBOURS, structure=FilterPoset(indexed=False)),
+           "forest-walk": ForwardingTable(NEIGHBOURS, structure=PosetForest(indexed=False))}
     # What each neighbour holds from us, built only from the updates we sent.
     remote: dict[str, dict[str, dict[str, Profile]]] = {
         name: {y: {} for y in NEIGHBOURS} for name in fwd}
@@ -225,7 +225,7 @@ def _p(text: str) -> Profile:
 @pytest.mark.parametrize("cls", [FilterPoset, PosetForest])
 def test_tarkoma_forwarding_trace(cls: type[TableBase], indexed: bool) -> None:
     """Tarkoma Figs. 3.1-3.3: router S with neighbours I1, I2, I3."""
-    fwd = Forwarder(cls(indexed=indexed), ["I1", "I2", "I3"])
+    fwd = ForwardingTable(["I1", "I2", "I3"], structure=cls(indexed=indexed))
     a = _p("a: T(a <= 4)")
     b = _p("b: T(b <= 2)")
     c = _p("c: T(a <= 3)")
@@ -236,10 +236,10 @@ def test_tarkoma_forwarding_trace(cls: type[TableBase], indexed: bool) -> None:
     # c and d come from I2: covered for I3 by I1's filters, but I1 must get them.
     assert fwd.subscribe(c, "I2") == {"I1": Update((c,))}
     assert fwd.subscribe(d, "I2") == {"I1": Update((d,))}
-    assert fwd.table.forwards_of("c", ["I1", "I2", "I3"]) == {"I1"}
+    assert fwd.structure.forwards_of("c", ["I1", "I2", "I3"]) == {"I1"}
     # e is covered from both sides: sent nowhere.
     assert fwd.subscribe(e, "I3") == {}
-    assert fwd.table.forwards_of("e", ["I1", "I2", "I3"]) == frozenset()
+    assert fwd.structure.forwards_of("e", ["I1", "I2", "I3"]) == frozenset()
     # Unsub(a) goes to I2 and I3; c is uncovered for I3, e for I2.
     assert fwd.unsubscribe("a") == {"I2": Update((e,), (a,)), "I3": Update((c,), (a,))}
     assert [p.id for p in fwd.exported("I1")] == ["c", "d"]
@@ -249,13 +249,13 @@ def test_tarkoma_forwarding_trace(cls: type[TableBase], indexed: bool) -> None:
 
 @pytest.mark.parametrize("cls", [FilterPoset, PosetForest])
 def test_equal_filters_share_a_node_and_representatives_move(cls: type[TableBase]) -> None:
-    fwd = Forwarder(cls(), ["up"])
+    fwd = ForwardingTable(["up"], structure=cls())
     p1 = _p("h1: T(a > 3)")
     p2 = _p("h2: T(a in {4, 5})")  # the same filter, written differently
     assert fwd.subscribe(p1, "r1") == {"up": Update((p1,))}
     assert fwd.subscribe(p2, "r2") == {}
-    assert fwd.table.node_of("h1") is fwd.table.node_of("h2")
-    assert fwd.table.node_of("h1").subscribers == {"r1", "r2"}
+    assert fwd.structure.node_of("h1") is fwd.structure.node_of("h2")
+    assert fwd.structure.node_of("h1").subscribers == {"r1", "r2"}
     # Removing the profile that stood for the filter sends its twin instead.
     assert fwd.unsubscribe("h1") == {"up": Update((p2,), (p1,))}
     assert fwd.unsubscribe("h2") == {"up": Update((), (p2,))}

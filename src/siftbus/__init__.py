@@ -64,7 +64,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.covering import (
         CoveringIndex,
         FilterPoset,
-        Forwarder,
+        ForwardingTable,
         PosetForest,
         Relation,
         Update,
@@ -102,7 +102,7 @@ _LAZY = {
     "CoveringIndex": "siftbus.covering",
     "FilterPoset": "siftbus.covering",
     "PosetForest": "siftbus.covering",
-    "Forwarder": "siftbus.covering",
+    "ForwardingTable": "siftbus.covering",
     "Update": "siftbus.covering",
     # broker network and its client library
     "BrokerNode": "siftbus.broker.node",
@@ -183,7 +183,7 @@ __all__ = [
     "CoveringIndex",
     "FilterPoset",
     "PosetForest",
-    "Forwarder",
+    "ForwardingTable",
     "Update",
     # broker network and client library
     "BrokerNode",

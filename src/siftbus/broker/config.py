@@ -38,7 +38,7 @@ from siftbus.model import Schema, load_schema
 from siftbus.wire.frames import MAX_FRAME
 
 from .node import BrokerNode, check_name, default_engine
-from .routing import PROTOCOLS, STRATEGIES, rendezvous_directions
+from .protocols import PROTOCOLS, STRATEGIES, rendezvous_directions
 from .server import BrokerServer
 from .store import ProfileStore
 

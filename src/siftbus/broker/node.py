@@ -34,7 +34,7 @@ from siftbus.wire.events import Block, decode_batch, encode_block
 from siftbus.wire.frames import Message, MsgType, error_body, get
 from siftbus.wire.profiles import decode_profile
 
-from .routing import Routing, make_routing
+from .protocols import Routing, make_routing
 from .stats import BrokerStats, Counters, LinkStats
 from .store import ProfileStore
 
@@ -133,14 +133,14 @@ class BrokerNode:
             raise ConfigError(f"{name} is not a neighbour of {self.name}", field="neighbours")
         self._up.add(name)
         self._up_frozen = frozenset(self._up)
-        self.routing.table.neighbour_up(name)
+        self.routing.neighbour_up(name)
 
     def broker_down(self, name: str) -> None:
         if name not in self._up:
             return
         self._up.discard(name)
         self._up_frozen = frozenset(self._up)
-        self.routing.table.neighbour_down(name)
+        self.routing.neighbour_down(name)
 
     def client_up(self, name: str) -> tuple[str, list[str]]:
         """Attach a local client; returns its link and the ids of its stored profiles."""
@@ -158,7 +158,7 @@ class BrokerNode:
         """Detach a client. Without a store its profiles go; with one they stay (durable)."""
         self.clients.discard(link)
         if self.store is None:
-            self.routing.table.remove_source(link)
+            self.routing.unsubscribe_all(link)
         for listener in self.client_down_listeners:
             try:
                 listener(link[1:])
@@ -187,21 +187,21 @@ class BrokerNode:
 
     def _from_broker(self, z: str, msg: Message) -> None:
         t, body = msg.type, msg.body
-        table = self.routing.table
+        routing = self.routing
         if t is MsgType.PUB or t is MsgType.NOTIFY:
             self._route(z, t, [b for b, _, _ in decode_batch(body, self.schema)])
         elif t is MsgType.SUB:
             for item in get(body, "profiles", list):
-                table.add(z, decode_profile(item, self.schema))
+                routing.subscribe(z, decode_profile(item, self.schema))
         elif t is MsgType.UNSUB:
             for gid in get(body, "ids", list):
-                table.remove(z, str(gid))
+                routing.unsubscribe(z, str(gid))
         elif t is MsgType.ADV:
             for item in get(body, "adverts", list):
-                table.advertise(z, decode_profile(item, self.schema))
+                routing.advertise(z, decode_profile(item, self.schema))
         elif t is MsgType.UNADV:
             for gid in get(body, "ids", list):
-                table.unadvertise(z, str(gid))
+                routing.unadvertise(z, str(gid))
         elif t is MsgType.SCHEMA:
             self.check_schema(body, z)
         elif t is MsgType.PING:
@@ -249,11 +249,11 @@ class BrokerNode:
             reply["ids"] = ids
         elif t is MsgType.ADV:
             for p in self._client_profiles(body, client, key="adverts"):
-                self.routing.table.advertise(link, p.with_id(f"{self.name}/{client}/{p.id}",
-                                                             client))
+                self.routing.advertise(link, p.with_id(f"{self.name}/{client}/{p.id}",
+                                                       client))
         elif t is MsgType.UNADV:
             for pid in get(body, "ids", list):
-                self.routing.table.unadvertise(link, f"{self.name}/{client}/{pid}")
+                self.routing.unadvertise(link, f"{self.name}/{client}/{pid}")
         elif t is MsgType.PING:
             pass
         elif t is MsgType.CALL:
@@ -285,13 +285,13 @@ class BrokerNode:
     def _subscribe_local(self, client: str, p: Profile, persist: bool = True) -> None:
         link = "@" + client
         gid = f"{self.name}/{client}/{p.id}"
-        self.routing.table.add(link, p.with_id(gid, client), local_id=p.id)
+        self.routing.subscribe(link, p.with_id(gid, client), local_id=p.id)
         if persist and self.store is not None:
             self.store.put(client, p)
 
     def _unsubscribe_local(self, client: str, pid: str) -> None:
         try:
-            self.routing.table.remove("@" + client, f"{self.name}/{client}/{pid}")
+            self.routing.unsubscribe("@" + client, f"{self.name}/{client}/{pid}")
         except UnknownProfileError:
             raise UnknownProfileError(f"{client} has no profile {pid!r}", field=pid) from None
         if self.store is not None:
@@ -329,7 +329,7 @@ class BrokerNode:
         if method == "stats":
             return self.stats().to_dict()
         if method == "profiles":
-            return [{"id": e.gid, "source": e.src, "text": format_profile(e.profile)}
+            return [{"id": e.id, "source": e.src, "text": format_profile(e.profile)}
                     for e in self.routing.table.entries.values()]
         if method == "schema":
             return self.schema.to_dict()

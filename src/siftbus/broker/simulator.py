@@ -23,7 +23,7 @@ from siftbus.wire.frames import Message, MsgType, decode_payload, encode
 from siftbus.wire.profiles import encode_profile
 
 from .node import BrokerNode
-from .routing import rendezvous_directions
+from .protocols import rendezvous_directions
 from .stats import BrokerStats
 
 

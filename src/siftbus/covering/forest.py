@@ -153,7 +153,7 @@ class PosetForest(TableBase):
             if self._covers(f, n.filter):
                 inside.append(n)
                 continue
-            self.comparisons += 1
+            self._comparisons += 1
             if overlaps(f, n.filter):
                 outside.extend(c for c in n.children if c is not node)
         while inside:

@@ -65,7 +65,7 @@ class FilterPoset(TableBase):
             if self._covers(f, c.filter):
                 cand.append(c)
                 continue
-            self.comparisons += 1
+            self._comparisons += 1
             if not overlaps(f, c.filter):
                 continue  # nothing below c can lie inside f either
             for d in c.succs:
