@@ -155,8 +155,10 @@ class BrokerNode:
         return link, mine
 
     def client_down(self, link: str) -> None:
-        """Detach a client. Without a store its profiles go; with one they stay (durable)."""
+        """Detach a client. Its advertisements go (it can no longer publish here);
+        without a store its profiles go too, with one they stay (durable)."""
         self.clients.discard(link)
+        self.routing.unadvertise_all(link)
         if self.store is None:
             self.routing.unsubscribe_all(link)
         for listener in self.client_down_listeners:
