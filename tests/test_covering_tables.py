@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from siftbus.covering.flat import FlatTable
 from siftbus.covering.forest import PosetForest
 from siftbus.covering.forwarding import ForwardingTable, Update
 from siftbus.covering.poset import FilterPoset
@@ -294,3 +297,93 @@ def test_forest_deletion_reinserts_subtree_and_poset_reconnects() -> None:
     parent = forest.parent_of("s0")
     assert parent is not None and covers(parent, forest.get("s0"))
     assert forest.depth() >= 5
+
+
+def check_invariants(t: TableBase) -> None:
+    """What every structure promises, checked pairwise on its nodes."""
+    nodes = t.nodes()
+    roots = set(t.root_nodes())
+    assert sum(len(n.entries) for n in nodes) == len(t) == len(t.entries)
+    for n in nodes:
+        assert n.entries and all(t.node_of(pid) is n for pid in n.entries)
+        counts: dict[str, int] = {}
+        for e in n.entries.values():
+            counts[e.src] = counts.get(e.src, 0) + 1
+        assert n.ifaces == counts
+    flat = isinstance(t, FlatTable)
+    for a, b in itertools.permutations(nodes, 2):
+        if not flat:
+            assert not (covers(a.filter, b.filter) and covers(b.filter, a.filter)), \
+                "equivalent filters share one node"
+        if a in roots and b in roots and not flat:
+            assert not covers(a.filter, b.filter), "roots are pairwise incomparable"
+    for n in nodes:
+        covered = any(m is not n and covers(m.filter, n.filter) for m in nodes)
+        assert (n in roots) == (flat or not covered), "the roots are the maximal filters"
+    for u, v in t.edges():
+        assert covers(u.filter, v.filter) and not covers(v.filter, u.filter)
+    if isinstance(t, FilterPoset):
+        for n in nodes:
+            assert all(n in p.succs for p in n.preds) and all(n in c.preds for c in n.succs)
+        edges = set(t.edges())
+        for (u, v), (v2, w) in itertools.product(edges, edges):
+            assert v is not v2 or (u, w) not in edges, "only immediate covers are edges"
+        for n in nodes:  # and every cover is a path: the descendants are what n covers
+            below: set[FilterNode] = set()
+            stack = list(n.succs)
+            while stack:
+                c = stack.pop()
+                if c not in below:
+                    below.add(c)
+                    stack.extend(c.succs)
+            assert below == {m for m in nodes if m is not n and covers(n.filter, m.filter)}
+    if isinstance(t, PosetForest):
+        for n in nodes:
+            assert (n.parent is None) == (n in roots), "a parent covers its child"
+            assert all(c.parent is n for c in n.children)
+        seen: list[FilterNode] = []
+        stack = list(roots)
+        while stack:
+            n = stack.pop()
+            seen.append(n)
+            stack.extend(n.children)
+        assert sorted(seen, key=lambda n: n.seq) == nodes, "every node once under a root"
+    if flat:
+        assert not t.edges() and roots == set(nodes)
+
+
+STRUCTURES: dict[str, Callable[[], TableBase]] = {
+    "poset": FilterPoset, "forest": PosetForest,
+    "poset-walk": partial(FilterPoset, indexed=False),
+    "forest-walk": partial(PosetForest, indexed=False),
+    "flat-id": partial(FlatTable, by="id"), "flat-filter": partial(FlatTable, by="filter"),
+}
+
+
+@pytest.mark.parametrize("name", list(STRUCTURES))
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32), steps=st.integers(10, 70))
+def test_invariants_hold_after_random_insert_delete_and_all_is_gone_at_the_end(
+        name: str, seed: int, steps: int) -> None:
+    """Parent covers child, roots pairwise incomparable and maximal, poset edges exactly
+    the immediate covers, entries and interface counts consistent, after every insert
+    and delete; after deleting everything nothing is left, not even in the indexes."""
+    rng = random.Random(seed)
+    t = STRUCTURES[name]()
+    live: list[str] = []
+    for i in range(steps):
+        if live and rng.random() < 0.4:
+            t.remove(live.pop(rng.randrange(len(live))))
+        else:
+            p = random_profile(rng, f"p{i}")
+            if live and rng.random() < 0.3:  # an equal copy: joins a node (or not, flat)
+                p = t.get(rng.choice(live)).with_id(f"p{i}")
+            t.add(p, rng.choice(IFACES))
+            live.append(p.id)
+        check_invariants(t)
+    for pid in rng.sample(live, len(live)):
+        t.remove(pid)
+        check_invariants(t)
+    assert len(t) == 0 and not t.nodes() and not t.root_nodes() and not t.edges()
+    assert not t.entries and not t._node_of and not t._by_key and not t._roots
+    assert t._index is None or (len(t._index) == 0 and not t._node_by_fid)
