@@ -18,7 +18,7 @@ from siftbus.covering.forest import PosetForest
 from siftbus.covering.forwarding import ForwardingTable, Update
 from siftbus.covering.poset import FilterPoset
 from siftbus.covering.relations import covers
-from siftbus.covering.table import FilterNode, TableBase
+from siftbus.covering.table import NO_LINKS, FilterNode, TableBase
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.lang.profile import parse_profile
 from siftbus.match.reference import ReferenceMatcher
@@ -306,10 +306,9 @@ def check_invariants(t: TableBase) -> None:
     assert sum(len(n.entries) for n in nodes) == len(t) == len(t.entries)
     for n in nodes:
         assert n.entries and all(t.node_of(pid) is n for pid in n.entries)
-        counts: dict[str, int] = {}
-        for e in n.entries.values():
-            counts[e.src] = counts.get(e.src, 0) + 1
-        assert n.ifaces == counts
+        assert all(t.entries[pid] is e for pid, e in n.entries.items())
+        for y in [None, *IFACES]:
+            assert n.in_scope(y) == any(e.src != y for e in n.entries.values())
     flat = isinstance(t, FlatTable)
     for a, b in itertools.permutations(nodes, 2):
         if not flat:
@@ -385,5 +384,6 @@ def test_invariants_hold_after_random_insert_delete_and_all_is_gone_at_the_end(
         t.remove(pid)
         check_invariants(t)
     assert len(t) == 0 and not t.nodes() and not t.root_nodes() and not t.edges()
-    assert not t.entries and not t._node_of and not t._by_key and not t._roots
-    assert t._index is None or (len(t._index) == 0 and not t._node_by_fid)
+    assert not t.entries and not t._by_key and not t._roots
+    assert not NO_LINKS, "the shared empty link set stays empty"
+    assert t._index is None or len(t._index) == 0

@@ -32,7 +32,7 @@ def _node_json(n: FilterNode, roots: set[FilterNode]) -> dict[str, Any]:
         "filter": format_profile(n.filter, with_id=False),
         "root": n in roots,
         "profiles": [{"id": pid, "iface": e.src} for pid, e in n.entries.items()],
-        "subscribers": sorted(n.ifaces),
+        "subscribers": sorted(n.subscribers),
     }
 
 

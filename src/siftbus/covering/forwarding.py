@@ -45,7 +45,7 @@ from siftbus.covering.flat import FlatTable
 from siftbus.covering.merging import MergedExport
 from siftbus.covering.poset import FilterPoset
 from siftbus.covering.relations import overlaps
-from siftbus.covering.table import CoveringTable, Entry, FilterNode, in_scope
+from siftbus.covering.table import CoveringTable, Entry, FilterNode
 from siftbus.errors import ConfigError, DuplicateProfileError, UnknownProfileError
 from siftbus.model import Profile
 
@@ -214,15 +214,10 @@ class ForwardingTable:
             raise DuplicateProfileError(f"profile {profile.id!r} is already subscribed",
                                         field=profile.id)
         node = self.structure.add(profile, src, local_id)
-        holder = self.structure.iface_of(profile.id)
-        before = dict(node.ifaces)
-        if before[holder] == 1:
-            del before[holder]
-        else:
-            before[holder] -= 1
         # Only neighbours for which the filter is new in scope can see a change.
         fresh = [y for y in self._held
-                 if not in_scope(before, y) and node.in_scope(y) and self._may(node, y)]
+                 if node.in_scope(y) and not node.in_scope(y, without=profile.id)
+                 and self._may(node, y)]
         if fresh:
             coverers = self.structure.coverers(node)  # asked once, for all neighbours
             fresh = [y for y in fresh if not any(n.in_scope(y) for n in coverers)]
@@ -247,16 +242,10 @@ class ForwardingTable:
             where = "" if src is None else f" from {src}"
             raise UnknownProfileError(f"no profile {profile_id!r}{where}", field=profile_id)
         node = self.structure.node_of(profile_id)
-        holder = entry.src
-        after = dict(node.ifaces)
-        if after[holder] == 1:
-            del after[holder]
-        else:
-            after[holder] -= 1
         # Collect before the structure changes: the nodes that may surface.
         uncover = self.structure.topmost_below_each(
             node, [y for y, held in self._held.items()
-                   if node in held and not in_scope(after, y)])
+                   if node in held and not node.in_scope(y, without=profile_id)])
         self.structure.remove(profile_id)
         coverers: dict[FilterNode, list[FilterNode]] = {}  # per uncovered candidate
         for y, held in self._held.items():

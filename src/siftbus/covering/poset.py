@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from siftbus.covering.relations import overlaps
-from siftbus.covering.table import FilterNode, TableBase
+from siftbus.covering.table import NO_LINKS, FilterNode, TableBase
 from siftbus.model import Profile
 
 
@@ -207,6 +207,10 @@ class FilterPoset(TableBase):
 
 
 def _connect(upper: FilterNode, lower: FilterNode) -> None:
+    if upper.succs is NO_LINKS:
+        upper.succs = {}
+    if lower.preds is NO_LINKS:
+        lower.preds = {}
     upper.succs[lower] = None
     lower.preds[upper] = None
 
