@@ -29,6 +29,41 @@ from siftbus.model.domain import StringDomain
 _WORD = 63  # attributes whose constrained/free flags share one int64 signature
 
 
+class _SlotSet:
+    """The slots of one signature group as a growable int64 array: adding and removing
+    a slot cost O(1) (removal moves the last slot into the gap), and queries read the
+    array as it is, instead of rebuilding it after every change."""
+
+    __slots__ = ("arr", "n", "pos")
+
+    def __init__(self) -> None:
+        self.arr = np.empty(8, dtype=np.int64)
+        self.n = 0
+        self.pos: dict[int, int] = {}  # slot -> its index in arr
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, slot: int) -> None:
+        if self.n == len(self.arr):
+            self.arr = np.concatenate((self.arr, np.empty(self.n, dtype=np.int64)))
+        self.arr[self.n] = slot
+        self.pos[slot] = self.n
+        self.n += 1
+
+    def remove(self, slot: int) -> None:
+        i = self.pos.pop(slot)
+        self.n -= 1
+        if i != self.n:
+            moved = int(self.arr[self.n])
+            self.arr[i] = moved
+            self.pos[moved] = i
+
+    def view(self) -> np.ndarray:
+        """The slots, in no particular order (a view: read it, never change it)."""
+        return self.arr[:self.n]
+
+
 class _TypeStore:
     """Column arrays for the profiles of one event type; slots are reused after removal.
 
@@ -60,8 +95,7 @@ class _TypeStore:
         self.top = 0  # slots at and above are unused: queries look at [:top] only
         # Live slots by their full signature (every attribute, any count): a profile
         # covering p constrains a subset of p's attributes, so only those groups count.
-        self.groups: dict[int, dict[int, None]] = {}
-        self.group_arrays: dict[int, np.ndarray] = {}  # slots of a group, built on demand
+        self.groups: dict[int, _SlotSet] = {}
         self.slot_sig: dict[int, int] = {}
 
     def _grow(self) -> None:
@@ -108,8 +142,10 @@ class _TypeStore:
         self.profiles[slot] = p
         self.keys[slot] = key
         full = self.full_signature(p)
-        self.groups.setdefault(full, {})[slot] = None
-        self.group_arrays.pop(full, None)
+        group = self.groups.get(full)
+        if group is None:
+            group = self.groups[full] = _SlotSet()
+        group.add(slot)
         self.slot_sig[slot] = full
         return slot
 
@@ -120,8 +156,7 @@ class _TypeStore:
         self.free.append(slot)
         full = self.slot_sig.pop(slot)
         group = self.groups[full]
-        del group[slot]
-        self.group_arrays.pop(full, None)
+        group.remove(slot)
         if not group:
             del self.groups[full]
 
@@ -146,13 +181,7 @@ class _TypeStore:
                 sub = (sub - 1) & psig
         else:
             sigs = [sig for sig in self.groups if not sig & ~psig]
-        arrays = []
-        for sig in sigs:
-            arr = self.group_arrays.get(sig)
-            if arr is None:
-                arr = self.group_arrays[sig] = np.fromiter(self.groups[sig], dtype=np.int64,
-                                                           count=len(self.groups[sig]))
-            arrays.append(arr)
+        arrays = [self.groups[sig].view() for sig in sigs]
         if not arrays:
             return np.empty(0, dtype=np.int64)
         return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
