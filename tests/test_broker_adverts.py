@@ -18,6 +18,7 @@ from siftbus.broker.server import BrokerServer
 from siftbus.broker.store import ProfileStore
 from siftbus.client import Client
 from siftbus.wire.frames import Message, MsgType
+from test_broker_server import start_network
 from test_broker_sim import SCHEMA
 
 LINE = ["B0", "B1", "B2"]
@@ -26,17 +27,9 @@ LINE = ["B0", "B1", "B2"]
 @pytest.fixture
 async def line() -> AsyncIterator[dict[str, BrokerServer]]:
     """B0 - B1 - B2, profile forwarding with covering and advertisements."""
-    servers: dict[str, BrokerServer] = {}
+    servers = await start_network(LINE, [("B0", "B1"), ("B1", "B2")], "forwarding",
+                                  advertisements=True)
     try:
-        for i, b in enumerate(LINE):
-            nbrs = tuple(LINE[j] for j in (i - 1, i + 1) if 0 <= j < len(LINE))
-            node = BrokerNode(b, SCHEMA, advertisements=True, neighbours=nbrs)
-            dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs if n in servers}
-            srv = BrokerServer(node, dial=dial)
-            await srv.start()
-            servers[b] = srv
-        for srv in servers.values():
-            await srv.wait_neighbours(10)
         yield servers
     finally:
         for srv in servers.values():
