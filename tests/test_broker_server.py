@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from siftbus.broker.node import BrokerNode
-from siftbus.broker.routing import rendezvous_directions
+from siftbus.broker.protocols import rendezvous_directions
 from siftbus.broker.server import BrokerServer, read_frame
 from siftbus.broker.simulator import Delivery
 from siftbus.client import Client, SyncClient
@@ -28,7 +28,8 @@ T = SCHEMA["T"]
 
 async def start_network(names: list[str], edges: list[tuple[str, str]], protocol: str,
                         strategy: str = "covering",
-                        rendezvous: dict[str, str] | None = None) -> dict[str, BrokerServer]:
+                        rendezvous: dict[str, str] | None = None,
+                        advertisements: bool = False) -> dict[str, BrokerServer]:
     """Brokers of a tree, each its own server; a broker dials its neighbours listed
     before it (as ``siftbus network up`` does)."""
     servers: dict[str, BrokerServer] = {}
@@ -36,7 +37,7 @@ async def start_network(names: list[str], edges: list[tuple[str, str]], protocol
         nbrs = tuple(x for a, c in edges for x in (a, c) if b in (a, c) and x != b)
         dirs = rendezvous_directions(edges, b, rendezvous) if rendezvous else None
         node = BrokerNode(b, SCHEMA, protocol=protocol, strategy=strategy, neighbours=nbrs,
-                          rendezvous=dirs)
+                          rendezvous=dirs, advertisements=advertisements)
         dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs if names.index(n) < i}
         srv = BrokerServer(node, dial=dial)
         await srv.start()

@@ -64,7 +64,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.covering import (
         CoveringIndex,
         FilterPoset,
-        Forwarder,
+        ForwardingTable,
         PosetForest,
         Relation,
         Update,
@@ -103,7 +103,7 @@ _LAZY = {
     "CoveringIndex": "siftbus.covering",
     "FilterPoset": "siftbus.covering",
     "PosetForest": "siftbus.covering",
-    "Forwarder": "siftbus.covering",
+    "ForwardingTable": "siftbus.covering",
     "Update": "siftbus.covering",
     # broker network and its client library
     "BrokerNode": "siftbus.broker.node",
@@ -185,7 +185,7 @@ __all__ = [
     "CoveringIndex",
     "FilterPoset",
     "PosetForest",
-    "Forwarder",
+    "ForwardingTable",
     "Update",
     # broker network and client library
     "BrokerNode",

@@ -42,7 +42,7 @@ from siftbus.model import Schema, load_schema
 from siftbus.wire.limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
 from .node import BrokerNode, check_name, default_engine
-from .routing import PROTOCOLS, STRATEGIES, rendezvous_directions
+from .protocols import PROTOCOLS, STRATEGIES, rendezvous_directions
 from .server import BrokerServer
 from .store import ProfileStore
 

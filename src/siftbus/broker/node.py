@@ -40,7 +40,7 @@ from siftbus.wire.profiles import (
     decode_profiles,
 )
 
-from .routing import Routing, make_routing
+from .protocols import Routing, make_routing
 from .stats import BrokerStats, Counters, LinkStats
 from .store import ProfileStore
 
@@ -143,14 +143,14 @@ class BrokerNode:
             raise ConfigError(f"{name} is not a neighbour of {self.name}", field="neighbours")
         self._up.add(name)
         self._up_frozen = frozenset(self._up)
-        self.routing.table.neighbour_up(name)
+        self.routing.neighbour_up(name)
 
     def broker_down(self, name: str) -> None:
         if name not in self._up:
             return
         self._up.discard(name)
         self._up_frozen = frozenset(self._up)
-        self.routing.table.neighbour_down(name)
+        self.routing.neighbour_down(name)
 
     def client_up(self, name: str) -> tuple[str, list[str]]:
         """Attach a local client; returns its link and the ids of its stored profiles."""
@@ -165,10 +165,12 @@ class BrokerNode:
         return link, mine
 
     def client_down(self, link: str) -> None:
-        """Detach a client. Without a store its profiles go; with one they stay (durable)."""
+        """Detach a client. Its advertisements go (it can no longer publish here);
+        without a store its profiles go too, with one they stay (durable)."""
         self.clients.discard(link)
+        self.routing.unadvertise_all(link)
         if self.store is None:
-            self.routing.table.remove_source(link)
+            self.routing.unsubscribe_all(link)
         for listener in self.client_down_listeners:
             try:
                 listener(link[1:])
@@ -197,21 +199,21 @@ class BrokerNode:
 
     def _from_broker(self, z: str, msg: Message) -> None:
         t, body = msg.type, msg.body
-        table = self.routing.table
+        routing = self.routing
         if t is MsgType.PUB or t is MsgType.NOTIFY:
             self._route(z, t, [b for b, _, _ in decode_batch(body, self.schema)])
         elif t is MsgType.SUB:  # a neighbour's (possibly merged) profiles: no request limits
             for item in get(body, "profiles", list):
-                table.add(z, decode_profile(item, self.schema, None))
+                routing.subscribe(z, decode_profile(item, self.schema, None))
         elif t is MsgType.UNSUB:
             for gid in get(body, "ids", list):
-                table.remove(z, str(gid))
+                routing.unsubscribe(z, str(gid))
         elif t is MsgType.ADV:
             for item in get(body, "adverts", list):
-                table.advertise(z, decode_profile(item, self.schema, None))
+                routing.advertise(z, decode_profile(item, self.schema, None))
         elif t is MsgType.UNADV:
             for gid in get(body, "ids", list):
-                table.unadvertise(z, str(gid))
+                routing.unadvertise(z, str(gid))
         elif t is MsgType.SCHEMA:
             self.check_schema(body, z)
         elif t is MsgType.PING:
@@ -256,11 +258,11 @@ class BrokerNode:
             reply["ids"] = ids
         elif t is MsgType.ADV:
             for p in self._client_profiles(body, client, key="adverts"):
-                self.routing.table.advertise(link, p.with_id(f"{self.name}/{client}/{p.id}",
-                                                             client))
+                self.routing.advertise(link, p.with_id(f"{self.name}/{client}/{p.id}",
+                                                       client))
         elif t is MsgType.UNADV:
             for pid in check_count(get(body, "ids", list), "ids", self.limits):
-                self.routing.table.unadvertise(link, f"{self.name}/{client}/{pid}")
+                self.routing.unadvertise(link, f"{self.name}/{client}/{pid}")
         elif t is MsgType.PING:
             pass
         elif t is MsgType.CALL:
@@ -298,13 +300,13 @@ class BrokerNode:
                     store.insert(client, p)
             for p in profiles:
                 gid = f"{self.name}/{client}/{p.id}"
-                self.routing.table.add(link, p.with_id(gid, client), local_id=p.id)
+                self.routing.subscribe(link, p.with_id(gid, client), local_id=p.id)
                 added.append(gid)
             if store is not None:
                 store.commit()
         except BaseException:
             for gid in reversed(added):
-                self.routing.table.remove(link, gid)
+                self.routing.unsubscribe(link, gid)
             if store is not None:
                 store.rollback()
             raise
@@ -320,17 +322,17 @@ class BrokerNode:
                 for pid in pids:
                     store.delete(client, pid)
             for pid in pids:
-                try:
-                    e = self.routing.table.remove(link, f"{self.name}/{client}/{pid}")
-                except UnknownProfileError:
-                    raise UnknownProfileError(f"{client} has no profile {pid!r}",
-                                              field=pid) from None
+                gid = f"{self.name}/{client}/{pid}"
+                e = self.routing.table.entries.get(gid)
+                if e is None or e.src != link:
+                    raise UnknownProfileError(f"{client} has no profile {pid!r}", field=pid)
+                self.routing.unsubscribe(link, gid)
                 removed.append((pid, e.profile))
             if store is not None:
                 store.commit()
         except BaseException:
             for pid, p in reversed(removed):
-                self.routing.table.add(link, p, local_id=pid)
+                self.routing.subscribe(link, p, local_id=pid)
             if store is not None:
                 store.rollback()
             raise
@@ -367,7 +369,7 @@ class BrokerNode:
         if method == "stats":
             return self.stats().to_dict()
         if method == "profiles":
-            return [{"id": e.gid, "source": e.src, "text": format_profile(e.profile)}
+            return [{"id": e.id, "source": e.src, "text": format_profile(e.profile)}
                     for e in self.routing.table.entries.values()]
         if method == "schema":
             return self.schema.to_dict()
