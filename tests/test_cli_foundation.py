@@ -91,9 +91,9 @@ def test_check_reports_every_error(tmp_path: Path) -> None:
                   '"irradiance": 5}\nnot json\n')
     r = siftbus("check", "--schema", str(BUILDING / "schema.toml"), "--profiles", str(prof),
                 "--events", str(ev))
-    assert r.returncode == 1
-    errors = [x for x in r.stderr.splitlines() if x.startswith("error")]
-    assert len(errors) == 5, r.stderr
+    assert r.returncode == 2  # bad input, as for every command
+    errors = r.stderr.splitlines()
+    assert len(errors) == 5 and all(x.startswith("siftbus: error: ") for x in errors), r.stderr
     assert f"{prof}, line 2, column 8" in errors[0]
     assert f"{prof}, line 3, column 3" in errors[1]
     assert "already used on line 1" in errors[2]

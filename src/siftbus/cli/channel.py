@@ -12,16 +12,13 @@ from typing import Annotated, Any
 import typer
 
 from siftbus.errors import ConfigError, EventError, SiftbusError
+from siftbus.model.textio import parse_json_line, read_lines
 
 
 def _json_option(text: str | None, what: str) -> dict[str, Any]:
     if not text:
         return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--{what} is not JSON: {exc.msg}", column=exc.colno,
-                          field=what) from None
+    value = parse_json_line(text, source=f"--{what}", kind=ConfigError)
     if not isinstance(value, dict):
         raise ConfigError(f"--{what} must be a JSON object", field=what)
     return value
@@ -162,19 +159,16 @@ def register(app: typer.Typer) -> None:
             if not sep:
                 raise ConfigError(f"--type must be DOMAIN,TYPE, got {t!r}", field="type")
             types.append((d, tname))
-        fh = sys.stdin if str(events) == "-" else None
-        if fh is None and not events.is_file():
+        stdin = str(events) == "-"
+        if not stdin and not events.is_file():
             raise EventError(f"event file {events} does not exist", source=str(events))
-        stream = fh if fh is not None else events.open(encoding="utf-8")
+        stream = read_lines(sys.stdin.buffer if stdin else events, source=str(events),
+                            kind=EventError)
         try:
-            for n, line in enumerate(stream, start=1):
+            for n, line in stream:
                 if not line.strip():
                     continue
-                try:
-                    data = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise EventError(f"invalid JSON: {exc.msg}", source=str(events), line=n,
-                                     column=exc.colno) from None
+                data = parse_json_line(line, source=str(events), line=n, kind=EventError)
                 try:
                     if isinstance(data, dict) and set(data) == {"any"}:
                         e: Any = from_json_value(data["any"])
@@ -188,5 +182,4 @@ def register(app: typer.Typer) -> None:
                 else:
                     print("true" if ok and c.evaluate(e) else "false")
         finally:
-            if fh is None:
-                stream.close()
+            stream.close()
