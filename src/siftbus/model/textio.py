@@ -33,7 +33,7 @@ import re
 import tomllib
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, fields
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from functools import cache
 from pathlib import Path
 from typing import IO, Any
@@ -134,13 +134,15 @@ def _raw_lines(fh: IO[bytes], limit: int) -> Iterator[bytes | None]:
     skipping = False  # inside a line already reported as too long
     first = True
     while True:
-        raw = fh.readline(limit + 1)
+        raw = fh.readline(max(limit + 1, len(BOM)) if first else limit + 1)
+        if not raw:
+            break
         if first:
             first = False
             if raw.startswith(BOM):
                 raw = raw[len(BOM):]
-        if not raw:
-            break
+                if not raw:
+                    continue
         if skip_lf:
             skip_lf = False
             if raw.startswith(b"\n"):
@@ -150,7 +152,7 @@ def _raw_lines(fh: IO[bytes], limit: int) -> Iterator[bytes | None]:
         if not carry and not skipping and raw.endswith(b"\n"):
             # the common case: one whole line ending in "\n" or "\r\n" and no other "\r"
             body = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
-            if b"\r" not in body:
+            if b"\r" not in body and len(body) <= limit:
                 yield body
                 continue
         data = carry + raw if carry else raw
@@ -212,8 +214,9 @@ class _DuplicateKey(Exception):
 
 
 class _NotJson(Exception):
-    def __init__(self, word: str) -> None:
+    def __init__(self, word: str, *, number: bool = False) -> None:
         self.word = word
+        self.number = number  # a number too large for a Decimal, not NaN or Infinity
 
 
 def parse_json_line(text: str, *, source: str | None = None, line: int | None = None,
@@ -244,7 +247,7 @@ def parse_json_line(text: str, *, source: str | None = None, line: int | None = 
                  and _long_digits(limits.max_int_digits).search(text) is not None)
     hooks: dict[str, Any] = {"parse_constant": _refuse_constant}
     if decimals:
-        hooks["parse_float"] = Decimal
+        hooks["parse_float"] = _decimal
     if long_ints:
         hooks["parse_int"] = _int_parser(limits.max_int_digits)
     if unique_keys:
@@ -258,6 +261,9 @@ def parse_json_line(text: str, *, source: str | None = None, line: int | None = 
                    "(TextLimits.max_int_digits)",
                    _long_int_at(text, limits.max_int_digits)) from None
     except _NotJson as exc:
+        if exc.number:
+            raise fail(f"number {excerpt(exc.word, 40)} is out of range",
+                       _word_at(text, exc.word)) from None
         raise fail(f"{exc.word} is not a JSON value", _word_at(text, exc.word)) from None
     except _DuplicateKey as exc:
         raise fail(f"key {excerpt(repr(exc.key))} is given twice",
@@ -342,6 +348,13 @@ def _long_int_at(text: str, limit: int) -> int:
 
 def _refuse_constant(word: str) -> Any:
     raise _NotJson(word)
+
+
+def _decimal(text: str) -> Decimal:
+    try:
+        return Decimal(text)
+    except InvalidOperation:  # an exponent beyond what a Decimal holds (1e99999999999999999999)
+        raise _NotJson(text, number=True) from None
 
 
 def _word_at(text: str, word: str) -> int:
@@ -438,7 +451,8 @@ def decode_text(data: bytes, *, source: str | None = None,
 
 
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
-_TOML_TOKEN = re.compile(r"""[\[\]{}"'#\n]""")
+_TOML_KEY_TOKEN = re.compile(r"""[\[\]{}"'#\n=.,]""")
+_TOML_VALUE_TOKEN = re.compile(r"""[\[\]{}"'#\n,]""")
 _TOML_STRINGS = {
     # a multi-line string may end in up to two quotes before its closing three
     '"""': re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*+"{3,5}|"""', re.DOTALL),
@@ -446,17 +460,24 @@ _TOML_STRINGS = {
     '"': re.compile(r'"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"?'),
     "'": re.compile(r"'[^'\n]*+'?"),
 }
+_TOML_LONG_INT = re.compile(r"(?<![0-9_])[0-9_]{4000}")
 
 
 def parse_toml(text: str, *, source: str | None = None, kind: type[InputError] = InputError,
                limits: TextLimits = TEXT_LIMITS) -> dict[str, Any]:
-    """Parse TOML text; a syntax error or nesting deeper than ``limits.max_toml_depth``
-    raises ``kind`` with line and column (``tomllib`` would recurse without bound)."""
-    at = _toml_too_deep(text, limits.max_toml_depth)
-    if at is not None:
+    """Parse TOML text; errors raise ``kind`` with line and column.
+
+    Arrays and inline tables nested deeper than ``limits.max_toml_depth``, and dotted keys
+    or table headers of more parts than that, are refused before ``tomllib`` sees them: it
+    recurses once per level (a ``RecursionError``) and spends quadratic time and memory on
+    the parts of one dotted key (4,000 parts: 0.5 s and 75 MB).
+    """
+    deep = _toml_too_deep(text, limits.max_toml_depth)
+    if deep is not None:
+        at, what = deep
         ln, col = _line_col(text, at)
-        raise kind(f"TOML nested deeper than {limits.max_toml_depth} "
-                   "(TextLimits.max_toml_depth)", source=source, line=ln, column=col)
+        raise kind(f"TOML {what} {limits.max_toml_depth} (TextLimits.max_toml_depth)",
+                   source=source, line=ln, column=col)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -467,6 +488,11 @@ def parse_toml(text: str, *, source: str | None = None, kind: type[InputError] =
     except RecursionError:  # only if the caller's stack is nearly full already
         raise kind("TOML nested too deeply for the interpreter's stack",
                    source=source) from None
+    except ValueError:  # int() of more than 4300 digits: tomllib does not catch it
+        m = _TOML_LONG_INT.search(text)
+        ln, col = _line_col(text, m.start() if m else 0)
+        raise kind("TOML integer of more than 4300 digits", source=source,
+                   line=ln if m else None, column=col if m else None) from None
 
 
 def read_toml(path: str | os.PathLike[str], *, source: str | None = None,
@@ -478,45 +504,62 @@ def read_toml(path: str | os.PathLike[str], *, source: str | None = None,
                       kind=kind, limits=limits)
 
 
-def _toml_too_deep(text: str, max_depth: int) -> int | None:
-    """Offset of the first ``[`` or ``{`` that opens value level ``max_depth + 1``.
+def _toml_too_deep(text: str, max_depth: int) -> tuple[int, str] | None:
+    """Where TOML nests deeper than ``max_depth``, and what does: ``(offset, what)``.
 
-    Skips strings of the four kinds and comments; a ``[`` that starts a line outside any
-    value is a table header (``[a]``, ``[[a]]``), not nesting. Exact for valid TOML; for
-    invalid TOML it may miss, and then ``tomllib`` reports the syntax error.
+    A small scanner over TOML's structure: it skips strings of the four kinds and
+    comments, follows arrays and inline tables (the value nesting ``tomllib`` recurses
+    on) and counts the parts of every key (a table header is a key). Exact for valid
+    TOML; on invalid TOML it may guess wrong, and then ``tomllib`` reports the error.
     """
-    if text.count("[") + text.count("{") <= max_depth:
-        return None
-    depth, pos, n = 0, 0, len(text)
-    at_line_start = True
+    if (text.count("[") + text.count("{") <= max_depth
+            and text.count(".") < max_depth):
+        return None  # fewer openers and dots than the limit: nothing can exceed it
+    stack: list[str] = []  # the open "[" and "{" of the current value
+    key, header, parts = True, False, 1  # reading a key (or a header) and its parts so far
+    line_start, pos, n = 0, 0, len(text)
     while pos < n:
-        m = _TOML_TOKEN.search(text, pos)
+        m = (_TOML_KEY_TOKEN if key else _TOML_VALUE_TOKEN).search(text, pos)
         if m is None:
-            return None
+            break
         c, at = m.group(), m.start()
-        if at_line_start and depth == 0 and c == "[" and not text[pos:at].strip():
-            end = text.find("\n", at)  # a table header: to the end of its line
-            pos = n if end < 0 else end
-            at_line_start = False
-            continue
-        at_line_start = False
+        pos = at + 1
         if c == "\n":
-            at_line_start = True
-            pos = at + 1
+            if not stack:  # a new line at the top level starts with a key or a header
+                key, header, parts = True, False, 1
+            line_start = pos
         elif c == "#":
             end = text.find("\n", at)
             pos = n if end < 0 else end
         elif c in "\"'":
             quote = c * 3 if text.startswith(c * 3, at) else c
             s = _TOML_STRINGS[quote].match(text, at)
-            pos = s.end() if s and s.end() > at else at + 1
+            pos = max(s.end() if s else at + 1, at + 1)
+        elif key:
+            if c == ".":
+                parts += 1
+                if parts > max_depth:
+                    return at, "dotted key or table header of more parts than"
+            elif c == "=":
+                key = False
+            elif c == "[" and not stack and not header and not text[line_start:at].strip():
+                header = True  # [table] or [[array.of.tables]]
+                if text.startswith("[[", at):
+                    pos = at + 2
+            elif c == "]" and header:
+                key = header = False  # the rest of the line is a comment or nothing
+            elif c == "}" and stack:  # an empty inline table: {}
+                stack.pop()
+                key = False
         elif c in "[{":
-            depth += 1
-            if depth > max_depth:
-                return at
-            pos = at + 1
-        else:
-            depth = max(depth - 1, 0)
-            pos = at + 1
+            stack.append(c)
+            if len(stack) > max_depth:
+                return at, "arrays and inline tables nested deeper than"
+            if c == "{":
+                key, parts = True, 1
+        elif c in "]}":
+            if stack:
+                stack.pop()
+        elif stack and stack[-1] == "{":  # "," inside an inline table: a key follows
+            key, parts = True, 1
     return None
-
