@@ -118,6 +118,7 @@ class ProfileText:
     type_column: int
     conditions: tuple[WrittenCondition, ...]
     form: str  # "native" or "bittner"
+    line: int = 1  # the line of the profile (from 1), for errors found later
 
 
 def parse_profile_text(text: str, *, source: str | None = None, line: int = 1,
@@ -177,7 +178,7 @@ def parse_profile_text(text: str, *, source: str | None = None, line: int = 1,
         raise ProfileSyntaxError("PROFILE(PRI(...)) needs TYPE=<event type>", source=source,
                                  line=line, column=offset + len(body) - len(body.lstrip()) + 1)
     return ProfileText(pid, subscriber, type_name, type_col, tuple(conds),
-                       "bittner" if bittner else "native")
+                       "bittner" if bittner else "native", line)
 
 
 def _condition(item: Tree, bittner: bool, offset: int, line: int, source: str | None,
@@ -234,9 +235,9 @@ def _literal(tok: Token, offset: int, line: int, source: str | None,
         try:  # the grammar's STRING is JSON's string syntax, checked here for escapes
             return parse_json_line(text, kind=ProfileSyntaxError, limits=TEXT_LIMITS)
         except InputError as exc:
-            raise ProfileSyntaxError(exc.message.replace("JSON ", "").replace(
-                "invalid JSON: ", "invalid string: "), source=source, line=line,
-                column=column + (exc.column or 1) - 1) from None
+            message = exc.message.removesuffix(" at").replace("invalid JSON: ", "invalid string: ")
+            raise ProfileSyntaxError(message.replace("JSON ", ""), source=source, line=line,
+                                     column=column + (exc.column or 1) - 1) from None
     return Bare(text)
 
 
@@ -283,9 +284,8 @@ def resolve(parsed: ProfileText, schema: Schema | EventType, *, id: str | None =
     pid = id if id is not None else parsed.id
     if pid is None:
         raise ProfileError("profile has no id (write 'ID: Type(...)')", source=source,
-                           line=parsed.conditions[0].line if parsed.conditions else None,
-                           column=1)
-    line = parsed.conditions[0].line if parsed.conditions else None
+                           line=parsed.line, column=1)
+    line = parsed.line
     etype = _lookup_type(parsed, schema, source, line)
     preds = []
     for wc in parsed.conditions:

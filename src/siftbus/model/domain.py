@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Protocol, runtime_checkable
@@ -213,7 +214,7 @@ class EnumDomain:
             raise SchemaError("an enum needs at least one label")
         ordinal = {label: i for i, label in enumerate(self.labels)}
         if len(ordinal) != len(self.labels):
-            twice = sorted({x for x in self.labels if self.labels.count(x) > 1})
+            twice = sorted(x for x, n in Counter(self.labels).items() if n > 1)
             raise SchemaError(f"enum labels repeat: {excerpt(', '.join(twice))}")
         for label in self.labels:
             if not _IDENT.fullmatch(label) or label in _NOT_LABELS:
@@ -309,7 +310,7 @@ def parse_domain(spec: str) -> AnyDomain:
     """Parse a schema type spec: ``int[lo,hi]``, ``decimal[lo,hi,places]``,
     ``enum[A,B,C]`` or ``string``."""
     text = spec.strip()
-    if len(text) > 64 and _LONG_NUMBER.search(text):
+    if len(text) > MAX_SPEC_NUMBER and _LONG_NUMBER.search(text):
         raise SchemaError(f"a number in {_shown(spec)} is longer than {MAX_SPEC_NUMBER} "
                           "characters")
     if text == "string":
