@@ -245,15 +245,9 @@ def parse_json_line(text: str, *, source: str | None = None, line: int | None = 
                    "(TextLimits.max_json_depth)", at)
     long_ints = (len(text) > limits.max_int_digits
                  and _long_digits(limits.max_int_digits).search(text) is not None)
-    hooks: dict[str, Any] = {"parse_constant": _refuse_constant}
-    if decimals:
-        hooks["parse_float"] = _decimal
-    if long_ints:
-        hooks["parse_int"] = _int_parser(limits.max_int_digits)
-    if unique_keys:
-        hooks["object_pairs_hook"] = _no_duplicates
+    decoder = _decoder(decimals, unique_keys, limits.max_int_digits if long_ints else None)
     try:
-        value = json.loads(text, **hooks)
+        value = decoder.decode(text)
     except json.JSONDecodeError as exc:
         raise fail(f"invalid JSON: {exc.msg}", exc.pos) from None
     except _TooManyDigits:
@@ -278,6 +272,19 @@ def parse_json_line(text: str, *, source: str | None = None, line: int | None = 
         raise fail("JSON string holds a lone UTF-16 surrogate (not a Unicode character)",
                    m.start() if m else 0)
     return value
+
+
+@cache
+def _decoder(decimals: bool, unique_keys: bool, int_limit: int | None) -> json.JSONDecoder:
+    """One decoder per combination of hooks (json.loads would build one per call)."""
+    hooks: dict[str, Any] = {"parse_constant": _refuse_constant}
+    if decimals:
+        hooks["parse_float"] = _decimal
+    if int_limit is not None:  # only for text holding a long run of digits: it is slower
+        hooks["parse_int"] = _int_parser(int_limit)
+    if unique_keys:
+        hooks["object_pairs_hook"] = _no_duplicates
+    return json.JSONDecoder(**hooks)
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:
