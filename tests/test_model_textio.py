@@ -23,6 +23,7 @@ from siftbus.errors import ConfigError, EventError, InputError, SiftbusError
 from siftbus.model.textio import (
     TEXT_LIMITS,
     TextLimits,
+    decode_line,
     parse_json_line,
     parse_toml,
     read_lines,
@@ -305,3 +306,10 @@ def test_every_outcome_is_a_siftbus_error() -> None:
     assert issubclass(EventError, SiftbusError)
     with pytest.raises(SiftbusError):
         parse_json_line("[" * 100_000)
+
+
+def test_decode_line_for_readers_that_split_lines_themselves() -> None:
+    assert decode_line("é".encode()) == "é"
+    with pytest.raises(EventError) as info:
+        decode_line(b"ab\xc3\xa9\xfe", source="s", line=4, kind=EventError)
+    assert (info.value.source, info.value.line, info.value.column) == ("s", 4, 4)
