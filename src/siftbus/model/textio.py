@@ -16,7 +16,7 @@ rules, the same everywhere (``docs/architecture.md``, section "Limits"):
 * **Limits**: a line longer than :attr:`TextLimits.max_line_bytes` is refused without
   being held in memory; JSON deeper than :attr:`TextLimits.max_json_depth` or with an
   integer of more than :attr:`TextLimits.max_int_digits` digits, TOML nested deeper than
-  :attr:`TextLimits.max_toml_depth` and a TOML file larger than
+  :attr:`TextLimits.max_toml_depth` (or a dotted key of more parts) and a TOML file larger than
   :attr:`TextLimits.max_file_bytes` are refused before a parser could recurse or spend
   quadratic time on them. Each limit is configurable by passing ``limits=``.
 
@@ -54,7 +54,8 @@ class TextLimits:
     max_int_digits: int = 1000
     """Most digits of a JSON integer (Python itself refuses more than 4300)."""
     max_toml_depth: int = 32
-    """Deepest nesting of TOML arrays and inline tables in a value."""
+    """Deepest nesting of TOML arrays and inline tables, and most parts of one dotted key or
+    table header (``a.b.c`` has 3)."""
     max_file_bytes: int = 16 * MiB
     """Largest whole file read at once (schema and config TOML files)."""
 
