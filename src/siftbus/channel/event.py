@@ -31,8 +31,9 @@ from typing import Any, ClassVar
 
 import msgpack
 
-from siftbus.channel.values import from_json_value, loads, to_json_value
-from siftbus.errors import EventError, SiftbusError
+from siftbus.channel.values import from_json_value, to_json_value
+from siftbus.errors import EventError, SiftbusError, excerpt
+from siftbus.model.textio import parse_json_line
 
 Properties = tuple[tuple[str, Any], ...]
 
@@ -115,7 +116,7 @@ class StructuredEvent:
         unknown = data.keys() - _FIELDS
         if unknown:
             names = sorted(str(k) for k in unknown)
-            raise EventError(f"unknown structured-event field(s) {_excerpt(', '.join(names))}",
+            raise EventError(f"unknown structured-event field(s) {excerpt(', '.join(names))}",
                              field=names[0])
         try:
             if "header" in data:
@@ -139,8 +140,8 @@ class StructuredEvent:
         return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> StructuredEvent:
-        return cls.from_dict(loads(text))
+    def from_json(cls, text: str) -> StructuredEvent:
+        return cls.from_dict(parse_json_line(text, kind=EventError))
 
     def to_msgpack(self) -> bytes:
         return msgpack.packb(self.to_dict(), use_bin_type=True)
@@ -155,12 +156,6 @@ _FIELDS = frozenset({"header", "filterable_data", "remainder_of_body"}) | _FLAT
 _HEADER = frozenset({"fixed_header", "variable_header"})
 _FIXED = frozenset({"event_type", "event_name"})
 _EVENT_TYPE = frozenset({"domain_name", "type_name"})
-_EXCERPT = 60
-
-
-def _excerpt(text: str) -> str:
-    """A readable piece of a long name (error lines never repeat a whole input)."""
-    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
 
 
 def _kind(value: Any) -> str:
@@ -188,7 +183,7 @@ def _object(value: Any, where: str, allowed: frozenset[str]) -> Mapping[str, Any
     unknown = value.keys() - allowed
     if unknown:
         name = sorted(str(k) for k in unknown)[0]
-        raise EventError(f"{where} has an unknown field {_excerpt(name)!r}", field=where)
+        raise EventError(f"{where} has an unknown field {excerpt(name)!r}", field=where)
     return value
 
 
@@ -250,7 +245,7 @@ def _value(value: Any, where: str, name: str | None = None) -> Any:
         return from_json_value(value)
     except SiftbusError as exc:
         if name is not None:
-            where = f"{where}.{_excerpt(name)}"
+            where = f"{where}.{excerpt(name)}"
         raise EventError(f"{exc.message} (in {where})", field=where) from None
 
 

@@ -24,6 +24,7 @@ from siftbus.errors import (
     InvalidGrammar,
     ObjectNotExist,
     SiftbusError,
+    excerpt,
 )
 from siftbus.lang.etcl import (
     DEFAULT_LIMITS,
@@ -70,9 +71,9 @@ class ConstraintExp:
                 "constraint_expr": self.constraint_expr}
 
 
-def _excerpt(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
+def _excerpt(value: Any) -> str:
+    """A value quoted in an error: its repr, cut to a readable excerpt."""
+    return excerpt(repr(value))
 
 
 def _types(value: Any) -> EventTypes:

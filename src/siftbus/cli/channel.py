@@ -5,21 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from siftbus.errors import ConfigError
+from siftbus.errors import ConfigError, excerpt
+from siftbus.model.textio import parse_json_line
 
 MAX_OPTION_TEXT = 1024 * 1024
 """Longest JSON text ``--qos``/``--admin`` take (bytes of characters)."""
-
-
-def _excerpt(text: str, limit: int = 60) -> str:
-    """A readable piece of an argument for an error line (never the whole input)."""
-    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _json_option(text: str | None, what: str) -> dict[str, Any]:
@@ -27,16 +22,7 @@ def _json_option(text: str | None, what: str) -> dict[str, Any]:
         return {}
     if len(text) > MAX_OPTION_TEXT:
         raise ConfigError(f"--{what} is longer than {MAX_OPTION_TEXT} characters", field=what)
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--{what} is not JSON: {exc.msg}", column=exc.colno,
-                          field=what) from None
-    except RecursionError:
-        raise ConfigError(f"--{what} is nested too deeply", field=what) from None
-    except ValueError:  # an integer beyond Python's digit limit
-        raise ConfigError(f"--{what} holds a number with more than "
-                          f"{sys.get_int_max_str_digits()} digits", field=what) from None
+    value = parse_json_line(text, source=f"--{what}", kind=ConfigError)
     if not isinstance(value, dict):
         raise ConfigError(f"--{what} must be a JSON object", field=what)
     return value
@@ -45,7 +31,7 @@ def _json_option(text: str | None, what: str) -> dict[str, Any]:
 def _server(addr: str) -> tuple[str, int]:
     host, _, port = addr.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"--server must be HOST:PORT (port 1-65535), got {_excerpt(addr)}",
+        raise ConfigError(f"--server must be HOST:PORT (port 1-65535), got {excerpt(addr)}",
                           field="server")
     return host, int(port)
 

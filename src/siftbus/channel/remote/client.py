@@ -25,6 +25,7 @@ from siftbus.errors import (
     SiftbusError,
     UnsupportedAdmin,
     UnsupportedQoS,
+    excerpt,
 )
 from siftbus.wire.frames import ErrorReply, MsgType, decode_error
 from siftbus.wire.frames import Message as Frame
@@ -80,7 +81,7 @@ class ChannelClient:
                       limits: Limits = CLIENT_LIMITS) -> ChannelClient:
         """Connect and say HELLO; ConnectionLostError when the service cannot be reached
         or does not answer within ``timeout`` seconds."""
-        where = host if len(host) <= 60 else host[:60] + "..."
+        where = excerpt(host)
         try:
             conn = await open_connection(host, port, limits, timeout=timeout,
                                          what="the channel service")
