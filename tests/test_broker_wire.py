@@ -238,8 +238,8 @@ def test_fuzzed_blocks_give_a_block_or_an_error(d: dict[str, object]) -> None:
 
 # ---- every decoder, fuzzed: a value or a WireError, nothing else ----------------------
 
-from siftbus.wire.events import decode_events  # noqa: E402
 from siftbus.errors import excerpt  # noqa: E402
+from siftbus.wire.events import decode_events  # noqa: E402
 from siftbus.wire.frames import ErrorReply, decode_error, error_body  # noqa: E402
 from siftbus.wire.limits import Limits  # noqa: E402
 from siftbus.wire.profiles import (  # noqa: E402
