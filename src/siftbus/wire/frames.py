@@ -157,7 +157,8 @@ def get(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *,
 
 def error_body(exc: BaseException, corr: int | None = None) -> dict[str, Any]:
     """The ERROR body for an exception (location fields when it is a SiftbusError)."""
-    body: dict[str, Any] = {"message": excerpt(str(exc), MAX_ERROR_MESSAGE), "kind": type(exc).__name__}
+    body: dict[str, Any] = {"message": excerpt(str(exc), MAX_ERROR_MESSAGE),
+                            "kind": type(exc).__name__}
     if isinstance(exc, SiftbusError):
         for name in ("line", "column", "field"):
             v = getattr(exc, name)
