@@ -63,7 +63,7 @@ def test_malformed_events_name_what_is_wrong(data: Any, words: str) -> None:
 
 
 @pytest.mark.parametrize("text, words", [
-    ("[" * 100_000 + "]" * 100_000, "nests deeper than"),
+    ("[" * 100_000 + "]" * 100_000, "nested deeper than"),
     ('{"remainder_of_body": ' + "7" * 5000 + "}", "digits"),
     ('{"header": ', "invalid JSON"),
 ])
