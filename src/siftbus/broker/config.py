@@ -22,6 +22,7 @@
     port = 7401
     neighbours = ["B2"]
     store = "b1.sqlite"           # optional: durable subscriptions of local clients
+    metrics_port = 9401           # optional: Prometheus metrics at http://host:9401/metrics
 
 The neighbour relation is symmetric (listing an edge on one side is enough) and must
 form a tree. A broker dials the neighbours declared before it and accepts the others.
@@ -55,6 +56,8 @@ class BrokerConfig:
     port: int
     neighbours: tuple[str, ...]
     store: Path | None
+    metrics_port: int | None = None
+    """Where the broker serves its Prometheus metrics (on its host), if anywhere."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,14 +180,15 @@ def parse_network(text: str, *, path: Path | None = None,
             check_name(name, "broker")
         except ConfigError as exc:
             raise fail(exc.message, f"[brokers.{name}", name) from None
-        bad = set(table) - {"host", "port", "neighbours", "store"}
+        bad = set(table) - {"host", "port", "neighbours", "store", "metrics_port"}
         if bad:
             key = sorted(bad)[0]
             raise fail(f"brokers.{name}: unknown key {key!r}", key, key)
-        port = table.get("port")
-        if not isinstance(port, int) or not 0 < port < 65536:
-            raise fail(f"brokers.{name}: port must be an integer 1..65535",
-                       f"[brokers.{name}]", "port")
+        for key in ("port", "metrics_port"):
+            port = table.get(key, 1 if key == "metrics_port" else None)
+            if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+                raise fail(f"brokers.{name}: {key} must be an integer 1..65535",
+                           f"[brokers.{name}]", key)
         ns = table.get("neighbours", [])
         if not isinstance(ns, list) or not all(isinstance(n, str) for n in ns):
             raise fail(f"brokers.{name}: neighbours must be a list of names",
@@ -217,7 +221,7 @@ def parse_network(text: str, *, path: Path | None = None,
             raise fail(f"brokers.{name}: host must be a string", "host", "host")
         brokers[name] = BrokerConfig(name, host, t["port"],
                                      tuple(sorted(nbrs[name], key=order.index)),
-                                     base / store if store else None)
+                                     base / store if store else None, t.get("metrics_port"))
     rn_raw = net.get("rendezvous", {})
     if not isinstance(rn_raw, dict):
         raise fail("[network.rendezvous] must map event types to brokers", "rendezvous")
