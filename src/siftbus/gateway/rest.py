@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from siftbus.errors import DuplicateProfileError, QuotaExceeded, UnknownProfileError
+from siftbus.lang.profile import parse_profile_text
 from siftbus.match.explain import explain
 from siftbus.model import event_from_dict
 from siftbus.model.textio import parse_json_line
@@ -121,15 +122,15 @@ def router(gw: Gateway) -> APIRouter:
     @api.post("/subscriptions", status_code=201, response_model=Subscribed,
               summary="Subscribe a profile (notifications pulled with GET)")
     async def subscribe(req: SubscribeRequest) -> dict[str, str]:
-        if req.id is not None and req.id in gw.pulls:
-            raise DuplicateProfileError(f"subscription {req.id!r} exists", field="id")
         if len(gw.pulls) >= gw.limits.max_subscriptions:
             raise QuotaExceeded(f"at most {gw.limits.max_subscriptions} pull subscriptions",
                                 quota="max_subscriptions")
+        sid = req.id or parse_profile_text(req.profile).id
+        if sid is not None and sid in gw.pulls:
+            raise DuplicateProfileError(f"subscription {sid!r} exists", field="id")
         ob = gw.open_outbox("p")
         try:
-            sid = req.id or f"{ob.key}"
-            out = await gw.subscribe(ob, req.profile, sid)
+            out = await gw.subscribe(ob, req.profile, sid or ob.key)
         except BaseException:
             await gw.close_outbox(ob)
             raise
