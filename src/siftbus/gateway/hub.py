@@ -19,6 +19,8 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgpack
+
 from siftbus.broker.config import NetworkConfig
 from siftbus.broker.stats import histogram_quantile
 from siftbus.client import Client
@@ -29,6 +31,7 @@ from siftbus.errors import (
     QuotaExceeded,
     SiftbusError,
     UnknownProfileError,
+    WireError,
 )
 from siftbus.lang.profile import format_profile, parse_profile_text
 from siftbus.model import Event, Schema
@@ -190,6 +193,10 @@ class Gateway:
 
     async def call(self, broker: str, service: str, method: str, **args: Any) -> Any:
         """Call a service hosted by broker ``broker`` of the network."""
+        try:  # what the wire cannot carry (an integer over 64 bits) is the caller's error
+            msgpack.packb(args, use_bin_type=True)
+        except (OverflowError, TypeError, ValueError) as exc:
+            raise WireError(f"arguments the wire protocol cannot carry: {exc}") from None
         try:
             c = await self._peer(broker)
             return await c.call(service, method, self.limits.request_timeout, **args)
