@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 from siftbus.broker.config import NetworkConfig, parse_network
 from siftbus.broker.server import BrokerServer
+from siftbus.channel.factory import EventChannelFactory
+from siftbus.channel.remote import register_with_broker
 from siftbus.gateway import GatewayLimits, GatewayServer
 from siftbus.model import Schema
 from test_broker_sim import SCHEMA
@@ -50,7 +52,8 @@ class GatewayNetwork:
 
 async def start_gateway_network(schema: Schema = SCHEMA, *,
                                 limits: GatewayLimits = GatewayLimits(),
-                                protocol: str = "forwarding") -> GatewayNetwork:
+                                protocol: str = "forwarding",
+                                channels: bool = True) -> GatewayNetwork:
     """Brokers B1 - B2 - B3 on port 0, then the gateway of B1 on port 0."""
     draft = parse_network(network_text(dict.fromkeys(NAMES, 1), protocol), schema=schema)
     servers: dict[str, BrokerServer] = {}
@@ -62,6 +65,8 @@ async def start_gateway_network(schema: Schema = SCHEMA, *,
         servers[name] = srv
     for srv in servers.values():
         await srv.wait_neighbours(10)
+    if channels:  # B1 hosts the channel service too (the gateway's channel admin)
+        register_with_broker(servers["B1"], EventChannelFactory(None))
     net = parse_network(network_text({n: s.port for n, s in servers.items()}, protocol),
                         schema=schema)
     gw = GatewayServer(net, "B1", limits=limits)

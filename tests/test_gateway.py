@@ -327,3 +327,17 @@ async def test_a_slow_websocket_client_cannot_stall_the_gateway() -> None:
         await slow.close()
     finally:
         await gn.close()
+
+
+async def test_channel_administration(gn: GatewayNetwork) -> None:
+    async with httpx.AsyncClient(base_url=gn.url) as http:
+        assert (await http.get("/api/channels")).json() == []
+        r = await http.post("/api/channels", json={})
+        assert r.status_code == 201
+        cid = r.json()["id"]
+        listed = (await http.get("/api/channels")).json()
+        assert [c["id"] for c in listed] == [cid]
+        assert (await http.delete(f"/api/channels/{cid}")).status_code == 204
+        assert (await http.get("/api/channels")).json() == []
+        r = await http.delete(f"/api/channels/{cid}")
+        assert r.status_code == 404, r.text
