@@ -81,3 +81,12 @@ def test_readers_and_limits_are_public() -> None:
     with pytest.raises(siftbus.ProfileSyntaxError, match="more than 1 conditions"):
         siftbus.parse_profile("p: T(a > 1, a < 5)", schema,
                               limits=siftbus.ProfileLimits(max_conditions=1))
+
+
+def test_gateway_and_explain_are_public() -> None:
+    assert siftbus.GatewayServer.__module__ == "siftbus.gateway.server"
+    assert siftbus.GatewayLimits().max_body > 0
+    schema = siftbus.parse_schema('[T]\na = "int[0,9]"\n')
+    result = siftbus.explain(schema, "T(a > 5)", siftbus.parse_event('{"type": "T", "a": 7}',
+                                                                     schema))
+    assert isinstance(result, siftbus.Explanation) and result.matches

@@ -84,8 +84,10 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
         overlaps,
         relation,
     )
+    from siftbus.gateway import Gateway, GatewayLimits, GatewayServer
     from siftbus.match.conformance import check_matcher
     from siftbus.match.counting import CountingMatcher
+    from siftbus.match.explain import Explanation, explain
     from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
     from siftbus.spark.pipeline import Pipeline, run_files
     from siftbus.wire.limits import Limits
@@ -137,6 +139,13 @@ _LAZY = {
     # Spark pipeline (imports pyspark when first used)
     "Pipeline": "siftbus.spark.pipeline",
     "run_files": "siftbus.spark.pipeline",
+    # why an event matches a profile or not
+    "explain": "siftbus.match.explain",
+    "Explanation": "siftbus.match.explain",
+    # HTTP/WebSocket gateway (imports FastAPI when first used)
+    "Gateway": "siftbus.gateway",
+    "GatewayLimits": "siftbus.gateway",
+    "GatewayServer": "siftbus.gateway",
 }
 
 
@@ -220,6 +229,12 @@ __all__ = [
     "ChannelClient",
     # XML event filter
     "XmlEventFilter",
+    # the HTTP gateway and explanations
+    "Gateway",
+    "GatewayLimits",
+    "GatewayServer",
+    "explain",
+    "Explanation",
     "parse_subscriptions",
     # Spark pipeline
     "Pipeline",
