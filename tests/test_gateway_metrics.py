@@ -79,3 +79,63 @@ async def test_broker_and_gateway_metrics_match_their_counters() -> None:
         for lst in listeners.values():
             await lst.close()
         await gn.close()
+
+
+async def test_channel_service_metrics_match_the_channels() -> None:
+    from siftbus.channel.factory import EventChannelFactory
+    from siftbus.channel.metrics import channel_registry
+    from siftbus.wire.httpserver import serve_metrics
+
+    factory = EventChannelFactory(None)
+    channel, cid = factory.create_channel({}, {})
+    consumer = channel.default_consumer_admin.obtain_pull_supplier()
+    consumer.connect_any_pull_consumer()
+    push = channel.default_supplier_admin.obtain_push_consumer()
+    push.connect_any_push_supplier()
+    for v in range(5):
+        push.push(v)
+    assert consumer.try_pull() == (0, True)
+    listener = await serve_metrics(channel_registry(factory, lambda: 3))
+    try:
+        async with httpx.AsyncClient() as http:
+            m = samples((await http.get(listener.url + "/metrics")).text)
+    finally:
+        await listener.close()
+        factory.close()
+    s = channel.stats()
+    c = {"channel": str(cid)}
+    assert value(m, "siftbus_channel_channels") == 1
+    assert value(m, "siftbus_channel_events_accepted_total", **c) == s.accepted == 5
+    assert value(m, "siftbus_channel_deliveries_total", **c) == s.delivered
+    assert value(m, "siftbus_channel_queued_events", **c) == s.queued == 4
+    assert value(m, "siftbus_channel_proxies", side="consumer", **c) == s.consumers == 1
+    assert value(m, "siftbus_channel_request_errors_total") == 3
+
+
+async def test_xml_filter_metrics_match_its_stats() -> None:
+    import dataclasses
+    from pathlib import Path
+
+    from siftbus.wire.httpserver import EmbeddedHTTPServer
+    from siftbus.xmlfilter import XmlEventFilter
+    from siftbus.xmlfilter.http import create_app
+    from siftbus.xmlfilter.output import Dispatcher
+
+    data = Path(__file__).parent / "data" / "xml"
+    filt = XmlEventFilter()
+    async with EmbeddedHTTPServer(create_app(filt, Dispatcher({}))) as srv, \
+            httpx.AsyncClient(base_url=srv.url, timeout=10) as http:
+        r = await http.post("/subscriptions",
+                            content=(data / "appendix6_subscriptions.xml").read_bytes())
+        assert r.status_code == 201
+        r = await http.post("/publish", content=(data / "appendix7_message.xml").read_bytes())
+        assert r.json()["events"] == 3
+        m = samples((await http.get("/metrics")).text)
+        stats = (await http.get("/stats")).json()
+    assert value(m, "siftbus_xmlfilter_subscriptions") == stats["subscriptions"] == 3
+    assert value(m, "siftbus_xmlfilter_events_total") == stats["matcher"]["events"] == 3
+    assert value(m, "siftbus_xmlfilter_matched_events_total") == \
+        stats["matcher"]["matched_events"] == 1
+    assert value(m, "siftbus_xmlfilter_undeliverable_total") == stats["undeliverable"] > 0
+    assert dataclasses.asdict(filt.matcher.stats())["elements"] == \
+        value(m, "siftbus_xmlfilter_elements_total")

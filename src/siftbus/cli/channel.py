@@ -132,10 +132,13 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int, typer.Option(help="TCP port (0: any free port)")] = 7650,
         port_file: Annotated[Path | None, typer.Option(help="write the bound port here")]
         = None,
+        metrics_port: Annotated[int | None, typer.Option(
+            help="serve Prometheus metrics on this port (0: any free port)")] = None,
     ) -> None:
         """Run the channel service (standalone; see docs/channels.md for the broker)."""
         from siftbus.channel.remote import serve
 
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve(str(store) if store else None, host, port,
-                              str(port_file) if port_file else None))
+                              str(port_file) if port_file else None,
+                              metrics_port=metrics_port))
