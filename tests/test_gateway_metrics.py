@@ -139,3 +139,18 @@ async def test_xml_filter_metrics_match_its_stats() -> None:
     assert value(m, "siftbus_xmlfilter_undeliverable_total") == stats["undeliverable"] > 0
     assert dataclasses.asdict(filt.matcher.stats())["elements"] == \
         value(m, "siftbus_xmlfilter_elements_total")
+
+
+def test_the_grafana_dashboard_charts_only_series_that_exist() -> None:
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    dash = json.loads((root / "examples/grafana/siftbus.json").read_text())
+    used = {re.sub(r"_(bucket|total)$", "", name) for p in dash["panels"]
+            for t in p["targets"] for name in re.findall(r"siftbus_\w+", t["expr"])}
+    sources = "".join((root / "src/siftbus" / m).read_text() for m in (
+        "broker/metrics.py", "gateway/metrics.py", "channel/metrics.py", "xmlfilter/metrics.py"))
+    assert len(used) > 15
+    missing = {n for n in used if f'"{n}"' not in sources}
+    assert not missing
