@@ -83,6 +83,11 @@ class QuotaUsage:
                                  f"holds {self.profiles}, asks for {n} more")
         self.profiles += n
 
+    def hold_profiles(self, n: int) -> None:
+        """Count ``n`` profiles held already (restored from a durable store) without
+        refusing: a quota lowered since they were made applies to new ones."""
+        self.profiles += n
+
     def release_profiles(self, n: int = 1) -> None:
         self.profiles = max(0, self.profiles - n)
 
