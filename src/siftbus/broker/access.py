@@ -105,10 +105,10 @@ class ClientAccess:
     def _check_name(self, name: str, principal: Principal, chosen: bool) -> None:
         owner = self.owners.get(name)
         if owner is not None and owner != principal.name:
-            raise self.guard.deny(principal, "connect as", f"client {name!r}",
+            raise self.guard.deny(principal, "connect", f"as client {name!r}",
                                   "the name belongs to another principal")
         if chosen and principal.kind is PrincipalKind.ANONYMOUS:
-            raise self.guard.deny(principal, "connect as", f"client {name!r}",
+            raise self.guard.deny(principal, "connect", f"as client {name!r}",
                                   "anonymous clients get an assigned name")
         if owner is None:
             if chosen:

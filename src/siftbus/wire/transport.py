@@ -193,8 +193,8 @@ class FrameConnection(asyncio.Protocol):
         self._eof = True
         self._wake()
         # keep the transport open (an ERROR may still have to be written), unless it
-        # was refused and lingers only for the peer to finish
-        return not self._discard
+        # was refused and lingers only for the peer to finish; TLS cannot half-close
+        return not self._discard and self.ssl_object is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = self._closing = True
