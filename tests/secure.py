@@ -16,6 +16,7 @@ from typing import Any
 from siftbus.broker.node import BrokerNode
 from siftbus.broker.server import BrokerServer
 from siftbus.client import Client, client_tls
+from siftbus.model import Schema
 from siftbus.security.certs import CertKind, init_ca, issue
 from siftbus.security.guard import Guard
 from siftbus.security.policy import SecurityPolicy
@@ -62,19 +63,21 @@ def make_pki(d: Path, brokers: Iterable[str] = ("B0", "B1", "B2"),
 
 
 def policy(pki: Pki | None, principals: dict[str, Any] | None = None, *,
-           brokers: Iterable[str] = ("B0", "B1", "B2"), **options: Any) -> SecurityPolicy:
-    """A policy over the broker tests' schema (``T(a, b, s)``, ``U(x)``)."""
+           brokers: Iterable[str] = ("B0", "B1", "B2"), schema: Schema = SCHEMA,
+           **options: Any) -> SecurityPolicy:
+    """A policy (by default over the broker tests' schema: ``T(a, b, s)``, ``U(x)``)."""
     table: dict[str, Any] = {**options, "principals": principals or {}}
     if pki is not None:
         table.setdefault("ca", str(pki.ca))
         table.setdefault("token_key", str(pki.dir / "token.key"))
-    return SecurityPolicy.from_toml(table, SCHEMA, base=Path("/"), brokers=list(brokers))
+    return SecurityPolicy.from_toml(table, schema, base=Path("/"), brokers=list(brokers))
 
 
 async def start_secure(names: list[str], edges: list[tuple[str, str]],
                        pol: SecurityPolicy, pki: Pki | None, *, protocol: str = "forwarding",
                        strategy: str = "covering", stores: dict[str, Path] | None = None,
-                       wait: bool = True) -> dict[str, BrokerServer]:
+                       wait: bool = True, schema: Schema = SCHEMA
+                       ) -> dict[str, BrokerServer]:
     """Brokers of a tree with the policy (and TLS when ``pki``), each dialing the
     neighbours listed before it."""
     from siftbus.broker.store import ProfileStore
@@ -83,7 +86,7 @@ async def start_secure(names: list[str], edges: list[tuple[str, str]],
     for i, b in enumerate(names):
         nbrs = tuple(x for a, c in edges for x in (a, c) if b in (a, c) and x != b)
         store = ProfileStore(stores[b]) if stores and b in stores else None
-        node = BrokerNode(b, SCHEMA, protocol=protocol, strategy=strategy, neighbours=nbrs,
+        node = BrokerNode(b, schema, protocol=protocol, strategy=strategy, neighbours=nbrs,
                           guard=Guard(pol), store=store)
         dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs
                 if n in names and names.index(n) < i}

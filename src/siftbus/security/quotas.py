@@ -73,7 +73,7 @@ class QuotaUsage:
 
     def _exceeded(self, quota: str, limit: float, what: str) -> QuotaExceeded:
         return QuotaExceeded(f"{self.principal} exceeds its {quota} quota of {limit:g}: {what}",
-                             quota=quota, limit=limit)
+                             quota=quota, limit=limit, field=quota)
 
     def reserve_profiles(self, n: int = 1) -> None:
         """Count ``n`` more profiles held; refuses when that passes the quota."""
