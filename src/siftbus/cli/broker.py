@@ -105,8 +105,13 @@ def broker_cmd(
         server = net.server(name, insecure=insecure)
         await server.start()
         b = net.broker(name)
+        sec = net.security
+        mode = ("open network" if sec.open else
+                ", ".join(w for w, on in (("TLS", server.tls is not None),
+                                          ("authenticated", sec.authenticates),
+                                          ("anonymous allowed", sec.anonymous)) if on))
         print(f"broker {name} ({net.protocol}/{net.strategy}) listening on "
-              f"{b.host}:{server.port}", flush=True)
+              f"{b.host}:{server.port} ({mode})", flush=True)
         await stop.wait()
         await server.close()
 
