@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections import Counter
 from typing import Any
 
+import jwt
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -20,7 +22,7 @@ from hypothesis import strategies as st
 from secure import Pki, close_all, connect, eventually, make_pki, policy, start_secure
 from siftbus.broker.server import read_frame
 from siftbus.client import Client
-from siftbus.errors import RemoteError
+from siftbus.errors import ConfigError, RemoteError
 from siftbus.model import Event, Profile, Schema, parse_schema
 from siftbus.security.policy import Grant, SecurityPolicy
 from siftbus.security.rights import EVERYTHING, RightSet, covered_by_union
@@ -313,3 +315,31 @@ async def test_rights_hold_for_durable_profiles_after_a_restart(pki: Pki,
         await eventually(lambda: servers["B1"].node.stats().clients == 0)
     finally:
         await close_all(servers)
+
+
+async def test_a_tokens_scopes_narrow_what_its_connection_may_do(pki: Pki) -> None:
+    """A token carrying scopes gives its connection only those actions of the
+    principal's rights (a device's read-only token); no scopes: all of them."""
+    servers = await start_secure(["B1"], [], policy(pki, PRINCIPALS), pki)
+    srv = servers["B1"]
+    reader = await Client.connect(port=srv.port, tls=pki.client_tls(),
+                                  server_hostname="localhost",
+                                  token=pki.signer.issue("admin", scopes=["subscribe"]))
+    try:
+        await reader.subscribe("T(a = 1)")
+        assert await _kind(reader.publish_batch([_t(1)], ack=True)) == "AccessDenied"
+        assert await _kind(reader.advertise("T(a = 1)")) == "AccessDenied"
+        assert await _kind(reader.call("broker", "stats")) == "AccessDenied"
+        async with await connect(srv, pki, "admin") as full:  # the same principal
+            await full.publish_batch([_t(1)], ack=True)
+            assert await full.call("broker", "stats")
+        with pytest.raises(ConfigError, match="unknown scope"):
+            pki.signer.issue("admin", scopes=["root"])
+        rooted = jwt.encode({"sub": "admin", "aud": "siftbus", "exp": time.time() + 60,
+                             "scope": "subscribe root"}, (pki.dir / "token.key").read_bytes(),
+                            algorithm="HS256")
+        with pytest.raises(RemoteError, match="unknown scope"):
+            await Client.connect(port=srv.port, tls=pki.client_tls(),
+                                 server_hostname="localhost", token=rooted)
+    finally:
+        await close_all(servers, [reader])

@@ -194,10 +194,10 @@ class ClientAccess:
         if (self.open or (service, method) in PUBLIC_METHODS
                 or service in self.self_authorizing):
             return
-        rights = self.rights(link)
-        if not rights.may_call(service, method):
-            raise self.guard.deny(self.principal(link), "call", f"{service}.{method}",
-                                  "no right to this service")
+        try:
+            self.rights(link).check_call(service, method)
+        except SecurityError as exc:
+            raise self.guard.refuse(exc) from None
 
     # ---- quotas ------------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ class Guard:
         self.audit = Audit()
         self._auth = Authenticator(policy)
         self._clock = clock
-        self._rights: dict[tuple[str, bool], Rights] = {}
+        self._rights: dict[tuple[str, bool, frozenset[str]], Rights] = {}
         self._usage: dict[str, QuotaUsage] = {}
 
     @property
@@ -86,10 +86,10 @@ class Guard:
 
     def rights(self, principal: Principal) -> Rights:
         """What ``principal`` may do (cached: rights are fixed by the policy)."""
-        key = (principal.name, principal.is_broker)
+        key = (principal.name, principal.is_broker, principal.scopes)
         r = self._rights.get(key)
         if r is None:
-            r = self._rights[key] = self.policy.rights(principal)
+            r = self._rights[key] = self.policy.rights(principal).scoped(principal.scopes)
         return r
 
     def usage(self, principal: Principal) -> QuotaUsage:

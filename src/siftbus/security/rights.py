@@ -216,7 +216,9 @@ class RightSet:
                     hit = np.fromiter((k in cons for k in col.tolist()), bool, len(col))
                 mask &= hit
             inside |= mask
-        return None if inside.all() else inside
+            if inside.all():
+                return None
+        return inside
 
 
 def _disjoint(pieces: Sequence[Profile], q: Profile) -> tuple[Profile, ...] | None:
@@ -263,8 +265,24 @@ class Rights:
     """``service.method`` patterns the principal may call (``*`` matches a part)."""
     narrow: bool = False
     """Subscriptions outside the right are narrowed to it instead of refused."""
+    scoped_out: frozenset[str] = frozenset()
+    """Actions the connection's token leaves out (its scopes), whatever the rights."""
+
+    def scoped(self, scopes: frozenset[str]) -> Rights:
+        """These rights limited to a token's scopes (``publish``, ``subscribe``,
+        ``advertise``, ``call``); no scopes: unchanged."""
+        if not scopes:
+            return self
+        out = frozenset({"publish", "subscribe", "advertise", "call"}) - scopes
+        return Rights(self.principal,
+                      NOTHING if "publish" in out else self.publish,
+                      NOTHING if "subscribe" in out else self.subscribe,
+                      NOTHING if "advertise" in out else self.advertise,
+                      () if "call" in out else self.services, self.narrow, out)
 
     def _deny(self, action: str, obj: str, why: str) -> AccessDenied:
+        if action in self.scoped_out:
+            why = f"the token's scopes do not include {action}"
         return AccessDenied(f"{self.principal} may not {action} {obj}: {why}",
                             principal=self.principal, action=action, object=obj)
 
