@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import tempfile
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +30,7 @@ from siftbus.spark.sinks import (
 )
 from siftbus.spark.sources import read_source, watch_directory
 from siftbus.spark.subscriptions import STORE_DDL, ProfileStore, SubscriptionSet, profile_source
-from spark_fixtures import SCHEMA_TOML, schema_file, spark
+from spark_fixtures import SCHEMA_TOML, schema_file, spark, webhook_server
 from spark_strategies import event_dicts, events_of, profile_sets
 
 pytestmark = pytest.mark.spark
@@ -48,6 +46,19 @@ def _profiles_text(profiles: list[Profile]) -> str:
 
 def _expected(profiles: list[Profile], dicts: list[dict[str, Any]]) -> list[list[str]]:
     return add_all(ReferenceMatcher(), profiles).match_batch(events_of(dicts, SCHEMA))
+
+
+def _parquet_versions(path: Path) -> dict[str, set[int]]:
+    """Source file name -> the ``version`` values of its notifications in a Parquet sink."""
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(str(path), format="parquet", partitioning="hive").to_table(
+        columns=["source", "version"])
+    out: dict[str, set[int]] = {}
+    for src, v in zip(table.column("source").to_pylist(), table.column("version").to_pylist(),
+                      strict=True):
+        out.setdefault(Path(src).name, set()).add(int(v))
+    return out
 
 
 def _read_matches(path: Path) -> dict[tuple[str, int], list[str]]:
@@ -80,6 +91,10 @@ def test_batch_job_equals_reference(spark: Any, schema_file: Path, engine: str,
         pq = ParquetSink(root / "out" / "notifications").read_back(spark)
         assert sorted((e, p) for _, e, p in pq) == sorted(
             (i, p) for i, ms in enumerate(want) for p in ms)
+        # One meaning of version everywhere: the subscription set's (1 for a batch job).
+        assert report.version == 1
+        if pq:
+            assert _parquet_versions(root / "out" / "notifications") == {"e.jsonl": {1}}
         counts = json.loads((root / "out" / "counts.json").read_text())["total"]
         owners = {p.id: p.owner for p in profiles}
         want_counts: dict[str, int] = {}
@@ -105,6 +120,20 @@ def test_bad_records_go_to_dead_letters_with_reason(spark: Any, tmp_path: Path) 
     assert dead[1]["column"] == lines[2].index('"floor"') + 1
     assert Path(dead[0]["source"]).name == "e.jsonl"
     assert _read_matches(tmp_path / "out" / "matches.jsonl") == {("", 0): ["d"], ("", 4): ["d"]}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_version_column_is_the_subscription_sets(spark: Any, tmp_path: Path,
+                                                 engine: str) -> None:
+    # The index engine counts its own changes (3 adds here); the Parquet column, the
+    # summary and the reference engine all mean the subscription set's version: 1.
+    (tmp_path / "p.txt").write_text(
+        "a@alice: Door(open = 1)\nb@bob: Door(floor > 2)\nc@carol: Door()\n")
+    (tmp_path / "e.jsonl").write_text('{"type": "Door", "open": 1, "floor": 3}\n')
+    report = run_files(spark, SCHEMA, tmp_path / "p.txt", [tmp_path / "e.jsonl"],
+                       tmp_path / "out", engine=engine)
+    assert (report.version, report.notifications) == (1, 3)
+    assert _parquet_versions(tmp_path / "out" / "notifications") == {"e.jsonl": {1}}
 
 
 def test_line_numbers_exact_across_files_and_partitions(spark: Any, tmp_path: Path) -> None:
@@ -163,30 +192,10 @@ def test_profiles_from_the_broker_store(spark: Any, tmp_path: Path) -> None:
     assert len(subs) == 2
 
 
-class _Hook(BaseHTTPRequestHandler):
-    received: list[dict[str, Any]] = []  # noqa: RUF012 (one server per test)
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).received.append(json.loads(body))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        return None
-
-
 @pytest.fixture
 def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    received: list[dict[str, Any]] = []
-    handler = type("Hook", (_Hook,), {"received": received})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
-    server.shutdown()
-    server.server_close()
-    t.join(timeout=10)
+    with webhook_server() as hook:
+        yield hook
 
 
 def test_every_sink_passes_the_conformance_check(
@@ -232,6 +241,8 @@ def test_stream_picks_up_subscription_changes(spark: Any, tmp_path: Path) -> Non
         pipe.close()
     assert [r.notifications for r in reports] == [1, 2, 1]
     assert [r.version for r in reports] == [1, 2, 3]  # the set's versions, in order
+    assert _parquet_versions(tmp_path / "out" / "notifications") == {
+        "1.jsonl": {1}, "2.jsonl": {2}, "3.jsonl": {3}}
     got = sorted((Path(s).name, p) for s, _, p in
                  ParquetSink(tmp_path / "out" / "notifications").read_back(spark))
     assert got == [("1.jsonl", "a"), ("2.jsonl", "a"), ("2.jsonl", "b"), ("3.jsonl", "b")]

@@ -251,3 +251,31 @@ def test_bench_results_plot(tmp_path: Path) -> None:
     ]}))
     png = Path(plot_bench(results, tmp_path / "spark.png"))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_stream_activity_counts_idle_time_only_without_a_batch_or_new_input() -> None:
+    from siftbus.spark.pipeline import StreamActivity
+
+    now = [0.0]
+    act = StreamActivity(clock=lambda: now[0])
+    waiting = {"message": "Waiting for data to arrive", "isDataAvailable": False}
+    listing = {"message": "Getting offsets from FileStreamSource[x]", "isDataAvailable": False}
+    assert act.idle_seconds({"message": "Initializing sources", "isDataAvailable": False}) == 0
+    now[0] = 50.0  # a slow start-up does not count as idle
+    assert act.idle_seconds(waiting) == 0.0
+    now[0] = 52.0
+    assert act.idle_seconds(listing) == 2.0
+    act.batch_started()  # batch 0: long, whatever Spark's status says
+    for t in (60.0, 200.0):
+        now[0] = t
+        assert act.idle_seconds(waiting) == 0.0
+    act.batch_finished()
+    now[0] = 201.0
+    # The batch is done but Spark has not yet looked for more input since.
+    assert act.idle_seconds({"message": "Waiting for next trigger",
+                             "isDataAvailable": True}) == 0.0
+    now[0] = 202.0
+    assert act.idle_seconds(waiting) == 0.0
+    now[0] = 205.5
+    assert act.idle_seconds(waiting) == 3.5
+    assert act.batches == 1

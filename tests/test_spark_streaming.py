@@ -17,6 +17,7 @@ from spark_fixtures import (
     expected_notifications,
     read_notifications,
     siftbus_exe,
+    webhook_server,
     write_event_files,
 )
 
@@ -64,3 +65,29 @@ def test_kill_and_restart_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     got = read_notifications(out / "notifications")
     assert len(got) == len(set(got)), "duplicate notifications after the restart"
     assert set(got) == expected_notifications(files)
+
+
+def test_stop_when_idle_waits_for_a_first_batch_longer_than_the_idle_limit(
+        tmp_path: Path) -> None:
+    # Batch 0 takes over 8 s (its webhook answers each POST after 4 s); --stop-when-idle 2
+    # must not cut it off: idle means no batch running and no new input.
+    schema = tmp_path / "schema.toml"
+    schema.write_text(SCHEMA_TOML)
+    profiles = tmp_path / "profiles.txt"
+    profiles.write_text(PROFILES_TEXT)
+    watch, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    files = write_event_files(watch, files=1, per_file=60, seed=3)
+    with webhook_server(delay=4.0) as (url, received):
+        r = subprocess.run(
+            [siftbus_exe(), "pipeline", "stream", "--schema", str(schema), "--profiles",
+             str(profiles), "--watch", str(watch), "--out", str(out), "--checkpoint", str(ck),
+             "--master", "local[2]", "--shuffle-partitions", "2", "--stop-when-idle", "2",
+             "--webhook", f"*={url}"],
+            capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("batch 0: "), r.stdout + r.stderr
+    assert "idle for 2s" in r.stderr
+    assert _commits(ck) == 1, "batch 0 was not committed"
+    got = read_notifications(out / "notifications")
+    assert sorted(got) == sorted(expected_notifications(files))
+    assert sum(len(b["notifications"]) for b in received) == len(got)

@@ -181,6 +181,7 @@ def run_demo(out: str | Path = "demo-out", *, seed: int = 42, scale: float = 1.0
     from siftbus.spark.analysis import analyze_output
     from siftbus.spark.match_stage import index_available
     from siftbus.spark.pipeline import Pipeline, standard_sinks
+    from siftbus.spark.progress import spark_progress
     from siftbus.spark.session import SparkSettings, build_session
     from siftbus.spark.sinks import DeliverySink, FileDeliverer, Sink
     from siftbus.spark.sources import read_json_lines
@@ -204,7 +205,6 @@ def run_demo(out: str | Path = "demo-out", *, seed: int = 42, scale: float = 1.0
     spark = build_session(SparkSettings(master=master, app_name="siftbus-demo",
                                         shuffle_partitions=4))
     times["start Spark"] = time.perf_counter() - t0
-    from siftbus.cli.pipeline import spark_progress
 
     t0 = time.perf_counter()
     events_file = o / "events" / "building-day.jsonl"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from siftbus.errors import ConfigError, EventError
+from siftbus.spark.progress import job_step
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -122,8 +123,9 @@ def _attach_numbers(df: DataFrame) -> DataFrame:
     spark = df.sparkSession
     tagged = df.withColumn("_pid", F.spark_partition_id()).withColumn(
         "_mid", F.monotonically_increasing_id())
-    stats = (tagged.groupBy("source", "_pid")
-             .agg(F.count(F.lit(1)).alias("_n"), F.min("_mid").alias("_first")).collect())
+    with job_step(spark, "numbering the lines of the input files"):
+        stats = (tagged.groupBy("source", "_pid")
+                 .agg(F.count(F.lit(1)).alias("_n"), F.min("_mid").alias("_first")).collect())
     seen: dict[str, int] = {}
     rows = []
     for r in sorted(stats, key=lambda r: (r["source"], r["_pid"])):
