@@ -136,6 +136,30 @@ def test_version_column_is_the_subscription_sets(spark: Any, tmp_path: Path,
     assert _parquet_versions(tmp_path / "out" / "notifications") == {"e.jsonl": {1}}
 
 
+def test_hostile_lines_are_dead_letters_and_the_job_goes_on(spark: Any, tmp_path: Path) -> None:
+    # Invalid UTF-8, JSON nested 100,000 deep, a 5,000-digit integer and a lone surrogate
+    # each become one dead letter with its reason; they used to abort the whole job.
+    good = b'{"type": "Door", "open": 1, "floor": 2}'
+    lines = [good, b"\xff", b"[" * 100_000, b'{"type": "Door", "open": 1, "floor": '
+             + b"1" * 5000 + b"}", b'{"type": "Temp", "room": 1, "value": 2, "level": "LOW", '
+             b'"name": "\\ud800"}', b'{"type": "Do\xc3or"}', good]
+    (tmp_path / "e.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    (tmp_path / "p.txt").write_text("d@alice: Door(open = 1)\n")
+    report = run_files(spark, SCHEMA, tmp_path / "p.txt", [tmp_path / "e.jsonl"],
+                       tmp_path / "out", engine=ENGINES[-1])
+    assert (report.events, report.bad, report.notifications) == (2, 5, 2)
+    dead = DeadLetterSink(tmp_path / "out" / "dead_letters.jsonl").read_back()
+    assert [(d["line"], d["column"], d["reason"]) for d in dead] == [
+        (2, 1, "not valid UTF-8: byte 0xff at byte 1"),
+        (3, 1, "invalid JSON: nested too deeply"),
+        (4, 38, "invalid JSON: a number has more than 4300 digits"),
+        (5, 1, "Temp.name: the string holds a lone surrogate (not valid Unicode)"),
+        (6, 13, "not valid UTF-8: byte 0xc3 at byte 13"),
+    ]
+    assert dead[0]["text"] == "\\xff" and dead[4]["text"] == '{"type": "Do\\xc3or"}'
+    assert _read_matches(tmp_path / "out" / "matches.jsonl") == {("", 0): ["d"], ("", 6): ["d"]}
+
+
 def test_line_numbers_exact_across_files_and_partitions(spark: Any, tmp_path: Path) -> None:
     # Many small files plus one split across partitions: every line keeps its number.
     d = tmp_path / "events"

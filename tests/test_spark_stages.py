@@ -18,6 +18,7 @@ from siftbus.spark.parse import (
     TypeLayout,
     layouts_for,
     parse_lines,
+    parse_text_batch,
     parse_xml_batch,
     validate_keyed_batch,
 )
@@ -279,3 +280,39 @@ def test_stream_activity_counts_idle_time_only_without_a_batch_or_new_input() ->
     now[0] = 205.5
     assert act.idle_seconds(waiting) == 3.5
     assert act.batches == 1
+
+
+def _raw_batch(lines: list[bytes]) -> pa.RecordBatch:
+    """Lines as Spark's text source hands them over: a string column whose bytes nobody
+    checked (``view`` skips Arrow's UTF-8 validation, as the JVM side does)."""
+    return pa.RecordBatch.from_arrays([
+        pa.array(["f.jsonl"] * len(lines), pa.string()),
+        pa.array(range(1, len(lines) + 1), pa.int64()),
+        pa.array(lines, pa.binary()).view(pa.string()),
+    ], names=["source", "line", "text"])
+
+
+_HOSTILE_LINES = [
+    b"[" * 100_000, b"{" * 5000, b"1" * 5000,
+    b'{"type": "Door", "open": ' + b"9" * 5000 + b', "floor": 1}',
+    b'{"type": "Door", "open": 1e999999999999, "floor": 1}',
+    b'{"type": "\\ud800"}', b'{"\\udc00": 1}', b"\xef\xbb\xbf{}",
+    b'{"type": "Temp", "room": 1, "value": 2, "level": "LOW", "name": "\\ud800"}',
+]
+_HOSTILE = st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from(_HOSTILE_LINES),
+    st.builds(lambda d: json.dumps(d).encode(), event_dicts()),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(_HOSTILE, max_size=8))
+def test_parse_stage_turns_any_bytes_into_good_rows_or_dead_letters(lines: list[bytes]) -> None:
+    out = parse_text_batch(_raw_batch(lines), SCHEMA_TOML).to_pylist()
+    kept = [i for i, b in enumerate(lines) if b.decode("utf-8", "replace").strip()]
+    assert [r["event"] for r in out] == kept  # every non-blank line is one row
+    for r in out:
+        assert (r["error"] is None) == (r["ikeys"] is not None)
+        if r["error"] is not None:
+            assert r["error"] and len(r["error"]) < 2000

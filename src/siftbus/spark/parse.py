@@ -23,6 +23,8 @@ no JVM; :mod:`siftbus.spark.pipeline` runs them inside ``mapInArrow``.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -158,7 +160,7 @@ class _Out:
         self.ikeys.append(None)
         self.skeys.append(None)
         self.text.append(text)
-        self.error.append(exc.message)
+        self.error.append(_clean(exc.message))
         self.column.append(exc.column)
 
     def batch(self) -> pa.RecordBatch:
@@ -178,19 +180,34 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str) -> pa.RecordBatch:
     """Parse JSON-lines rows ``(source, line, text)``; ``line`` counts from 1.
 
     Blank lines are not events and are dropped; every other line yields one row, good or
-    bad.
+    bad. A line that is not UTF-8, nests too deeply or holds a number too long for Python
+    is a bad row with its reason, like any other bad record: it never stops the job.
     """
     schema = schema_from_text(schema_text)
     layouts = layouts_for(schema_text)
     out = _Out()
     sources = batch.column("source").to_pylist()
     lines = batch.column("line").to_pylist()
-    texts = batch.column("text").to_pylist()
-    for source, line, text in zip(sources, lines, texts, strict=True):
-        if text is None or not text.strip():
+    # Spark's text source does not check the encoding: take the bytes and decode here,
+    # line by line, so that one bad line is one dead letter.
+    raw = batch.column("text").cast(pa.binary()).to_pylist()
+    for source, line, data in zip(sources, lines, raw, strict=True):
+        if data is None:
             continue
         try:
-            ev = parse_event(text, schema, source=source, lineno=line)
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if not data.strip():
+                continue
+            bad = EventError(f"not valid UTF-8: byte 0x{data[exc.start]:02x} at byte "
+                             f"{exc.start + 1}", source=source, line=line,
+                             column=len(data[:exc.start].decode("utf-8", "replace")) + 1)
+            out.bad(source, line - 1, None, data.decode("utf-8", "backslashreplace"), bad)
+            continue
+        if not text.strip():
+            continue
+        try:
+            ev = _parse_event(text, schema, source, line)
         except SiftbusError as exc:
             out.bad(source, line - 1, _type_of(text), text, exc)
             continue
@@ -198,13 +215,52 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str) -> pa.RecordBatch:
     return out.batch()
 
 
+def _parse_event(text: str, schema: Schema, source: str | None, line: int) -> Event:
+    """:func:`parse_event`, with Python's own limits turned into bad records: JSON nested
+    deeper than the interpreter's recursion limit, numbers too long or too large for
+    Python's ``int``, and strings that cannot be stored (lone surrogates such as
+    ``"\\ud800"``, which Arrow refuses)."""
+    try:
+        ev = parse_event(text, schema, source=source, lineno=line)
+    except SiftbusError:
+        raise
+    except RecursionError:
+        raise EventError("invalid JSON: nested too deeply", source=source, line=line,
+                         column=1) from None
+    except (ValueError, ArithmeticError, MemoryError) as exc:
+        # int() refuses over sys.get_int_max_str_digits() digits (a ValueError), and a
+        # decimal like 1e999999999999 cannot become an int at all (MemoryError).
+        limit = sys.get_int_max_str_digits()
+        m = re.search(rf"\d{{{limit + 1},}}", text)
+        what = (f"a number has more than {limit} digits" if m else
+                "a number is too large" if isinstance(exc, MemoryError | ArithmeticError)
+                or "digits" in str(exc) else _clean(str(exc))[:200])
+        raise EventError(f"invalid JSON: {what}", source=source, line=line,
+                         column=m.start() + 1 if m else 1) from None
+    for attr, key in zip(ev.etype.attributes, ev.keys, strict=True):
+        if isinstance(key, str) and _clean(key) != key:
+            raise EventError(f"{ev.etype.name}.{attr.name}: the string holds a lone "
+                             "surrogate (not valid Unicode)", source=source, line=line,
+                             column=1, field=attr.name)
+    return ev
+
+
+def _clean(text: str) -> str:
+    """``text`` as valid Unicode: lone surrogates written as ``\\udXXX`` escapes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def _type_of(text: str) -> str | None:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     t = data.get("type") if isinstance(data, dict) else None
-    return t if isinstance(t, str) else None
+    return _clean(t) if isinstance(t, str) else None
 
 
 def parse_wide_batch(batch: pa.RecordBatch, schema_text: str) -> pa.RecordBatch:
