@@ -29,7 +29,7 @@ from siftbus.spark.sinks import (
     check_sink,
 )
 from siftbus.spark.sources import read_source, watch_directory
-from siftbus.spark.subscriptions import STORE_DDL, ProfileStore, SubscriptionSet, profile_source
+from siftbus.spark.subscriptions import StoredProfiles, SubscriptionSet, profile_source
 from spark_fixtures import SCHEMA_TOML, schema_file, spark, webhook_server
 from spark_strategies import event_dicts, events_of, profile_sets
 
@@ -192,9 +192,11 @@ def test_keyed_parquet_source(spark: Any, tmp_path: Path) -> None:
 
 
 def test_profiles_from_the_broker_store(spark: Any, tmp_path: Path) -> None:
+    from siftbus.broker.store import ProfileStore
+
     db = tmp_path / "store.db"
+    ProfileStore(db).close()  # the broker's module creates the table
     con = sqlite3.connect(db)
-    con.execute(STORE_DDL)
     con.executemany("INSERT INTO profiles VALUES (?, ?, ?, ?)", [
         ("s1", "alice", "Door", "Door(open = 1)"),
         ("s2", "bob", "Temp", "x: Temp(room = 3)"),
@@ -202,7 +204,7 @@ def test_profiles_from_the_broker_store(spark: Any, tmp_path: Path) -> None:
     con.commit()
     con.close()
     src = profile_source(f"sqlite:{db}")
-    assert isinstance(src, ProfileStore)
+    assert isinstance(src, StoredProfiles)
     subs = SubscriptionSet(SCHEMA, src, engine="reference")
     assert sorted((p.id, p.owner) for p in subs.profiles) == [("s1", "alice"), ("s2", "bob")]
     con = sqlite3.connect(db)

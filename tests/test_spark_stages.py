@@ -316,3 +316,20 @@ def test_parse_stage_turns_any_bytes_into_good_rows_or_dead_letters(lines: list[
         assert (r["error"] is None) == (r["ikeys"] is not None)
         if r["error"] is not None:
             assert r["error"] and len(r["error"]) < 2000
+
+
+def test_spark_layer_imports_no_cli_and_reads_the_store_through_the_broker() -> None:
+    # cli imports spark, never the reverse (also not inside functions); the broker's store
+    # module owns the SQLite table, so the spark layer has no SQL of its own.
+    import ast
+
+    import siftbus.spark
+
+    found: list[tuple[str, str]] = []
+    for path in sorted(Path(siftbus.spark.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [(path.name, n) for n in names
+                      if n == "siftbus.cli" or n.startswith("siftbus.cli.") or n == "sqlite3"]
+    assert found == []
