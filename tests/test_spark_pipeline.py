@@ -295,6 +295,22 @@ def test_building_day_is_valid_seeded_and_complete(spark: Any, tmp_path: Path) -
     assert types == set(schema.names)
 
 
+def test_matches_per_event_plot_has_a_true_axis_and_a_caption() -> None:
+    from siftbus.spark.analysis import matches_figure, ranking_figure
+
+    fig = matches_figure([(0, 900), (1, 80), (2, 15), (8, 4), (91, 1)], "run X\n1,000 events")
+    ax = fig.axes[0]
+    centres = [p.get_x() + p.get_width() / 2 for p in ax.patches]
+    assert centres == [0, 1, 2, 8, 91]  # gaps between 2, 8 and 91 stay visible
+    assert ax.get_yscale() == "log"
+    assert any("run X" in t.get_text() and "1,000 events" in t.get_text()
+               for t in fig.texts)
+    fig = ranking_figure([("a", 50), ("b", 30)], 3, 100, "per subscriber", "subscriber",
+                         "run X")
+    assert fig.axes[0].get_title() == "per subscriber: top 2 of 3 subscribers with notifications"
+    assert any("got 80 of all 100 notifications (80.0%)" in t.get_text() for t in fig.texts)
+
+
 def test_analysis_and_demo_with_live_delivery(spark: Any, tmp_path: Path) -> None:
     from siftbus.spark.demo import run_demo
 
@@ -311,6 +327,30 @@ def test_analysis_and_demo_with_live_delivery(spark: Any, tmp_path: Path) -> Non
         assert result.alarms_received == result.alarms_sent
     else:
         assert (tmp_path / "demo" / "alarms").is_dir()
+
+
+def test_progress_names_each_step_never_spark_internals(spark: Any) -> None:
+    import io
+
+    from rich.console import Console
+
+    from siftbus.spark.progress import job_step, spark_progress
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=150)
+    # Two tasks of two rows, each row sleeping 0.7 s in the JVM (no Python worker needed).
+    slow = spark.range(4, numPartitions=2).selectExpr(
+        "id", "reflect('java.lang.Thread', 'sleep', cast(700 as bigint)) as s").where(
+        "coalesce(s, '') != 'never'")
+    with spark_progress(spark, console=console, interval=0.1):
+        with job_step(spark, "matching the events of the test"):
+            assert slow.count() == 4
+        assert slow.count() == 4  # outside any step
+    text = buf.getvalue()
+    assert "matching the events of the test" in text
+    assert "Spark stage " in text  # the unnamed job: a plain fallback
+    assert "$anonfun" not in text and "withThreadLocalCaptured" not in text
+    assert spark.sparkContext.getLocalProperty("spark.job.description") is None
 
 
 def _xml(dicts: list[dict[str, Any]]) -> str:

@@ -17,11 +17,17 @@ if TYPE_CHECKING:
 
 
 def _session(config: Path | None, master: str | None, shuffle_partitions: int | None,
-             driver_memory: str | None) -> SparkSession:
+             driver_memory: str | None, out: Path) -> SparkSession:
+    """The session; Spark's own messages go to ``OUT/spark.log`` unless the config file
+    names another ``log_file`` (the terminal keeps our output only)."""
     from siftbus.spark.session import build_session, load_settings
 
-    settings = load_settings(config).with_overrides(
-        master=master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory)
+    settings = load_settings(config)
+    settings = settings.with_overrides(
+        master=master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory,
+        log_file=settings.log_file or str(out / "spark.log"))
+    typer.echo(f"starting Spark on {settings.master}; its own messages go to "
+               f"{settings.log_file}", err=True)
     return build_session(settings)
 
 
@@ -126,7 +132,7 @@ def register(app: typer.Typer) -> None:
                               field="engine")
         sch = load_schema(schema)
         subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)
-        spark = _session(config, master, shuffle_partitions, driver_memory)
+        spark = _session(config, master, shuffle_partitions, driver_memory, out)
         pipe = Pipeline(spark, sch, subs,
                         [*standard_sinks(out), *_delivery_sinks(webhook, deliver_dir)])
         try:
@@ -187,7 +193,7 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError("a socket carries JSON lines only", field="format")
         sch = load_schema(schema)
         subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)
-        spark = _session(config, master, shuffle_partitions, driver_memory)
+        spark = _session(config, master, shuffle_partitions, driver_memory, out)
         pipe = Pipeline(spark, sch, subs,
                         [*streaming_sinks(out), *_delivery_sinks(webhook, deliver_dir)])
         def on_batch(r: BatchReport) -> None:
