@@ -26,9 +26,10 @@ def _session(config: Path | None, master: str | None, shuffle_partitions: int | 
     settings = settings.with_overrides(
         master=master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory,
         log_file=settings.log_file or str(out / "spark.log"))
-    typer.echo(f"starting Spark on {settings.master}; its own messages go to "
+    spark = build_session(settings)
+    typer.echo(f"Spark runs on {settings.master}; its own messages go to "
                f"{settings.log_file}", err=True)
-    return build_session(settings)
+    return spark
 
 
 def _webhooks(specs: list[str]) -> dict[str, str]:
