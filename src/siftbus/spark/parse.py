@@ -37,6 +37,7 @@ import pyarrow as pa
 from siftbus.errors import EventError, SiftbusError
 from siftbus.model import Event, EventType, Schema, StringDomain, event_from_dict, parse_schema
 from siftbus.model.event import parse_event
+from siftbus.model.textio import parse_json_line
 
 PARSED_SCHEMA = pa.schema([
     ("source", pa.string()),
@@ -256,8 +257,8 @@ def _clean(text: str) -> str:
 
 def _type_of(text: str) -> str | None:
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
+        data = parse_json_line(text)
+    except SiftbusError:
         return None
     t = data.get("type") if isinstance(data, dict) else None
     return _clean(t) if isinstance(t, str) else None
