@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +32,14 @@ from siftbus.spark.sinks import (
 )
 from siftbus.spark.sources import read_source, watch_directory
 from siftbus.spark.subscriptions import StoredProfiles, SubscriptionSet, profile_source
-from spark_fixtures import SCHEMA_TOML, schema_file, spark, webhook_server
+from spark_fixtures import (
+    PROFILES_TEXT,
+    SCHEMA_TOML,
+    schema_file,
+    siftbus_exe,
+    spark,
+    webhook_server,
+)
 from spark_strategies import event_dicts, events_of, profile_sets
 
 pytestmark = pytest.mark.spark
@@ -119,7 +128,8 @@ def test_bad_records_go_to_dead_letters_with_reason(spark: Any, tmp_path: Path) 
     assert "outside the domain int[-1,8]" in dead[1]["reason"]
     assert dead[1]["column"] == lines[2].index('"floor"') + 1
     assert Path(dead[0]["source"]).name == "e.jsonl"
-    assert _read_matches(tmp_path / "out" / "matches.jsonl") == {("", 0): ["d"], ("", 4): ["d"]}
+    # The blank line is no event: the last line is event 3, as `siftbus match` counts.
+    assert _read_matches(tmp_path / "out" / "matches.jsonl") == {("", 0): ["d"], ("", 3): ["d"]}
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -140,9 +150,9 @@ def test_hostile_lines_are_dead_letters_and_the_job_goes_on(spark: Any, tmp_path
     # Invalid UTF-8, JSON nested 100,000 deep, a 5,000-digit integer and a lone surrogate
     # each become one dead letter with its reason; they used to abort the whole job.
     good = b'{"type": "Door", "open": 1, "floor": 2}'
+    surrogate = b'{"type": "Temp", "room": 1, "value": 2, "level": "LOW", "name": "\\ud800"}'
     lines = [good, b"\xff", b"[" * 100_000, b'{"type": "Door", "open": 1, "floor": '
-             + b"1" * 5000 + b"}", b'{"type": "Temp", "room": 1, "value": 2, "level": "LOW", '
-             b'"name": "\\ud800"}', b'{"type": "Do\xc3or"}', good]
+             + b"1" * 5000 + b"}", surrogate, b'{"type": "Do\xc3or"}', good]
     (tmp_path / "e.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     (tmp_path / "p.txt").write_text("d@alice: Door(open = 1)\n")
     report = run_files(spark, SCHEMA, tmp_path / "p.txt", [tmp_path / "e.jsonl"],
@@ -150,34 +160,106 @@ def test_hostile_lines_are_dead_letters_and_the_job_goes_on(spark: Any, tmp_path
     assert (report.events, report.bad, report.notifications) == (2, 5, 2)
     dead = DeadLetterSink(tmp_path / "out" / "dead_letters.jsonl").read_back()
     assert [(d["line"], d["column"], d["reason"]) for d in dead] == [
-        (2, 1, "not valid UTF-8: byte 0xff at byte 1"),
-        (3, 1, "invalid JSON: nested too deeply"),
-        (4, 38, "invalid JSON: a number has more than 4300 digits"),
-        (5, 1, "Temp.name: the string holds a lone surrogate (not valid Unicode)"),
-        (6, 13, "not valid UTF-8: byte 0xc3 at byte 13"),
+        (2, 1, "not UTF-8: byte 0xff invalid start byte"),
+        (3, 65, "JSON nested deeper than 64 (TextLimits.max_json_depth)"),
+        (4, 38, "JSON integer of more than 1000 digits (TextLimits.max_int_digits)"),
+        (5, surrogate.index(b"\\ud800") + 1,
+         "JSON string holds a lone UTF-16 surrogate (not a Unicode character)"),
+        (6, 13, "not UTF-8: byte 0xc3 invalid continuation byte"),
     ]
     assert dead[0]["text"] == "\\xff" and dead[4]["text"] == '{"type": "Do\\xc3or"}'
     assert _read_matches(tmp_path / "out" / "matches.jsonl") == {("", 0): ["d"], ("", 6): ["d"]}
 
 
-def test_line_numbers_exact_across_files_and_partitions(spark: Any, tmp_path: Path) -> None:
-    # Many small files plus one split across partitions: every line keeps its number.
+def _siftbus(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([siftbus_exe(), *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+_CHECK_ERROR = re.compile(r"^siftbus: error: .*?, line (\d+), column (\d+): (.*)$", re.M)
+
+
+def test_pipeline_reads_event_files_by_the_rules_of_check_and_match(
+        spark: Any, tmp_path: Path) -> None:
+    # One rule for every line-oriented file: a BOM at the start is skipped, \n, \r\n and a
+    # lone \r end lines (U+2028 and \x1c do not), blank lines are no events, and every bad
+    # line gets the same place and reason from the pipeline as from `siftbus check`.
+    schema = tmp_path / "s.toml"
+    schema.write_text(SCHEMA_TOML)
+    prof = tmp_path / "p.txt"
+    prof.write_text(PROFILES_TEXT)
+    door = b'{"type": "Door", "open": %d, "floor": %d}'
+    temp = '{"type": "Temp", "room": 3, "value": 21.5, "level": "MID", "name": "a\u2028b"}'
+    good = (b"\xef\xbb\xbf" + door % (1, 2) + b"\r\n" + b"\r\n" + door % (0, 5) + b"\r"
+            + b"  \t\n" + temp.encode() + b"\n" + b"\x1c\n" + door % (1, 7) + b"\r\r"
+            + door % (1, 0))  # the last line has no line end
+    bad = b"\n".join([
+        b"\xef\xbb\xbf" + door % (1, 1), b"\xff", b"[" * 100, (door % (1, 3))[:-1] + b"0" * 1500
+        + b"}", b'{"type": "Door", "open": 1, "floor": NaN}',
+        b'{"type": "Door", "open": 1, "open": 1, "floor": 2}', b'{"type": "\\ud800"}',
+        b"\xef\xbb\xbf" + door % (1, 4), door % (2, 2), door % (1, 6) + b"\x0c"])
+    (tmp_path / "good.jsonl").write_bytes(good)
+    (tmp_path / "bad.jsonl").write_bytes(bad)
+
+    r = _siftbus("match", "--schema", str(schema), "--profiles", str(prof), "--events",
+                 str(tmp_path / "good.jsonl"))
+    assert r.returncode == 0, r.stderr
+    want = {(d["event"]): d["matches"] for d in map(json.loads, r.stdout.splitlines())}
+    assert len(want) == 5
+    report = run_files(spark, SCHEMA, prof, [tmp_path / "good.jsonl"], tmp_path / "out1",
+                       engine=ENGINES[-1])
+    assert report.bad == 0
+    assert {e: m for (_, e), m in _read_matches(tmp_path / "out1" / "matches.jsonl").items()
+            } == want
+
+    r = _siftbus("check", "--schema", str(schema), "--events", str(tmp_path / "bad.jsonl"))
+    errors = [(int(m[1]), int(m[2]), m[3]) for m in _CHECK_ERROR.finditer(r.stderr)]
+    assert len(errors) == 9, r.stderr
+    assert "bad.jsonl: 1 events valid, 9 errors" in r.stdout
+    report = run_files(spark, SCHEMA, prof, [tmp_path / "bad.jsonl"], tmp_path / "out2",
+                       engine=ENGINES[-1])
+    dead = DeadLetterSink(tmp_path / "out2" / "dead_letters.jsonl").read_back()
+    assert [(d["line"], d["column"], d["reason"]) for d in dead] == errors
+    assert (report.events, report.bad) == (1, 9)
+
+
+def test_line_and_event_numbers_exact_across_files_and_partitions(spark: Any,
+                                                                  tmp_path: Path) -> None:
+    # Many small files plus some split across partitions, with blank lines (by Python's
+    # str.strip(): also \x1c and U+3000) and a bad line: every line keeps its number and
+    # every event the index `siftbus match` gives it (blank lines are no events).
     d = tmp_path / "events"
     d.mkdir()
+    blanks = ["", "   ", "\x1c", "\u3000\t"]
     for f in range(5):
-        (d / f"f{f}.jsonl").write_text("".join(
-            json.dumps({"type": "Door", "open": 1, "floor": (i + f) % 9}) + "\n"
-            for i in range(50 + f)))
+        lines = [json.dumps({"type": "Door", "open": 1, "floor": (i + f) % 9})
+                 for i in range(50 + f)]
+        for i in range(3 + f, len(lines), 7):
+            lines[i] = blanks[i % len(blanks)]
+        lines[20] = '{"type": "Door", "open": 1, "floor": 99}'
+        (d / f"f{f}.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "p.txt").write_text("d@alice: Door(open = 1)\n")
     old = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "700")
     try:
-        src = read_source(spark, [d])
-        rows = src.frame.collect()
+        rows = read_source(spark, [d]).frame.collect()
+        run_files(spark, SCHEMA, tmp_path / "p.txt", [d], tmp_path / "out", engine="reference")
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", old)
-    got = {(Path(r["source"]).name, r["line"]): json.loads(r["text"])["floor"] for r in rows}
-    want = {(f"f{f}.jsonl", i + 1): (i + f) % 9 for f in range(5) for i in range(50 + f)}
-    assert got == want
+    want_lines = {(f.name, i + 1): text for f in sorted(d.iterdir())
+                  for i, text in enumerate(f.read_text().split("\n")[:-1])}
+    assert {(Path(r["source"]).name, r["line"]): r["text"] for r in rows} == want_lines
+    want_events = {}
+    for f in sorted(d.iterdir()):
+        events = [t for t in f.read_text().split("\n")[:-1] if t.strip()]
+        want_events.update({(f.name, k): ["d"] for k, t in enumerate(events)
+                            if '"floor": 99' not in t})
+    got = {(Path(s).name, e): m for (s, e), m in
+           _read_matches(tmp_path / "out" / "matches.jsonl").items()}
+    assert got == want_events
+    dead = DeadLetterSink(tmp_path / "out" / "dead_letters.jsonl").read_back()
+    assert sorted((Path(x["source"]).name, x["line"]) for x in dead) == [
+        (f"f{f}.jsonl", 21) for f in range(5)]
 
 
 def test_keyed_parquet_source(spark: Any, tmp_path: Path) -> None:

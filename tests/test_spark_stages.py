@@ -43,7 +43,8 @@ def test_parse_good_and_bad_lines() -> None:
     assert out.schema == PARSED_SCHEMA
     rows = out.to_pylist()
     # The blank line is not an event; every other line is one row, good or bad.
-    assert [r["event"] for r in rows] == [0, 2, 3, 4, 5, 6]
+    assert [r["line"] for r in rows] == [1, 3, 4, 5, 6, 7]
+    assert [r["event"] for r in rows] == [0, 1, 2, 3, 4, 5]
     good = rows[0]
     assert good["error"] is None
     assert good["ikeys"] == [3, 216, 1]  # 21.55 rounds half up to 21.6 -> key 216
@@ -311,7 +312,8 @@ _HOSTILE = st.one_of(
 def test_parse_stage_turns_any_bytes_into_good_rows_or_dead_letters(lines: list[bytes]) -> None:
     out = parse_text_batch(_raw_batch(lines), SCHEMA_TOML).to_pylist()
     kept = [i for i, b in enumerate(lines) if b.decode("utf-8", "replace").strip()]
-    assert [r["event"] for r in out] == kept  # every non-blank line is one row
+    assert [r["line"] for r in out] == [i + 1 for i in kept]  # a row per non-blank line
+    assert [r["event"] for r in out] == list(range(len(kept)))
     for r in out:
         assert (r["error"] is None) == (r["ikeys"] is not None)
         if r["error"] is not None:
@@ -333,3 +335,31 @@ def test_spark_layer_imports_no_cli_and_reads_the_store_through_the_broker() -> 
             found += [(path.name, n) for n in names
                       if n == "siftbus.cli" or n.startswith("siftbus.cli.") or n == "sqlite3"]
     assert found == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(_HOSTILE.map(lambda b: b.replace(b"\r", b" ").replace(b"\n", b" ")),
+                      max_size=8),
+       max_line=st.sampled_from([30, 200, 1 << 20]))
+def test_parse_stage_reads_lines_as_read_events_does(lines: list[bytes], max_line: int) -> None:
+    # The same bytes and limits through the one reader (what `siftbus check` and `match`
+    # use) and through the parse stage (given the lines as Spark's text reader splits
+    # them, a leading BOM already gone): the same events and the same errors, in place.
+    import io
+
+    from siftbus.errors import SiftbusError
+    from siftbus.model import read_events
+    from siftbus.model.textio import TextLimits
+
+    limits = TextLimits(max_line_bytes=max_line)
+    errors: list[SiftbusError] = []
+    good = list(read_events(io.BytesIO(b"\n".join(lines)), SCHEMA, source="f.jsonl",
+                            limits=limits, on_error=errors.append))
+    split = list(lines)
+    if split and split[0].startswith(b"\xef\xbb\xbf"):
+        split[0] = split[0][3:]
+    out = parse_text_batch(_raw_batch(split), SCHEMA_TOML, limits).to_pylist()
+    assert [(r["line"], r["column"], r["error"]) for r in out if r["error"] is not None] == [
+        (e.line, e.column, e.message) for e in errors]
+    assert [(r["type"], r["ikeys"], r["skeys"]) for r in out if r["error"] is None] == [
+        (ev.etype.name, *TypeLayout.of(ev.etype).split(ev.keys)) for ev in good]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from siftbus.errors import ConfigError
 from siftbus.model import Schema
+from siftbus.model.textio import TEXT_LIMITS, TextLimits
 from siftbus.spark.match_stage import MATCHED_DDL, MatchPlan, iter_matched
 from siftbus.spark.parse import PARSED_DDL, iter_parsed
 from siftbus.spark.progress import job_step
@@ -147,8 +148,10 @@ class Pipeline:
     """The stages, bound to a session, a schema, a subscription set and sinks."""
 
     def __init__(self, spark: SparkSession, schema: Schema, subscriptions: SubscriptionSet,
-                 sinks: Sequence[Sink] = ()) -> None:
+                 sinks: Sequence[Sink] = (), *, limits: TextLimits = TEXT_LIMITS) -> None:
         self.spark = spark
+        self.limits = limits
+        """Limits on event lines (size, JSON depth and digits), as ``siftbus check``'s."""
         self.schema = schema
         self.schema_text = schema.to_toml()
         self.subscriptions = subscriptions
@@ -162,7 +165,8 @@ class Pipeline:
 
     def parse(self, source: SourceFrame) -> DataFrame:
         """Source rows to the parsed layout (good rows and bad rows with their reason)."""
-        fn = partial(iter_parsed, schema_text=self.schema_text, kind=source.kind)
+        fn = partial(iter_parsed, schema_text=self.schema_text, kind=source.kind,
+                     limits=self.limits)
         if source.kind == "keyed":
             frame = source.frame.select("source", "event", "type", "ikeys", "skeys")
         else:
@@ -208,8 +212,7 @@ class Pipeline:
         try:
             good = parsed.where(F.col("error").isNull())
             dead = parsed.where(F.col("error").isNotNull()).select(
-                "source", (F.col("event") + 1).alias("line"), "column",
-                F.col("error").alias("reason"), "text")
+                "source", "line", "column", F.col("error").alias("reason"), "text")
             matched = self.match(good).persist()
             try:
                 with job_step(self.spark, "parsing, validating and matching the events"):
@@ -293,7 +296,7 @@ class Pipeline:
             source = SourceFrame(frame, "xml")
         else:
             with job_step(self.spark, "numbering the lines of the new files"):
-                source = SourceFrame(number_lines(frame), "text")
+                source = SourceFrame(number_lines(frame, self.limits), "text")
         return self.process(source, batch_id, streaming=True)
 
     def close(self) -> None:
