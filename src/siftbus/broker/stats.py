@@ -97,6 +97,9 @@ class BrokerStats:
     -> count (:data:`ROUTE_BOUNDS_S`, then ``inf``)."""
     route_sum_s: float = 0.0
     """Total time spent matching and routing batches (seconds)."""
+    denials: dict[str, int] = field(default_factory=dict)
+    """Security denials by ``kind/action`` (``authentication/connect``,
+    ``access/subscribe``, ``quota/publish``, ...); empty on an open network."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
