@@ -15,9 +15,15 @@ def gateway_cmd(
     name: Annotated[str, typer.Option("--name", "-n", help="The broker to be a client of.")],
     port: Annotated[int, typer.Option(help="HTTP port (0: any free port).")] = 8080,
     host: Annotated[str, typer.Option(
-        help="Address to listen on. The default is loopback: the gateway has no "
-        "authentication yet, anyone who reaches it may publish and subscribe.")] =
-    "127.0.0.1",
+        help="Address to listen on (default: loopback). Another address needs "
+        "--tls-cert/--tls-key and a network whose [security] authenticates every "
+        "client, or --insecure.")] = "127.0.0.1",
+    tls_cert: Annotated[Path | None, typer.Option(
+        help="Serve HTTPS with this certificate (siftbus certs issue NAME).")] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="The key of --tls-cert.")] = None,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure", help="Listen on a non-loopback address without TLS or "
+        "authentication (logged loudly).")] = False,
     max_body: Annotated[int | None, typer.Option(help="Bytes of one request body.")] = None,
     max_batch: Annotated[int | None, typer.Option(help="Events of one publish request.")] = None,
     request_timeout: Annotated[float | None, typer.Option(
@@ -55,7 +61,10 @@ def gateway_cmd(
         stop_on_signals(loop, stop.set, name=f"gateway {name}")
         if duration:
             loop.call_later(duration, stop.set)
-        async with GatewayServer(net, name, host=host, port=port, limits=limits) as gw:
+        async with GatewayServer(net, name, host=host, port=port, limits=limits,
+                                 tls_cert=str(tls_cert) if tls_cert else None,
+                                 tls_key=str(tls_key) if tls_key else None,
+                                 insecure=insecure) as gw:
             print(f"gateway of broker {name} at {gw.url} (dashboard {gw.url}/dashboard, "
                   f"API {gw.url}/docs, metrics {gw.url}/metrics)", flush=True)
             await stop.wait()

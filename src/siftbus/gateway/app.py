@@ -70,6 +70,7 @@ def create_app(gw: Gateway) -> FastAPI:
         return JSONResponse(error_body(kind, exc.message, line=exc.line, column=exc.column,
                                        field=exc.field), status_code=status_of(exc))
 
+    app.state.gateway = gw
     app.include_router(rest.router(gw))
     app.include_router(streaming.router(gw))
     registry = gateway_registry(gw)

@@ -6,6 +6,13 @@ subscription is an :class:`~siftbus.gateway.streams.Outbox` whose profiles are
 subscribed at the broker under ``<outbox key>/<id>``. It also reads the other brokers of
 the network config (stats, routing tables) through clients it opens on demand, and
 forwards channel administration to a broker that hosts the channel service.
+
+Credentials pass through. On a network with ``[security]`` (docs/security.md) every
+request carries a bearer token and is served over a broker connection authenticated with
+that token (one per distinct token, shared by that token's requests and streams; TLS to
+the brokers with the config's CA): the brokers' own guard decides what it may publish,
+subscribe and call, so the gateway grants nothing a native client with the same token
+would not have. On an open network one unauthenticated connection serves everyone.
 """
 
 from __future__ import annotations
@@ -23,11 +30,11 @@ import msgpack
 
 from siftbus.broker.config import NetworkConfig
 from siftbus.broker.stats import histogram_quantile
-from siftbus.client import Client
+from siftbus.client import Client, client_tls
 from siftbus.errors import (
+    AuthenticationError,
     ConnectionLostError,
     DuplicateProfileError,
-    EnvironmentProblem,
     QuotaExceeded,
     SiftbusError,
     UnknownProfileError,
@@ -76,24 +83,30 @@ class Gateway:
         self.counters = GatewayCounters()
         self.outboxes: dict[str, Outbox] = {}
         self.pulls: dict[str, Outbox] = {}
+        self.secured = net.security.authenticates
+        """Every request needs a bearer token (the network has no anonymous access)."""
+        self._tls = client_tls(net.security.ca) if net.security.ca is not None else None
         self._keys = itertools.count(1)
-        self._client: Client | None = None
-        self._peers: dict[str, Client] = {}
-        self._snapshot: tuple[float, dict[str, Any]] | None = None
+        self._sessions: dict[tuple[str | None, str], Client] = {}
+        """Broker connections by (token, broker); ``None``: no credentials."""
+        self._session_lock = asyncio.Lock()
+        self._snapshots: dict[str | None, tuple[float, dict[str, Any]]] = {}
         self._snapshot_lock = asyncio.Lock()
         self._tasks: set[asyncio.Future[Any]] = set()
+        self.schema: Schema = net.schema
 
     # ---- life cycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        b = self.net.broker(self.broker)
-        self._client = await Client.connect(b.host, b.port, timeout=self.timeout)
+        """Check the broker answers (on an open or anonymous network, connect at once)."""
+        if not self.secured:
+            await self.session(None)
 
     async def close(self) -> None:
-        for c in [*self._peers.values(), *([self._client] if self._client else [])]:
+        for c in list(self._sessions.values()):
             with contextlib.suppress(SiftbusError, ConnectionError, OSError):
                 await c.close()
-        self._peers.clear()
+        self._sessions.clear()
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run ``coro`` as a task the gateway keeps until it ends (clean-ups)."""
@@ -101,22 +114,44 @@ class Gateway:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    @property
-    def client(self) -> Client:
-        if self._client is None:
-            raise EnvironmentProblem("the gateway is not connected to its broker")
-        return self._client
+    async def session(self, token: str | None, broker: str | None = None) -> Client:
+        """The connection to ``broker`` (default: the gateway's own) authenticated with
+        ``token``; opened on first use, again after it was lost. At most
+        ``max_sessions`` are kept: idle ones (no consumer uses them) go first."""
+        if token is None and self.secured:
+            raise AuthenticationError("credentials required: send 'Authorization: Bearer "
+                                      "<token>' (siftbus certs token NAME)")
+        key = (token, broker or self.broker)
+        async with self._session_lock:
+            c = self._sessions.get(key)
+            if c is not None and not c.ended.is_set():
+                return c
+            self._sessions.pop(key, None)
+            await self._evict()
+            b = self.net.broker(key[1])
+            c = await Client.connect(b.host, b.port, timeout=self.timeout, token=token,
+                                     tls=self._tls)
+            self._sessions[key] = c
+            return c
 
-    @property
-    def schema(self) -> Schema:
-        assert self.client.schema is not None
-        return self.client.schema
+    async def _evict(self) -> None:
+        if len(self._sessions) < self.limits.max_sessions:
+            return
+        used = {id(o.client) for o in self.outboxes.values()}
+        idle = [k for k, c in self._sessions.items() if id(c) not in used]
+        if not idle:
+            raise QuotaExceeded(f"at most {self.limits.max_sessions} broker sessions "
+                                "(distinct tokens) at once", quota="max_sessions",
+                                limit=self.limits.max_sessions)
+        with contextlib.suppress(SiftbusError, ConnectionError, OSError):
+            await self._sessions.pop(idle[0]).close()
 
     # ---- consumers ----------------------------------------------------------------------
 
-    def open_outbox(self, kind: str) -> Outbox:
-        """A new consumer (``kind``: ``w`` WebSocket, ``e`` SSE, ``p`` pull)."""
-        ob = Outbox(f"{kind}{next(self._keys)}", self.limits.queue_size)
+    def open_outbox(self, kind: str, client: Client) -> Outbox:
+        """A new consumer (``kind``: ``w`` WebSocket, ``e`` SSE, ``p`` pull) whose
+        profiles are subscribed through ``client``."""
+        ob = Outbox(f"{kind}{next(self._keys)}", self.limits.queue_size, client)
         self.outboxes[ob.key] = ob
         return ob
 
@@ -126,9 +161,9 @@ class Gateway:
         self._account(ob)
         ids = [ob.broker_id(s) for s in ob.subscriptions]
         ob.subscriptions.clear()
-        if ids and self._client is not None:
+        if ids and not ob.client.ended.is_set():
             with contextlib.suppress(SiftbusError, ConnectionError, TimeoutError):
-                await self._client.unsubscribe(*ids)
+                await ob.client.unsubscribe(*ids)
 
     def _account(self, ob: Outbox) -> None:
         self.counters.delivered += ob.delivered
@@ -148,7 +183,7 @@ class Gateway:
         if len(ob.subscriptions) >= self.limits.max_subscriptions:
             raise QuotaExceeded(f"at most {self.limits.max_subscriptions} subscriptions "
                                 "per connection", field="max_subscriptions")
-        parsed = self.client.profile(profile, "_")  # parse first: a ProfileError
+        parsed = ob.client.profile(profile, "_")  # parse first: a ProfileError
         if sid is None:
             sid = parse_profile_text(profile).id or next(f"s{i}" for i in itertools.count(1)
                               if f"s{i}" not in ob.subscriptions)
@@ -156,8 +191,8 @@ class Gateway:
         if sid in ob.subscriptions:
             raise DuplicateProfileError(f"subscription {sid!r} exists on this connection",
                                         field="id")
-        await self.client.subscribe(parsed, lambda n: ob.notify(sid, n),
-                                    id=ob.broker_id(sid))
+        await ob.client.subscribe(parsed, lambda n: ob.notify(sid, n),
+                                  id=ob.broker_id(sid))
         line = format_profile(parsed, with_id=False)
         ob.subscriptions[sid] = line
         return {"id": sid, "profile": line}
@@ -167,44 +202,32 @@ class Gateway:
             raise UnknownProfileError(f"no subscription {sid!r} on this connection",
                                       field="id")
         del ob.subscriptions[sid]
-        await self.client.unsubscribe(ob.broker_id(sid))
+        await ob.client.unsubscribe(ob.broker_id(sid))
 
     # ---- publishing ---------------------------------------------------------------------
 
-    async def publish(self, events: Sequence[Event]) -> int:
-        """Publish ``events`` and wait until the broker has routed them."""
+    async def publish(self, client: Client, events: Sequence[Event]) -> int:
+        """Publish ``events`` through ``client`` and wait until the broker has routed
+        them (a refused publication raises, and nothing of it was routed)."""
         if not events:
             return 0
-        n = await self.client.publish_batch(events, ack=True)
+        n = await client.publish_batch(events, ack=True)
         self.counters.published += n
         return n
 
     # ---- the network --------------------------------------------------------------------
 
-    async def _peer(self, name: str) -> Client:
-        if name == self.broker:
-            return self.client
-        c = self._peers.get(name)
-        if c is None or c.ended.is_set():
-            b = self.net.broker(name)
-            c = await Client.connect(b.host, b.port, timeout=min(self.timeout, 2.0))
-            self._peers[name] = c
-        return c
-
-    async def call(self, broker: str, service: str, method: str, **args: Any) -> Any:
-        """Call a service hosted by broker ``broker`` of the network."""
+    async def call(self, broker: str, service: str, method: str, *,
+                   token: str | None = None, **args: Any) -> Any:
+        """Call a service hosted by broker ``broker`` of the network, as ``token``."""
         try:  # what the wire cannot carry (an integer over 64 bits) is the caller's error
             msgpack.packb(args, use_bin_type=True)
         except (OverflowError, TypeError, ValueError) as exc:
             raise WireError(f"arguments the wire protocol cannot carry: {exc}") from None
         try:
-            c = await self._peer(broker)
+            c = await self.session(token, broker)
             return await c.call(service, method, self.limits.request_timeout, **args)
         except (ConnectionLostError, TimeoutError) as exc:
-            bad = self._peers.pop(broker, None)
-            if bad is not None:
-                with contextlib.suppress(Exception):
-                    await bad.close()
             raise ConnectionLostError(f"broker {broker} does not answer: {exc}") from None
 
     def topology(self) -> dict[str, Any]:
@@ -216,10 +239,10 @@ class Gateway:
                             for n, b in self.net.brokers.items()},
                 "edges": [list(e) for e in self.net.edges]}
 
-    async def _broker_snapshot(self, name: str) -> dict[str, Any]:
+    async def _broker_snapshot(self, name: str, token: str | None) -> dict[str, Any]:
         try:
-            stats = await self.call(name, "broker", "stats")
-            table = await self.call(name, "inspect", "table", limit=0)
+            stats = await self.call(name, "broker", "stats", token=token)
+            table = await self.call(name, "inspect", "table", token=token, limit=0)
         except SiftbusError as exc:
             return {"error": str(exc)}
         lat = stats.get("latency_ms", {})
@@ -228,19 +251,25 @@ class Gateway:
                 "p50_ms": histogram_quantile(lat, 0.5),
                 "p99_ms": histogram_quantile(lat, 0.99)}
 
-    async def network(self) -> dict[str, Any]:
-        """Topology, every broker's stats and table summary, and the gateway's own
-        counters (shared for :data:`SNAPSHOT_TTL` seconds)."""
+    async def network(self, token: str | None = None) -> dict[str, Any]:
+        """Topology, every broker's stats and table summary (as far as ``token`` may
+        read them: a refusal is that broker's ``error``), and the gateway's own counters
+        (shared by the requests of one token for :data:`SNAPSHOT_TTL` seconds)."""
+        if token is None and self.secured:
+            await self.session(None)  # raises: credentials required
         async with self._snapshot_lock:
             now = time.monotonic()
-            if self._snapshot is not None and now - self._snapshot[0] < SNAPSHOT_TTL:
-                return self._snapshot[1]
+            cached = self._snapshots.get(token)
+            if cached is not None and now - cached[0] < SNAPSHOT_TTL:
+                return cached[1]
             names = list(self.net.brokers)
-            snaps = await asyncio.gather(*(self._broker_snapshot(n) for n in names))
+            snaps = await asyncio.gather(*(self._broker_snapshot(n, token) for n in names))
             out = {**self.topology(), "time": time.time(),
                    "gateway": self.own_stats(),
                    "stats": dict(zip(names, snaps, strict=True))}
-            self._snapshot = (time.monotonic(), out)
+            for k in [k for k, (t, _) in self._snapshots.items() if now - t >= SNAPSHOT_TTL]:
+                del self._snapshots[k]
+            self._snapshots[token] = (time.monotonic(), out)
             return out
 
     def own_stats(self) -> dict[str, Any]:

@@ -29,6 +29,9 @@ class GatewayLimits:
     new notifications are dropped and counted (the client is told how many)."""
     max_subscriptions: int = 1000
     """Subscriptions of one WebSocket or SSE connection (and pull subscriptions)."""
+    max_sessions: int = 100
+    """Broker connections the gateway keeps (one per distinct bearer token); idle ones
+    are closed to make room, else 429."""
     max_connections: int = 1000
     """Connections and requests in progress (beyond: 503)."""
     ws_max_message: int = 1024 * 1024
@@ -40,7 +43,8 @@ class GatewayLimits:
 
     def __post_init__(self) -> None:
         for name in ("max_body", "max_batch", "max_errors", "queue_size",
-                     "max_subscriptions", "max_connections", "ws_max_message", "max_pull"):
+                     "max_subscriptions", "max_sessions", "max_connections", "ws_max_message",
+                     "max_pull"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"gateway limit {name} must be a positive integer",

@@ -15,6 +15,10 @@ and receives ``{"type": "notification", "subscription": "hot", "src", "seq", "ts
 notifications were dropped because it read too slowly, and ``{"type": "error",
 "error": {...}}`` for a bad message (the socket stays open).
 
+Both take the caller's token (``Authorization: Bearer`` or ``?token=``; see
+:mod:`~siftbus.gateway.auth`); a WebSocket without valid credentials on a secured
+network is closed with 1008 before it opens.
+
 SSE ``GET /api/sse?profile=...&profile=...``: the profiles are subscribed for the
 response's lifetime; events ``subscribed``, ``notification`` and ``dropped`` carry the
 same JSON.
@@ -28,13 +32,14 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
 
 from siftbus.errors import EventError, SiftbusError, WireError
 from siftbus.model import event_from_dict
 from siftbus.model.textio import parse_json_line
 
+from .auth import Bearer, request_token, websocket_token
 from .guards import error_body
 from .hub import Gateway
 from .streams import Outbox, sse_frame
@@ -51,10 +56,12 @@ MIN_WATCH = 0.2
 class WebSocketSession:
     """One WebSocket connection: its outbox, writer and (optional) watch task."""
 
-    def __init__(self, gw: Gateway, ws: WebSocket) -> None:
+    def __init__(self, gw: Gateway, ws: WebSocket, token: str | None,
+                 outbox: Outbox) -> None:
         self.gw = gw
         self.ws = ws
-        self.outbox: Outbox = gw.open_outbox("w")
+        self.token = token
+        self.outbox = outbox
         self._send_lock = asyncio.Lock()
         self._watch: asyncio.Task[None] | None = None
 
@@ -73,7 +80,7 @@ class WebSocketSession:
 
     async def watch_loop(self, interval: float) -> None:
         while True:
-            await self.send({"type": "network", **await self.gw.network()})
+            await self.send({"type": "network", **await self.gw.network(self.token)})
             await asyncio.sleep(interval)
 
     async def handle(self, text: str) -> dict[str, Any]:
@@ -108,7 +115,8 @@ class WebSocketSession:
                     evs.append(event_from_dict(e, gw.schema))
                 except SiftbusError as exc:
                     raise exc.located(source="events", line=i) from None
-            return {"type": "published", "count": await gw.publish(evs)}
+            return {"type": "published",
+                    "count": await gw.publish(self.outbox.client, evs)}
         if op == "watch":
             interval = data.get("interval", 1.0)
             if not isinstance(interval, int | float) or isinstance(interval, bool) or \
@@ -168,16 +176,24 @@ def router(gw: Gateway) -> APIRouter:
 
     @api.websocket("/ws")
     async def websocket(ws: WebSocket) -> None:
+        token = websocket_token(gw, ws)
+        try:
+            client = await gw.session(token)
+        except SiftbusError as exc:  # refused before the handshake completes: HTTP 403
+            log.info("WebSocket refused: %s", exc)
+            await ws.close(code=1008, reason=exc.message[:120])
+            return
         await ws.accept()
         gw.counters.connections["websocket"] += 1
-        await WebSocketSession(gw, ws).run()
+        await WebSocketSession(gw, ws, token, gw.open_outbox("w", client)).run()
 
     @api.get("/sse", summary="Notifications as Server-Sent Events",
              response_class=StreamingResponse,
              responses={200: {"content": {"text/event-stream": {}}}})
-    async def sse(profile: Annotated[list[str], Query(min_length=1)]) -> StreamingResponse:
+    async def sse(request: Request, creds: Bearer,
+                  profile: Annotated[list[str], Query(min_length=1)]) -> StreamingResponse:
         """Subscribe the ``profile`` parameters (repeat it) while the stream is open."""
-        ob = gw.open_outbox("e")
+        ob = gw.open_outbox("e", await gw.session(request_token(gw, request, creds)))
         try:
             subs = [await gw.subscribe(ob, p) for p in profile]
         except BaseException:

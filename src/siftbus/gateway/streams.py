@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from siftbus.client import Notification
+from siftbus.client import Client, Notification
 from siftbus.errors import ProfileError
 
 _ID = re.compile(r"[\w.\-]{1,64}")
@@ -38,8 +38,10 @@ def notification_message(sid: str, n: Notification) -> dict[str, Any]:
 class Outbox:
     """Bounded messages toward one consumer, with counts of what was sent and dropped."""
 
-    def __init__(self, key: str, queue_size: int) -> None:
+    def __init__(self, key: str, queue_size: int, client: Client) -> None:
         self.key = key
+        self.client = client
+        """The broker connection its profiles are subscribed through."""
         """Unique among the gateway's consumers (prefix of its profiles' broker ids)."""
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(queue_size)
         self.subscriptions: dict[str, str] = {}

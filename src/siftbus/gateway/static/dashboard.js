@@ -150,8 +150,15 @@ function onSnapshot(snap) {
   previous = snap;
 }
 
+// On a secured network every call carries the token (kept for this tab only); a
+// WebSocket cannot send headers, so it goes in the query string there.
+const token = () => sessionStorage.getItem("siftbus-token") || "";
+let socket = null;
+
 function connect() {
-  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/api/ws`);
+  const query = token() ? `?token=${encodeURIComponent(token())}` : "";
+  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/api/ws${query}`);
+  socket = ws;
   ws.onopen = () => {
     $("status").className = "up"; text($("status"), "live");
     ws.send(JSON.stringify({ op: "watch", interval: 1 }));
@@ -161,13 +168,16 @@ function connect() {
     if (msg.type === "network") onSnapshot(msg);
   };
   ws.onclose = () => {
+    if (socket !== ws) return;  // replaced after a token change
     $("status").className = "down"; text($("status"), "disconnected, retrying…");
     setTimeout(connect, 2000);
   };
 }
 
-async function api(path, options) {
-  const r = await fetch(path, options);
+async function api(path, options = {}) {
+  const headers = { ...(options.headers || {}) };
+  if (token()) headers.authorization = `Bearer ${token()}`;
+  const r = await fetch(path, { ...options, headers });
   const body = r.status === 204 ? null : await r.json();
   if (!r.ok) throw new Error(body && body.error ? body.error.message : `HTTP ${r.status}`);
   return body;
@@ -205,6 +215,13 @@ async function loadChannels() {
   } catch (e) { $("channels").replaceChildren(el("li", {}, [`channels: ${e.message}`])); }
 }
 
+$("token").value = token();
+$("token").addEventListener("change", () => {
+  sessionStorage.setItem("siftbus-token", $("token").value.trim());
+  if (socket) { const old = socket; socket = null; old.close(); }
+  connect();
+  loadChannels();
+});
 $("table-load").addEventListener("click", loadTable);
 $("explain-form").addEventListener("submit", explain);
 connect();
