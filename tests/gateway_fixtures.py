@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -24,10 +25,13 @@ NAMES = ("B1", "B2", "B3")
 T = TypeVar("T")
 
 
-def network_text(ports: dict[str, int], protocol: str = "forwarding") -> str:
-    lines = ["[network]", f'protocol = "{protocol}"', 'strategy = "covering"', ""]
+def network_text(ports: dict[str, int], protocol: str = "forwarding",
+                 security: str = "") -> str:
+    lines = ["[network]", f'protocol = "{protocol}"', 'strategy = "covering"', "", security]
     for i, name in enumerate(NAMES):
         lines += [f"[brokers.{name}]", 'host = "127.0.0.1"', f"port = {ports[name]}"]
+        if "ca =" in security:  # certificates named after the brokers, beside the CA
+            lines += [f'cert = "{name}.pem"', f'key = "{name}.key"']
         if i:
             lines.append(f'neighbours = ["{NAMES[i - 1]}"]')
         lines.append("")
@@ -53,22 +57,26 @@ class GatewayNetwork:
 async def start_gateway_network(schema: Schema = SCHEMA, *,
                                 limits: GatewayLimits = GatewayLimits(),
                                 protocol: str = "forwarding",
-                                channels: bool = True) -> GatewayNetwork:
-    """Brokers B1 - B2 - B3 on port 0, then the gateway of B1 on port 0."""
-    draft = parse_network(network_text(dict.fromkeys(NAMES, 1), protocol), schema=schema)
+                                channels: bool = True, security: str = "",
+                                base: Path | None = None) -> GatewayNetwork:
+    """Brokers B1 - B2 - B3 on port 0, then the gateway of B1 on port 0 (``security``: a
+    ``[security]`` section, its files relative to ``base``)."""
+    path = base / "net.toml" if base is not None else None
+    draft = parse_network(network_text(dict.fromkeys(NAMES, 1), protocol, security),
+                          schema=schema, path=path)
     servers: dict[str, BrokerServer] = {}
     for name in NAMES:
         node = draft.node(name)
         dial = {n: ("127.0.0.1", servers[n].port) for n in node.neighbours if n in servers}
-        srv = BrokerServer(node, dial=dial)
+        srv = BrokerServer(node, dial=dial, tls=draft.tls(name))
         await srv.start()
         servers[name] = srv
     for srv in servers.values():
         await srv.wait_neighbours(10)
     if channels:  # B1 hosts the channel service too (the gateway's channel admin)
         register_with_broker(servers["B1"], EventChannelFactory(None))
-    net = parse_network(network_text({n: s.port for n, s in servers.items()}, protocol),
-                        schema=schema)
+    net = parse_network(network_text({n: s.port for n, s in servers.items()}, protocol,
+                                     security), schema=schema, path=path)
     gw = GatewayServer(net, "B1", limits=limits)
     await gw.start()
     return GatewayNetwork(net, servers, gw)
