@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from pathlib import Path
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from siftbus.broker.config import NetworkConfig, parse_network
