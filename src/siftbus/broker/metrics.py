@@ -58,7 +58,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from siftbus.wire.httpserver import EmbeddedHTTPServer, serve_metrics
+from siftbus.wire.httpserver import EmbeddedHTTPServer, metrics_registry, serve_metrics
 
 from .inspect import profiles_by_type, queue_depths
 from .server import BrokerServer
@@ -234,13 +234,7 @@ class BrokerCollector(Collector):
 
 def broker_registry(server: BrokerServer, *, process: bool = True) -> CollectorRegistry:
     """A registry with the broker's collector (and the process's own metrics)."""
-    from prometheus_client import ProcessCollector
-
-    registry = CollectorRegistry()
-    registry.register(BrokerCollector(server))
-    if process:
-        ProcessCollector(registry=registry)
-    return registry
+    return metrics_registry(BrokerCollector(server), process=process)
 
 
 async def serve_broker_metrics(server: BrokerServer, host: str = "127.0.0.1",

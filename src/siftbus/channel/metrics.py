@@ -27,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from siftbus.errors import ChannelError
+from siftbus.wire.httpserver import metrics_registry
 
 from .factory import EventChannelFactory
 from .stats import ChannelStats
@@ -98,13 +99,7 @@ class ChannelCollector(Collector):
 def channel_registry(factory: EventChannelFactory, errors: Callable[[], int] | None = None,
                      *, process: bool = True) -> CollectorRegistry:
     """A registry with the channels' collector (and the process's own metrics)."""
-    from prometheus_client import ProcessCollector
-
-    registry = CollectorRegistry()
-    registry.register(ChannelCollector(factory, errors))
-    if process:
-        ProcessCollector(registry=registry)
-    return registry
+    return metrics_registry(ChannelCollector(factory, errors), process=process)
 
 
 __all__ = ["ChannelCollector", "channel_registry"]

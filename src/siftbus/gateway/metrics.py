@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from siftbus.wire.httpserver import metrics_registry
+
 from .hub import Gateway
 
 KINDS = {"w": "websocket", "e": "sse", "p": "pull"}
@@ -95,13 +97,7 @@ class GatewayCollector(Collector):
 
 def gateway_registry(gateway: Gateway, *, process: bool = True) -> CollectorRegistry:
     """A registry with the gateway's collector (and the process's own metrics)."""
-    from prometheus_client import ProcessCollector
-
-    registry = CollectorRegistry()
-    registry.register(GatewayCollector(gateway))
-    if process:
-        ProcessCollector(registry=registry)
-    return registry
+    return metrics_registry(GatewayCollector(gateway), process=process)
 
 
 __all__ = ["GatewayCollector", "gateway_registry"]

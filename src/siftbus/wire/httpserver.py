@@ -156,6 +156,20 @@ def _has_sansio() -> bool:
     return True
 
 
+def metrics_registry(collector: Any, *, process: bool = True) -> Any:
+    """A fresh Prometheus registry holding ``collector`` and, with ``process``, the
+    process's own ``process_*`` metrics (each server builds its own, never the global
+    one, so that several servers in one process never clash)."""
+    from prometheus_client import ProcessCollector
+    from prometheus_client.registry import CollectorRegistry
+
+    registry = CollectorRegistry()
+    registry.register(collector)
+    if process:
+        ProcessCollector(registry=registry)
+    return registry
+
+
 def metrics_app(registry: Any) -> ASGIApp:
     """The ASGI app serving ``registry`` in the Prometheus text format (any path)."""
     from prometheus_client import make_asgi_app
@@ -172,4 +186,4 @@ async def serve_metrics(registry: Any, host: str = "127.0.0.1", port: int = 0, *
     return server
 
 
-__all__ = ["ASGIApp", "EmbeddedHTTPServer", "metrics_app", "serve_metrics"]
+__all__ = ["ASGIApp", "EmbeddedHTTPServer", "metrics_app", "metrics_registry", "serve_metrics"]

@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from siftbus.wire.httpserver import metrics_registry
+
 from .engine import XmlEventFilter
 from .output import Dispatcher
 
@@ -70,9 +72,7 @@ class XmlFilterCollector(Collector):
 def xmlfilter_registry(filt: XmlEventFilter, dispatcher: Dispatcher | None = None
                        ) -> CollectorRegistry:
     """A registry with the filter's collector."""
-    registry = CollectorRegistry()
-    registry.register(XmlFilterCollector(filt, dispatcher))
-    return registry
+    return metrics_registry(XmlFilterCollector(filt, dispatcher), process=False)
 
 
 __all__ = ["XmlFilterCollector", "xmlfilter_registry"]
