@@ -68,13 +68,15 @@ class EmbeddedHTTPServer:
         self.log_level = log_level
         self.lifespan = lifespan
         self._sock: socket.socket | None = None
+        self._bound: int | None = None
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
-        assert self._sock is not None, "HTTP listener not started"
-        return int(self._sock.getsockname()[1])
+        """The bound port (still known after :meth:`close`)."""
+        assert self._bound is not None, "HTTP listener not started"
+        return self._bound
 
     @property
     def url(self) -> str:
@@ -98,6 +100,7 @@ class EmbeddedHTTPServer:
                                      f"{self._port}: {exc.strerror or exc}") from None
         sock.set_inheritable(True)
         self._sock = sock
+        self._bound = int(sock.getsockname()[1])
         config = uvicorn.Config(
             self.app, log_level=self.log_level, access_log=False, lifespan=self.lifespan,
             limit_concurrency=self.limit_concurrency, ws_max_size=self.ws_max_size,
