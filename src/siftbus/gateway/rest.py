@@ -4,6 +4,7 @@ the network, routing tables, channel administration."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -188,7 +189,7 @@ def router(gw: Gateway) -> APIRouter:
               summary="Why an event does or does not match a profile")
     async def explain_route(req: ExplainRequest, token: Token) -> dict[str, Any]:
         await gw.session(token)
-        data = parse_json_line_obj(req.event)
+        data = exact_numbers(req.event)
         return explain(gw.schema, req.profile, event_from_dict(data, gw.schema)).to_dict()
 
     @api.get("/network", summary="Topology, every broker's stats and table summary")
@@ -223,11 +224,9 @@ def router(gw: Gateway) -> APIRouter:
     return api
 
 
-def parse_json_line_obj(data: dict[str, Any]) -> dict[str, Any]:
+def exact_numbers(data: dict[str, Any]) -> dict[str, Any]:
     """An event object as pydantic decoded it, with numbers made exact again (floats
     become decimals through their shortest text, as the event-file reader has them)."""
-    import json
-
     parsed: dict[str, Any] = parse_json_line(json.dumps(data), source="event", decimals=True,
                                              unique_keys=True)
     return parsed
