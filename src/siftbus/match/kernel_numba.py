@@ -1,19 +1,18 @@
-"""Compiled hot loops of the index and counting matchers (numba, cached on disk).
+"""The kernel interface compiled with numba (``cache=True``: compiled once per machine,
+then loaded from ``__pycache__``).
 
-Everything here works on plain arrays of integers so that one kernel serves the
-per-event path (a batch of one), the batch path and the Spark stage. The layout is
-described in :mod:`siftbus.match.index`:
+Every function here has a twin of the same name and contract in
+:mod:`siftbus.match.kernel_python`; :mod:`siftbus.match.kernel` documents the array
+layout and picks the implementation. Everything works on plain integer arrays, so one
+kernel serves the per-event path (a batch of one), the batch path and the Spark stage:
 
 * an event is a row of *cell* numbers, one per attribute: the elementary interval (or
   string class) its value falls in;
-* a *profile set* is either a slice of a sorted ``int32`` member array (``kind < 0``) or
-  one row of a ``uint64`` bitmap matrix (``kind`` = the row), chosen by fill ratio;
+* a *lead set* is either a slice of the entry array ``ent`` (``set_kind < 0``) or one
+  row of a ``uint64`` bitmap matrix (``set_kind`` = the row), chosen by fill ratio;
 * the index numbers profiles by *slot* (clustered by lead attribute and cell, so that
   the candidates of one cell sit side by side in memory) and outputs their *rank*
   (position in plain string order of the ids), so sorting output sorts ids.
-
-``cache=True`` keeps the compiled code in ``__pycache__`` so start-up stays short after
-the first run.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import numpy as np
 from numba import njit
 
 _ONE = np.uint64(1)
-
 
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
 _DEBRUIJN_TABLE = np.array([
@@ -35,6 +33,18 @@ _DEBRUIJN_TABLE = np.array([
 def _outside(c: int, first: int, width: int) -> bool:
     """``not first <= c <= first + width`` in one unsigned comparison."""
     return bool(np.uint32(c - first) > np.uint32(width))
+
+
+@njit(cache=True, inline="always")
+def _slot(ent: np.ndarray, t: int) -> int:
+    """The slot stored in entry ``t`` (two 16-bit halves in columns 6 and 7)."""
+    return np.int64(ent[t, 6] & 0xFFFF) | (np.int64(ent[t, 7] & 0x7FFF) << 16)  # type: ignore[return-value]
+
+
+@njit(cache=True, inline="always")
+def _full(ent: np.ndarray, t: int) -> bool:
+    """Whether entry ``t`` needs its profile's runs checked after the pre-checks pass."""
+    return (np.int64(ent[t, 7]) & 0x8000) != 0
 
 
 @njit(cache=True, inline="always")
@@ -77,8 +87,7 @@ def _append(buf: np.ndarray, k: int, value: int) -> np.ndarray:
 
 @njit(cache=True)
 def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
-                 set_off: np.ndarray, set_mem: np.ndarray, set_pre: np.ndarray,
-                 slot_pre: np.ndarray,
+                 set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                  bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
                  rank: np.ndarray, always: np.ndarray, alive: np.ndarray, out: np.ndarray,
                  k: int) -> int:
@@ -99,17 +108,18 @@ def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.
         row = set_kind[g]
         if row < 0:
             for t in range(set_off[g], set_off[g + 1]):
-                if _outside(cells[e, set_pre[t, 0]], set_pre[t, 1], set_pre[t, 2]):
+                if _outside(cells[e, ent[t, 0]], ent[t, 1], ent[t, 2]):
                     continue
-                if _outside(cells[e, set_pre[t, 3]], set_pre[t, 4], set_pre[t, 5]):
+                if _outside(cells[e, ent[t, 3]], ent[t, 4], ent[t, 5]):
                     continue
-                p = set_mem[t]
+                p = _slot(ent, t)
                 if check_alive and alive[p] == 0:
                     continue
-                if _accepts(p, e, cells, cond_off, runs):
-                    if k < cap:
-                        out[k] = rank[p]
-                    k += 1
+                if _full(ent, t) and not _accepts(p, e, cells, cond_off, runs):
+                    continue
+                if k < cap:
+                    out[k] = rank[p]
+                k += 1
         else:
             for wi in range(bitmaps.shape[1]):
                 w = bitmaps[row, wi]
@@ -132,49 +142,23 @@ def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.
 
 @njit(cache=True)
 def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
-                set_off: np.ndarray, set_mem: np.ndarray, set_pre: np.ndarray,
-                 slot_pre: np.ndarray,
+                set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                 bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
                 rank: np.ndarray, always: np.ndarray,
                 alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """PrimAS matching of a batch of events; returns CSR ``(offsets, ranks)``.
-
-    cells     int32[E, m]  cell of each event's value, per attribute position
-    cell_base int64[m]     first global cell number of each attribute
-    set_kind, set_off, set_mem, bitmaps
-                           lead sets: global cell -> profiles whose *lead* attribute this
-                           is and whose condition the cell satisfies; a bitmap row
-                           (``set_kind >= 0``) or a slice of ``set_mem`` (int32 slots)
-    set_pre   int16|int32[N, 6]
-                           aligned with ``set_mem``: two pre-checks (attribute, first
-                           cell, width): the hulls of the member's next two most
-                           selective conditions, tested before touching its own data
-                           (int16 when every cell number fits: half the memory traffic)
-    slot_pre  [n, 6]       the same pre-checks by slot, for members of bitmap lead sets
-    cond_off, runs         per profile (CSR by slot), its non-lead conditions as runs
-                           int32[R, 3] (attribute, first cell, last cell), attributes
-                           in evaluation order
-    rank      int32[n]     output index (plain string order of ids) of each slot
-    always    int32[]      slots of profiles with no condition
-    alive     uint8[n]     tombstones by slot (0 = removed); empty array = all alive
-
-    The candidates of lead attribute ``a`` are its lead set in the event's cell; each is
-    kept if it lies in (satisfied-here ∪ unconstrained) of every other attribute.
-    Every profile has exactly one lead attribute, so the per-lead results are disjoint.
-    Output ranks of one event are sorted.
-    """
+    """See :func:`siftbus.match.kernel.Kernels.index_match`."""
     n_events = cells.shape[0]
     offsets = np.zeros(n_events + 1, np.int64)
     out = np.empty(max(64, n_events * 8), np.int32)
     k = 0
     for e in range(n_events):
-        end = _index_event(e, cells, cell_base, set_kind, set_off, set_mem, set_pre, slot_pre,
+        end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
                            bitmaps, cond_off, runs, rank, always, alive, out, k)
         if end > out.shape[0]:
             grown = np.empty(max(2 * out.shape[0], end + 64), np.int32)
             grown[:k] = out[:k]
             out = grown
-            end = _index_event(e, cells, cell_base, set_kind, set_off, set_mem, set_pre, slot_pre,
+            end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
                                bitmaps, cond_off, runs, rank, always, alive, out, k)
         if end - k > 1:
             out[k:end].sort()
@@ -185,17 +169,11 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
 
 @njit(cache=True)
 def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
-                        set_off: np.ndarray, set_mem: np.ndarray, set_pre: np.ndarray,
-                        slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
-                        runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                        set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
+                        bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                        rank: np.ndarray, always: np.ndarray,
                         alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`index_match` for large batches, same arrays and result.
-
-    Per attribute, the events are grouped by their cell, and each lead set is read once
-    per group and tested against every event of the group (a blocked nested-loop join):
-    a lead set is streamed from memory once per batch and cell instead of once per
-    event. Hits are collected as (event, rank) keys and sorted at the end.
-    """
+    """See :func:`siftbus.match.kernel.Kernels.index_match_grouped`."""
     n_events = cells.shape[0]
     m = cells.shape[1]
     n = rank.shape[0]
@@ -226,20 +204,21 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
             row = set_kind[g]
             if row < 0:
                 for t in range(set_off[g], set_off[g + 1]):
-                    b1 = set_pre[t, 0]
-                    f1 = set_pre[t, 1]
-                    w1 = set_pre[t, 2]
-                    b2 = set_pre[t, 3]
-                    f2 = set_pre[t, 4]
-                    w2 = set_pre[t, 5]
-                    p = set_mem[t]
+                    b1 = ent[t, 0]
+                    f1 = ent[t, 1]
+                    w1 = ent[t, 2]
+                    b2 = ent[t, 3]
+                    f2 = ent[t, 4]
+                    w2 = ent[t, 5]
+                    p = _slot(ent, t)
+                    full = _full(ent, t)
+                    if check_alive and alive[p] == 0:
+                        continue
                     for q in range(size):
                         if _outside(block[q, b1], f1, w1) or _outside(block[q, b2], f2, w2):
                             continue
-                        if check_alive and alive[p] == 0:
-                            continue
                         e = members[q]
-                        if _accepts(p, e, cells, cond_off, runs):
+                        if not full or _accepts(p, e, cells, cond_off, runs):
                             keys = _append(keys, k, e * n + rank[p])
                             k += 1
             else:
@@ -276,19 +255,12 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
 
 @njit(cache=True)
 def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
-                    set_off: np.ndarray, set_mem: np.ndarray, set_pre: np.ndarray,
-                 slot_pre: np.ndarray,
+                    set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                     bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
                     rank: np.ndarray, always: np.ndarray, alive: np.ndarray,
                     out: np.ndarray) -> int:
-    """One event (``cells`` is int32[1, m]): its sorted ranks go to ``out[:count]``.
-
-    Returns the count; a count above ``len(out)`` means ``out`` was too small (nothing
-    usable was written; call again with a larger buffer). No allocation: this is the
-    per-event path, where allocating and boxing result arrays would cost more than the
-    matching itself.
-    """
-    k = _index_event(0, cells, cell_base, set_kind, set_off, set_mem, set_pre, slot_pre, bitmaps,
+    """See :func:`siftbus.match.kernel.Kernels.index_match_one`."""
+    k = _index_event(0, cells, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
                      cond_off, runs, rank, always, alive, out, 0)
     if 1 < k <= out.shape[0]:
         out[:k].sort()
@@ -296,12 +268,35 @@ def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarr
 
 
 @njit(cache=True)
-def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, pre: np.ndarray,
-              row_of_cell: np.ndarray, list_off: np.ndarray, mem: np.ndarray,
-              mem_pre: np.ndarray, bitmaps: np.ndarray) -> None:
-    """:func:`fill_sets` for lead sets: run ``i`` puts ``slots[i]`` and its pre-checks
-    ``pre[i]`` into the list of each cell it covers, or the slot's bit into the cell's
-    bitmap row."""
+def index_match_keys(keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
+                     cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
+                     ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
+                     cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
+                     always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
+    for a in range(keys.shape[0]):
+        lo = cell_base[a]
+        hi = cell_base[a + 1]
+        key = keys[a]
+        while lo < hi:  # the last bound <= key
+            mid = (lo + hi) >> 1
+            if bounds[mid] <= key:
+                lo = mid + 1
+            else:
+                hi = mid
+        row[0, a] = lo - 1 - cell_base[a]
+    k = _index_event(0, row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
+                     cond_off, runs, rank, always, alive, out, 0)
+    if 1 < k <= out.shape[0]:
+        out[:k].sort()
+    return k
+
+
+@njit(cache=True)
+def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, entry: np.ndarray,
+              row_of_cell: np.ndarray, list_off: np.ndarray, ent: np.ndarray,
+              bitmaps: np.ndarray) -> None:
+    """See :func:`siftbus.match.kernel.Kernels.fill_lead`."""
     pos = list_off[:-1].copy()
     for i in range(first.shape[0]):
         p = slots[i]
@@ -313,8 +308,7 @@ def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, pre: np.nd
                 bitmaps[r, word] |= bit
             else:
                 j = pos[c]
-                mem[j] = p
-                mem_pre[j, :] = pre[i, :]
+                ent[j, :] = entry[i, :]
                 pos[c] = j + 1
 
 
@@ -323,16 +317,7 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
                    af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
                    ncond: np.ndarray, always: np.ndarray,
                    alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Siena's counting algorithm over a batch; returns CSR ``(offsets, slots)``.
-
-    af_off/af_mem  CSR over global cells: the attribute filters (distinct per-attribute
-                   constraints) that the cell satisfies
-    pr_off/pr_mem  CSR over attribute filters: the profiles containing each of them
-    ncond          int32[n]: number of attribute filters of each profile
-
-    Each satisfied attribute filter bumps the counter of every profile that contains it;
-    a profile matches when its counter reaches its number of conditions.
-    """
+    """See :func:`siftbus.match.kernel.Kernels.counting_match`."""
     n_events = cells.shape[0]
     m = cells.shape[1]
     n = ncond.shape[0]
@@ -374,11 +359,7 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
 @njit(cache=True)
 def fill_sets(first: np.ndarray, last: np.ndarray, slots: np.ndarray, row_of_cell: np.ndarray,
               list_off: np.ndarray, mem: np.ndarray, bitmaps: np.ndarray) -> None:
-    """Write pieces (profile ``slots[i]`` satisfied on cells ``first[i]..last[i]``) into sets.
-
-    Cells with ``row_of_cell[c] >= 0`` are bitmap rows; the others are list slices starting
-    at ``list_off[c]``. Pieces come in slot order, so every list ends up sorted.
-    """
+    """See :func:`siftbus.match.kernel.Kernels.fill_sets`."""
     pos = list_off[:-1].copy()
     for i in range(first.shape[0]):
         p = slots[i]
@@ -391,10 +372,3 @@ def fill_sets(first: np.ndarray, last: np.ndarray, slots: np.ndarray, row_of_cel
             else:
                 mem[pos[c]] = p
                 pos[c] += 1
-
-
-@njit(cache=True)
-def set_bits(bitmaps: np.ndarray, row: int, members: np.ndarray) -> None:
-    """Mark ``members`` in one bitmap row."""
-    for p in members:
-        bitmaps[row, p >> 6] |= _ONE << np.uint64(p & 63)

@@ -1,0 +1,209 @@
+"""The matching kernels: one interface, two implementations, chosen at run time.
+
+The index and counting matchers do their inner loops through :class:`Kernels`:
+
+* :mod:`siftbus.match.kernel_numba`: compiled with numba (cached on disk after the first
+  run), for real workloads;
+* :mod:`siftbus.match.kernel_python`: numpy and plain Python, the same results; no
+  compilation and no numba import, so a process that matches a handful of events starts
+  in a fraction of the time.
+
+``SIFTBUS_KERNELS`` chooses (read at the first use in a process):
+
+``auto`` (default)
+    the Python kernels until they have spent :data:`AUTO_BUDGET` seconds of CPU time,
+    then numba for the rest of the process (a ski-rental rule: small jobs never pay for
+    loading numba, large ones pay at most that budget extra);
+``numba``
+    always numba;
+``python``
+    always the Python kernels (no numba import at all).
+
+Tests run the conformance suite on both (:func:`use` switches in-process).
+
+Array layout of the PrimAS index (built by :func:`siftbus.match.index.compile_type`):
+
+``cells``      int32[E, m]   cell of each event's value, per attribute position
+``cell_base``  int64[m + 1]  first global cell of each attribute (and the total)
+``set_kind``   int32[cells]  per global cell: its lead set is bitmap row ``k >= 0``, or
+                             (``-1``) the slice ``set_off[g]:set_off[g+1]`` of ``ent``
+``ent``        int16|int32[N, 8]  lead-set entries, per global cell sorted by slot:
+                             two pre-checks ``(attribute, first cell, width)`` (the hulls
+                             of the member's next two most selective conditions, tested
+                             before touching its own data), then the slot as two 16-bit
+                             halves; bit 15 of column 7 is set when the pre-checks are not
+                             exact and the member's runs must be checked
+``slot_pre``   [n, 6]        the same pre-checks by slot, for members of bitmap lead sets
+``bitmaps``    uint64[rows, words]  bitmap lead sets
+``cond_off``, ``runs``       per slot (CSR), its non-lead conditions as runs int32[R, 3]
+                             ``(attribute, first cell, last cell)``, attributes in
+                             evaluation order
+``rank``       int32[n]      output index (plain string order of ids) of each slot
+``always``     int32[]       slots of profiles with no condition
+``alive``      uint8[n]      tombstones by slot (0 = removed); empty = all alive
+
+A profile's lead set is the one of its most selective condition; every profile has one
+lead attribute, so the per-lead results are disjoint.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Protocol
+
+import numpy as np
+
+ENV = "SIFTBUS_KERNELS"
+"""The environment variable that chooses the kernels: ``auto``, ``numba`` or ``python``."""
+
+CHOICES = ("auto", "numba", "python")
+
+AUTO_BUDGET = 0.25
+"""CPU seconds the Python kernels may spend in ``auto`` mode before numba is loaded."""
+
+
+IndexArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                    np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""``(cell_base, set_kind, set_off, ent, slot_pre, bitmaps, cond_off, runs, rank, always)``:
+the index arrays in the order every ``index_*`` kernel takes them."""
+
+
+class Kernels(Protocol):
+    """What an implementation of the kernels provides (both are modules)."""
+
+    def index_match(self, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+                    set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
+                    bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                    rank: np.ndarray, always: np.ndarray,
+                    alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """PrimAS matching of a batch of cell rows; returns CSR ``(offsets, ranks)``,
+        each row's ranks sorted."""
+
+    def index_match_grouped(self, cells: np.ndarray, cell_base: np.ndarray,
+                            set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
+                            slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
+                            runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                            alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`index_match` for large batches, same result: per attribute the events
+        are grouped by cell and each lead set is streamed once per group and tested
+        against every event of the group (a blocked nested-loop join)."""
+
+    def index_match_one(self, cells: np.ndarray, cell_base: np.ndarray,
+                        set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
+                        slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
+                        runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                        alive: np.ndarray, out: np.ndarray) -> int:
+        """One event (``cells`` int32[1, m]): its sorted ranks go to ``out[:count]``.
+
+        Returns the count; a count above ``len(out)`` means ``out`` was too small (call
+        again with a larger one). Allocates nothing: the per-event path."""
+
+    def index_match_keys(self, keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
+                         cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
+                         ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
+                         cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
+                         always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+        """:meth:`index_match_one` from the event's int64 keys of an all-ordered type:
+        the cells are found by binary search in ``bounds`` (int64, the cells' lower
+        bounds in global cell order) and written to ``row`` (int32[1, m])."""
+
+    def fill_lead(self, first: np.ndarray, last: np.ndarray, slots: np.ndarray,
+                  entry: np.ndarray, row_of_cell: np.ndarray, list_off: np.ndarray,
+                  ent: np.ndarray, bitmaps: np.ndarray) -> None:
+        """Run ``i`` puts ``entry[i]`` into the list of each cell ``first[i]..last[i]``
+        (lists start at ``list_off``), or ``slots[i]``'s bit into the cell's bitmap row
+        (``row_of_cell >= 0``). Runs come in slot order, so every list is sorted."""
+
+    def counting_match(self, cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
+                       af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
+                       ncond: np.ndarray, always: np.ndarray,
+                       alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Siena's counting algorithm over a batch; returns CSR ``(offsets, slots)``.
+
+        ``af_off/af_mem``: CSR over global cells, the attribute filters (distinct
+        per-attribute constraints) the cell satisfies; ``pr_off/pr_mem``: CSR over
+        filters, the profiles containing each; ``ncond``: conditions per profile. A
+        profile matches when as many of its filters as it has conditions are satisfied."""
+
+    def fill_sets(self, first: np.ndarray, last: np.ndarray, slots: np.ndarray,
+                  row_of_cell: np.ndarray, list_off: np.ndarray, mem: np.ndarray,
+                  bitmaps: np.ndarray) -> None:
+        """:meth:`fill_lead` for plain member lists (``mem`` int32)."""
+
+
+class _State:
+    mode: str | None = None
+    impl: Kernels | None = None
+    spent = 0.0
+
+
+_STATE = _State()
+
+
+def _numba() -> Kernels:
+    from siftbus.match import kernel_numba
+
+    return kernel_numba
+
+
+def _python() -> Kernels:
+    from siftbus.match import kernel_python
+
+    return kernel_python
+
+
+def use(mode: str | None = None) -> str:
+    """Choose the kernels for this process (``None``: from ``SIFTBUS_KERNELS``, default
+    ``auto``); returns the mode. Raises ``ValueError`` for an unknown mode."""
+    chosen = mode if mode is not None else (os.environ.get(ENV) or "auto").strip().lower()
+    if chosen not in CHOICES:
+        raise ValueError(f"{ENV}={chosen!r}: choose one of {', '.join(CHOICES)}")
+    _STATE.mode = chosen
+    _STATE.spent = 0.0
+    _STATE.impl = _numba() if chosen == "numba" else _Metered(_python()) \
+        if chosen == "auto" else _python()
+    return chosen
+
+
+def active() -> Kernels:
+    """The kernels to call now."""
+    if _STATE.impl is None:
+        use()
+    assert _STATE.impl is not None
+    return _STATE.impl
+
+
+def name() -> str:
+    """``numba`` or ``python``: what :func:`active` returns now."""
+    impl = active()
+    return "python" if isinstance(impl, _Metered) or impl is _python() else "numba"
+
+
+def _numba_or(fallback: Any) -> Any:
+    try:
+        return _numba()
+    except ImportError:  # numba missing or broken: stay on the Python kernels
+        return fallback
+
+
+class _Metered:
+    """The Python kernels, timing every call; past :data:`AUTO_BUDGET` seconds the process
+    switches to numba (results are the same, only the speed changes)."""
+
+    def __init__(self, impl: Kernels) -> None:
+        self._impl = impl
+
+    def __getattr__(self, attr: str) -> Any:
+        fn = getattr(self._impl, attr)
+
+        def timed(*args: Any) -> Any:
+            t0 = time.process_time()
+            try:
+                return fn(*args)
+            finally:
+                _STATE.spent += time.process_time() - t0
+                if _STATE.spent > AUTO_BUDGET and _STATE.impl is self:
+                    _STATE.impl = _numba_or(self)
+
+        return timed
