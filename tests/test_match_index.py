@@ -22,7 +22,7 @@ from siftbus.match.conformance import (
     random_profile,
     random_type,
 )
-from siftbus.match.engines import DEFAULT_ENGINE, ENGINES, make_matcher
+from siftbus.match.engines import make_matcher
 from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
 from siftbus.model import Event, Op, Predicate, Profile, parse_schema
 
@@ -56,12 +56,6 @@ def test_bittner_figure_4_1(threshold: float) -> None:
     assert m.match(ev({"a3": 40, "a4": 20, "a5": 100})) == ["p3", "p4", "p5"]
     assert m.match(ev({"a3": 40, "a4": 7, "a5": 100})) == ["p4"]
     assert m.match(ev({"a3": 41, "a4": 20, "a5": 100})) == []
-
-
-def test_engines_registry() -> None:
-    assert DEFAULT_ENGINE == "index"
-    assert {"index", "counting", "reference"} <= set(ENGINES)
-    assert isinstance(make_matcher("index"), IndexMatcher)
 
 
 @pytest.mark.parametrize("threshold", THRESHOLDS)
