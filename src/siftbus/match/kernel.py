@@ -11,9 +11,10 @@ The index and counting matchers do their inner loops through :class:`Kernels`:
 ``SIFTBUS_KERNELS`` chooses (read at the first use in a process):
 
 ``auto`` (default)
-    the Python kernels until they have spent :data:`AUTO_BUDGET` seconds of CPU time,
-    then numba for the rest of the process (a ski-rental rule: small jobs never pay for
-    loading numba, large ones pay at most that budget extra);
+    the Python kernels until they have spent :data:`AUTO_BUDGET` seconds of CPU time or
+    are given a batch of more than :data:`AUTO_ROWS` events, then numba for the rest of
+    the process (a ski-rental rule: small jobs never pay for loading numba, large ones
+    pay at most about that budget extra);
 ``numba``
     always numba;
 ``python``
@@ -61,6 +62,12 @@ CHOICES = ("auto", "numba", "python")
 
 AUTO_BUDGET = 0.25
 """CPU seconds the Python kernels may spend in ``auto`` mode before numba is loaded."""
+
+AUTO_ROWS = 64
+"""In ``auto`` mode a batch of more events than this goes to numba at once: one such call
+could overrun the budget many times before the rule above sees it."""
+
+_BATCH_KERNELS = frozenset({"index_match", "index_match_grouped", "counting_match"})
 
 
 IndexArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
@@ -196,8 +203,13 @@ class _Metered:
 
     def __getattr__(self, attr: str) -> Any:
         fn = getattr(self._impl, attr)
+        batch = attr in _BATCH_KERNELS
 
         def timed(*args: Any) -> Any:
+            if batch and len(args[0]) > AUTO_ROWS and _STATE.impl is self:
+                _STATE.impl = _numba_or(self)
+                if _STATE.impl is not self:
+                    return getattr(_STATE.impl, attr)(*args)
             t0 = time.process_time()
             try:
                 return fn(*args)
