@@ -157,11 +157,24 @@ def layout(cols: ProfileColumns) -> tuple[list[AttributeCells], list[Pieces]]:
 
 def _ordered_layout(name: str, pos: int, min_key: int, max_key: int, slots: np.ndarray,
                     lo: np.ndarray, hi: np.ndarray) -> tuple[AttributeCells, Pieces]:
-    ends = hi + 1
-    bounds = np.unique(np.concatenate([np.array([min_key], np.int64), lo,
-                                       ends[ends <= max_key]]))
-    first = (np.searchsorted(bounds, lo, side="right") - 1).astype(np.int32)
-    last = (np.searchsorted(bounds, hi, side="right") - 1).astype(np.int32)
+    size = max_key - min_key + 1
+    if size <= max(1 << 16, 4 * len(lo)):
+        # A small domain: mark the cell starts on it, number them by a running count.
+        mark = np.zeros(size + 1, bool)
+        mark[0] = True
+        mark[lo - min_key] = True
+        mark[hi + 1 - min_key] = True
+        mark = mark[:size]
+        cell_no = np.cumsum(mark, dtype=np.int32) - 1
+        bounds = np.flatnonzero(mark).astype(np.int64) + min_key
+        first = cell_no[lo - min_key]
+        last = cell_no[hi - min_key]
+    else:
+        ends = hi + 1
+        bounds = np.unique(np.concatenate([np.array([min_key], np.int64), lo,
+                                           ends[ends <= max_key]]))
+        first = (np.searchsorted(bounds, lo, side="right") - 1).astype(np.int32)
+        last = (np.searchsorted(bounds, hi, side="right") - 1).astype(np.int32)
     cells = AttributeCells(name, pos, True, min_key, max_key, bounds, {}, {}, (), len(bounds),
                            tuple(bounds.tolist()))
     return cells, Pieces(slots, first, last)

@@ -56,6 +56,33 @@ def uniform_weights(ac: AttributeCells) -> np.ndarray:
     return np.full(ac.n_cells, 1.0 / max(1, ac.n_cells))
 
 
+@dataclass(frozen=True, slots=True)
+class _Hulls:
+    """Per attribute, one entry per constrained profile: its rank, the first and last cell
+    of its runs there, and how many runs it has (pieces come sorted by rank)."""
+
+    ranks: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    runs: np.ndarray
+    starts: np.ndarray
+    """Index of each profile's first piece."""
+
+    @classmethod
+    def of(cls, pc: Pieces) -> _Hulls:
+        k = len(pc.slots)
+        if k == 0:
+            z = np.zeros(0, np.int64)
+            return cls(z, z, z, z, z)
+        new = np.empty(k, bool)
+        new[0] = True
+        np.not_equal(pc.slots[1:], pc.slots[:-1], out=new[1:])
+        starts = np.flatnonzero(new)
+        ends = np.append(starts[1:], k)
+        return cls(pc.slots[starts].astype(np.int64), pc.first[starts].astype(np.int64),
+                   pc.last[ends - 1].astype(np.int64), ends - starts, starts)
+
+
 def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
           order: Sequence[str] | None) -> dict[str, Any]:
     """The fields of a :class:`~siftbus.match.index.CompiledType` for ``cols`` (sorted by
@@ -66,82 +93,94 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     n = len(cols)
     cells, pieces = layout(cols)  # piece slots are ranks here
     m = len(cells)
-    cov = _coverage(cells, pieces, n, model)
+    hulls = [_Hulls.of(pc) for pc in pieces]
+    cov = _coverage(cells, pieces, hulls, n, model)
     if m and n:
         lead = np.argmin(cov, axis=0).astype(np.int16)
         lead[cov.min(axis=0) > 1.5] = -1
     else:
         lead = np.full(n, -1, np.int16)
-    pre = _prechecks(cov, lead, pieces, n, m)
     eval_order = _evaluation_order(cells, cov, order, etype.name, n)
+    pre = _prechecks(cov, lead, hulls, n, m)  # consumes cov
+    del cov
     attr_rank = np.empty(max(m, 1), np.int64)
     attr_rank[eval_order] = np.arange(m)
-    del cov
 
     # Exact pre-checks: at most PRECHECKS non-lead conditions, each one run of cells.
-    nonlead = np.zeros(n, np.int64)
-    multi = np.zeros(n, bool)
-    for a, pc in enumerate(pieces):
-        cnt = np.bincount(pc.slots, minlength=n)
-        mine = (cnt > 0) & (lead != a)
-        nonlead += mine
-        multi |= mine & (cnt > 1)
-    full = (nonlead > PRECHECKS) | multi
-
     # Slots: cluster profiles by lead attribute and first lead cell, so that one cell's
     # candidates are neighbours in memory (their runs are read one after another).
+    nonlead = np.zeros(n, np.int64)
+    multi = np.zeros(n, bool)
     lead_first = np.zeros(n, np.int64)
-    for a, pc in enumerate(pieces):
-        sel = lead[pc.slots] == a
-        if sel.any():
-            lf = np.full(n, np.iinfo(np.int64).max, np.int64)
-            np.minimum.at(lf, pc.slots[sel], pc.first[sel].astype(np.int64))
-            mine = lead == a
-            lead_first[mine] = lf[mine]
-    lead_key = np.where(lead < 0, m, lead).astype(np.int64)
-    rank = np.lexsort((np.arange(n), lead_first, lead_key)).astype(np.int32)  # slot -> rank
-    slot_of_rank = np.empty(n, np.int32)
-    slot_of_rank[rank] = np.arange(n, dtype=np.int32)
-
+    for a, h in enumerate(hulls):
+        is_lead = lead[h.ranks] == a
+        nonlead[h.ranks[~is_lead]] += 1
+        multi[h.ranks[~is_lead & (h.runs > 1)]] = True
+        lead_first[h.ranks[is_lead]] = h.lo[is_lead]
+    full = (nonlead > PRECHECKS) | multi
     n_cells = np.array([ac.n_cells for ac in cells], np.int64)
     cell_base = np.concatenate([[0], np.cumsum(n_cells)]).astype(np.int64)
     total_cells = int(cell_base[-1])
+    lead_key = np.where(lead < 0, m, lead).astype(np.int64) * (total_cells + 1) + lead_first
+    rank = np.argsort(lead_key, kind="stable").astype(np.int32)  # slot -> rank
+    slot_of_rank = np.empty(n, np.int32)
+    slot_of_rank[rank] = np.arange(n, dtype=np.int32)
+    del lead_key, lead_first, nonlead, multi
+
     small = total_cells < 32767 and m < 32767
     dtype = np.int16 if small else np.int32
     bounds = np.concatenate([ac.bounds if ac.ordered else np.zeros(ac.n_cells, np.int64)
                              for ac in cells]).astype(np.int64) if m else np.zeros(0, np.int64)
 
+    # Runs, profile-major by slot, attributes in evaluation order, placed by counting
+    # (no sort): every run, the lead's included, since they are the stored form of the
+    # conditions (CompiledType.columns); the kernel's run check passes the lead anyway.
+    per_slot = np.zeros(n, np.int64)
+    for h in hulls:  # a profile appears once per attribute: no repeated index
+        per_slot[slot_of_rank[h.ranks]] += h.runs
+    cond_off = np.zeros(n + 1, np.int64)
+    np.cumsum(per_slot, out=cond_off[1:])
+    runs = np.empty((int(cond_off[-1]), 3), dtype)
+    fill = cond_off[:-1].copy()
+    for a in eval_order.tolist():
+        pc, h = pieces[a], hulls[a]
+        if not len(h.ranks):
+            continue
+        slots = slot_of_rank[h.ranks].astype(np.int64)
+        within = np.arange(len(pc.slots)) - np.repeat(h.starts, h.runs)
+        dest = np.repeat(fill[slots], h.runs) + within
+        runs[dest, 0] = a
+        runs[dest, 1] = pc.first
+        runs[dest, 2] = pc.last
+        fill[slots] += h.runs
+
     lead_pieces: list[Pieces] = []
     counts = np.zeros(total_cells, np.int64)
-    run_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for a, pc in enumerate(pieces):
-        slots = slot_of_rank[pc.slots]
         is_lead = lead[pc.slots] == a
-        by_slot = np.argsort(slots[is_lead], kind="stable")
-        lp = Pieces(slots[is_lead][by_slot], pc.first[is_lead][by_slot],
-                    pc.last[is_lead][by_slot])
+        slots = slot_of_rank[pc.slots[is_lead]]
+        by_slot = np.argsort(slots, kind="stable")
+        lp = Pieces(slots[by_slot], pc.first[is_lead][by_slot], pc.last[is_lead][by_slot])
         lead_pieces.append(lp)
         base = int(cell_base[a])
         counts[base:base + cells[a].n_cells] = _run_counts(lp, cells[a].n_cells)
-        # Every run, the lead's included: they are the stored form of the conditions
-        # (:meth:`CompiledType.columns`); the kernel's run check passes the lead anyway.
-        run_parts.append((slots, np.full(len(slots), a, np.int64), pc.first, pc.last))
     limit = threshold * n
     dense = (counts > 0) & (counts > limit) if threshold < 1 else np.zeros(total_cells, bool)
     set_kind = np.full(total_cells, -1, np.int32)
     set_kind[dense] = np.arange(int(dense.sum()), dtype=np.int32)
     set_off = np.concatenate([[0], np.cumsum(np.where(dense, 0, counts))]).astype(np.int64)
 
-    # Lead-set entries: pre-checks, then the slot in two 16-bit halves, bit 15 of the
-    # upper half set when the pre-checks are not exact.
-    clipped = np.minimum(pre[rank], np.iinfo(dtype).max)  # by slot
-    entry = np.empty((n, 8), np.int64)
-    entry[:, :6] = clipped
+    # Lead-set entries by slot: pre-checks, then the slot in two 16-bit halves, bit 15 of
+    # the upper half set when the pre-checks are not exact.
+    top = np.iinfo(dtype).max
+    entry = np.empty((n, 8), np.uint16 if small else np.int32)
+    entry[:, :6] = np.minimum(pre[rank], top)
+    del pre
     s = np.arange(n, dtype=np.int64)
     entry[:, 6] = s & 0xFFFF
     entry[:, 7] = ((s >> 16) & 0x7FFF) | (full[rank].astype(np.int64) << 15)
-    entry16 = entry.astype(np.uint16).view(np.int16) if small else entry.astype(np.int32)
-    del entry
+    del s
+    entry = entry.view(np.int16) if small else entry
     n_dense = int(dense.sum())
     set_ent = np.empty((int(set_off[-1]), 8), dtype)
     bitmaps = np.zeros((n_dense, max(1, (n + 63) // 64)), np.uint64)
@@ -149,23 +188,11 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     for a, lp in enumerate(lead_pieces):
         base = int(cell_base[a])
         nc = cells[a].n_cells
-        kern.fill_lead(lp.first, lp.last, lp.slots, np.ascontiguousarray(entry16[lp.slots]),
+        kern.fill_lead(lp.first, lp.last, lp.slots, np.ascontiguousarray(entry[lp.slots]),
                        set_kind[base:base + nc], set_off[base:base + nc + 1], set_ent,
                        bitmaps)
-    slot_pre = (np.ascontiguousarray(clipped.astype(dtype)) if n_dense
+    slot_pre = (np.ascontiguousarray(entry[:, :6]) if n_dense
                 else np.zeros((0, 3 * PRECHECKS), dtype))
-
-    # Runs, profile-major, attributes in evaluation order.
-    if run_parts:
-        rs = np.concatenate([p[0] for p in run_parts])
-        ra = np.concatenate([p[1] for p in run_parts])
-        rf = np.concatenate([p[2] for p in run_parts])
-        rl = np.concatenate([p[3] for p in run_parts])
-    else:
-        rs = ra = rf = rl = np.zeros(0, np.int64)
-    by = np.lexsort((rf, attr_rank[ra] if len(ra) else ra, rs))
-    cond_off = np.concatenate([[0], np.cumsum(np.bincount(rs, minlength=n))]).astype(np.int64)
-    runs = np.ascontiguousarray(np.stack([ra[by], rf[by], rl[by]], axis=1).astype(dtype))
     return {
         "cells": tuple(cells), "order": eval_order, "cell_base": cell_base,
         "bounds": bounds, "set_kind": set_kind, "set_off": set_off, "set_ent": set_ent,
@@ -175,21 +202,18 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     }
 
 
-def _coverage(cells: Sequence[AttributeCells], pieces: Sequence[Pieces], n: int,
-              model: EventModel | None) -> np.ndarray:
+def _coverage(cells: Sequence[AttributeCells], pieces: Sequence[Pieces],
+              hulls: Sequence[_Hulls], n: int, model: EventModel | None) -> np.ndarray:
     """float32 ``[m, n]``: the probability that an event satisfies each (attribute,
     profile) condition; 2.0 marks "unconstrained" (never a lead, passes always)."""
     m = len(cells)
     cov = np.full((max(m, 1), n), 2.0, np.float32)
-    for a, pc in enumerate(pieces):
+    for a, (pc, h) in enumerate(zip(pieces, hulls, strict=True)):
         if len(pc.slots):
             w = model.cell_weights(cells[a]) if model is not None else uniform_weights(cells[a])
             cum = np.concatenate([[0.0], np.cumsum(w)])
             contrib = cum[pc.last.astype(np.int64) + 1] - cum[pc.first]
-            total = np.bincount(pc.slots, weights=contrib, minlength=n)
-            constrained = np.zeros(n, bool)
-            constrained[pc.slots] = True
-            cov[a, constrained] = total[constrained]
+            cov[a, h.ranks] = np.add.reduceat(contrib, h.starts)
     return cov
 
 
@@ -210,41 +234,37 @@ def _evaluation_order(cells: Sequence[AttributeCells], cov: np.ndarray,
     return np.argsort(pass_rate, kind="stable").astype(np.int32)
 
 
-def _prechecks(cov: np.ndarray, lead: np.ndarray, pieces: Sequence[Pieces], n: int,
+def _prechecks(cov: np.ndarray, lead: np.ndarray, hulls: Sequence[_Hulls], n: int,
                m: int) -> np.ndarray:
     """int32 ``[n, 3 * PRECHECKS]`` by rank: per pre-check the attribute, the first cell
     of the hull of the profile's runs there and the hull's width (last - first).
 
     The pre-checks are the profile's next most selective conditions after its lead; a
     profile with fewer conditions repeats its lead attribute with an all-accepting hull.
+    Overwrites ``cov``.
     """
     out = np.zeros((n, 3 * PRECHECKS), np.int32)
     big = np.iinfo(np.int32).max
-    rest = cov.copy()
+    rest = cov
+    cols = np.arange(n)
     if m and n:
-        rest[lead.clip(0), np.arange(n)] = 2.0
+        rest[lead.clip(0), cols] = 2.0
     for j in range(PRECHECKS):
         col = 3 * j
         if m and n:
             attr = np.argmin(rest, axis=0).astype(np.int32)
-            none = rest.min(axis=0) > 1.5
-            rest[attr, np.arange(n)] = 2.0
+            none = rest[attr, cols] > 1.5
+            rest[attr, cols] = 2.0
         else:
             attr = np.zeros(n, np.int32)
             none = np.ones(n, bool)
         out[:, col] = np.where(none, lead.clip(0), attr)
-        out[:, col + 1] = 0
         out[:, col + 2] = big
-        for a, pc in enumerate(pieces):
-            sel = (attr[pc.slots] == a) & ~none[pc.slots]
-            if sel.any():
-                lo = np.full(n, big, np.int32)
-                hi = np.full(n, -1, np.int32)
-                np.minimum.at(lo, pc.slots[sel], pc.first[sel])
-                np.maximum.at(hi, pc.slots[sel], pc.last[sel])
-                mine = (attr == a) & ~none
-                out[mine, col + 1] = lo[mine]
-                out[mine, col + 2] = hi[mine] - lo[mine]
+        for a, h in enumerate(hulls):
+            sel = (attr[h.ranks] == a) & ~none[h.ranks]
+            r = h.ranks[sel]
+            out[r, col + 1] = h.lo[sel]
+            out[r, col + 2] = h.hi[sel] - h.lo[sel]
     return out
 
 
