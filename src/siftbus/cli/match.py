@@ -42,20 +42,10 @@ def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: Tex
     ``event`` (int64) and ``matches`` (list of strings). Raises the first
     :class:`SiftbusError` of any input file.
     """
-    matcher = make_matcher(engine)
-    add_profiles(matcher, load_profiles(profiles_path, schema))
+    matcher = load_matcher(schema, profiles_path, engine)
     writer = _writer(fmt, out)
     total = events_path.stat().st_size
     n_events = n_matches = 0
-    batch: list[Event] = []
-
-    def flush() -> None:
-        nonlocal n_events, n_matches
-        if batch:
-            n_matches += match_and_write(matcher, batch, n_events, writer)
-            n_events += len(batch)
-            batch.clear()
-
     bar: Any = None
     task: Any = None
     if progress:
@@ -72,20 +62,41 @@ def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: Tex
             bar.update(task, advance=n, events=n_events)
 
     try:
-        with events_path.open("rb") as raw:
-            lines = _decoded_lines(raw, str(events_path), advance)
-            for item in iter_event_lines(lines, schema, source=str(events_path)):
-                if isinstance(item, SiftbusError):
-                    raise item
-                batch.append(item)
-                if len(batch) >= BATCH:
-                    flush()
-            flush()
+        for batch in event_batches(events_path, schema, advance=advance):
+            n_matches += match_and_write(matcher, batch, n_events, writer)
+            n_events += len(batch)
         writer.close()
     finally:
         if bar is not None:
             bar.stop()
     return n_events, n_matches
+
+
+def event_batches(path: Path, schema: Schema, *, size: int = 0,
+                  advance: Callable[[int], object] | None = None) -> Iterator[list[Event]]:
+    """The events of a JSON-lines file in batches of ``size`` (default :data:`BATCH`);
+    the first bad line raises. ``advance`` is told how many bytes were read."""
+    size = size or BATCH
+    batch: list[Event] = []
+    with path.open("rb") as raw:
+        lines = _decoded_lines(raw, str(path), advance or (lambda n: None))
+        for item in iter_event_lines(lines, schema, source=str(path)):
+            if isinstance(item, SiftbusError):
+                raise item
+            batch.append(item)
+            if len(batch) >= size:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
+
+
+def load_matcher(schema: Schema, profiles_path: Path, engine: str = DEFAULT_ENGINE) -> Matcher:
+    """A matcher of ``engine`` holding every profile of the file: parse, validate,
+    normalise and add (what ``bench/ingest.py`` times as "profiles")."""
+    matcher = make_matcher(engine)
+    add_profiles(matcher, load_profiles(profiles_path, schema))
+    return matcher
 
 
 def add_profiles(matcher: Matcher, profiles: Sequence[Profile]) -> None:
