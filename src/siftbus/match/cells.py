@@ -55,6 +55,9 @@ class AttributeCells:
     """Number of cells."""
     bounds_seq: tuple[int, ...] = ()
     """Ordered: ``bounds`` as a tuple (bisecting one key is faster on it than on an array)."""
+    table: np.ndarray | None = None
+    """Ordered, small domains: int32 cell of every key (``key - min_key``); a column's
+    cells are then one gather instead of a binary search per key."""
 
     def cell_of(self, key: object) -> int:
         """The cell of one key (int for ordered attributes, str for strings)."""
@@ -75,6 +78,8 @@ class AttributeCells:
         """The cells of a column of keys (int64 array or str array); checks the domain."""
         if self.ordered:
             keys = ordered_keys(self.name, values, self.min_key, self.max_key)
+            if self.table is not None:
+                return self.table[keys - self.min_key]
             return (np.searchsorted(self.bounds, keys, side="right") - 1).astype(np.int32)
         arr = string_keys(self.name, values)
         if len(arr) == 0:
@@ -155,6 +160,10 @@ def layout(cols: ProfileColumns) -> tuple[list[AttributeCells], list[Pieces]]:
     return cells, pieces
 
 
+TABLE_MAX = 1 << 16
+"""Ordered domains of at most this many keys get a key -> cell table (256 KiB at most)."""
+
+
 def _ordered_layout(name: str, pos: int, min_key: int, max_key: int, slots: np.ndarray,
                     lo: np.ndarray, hi: np.ndarray) -> tuple[AttributeCells, Pieces]:
     size = max_key - min_key + 1
@@ -169,14 +178,16 @@ def _ordered_layout(name: str, pos: int, min_key: int, max_key: int, slots: np.n
         bounds = np.flatnonzero(mark).astype(np.int64) + min_key
         first = cell_no[lo - min_key]
         last = cell_no[hi - min_key]
+        table = cell_no if size <= TABLE_MAX else None
     else:
+        table = None
         ends = hi + 1
         bounds = np.unique(np.concatenate([np.array([min_key], np.int64), lo,
                                            ends[ends <= max_key]]))
         first = (np.searchsorted(bounds, lo, side="right") - 1).astype(np.int32)
         last = (np.searchsorted(bounds, hi, side="right") - 1).astype(np.int32)
     cells = AttributeCells(name, pos, True, min_key, max_key, bounds, {}, {}, (), len(bounds),
-                           tuple(bounds.tolist()))
+                           tuple(bounds.tolist()), table)
     return cells, Pieces(slots, first, last)
 
 

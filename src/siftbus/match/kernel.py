@@ -181,6 +181,24 @@ def active() -> Kernels:
     return _STATE.impl
 
 
+AUTO_BYTES = 1 << 18
+"""In ``auto`` mode, input files larger than this are scanned by the compiled scanners
+(:mod:`siftbus.match.scan_numba`), and the kernels switch to numba with them."""
+
+
+def compiled_for(size: int) -> bool:
+    """Whether a job of ``size`` bytes of input should run compiled (numba) code: always
+    with ``numba``, never with ``python``, with ``auto`` when the process already does or
+    the input is larger than :data:`AUTO_BYTES` (then the kernels switch to numba too)."""
+    impl = active()
+    if not isinstance(impl, _Metered):
+        return impl is not _python()
+    if _STATE.mode != "auto" or size <= AUTO_BYTES:
+        return False
+    _STATE.impl = _numba_or(impl)
+    return _STATE.impl is not impl
+
+
 def name() -> str:
     """``numba`` or ``python``: what :func:`active` returns now."""
     impl = active()

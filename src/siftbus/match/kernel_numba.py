@@ -168,12 +168,49 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
 
 
 @njit(cache=True)
+def _csr_by_event(keys: np.ndarray, k: int, n_events: int, n: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of hits ``keys[:k]`` (``event * n + rank``, in any order): a counting sort by
+    event, then each event's few ranks sorted in place."""
+    offsets = np.zeros(n_events + 1, np.int64)
+    for i in range(k):
+        offsets[keys[i] // n + 1] += 1
+    for e in range(n_events):
+        offsets[e + 1] += offsets[e]
+    fill = offsets[:-1].copy()
+    out = np.empty(k, np.int32)
+    for i in range(k):
+        e = keys[i] // n
+        out[fill[e]] = keys[i] - e * n
+        fill[e] += 1
+    for e in range(n_events):
+        lo = offsets[e]
+        hi = offsets[e + 1]
+        if hi - lo > 32:
+            out[lo:hi].sort()
+            continue
+        for x in range(lo + 1, hi):  # insertion sort: a few matches per event
+            v = out[x]
+            y = x - 1
+            while y >= lo and out[y] > v:
+                out[y + 1] = out[y]
+                y -= 1
+            out[y + 1] = v
+    return offsets, out
+
+
+@njit(cache=True)
 def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                         set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                         bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
                         rank: np.ndarray, always: np.ndarray,
                         alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """See :func:`siftbus.match.kernel.Kernels.index_match_grouped`."""
+    """See :func:`siftbus.match.kernel.Kernels.index_match_grouped`.
+
+    The events of a group are copied column by column (``block[attribute, member]``), so
+    the first pre-check of an entry runs over one contiguous column without a branch,
+    writing the passing members to ``sel`` (stream compaction); only those go on.
+    """
     n_events = cells.shape[0]
     m = cells.shape[1]
     n = rank.shape[0]
@@ -186,8 +223,9 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                 continue
             keys = _append(keys, k, np.int64(e) * n + rank[p])
             k += 1
-    block = np.empty((n_events, m), np.int32)
+    block = np.empty((max(m, 1), n_events), np.int32)
     members = np.empty(n_events, np.int64)
+    sel = np.empty(n_events, np.int64)
     for a in range(m):
         by_cell = np.argsort(cells[:, a], kind="mergesort")
         i = 0
@@ -195,27 +233,37 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
             c = cells[by_cell[i], a]
             j = i
             while j < n_events and cells[by_cell[j], a] == c:
-                members[j - i] = by_cell[j]
-                block[j - i, :] = cells[by_cell[j], :]
                 j += 1
             size = j - i
+            for q in range(size):
+                ev = by_cell[i + q]
+                members[q] = ev
+                for b in range(m):
+                    block[b, q] = cells[ev, b]
             i = j
             g = cell_base[a] + c
             row = set_kind[g]
             if row < 0:
                 for t in range(set_off[g], set_off[g + 1]):
-                    b1 = ent[t, 0]
+                    col = block[ent[t, 0]]
                     f1 = ent[t, 1]
-                    w1 = ent[t, 2]
+                    w1 = np.uint32(ent[t, 2])
+                    ns = 0
+                    for q in range(size):
+                        sel[ns] = q
+                        ns += np.uint32(col[q] - f1) <= w1
+                    if ns == 0:
+                        continue
+                    p = _slot(ent, t)
+                    if check_alive and alive[p] == 0:
+                        continue
                     b2 = ent[t, 3]
                     f2 = ent[t, 4]
                     w2 = ent[t, 5]
-                    p = _slot(ent, t)
                     full = _full(ent, t)
-                    if check_alive and alive[p] == 0:
-                        continue
-                    for q in range(size):
-                        if _outside(block[q, b1], f1, w1) or _outside(block[q, b2], f2, w2):
+                    for s_ in range(ns):
+                        q = sel[s_]
+                        if _outside(block[b2, q], f2, w2):
                             continue
                         e = members[q]
                         if not full or _accepts(p, e, cells, cond_off, runs):
@@ -231,26 +279,17 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                         if check_alive and alive[p] == 0:
                             continue
                         for q in range(size):
-                            if _outside(block[q, slot_pre[p, 0]], slot_pre[p, 1],
+                            if _outside(block[slot_pre[p, 0], q], slot_pre[p, 1],
                                         slot_pre[p, 2]):
                                 continue
-                            if _outside(block[q, slot_pre[p, 3]], slot_pre[p, 4],
+                            if _outside(block[slot_pre[p, 3], q], slot_pre[p, 4],
                                         slot_pre[p, 5]):
                                 continue
                             e = members[q]
                             if _accepts(p, e, cells, cond_off, runs):
                                 keys = _append(keys, k, e * n + rank[p])
                                 k += 1
-    hits = np.sort(keys[:k])
-    offsets = np.zeros(n_events + 1, np.int64)
-    out = np.empty(k, np.int32)
-    for i in range(k):
-        e = hits[i] // n
-        offsets[e + 1] += 1
-        out[i] = hits[i] - e * n
-    for e in range(n_events):
-        offsets[e + 1] += offsets[e]
-    return offsets, out
+    return _csr_by_event(keys, k, n_events, n)
 
 
 @njit(cache=True)
