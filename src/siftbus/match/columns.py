@@ -132,22 +132,18 @@ class ProfileColumns:
         )
 
     def take(self, slots: np.ndarray) -> ProfileColumns:
-        """The profiles at ``slots`` (distinct), in that order."""
+        """The profiles at ``slots`` (distinct), in that order.
+
+        Rows are kept sorted by slot, so a profile's rows are one segment: they are
+        gathered segment by segment (no sort).
+        """
         slots = np.asarray(slots, np.int64)
-        new = np.full(len(self), -1, np.int64)
-        new[slots] = np.arange(len(slots))
-        iv_new = new[self.iv_slot]
-        keep = iv_new >= 0
-        iv_order = np.lexsort((self.iv_lo[keep], self.iv_attr[keep], iv_new[keep]))
-        st_new = new[self.st_slot]
-        st_keep = st_new >= 0
-        st_order = np.lexsort((self.st_attr[st_keep], st_new[st_keep]))
+        iv = _gather(self.iv_slot, len(self), slots)
+        st = _gather(self.st_slot, len(self), slots)
         return ProfileColumns(
             self.etype, self.ids[slots], self.sub_code[slots], self.subscribers,
-            iv_new[keep][iv_order].astype(np.int32), self.iv_attr[keep][iv_order],
-            self.iv_lo[keep][iv_order], self.iv_hi[keep][iv_order],
-            st_new[st_keep][st_order].astype(np.int32), self.st_attr[st_keep][st_order],
-            self.st_con[st_keep][st_order])
+            iv[0], self.iv_attr[iv[1]], self.iv_lo[iv[1]], self.iv_hi[iv[1]],
+            st[0], self.st_attr[st[1]], self.st_con[st[1]])
 
     def sorted_by_id(self) -> ProfileColumns:
         """The same profiles in plain string (code point) order of their ids."""
@@ -189,6 +185,17 @@ class ProfileColumns:
         return sum(a.nbytes for a in (self.ids, self.sub_code, self.iv_slot, self.iv_attr,
                                       self.iv_lo, self.iv_hi, self.st_slot, self.st_attr,
                                       self.st_con))
+
+
+def _gather(row_slot: np.ndarray, n: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For rows sorted by slot: the new slot of each gathered row and where it comes from,
+    taking the rows of ``slots`` in that order."""
+    off = np.searchsorted(row_slot, np.arange(n + 1))
+    lengths = off[slots + 1] - off[slots]
+    total = int(lengths.sum())
+    starts = np.cumsum(lengths) - lengths
+    src = np.arange(total) - np.repeat(starts - off[slots], lengths)
+    return np.repeat(np.arange(len(slots), dtype=np.int32), lengths), src
 
 
 def make_profile(etype: EventType, pid: str, subscriber: str, iv_attr: list[int],
