@@ -43,6 +43,31 @@ OBSERVE_KEEP = 4096
 
 _NO_TOMBSTONES = np.zeros(0, np.uint8)
 
+TRIM_AFTER = 100_000
+"""A bulk load of at least this many profiles hands the heap it freed back to the OS."""
+
+
+def release_free_memory() -> None:
+    """Return freed heap memory to the operating system (glibc's ``malloc_trim``).
+
+    Compiling a large level allocates several times the memory it keeps; glibc keeps the
+    freed part in the process, so a million profiles would hold twice the RSS they need.
+    Elsewhere (other C libraries) this does nothing.
+    """
+    global _TRIM
+    if _TRIM is None:
+        try:
+            import ctypes
+
+            _TRIM = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM: Any = None
+
 
 class Compiled(Protocol):
     """What a compiled per-type index offers to :class:`LeveledMatcher`."""
@@ -238,10 +263,14 @@ class LeveledMatcher:
                     if level.alive[level.compiled.slot(int(pos[i]))]:
                         raise _duplicate(str(ids[i]))
         ts = self._state(cols.etype)
+        n = len(cols)
         ts.levels.append(Level.of(self._compile(cols)))
+        del cols
         self._merge_levels(ts)
         self._version += 1
-        self._count += len(cols)
+        self._count += n
+        if n >= TRIM_AFTER:
+            release_free_memory()
 
     def remove(self, profile_id: str) -> Profile:
         found = self._find(profile_id)

@@ -72,15 +72,15 @@ class _Hulls:
     def of(cls, pc: Pieces) -> _Hulls:
         k = len(pc.slots)
         if k == 0:
-            z = np.zeros(0, np.int64)
+            z = np.zeros(0, np.int32)
             return cls(z, z, z, z, z)
         new = np.empty(k, bool)
         new[0] = True
         np.not_equal(pc.slots[1:], pc.slots[:-1], out=new[1:])
-        starts = np.flatnonzero(new)
-        ends = np.append(starts[1:], k)
-        return cls(pc.slots[starts].astype(np.int64), pc.first[starts].astype(np.int64),
-                   pc.last[ends - 1].astype(np.int64), ends - starts, starts)
+        starts = np.flatnonzero(new).astype(np.int32)  # int32: a million profiles' hulls
+        ends = np.append(starts[1:], np.int32(k))      # are a few of these arrays
+        return cls(pc.slots[starts].astype(np.int32), pc.first[starts].astype(np.int32),
+                   pc.last[ends - 1].astype(np.int32), (ends - starts).astype(np.int32), starts)
 
 
 def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
@@ -174,7 +174,8 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     # the upper half set when the pre-checks are not exact.
     top = np.iinfo(dtype).max
     entry = np.empty((n, 8), np.uint16 if small else np.int32)
-    entry[:, :6] = np.minimum(pre[rank], top)
+    np.minimum(pre, top, out=pre)
+    entry[:, :6] = pre[rank]
     del pre
     s = np.arange(n, dtype=np.int64)
     entry[:, 6] = s & 0xFFFF
