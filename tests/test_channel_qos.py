@@ -21,7 +21,7 @@ from siftbus.channel import (
     UnsupportedQoS,
 )
 from siftbus.channel import qos as Q
-from siftbus.lang.etcl import timet_now
+from siftbus.channel.clock import timet_now
 
 
 @pytest.fixture

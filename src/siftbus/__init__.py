@@ -25,7 +25,13 @@ from siftbus.errors import (
     WireError,
     XmlFilterError,
 )
-from siftbus.lang import format_profile, load_profiles, parse_profile, parse_profiles
+from siftbus.lang import (
+    ProfileLimits,
+    format_profile,
+    load_profiles,
+    parse_profile,
+    parse_profiles,
+)
 from siftbus.match import Matcher, ReferenceMatcher
 from siftbus.match.base import Snapshotting
 from siftbus.match.engines import Capability, make_matcher
@@ -42,10 +48,13 @@ from siftbus.model import (
     Schema,
     StringConstraint,
     StringDomain,
+    TextLimits,
     load_schema,
     parse_event,
+    parse_json_line,
     parse_schema,
     read_events,
+    read_lines,
 )
 
 if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and editors
@@ -65,7 +74,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.covering import (
         CoveringIndex,
         FilterPoset,
-        Forwarder,
+        ForwardingTable,
         PosetForest,
         Relation,
         Update,
@@ -80,6 +89,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.match.counting import CountingMatcher
     from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
     from siftbus.spark.pipeline import Pipeline, run_files
+    from siftbus.wire.limits import Limits
     from siftbus.xmlfilter import XmlEventFilter, parse_subscriptions
 
 __version__ = "0.1.0"
@@ -103,7 +113,7 @@ _LAZY = {
     "CoveringIndex": "siftbus.covering",
     "FilterPoset": "siftbus.covering",
     "PosetForest": "siftbus.covering",
-    "Forwarder": "siftbus.covering",
+    "ForwardingTable": "siftbus.covering",
     "Update": "siftbus.covering",
     # broker network and its client library
     "BrokerNode": "siftbus.broker.node",
@@ -113,6 +123,7 @@ _LAZY = {
     "Client": "siftbus.client",
     "SyncClient": "siftbus.client",
     "connect": "siftbus.client",
+    "Limits": "siftbus.wire.limits",
     # notification channels (CORBA Notification Service model, ETCL filters)
     "EventChannelFactory": "siftbus.channel",
     "EventChannel": "siftbus.channel",
@@ -158,7 +169,12 @@ __all__ = [
     "parse_event",
     "parse_schema",
     "read_events",
+    # reading text input: one rule for line files, safe JSON, limits
+    "TextLimits",
+    "read_lines",
+    "parse_json_line",
     # languages
+    "ProfileLimits",
     "format_profile",
     "load_profiles",
     "parse_profile",
@@ -186,7 +202,7 @@ __all__ = [
     "CoveringIndex",
     "FilterPoset",
     "PosetForest",
-    "Forwarder",
+    "ForwardingTable",
     "Update",
     # broker network and client library
     "BrokerNode",
@@ -196,6 +212,7 @@ __all__ = [
     "Client",
     "SyncClient",
     "connect",
+    "Limits",
     # notification channels
     "EventChannelFactory",
     "EventChannel",

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from siftbus.channel import qos as Q
+from siftbus.channel.clock import timet_now
 from siftbus.channel.errors import (
     AdminLimitExceeded,
     AdminNotFound,
@@ -48,7 +49,8 @@ from siftbus.channel.errors import (
 )
 from siftbus.channel.event import StructuredEvent
 from siftbus.channel.filter import Filter, FilterFactory, MappingFilter
-from siftbus.lang.etcl import ConstraintIndex, is_structured, timet_now
+from siftbus.channel.filter_index import ConstraintIndex
+from siftbus.lang.etcl import is_structured
 
 ANY_EVENT, STRUCTURED_EVENT, SEQUENCE_EVENT = "ANY_EVENT", "STRUCTURED_EVENT", "SEQUENCE_EVENT"
 CLIENT_TYPES = (ANY_EVENT, STRUCTURED_EVENT, SEQUENCE_EVENT)
@@ -124,7 +126,7 @@ class Message:
         """The msgpack form (kept as received when the event came over the wire)."""
         if self._wire is not None:
             return self._wire
-        from siftbus.lang.etcl import to_json_value
+        from siftbus.channel.values import to_json_value
 
         if self.is_any:
             return {"any": to_json_value(self.any_value)}
@@ -133,7 +135,7 @@ class Message:
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> Message:
-        from siftbus.lang.etcl import from_json_value
+        from siftbus.channel.values import from_json_value
 
         if "any" in data:
             m = cls(from_json_value(data["any"]), True)

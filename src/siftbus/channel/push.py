@@ -34,7 +34,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from siftbus.channel import qos as Q
-from siftbus.channel.core import SEQUENCE_EVENT, STRUCTURED_EVENT, ProxySupplier, timet_now
+from siftbus.channel.clock import timet_now
+from siftbus.channel.core import SEQUENCE_EVENT, STRUCTURED_EVENT, ProxySupplier
 from siftbus.errors import ConnectionLostError, SiftbusError, WireError
 
 if TYPE_CHECKING:

@@ -15,16 +15,15 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, TextIO
+from typing import Annotated, Any, TextIO
 
 import typer
 
 from siftbus.cli._common import existing_file, stderr
-from siftbus.errors import EventError, SiftbusError
 from siftbus.lang.profile import load_profiles
 from siftbus.match.base import BulkLoading, Matcher, Snapshot, Snapshotting, positions_by_type
 from siftbus.match.engines import DEFAULT_ENGINE, ENGINES, make_matcher
-from siftbus.model import Event, Profile, Schema, iter_event_lines, load_schema
+from siftbus.model import Event, Profile, Schema, load_schema, read_events
 
 #: inputs above this many bytes get a progress bar on stderr
 PROGRESS_THRESHOLD = 1 << 20
@@ -74,17 +73,19 @@ def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: Tex
 
 def event_batches(path: Path, schema: Schema, *, size: int = 0,
                   advance: Callable[[int], object] | None = None) -> Iterator[list[Event]]:
-    """The events of a JSON-lines file in batches of ``size`` (default :data:`BATCH`);
-    the first bad line raises. ``advance`` is told how many bytes were read."""
+    """The events of a JSON-lines file in batches of ``size`` (default :data:`BATCH`),
+    read by the one rule for event files (:func:`~siftbus.model.read_events`); the first
+    bad line raises. ``advance`` is told how many bytes were read."""
     size = size or BATCH
     batch: list[Event] = []
+    done = 0
     with path.open("rb") as raw:
-        lines = _decoded_lines(raw, str(path), advance or (lambda n: None))
-        for item in iter_event_lines(lines, schema, source=str(path)):
-            if isinstance(item, SiftbusError):
-                raise item
-            batch.append(item)
+        for event in read_events(raw, schema, source=str(path)):
+            batch.append(event)
             if len(batch) >= size:
+                if advance is not None:
+                    advance(raw.tell() - done)
+                    done = raw.tell()
                 yield batch
                 batch = []
     if batch:
@@ -260,18 +261,6 @@ def format_for(out: Path | None, fmt: str | None) -> str:
     if suffix in (".arrow", ".feather", ".ipc"):
         return "arrow"
     return "json"
-
-
-def _decoded_lines(raw: BinaryIO, source: str, advance: Callable[[int], object]
-                   ) -> Iterator[str]:
-    # Read bytes so the progress bar can count them; decode per line to report the line.
-    for n, line in enumerate(raw, start=1):
-        advance(len(line))
-        try:
-            yield line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise EventError(f"not UTF-8: {exc.reason}", source=source, line=n,
-                             column=exc.start + 1) from None
 
 
 def register(app: typer.Typer) -> None:

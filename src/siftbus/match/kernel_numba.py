@@ -251,7 +251,7 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                     ns = 0
                     for q in range(size):
                         sel[ns] = q
-                        ns += np.uint32(col[q] - f1) <= w1
+                        ns += int(np.uint32(col[q] - f1) <= w1)
                     if ns == 0:
                         continue
                     p = _slot(ent, t)
