@@ -30,6 +30,10 @@ conditions, about 5 matches per event at every size):
 ``per_event``
     ``matcher.match(event)`` at 100,000 profiles (the broker's and channel's path).
     Baseline: the plain Python loop over per-profile tuples (``bench/matcher.py``).
+``broker_sub``
+    a broker (``BrokerNode``, no transport) handling one SUB frame of 100,000 profiles,
+    in wire form and as profile texts, from frame to ACK: the set-up time. Baseline: the
+    same profiles one per frame, on a sample.
 
 Kernels are numba unless ``SIFTBUS_KERNELS`` says otherwise (``startup`` runs the
 default, ``auto``). Rates are CPU time of the measured process (or child); wall time is
@@ -216,22 +220,16 @@ def _object_bytes(profiles: list[Any]) -> int:
 
 
 def section_events(paths: dict[str, Path], n: int) -> dict[str, Any]:
-    from siftbus.cli.match import event_batches
-    from siftbus.match.base import positions_by_type
-    from siftbus.match.cells import events_to_columns
+    from siftbus.match.ingest import read_event_chunks
     from siftbus.model import load_schema
 
     schema = load_schema(paths["schema"])
     path = paths[f"events-{n}"]
+    for _ in read_event_chunks(paths["events-20"], schema):  # scanners loaded before timing
+        pass
 
     def to_columns() -> int:
-        rows = 0
-        for batch in event_batches(path, schema):
-            for _, pos in positions_by_type(batch).items():
-                group = [batch[i] for i in pos]
-                events_to_columns(group[0].etype, group)
-            rows += len(batch)
-        return rows
+        return sum(chunk.n for chunk in read_event_chunks(path, schema))
 
     rows, cpu, wall = timed(to_columns)
     assert rows == n
@@ -349,7 +347,47 @@ def section_per_event(paths: dict[str, Path], n_events: int, repeats: int) -> di
         "load": load()}
 
 
-SECTIONS = ("profiles", "events", "end_to_end", "startup", "per_event")
+def section_broker_sub(paths: dict[str, Path], n: int, sample: int) -> dict[str, Any]:
+    """A broker's SUB of ``n`` profiles in one frame (wire form, and as texts), from frame
+    to ACK; baseline: frames of one profile each, on a sample."""
+    from siftbus.broker.node import BrokerNode
+    from siftbus.lang.profile import parse_profiles
+    from siftbus.model import load_schema
+    from siftbus.wire.frames import Message, MsgType
+    from siftbus.wire.profiles import encode_profile
+
+    schema = load_schema(paths["schema"])
+    lines = paths["profiles-100000"].read_text().splitlines()[:n]
+    wire = [encode_profile(p) for p in parse_profiles("\n".join(lines[:n]), schema)]
+    res: dict[str, Any] = {"profiles": n, "load": load()}
+
+    def node() -> tuple[BrokerNode, str, list[Message]]:
+        b = BrokerNode("B1", schema)
+        sent: list[Message] = []
+        b.transport_send = lambda link, msg: sent.append(msg)  # type: ignore[method-assign]
+        link, _ = b.client_up("c1")
+        return b, link, sent
+
+    warm, link, _ = node()
+    warm.handle(link, Message(MsgType.SUB, {"texts": lines[:20], "corr": 1}))
+    for key, body in (("wire", {"profiles": wire}), ("texts", {"texts": lines})):
+        b, link, sent = node()
+        _, cpu, wall = timed(lambda b=b, link=link, body=body: b.handle(
+            link, Message(MsgType.SUB, {**body, "corr": 1})))
+        assert sent[-1].type is MsgType.ACK and len(sent[-1].body["ids"]) == n, sent[-1]
+        res[key] = {"cpu_s": cpu, "wall_s": wall, "profiles_per_cpu_s": n / cpu}
+    b, link, sent = node()
+
+    def one_by_one() -> None:
+        for i, item in enumerate(wire[:sample]):
+            b.handle(link, Message(MsgType.SUB, {"profiles": [item], "corr": i}))
+
+    _, cpu, _ = timed(one_by_one)
+    res["baseline_one_per_frame_profiles_per_cpu_s"] = min(sample, n) / cpu
+    return res
+
+
+SECTIONS = ("profiles", "events", "end_to_end", "startup", "per_event", "broker_sub")
 
 
 def run_section(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -365,6 +403,8 @@ def run_section(name: str, args: argparse.Namespace) -> dict[str, Any]:
         return section_end_to_end(paths, args.events, args.sample, args.data)
     if name == "startup":
         return section_startup(paths, args.repeats)
+    if name == "broker_sub":
+        return section_broker_sub(paths, min(args.profiles, 100_000), args.sample)
     return section_per_event(paths, args.events, args.repeats)
 
 
@@ -412,6 +452,16 @@ def table(r: dict[str, Any]) -> str:
         rows.append(f"| 4. per-event match(), 100,000 profiles | {q['events_per_cpu_s']:,.0f} "
                     f"ev/CPU-s | plain loop: {q['baseline_plain_loop_events_per_cpu_s']:,.0f} "
                     f"ev/CPU-s | >= 150,000 | {q['load']:.1f} |")
+    if "broker_sub" in r:
+        b = r["broker_sub"]
+        rows.append(f"| 5. broker SUB of {b['profiles']:,} profiles in one frame (wire form) | "
+                    f"{b['wire']['cpu_s']:.1f} CPU-s set-up ({b['wire']['wall_s']:.1f} s wall, "
+                    f"{b['wire']['profiles_per_cpu_s']:,.0f} profiles/CPU-s) | one profile per "
+                    f"frame: {b['baseline_one_per_frame_profiles_per_cpu_s']:,.0f} profiles/"
+                    f"CPU-s | reported | {b['load']:.1f} |")
+        rows.append(f"| 5. broker SUB of {b['profiles']:,} profile texts in one frame | "
+                    f"{b['texts']['cpu_s']:.1f} CPU-s set-up ({b['texts']['wall_s']:.1f} s "
+                    f"wall) | (same baseline) | reported | {b['load']:.1f} |")
     return "\n".join(rows)
 
 

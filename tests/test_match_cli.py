@@ -33,7 +33,7 @@ def test_every_engine_writes_the_checked_in_rows_over_many_batches(
         engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small batches of mixed event types: the per-type CSRs are put back in event
     order; engines with snapshots and without give the same bytes."""
-    monkeypatch.setattr(match_cli, "BATCH", 7)
+    monkeypatch.setattr(match_cli, "CHUNK_BYTES", 300)
     events = tmp_path / "e.jsonl"
     lines = (BUILDING / "events.jsonl").read_text().splitlines()
     events.write_text("\n".join(lines * 5) + "\n")

@@ -1,11 +1,14 @@
 """``siftbus match``: match an event file against a profile file.
 
-The fast path works on whole batches: profiles go into the matcher in one bulk step per
-event type (``add_columns``), each batch of events becomes key columns per type and is
-matched on the matcher's snapshot in one kernel call, and the result (CSR arrays of dense
-profile indices) is written without building a list of ids per event: JSON lines from
-cached quoted ids, or Arrow/Parquet record batches (``--format arrow|parquet``).
-Engines without snapshots fall back to ``match_batch``.
+The fast path works on whole files and chunks: the profile file is scanned into columns
+and goes into the matcher in one bulk step per event type (``add_columns``); the event
+file is scanned chunk by chunk into key columns per type (both by
+:mod:`siftbus.match.ingest`, which leaves every line it is not sure about to the
+specification's parsers), each chunk is matched on the matcher's snapshot in one kernel
+call per type, and the result (CSR arrays of dense profile indices) is written without
+building a list of ids per event: JSON lines from cached quoted ids, or Arrow/Parquet
+record batches (``--format arrow|parquet``). Engines without snapshots fall back to
+``match_batch``.
 """
 
 from __future__ import annotations
@@ -13,21 +16,24 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
 from siftbus.cli._common import existing_file, stderr
-from siftbus.lang.profile import load_profiles
-from siftbus.match.base import BulkLoading, Matcher, Snapshot, Snapshotting, positions_by_type
+from siftbus.match.base import BulkLoading, Matcher, Snapshot, Snapshotting
 from siftbus.match.engines import DEFAULT_ENGINE, ENGINES, make_matcher
-from siftbus.model import Event, Profile, Schema, load_schema, read_events
+from siftbus.model import Schema, load_schema
+
+if TYPE_CHECKING:  # numpy and the scanners are loaded when a command runs
+    from siftbus.match.ingest import EventChunk
 
 #: inputs above this many bytes get a progress bar on stderr
 PROGRESS_THRESHOLD = 1 << 20
-BATCH = 4096
+CHUNK_BYTES = 1 << 23
+"""Bytes of the event file read, scanned and matched at a time (whole lines)."""
 FORMATS = ("json", "arrow", "parquet")
 
 
@@ -41,6 +47,8 @@ def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: Tex
     ``event`` (int64) and ``matches`` (list of strings). Raises the first
     :class:`SiftbusError` of any input file.
     """
+    from siftbus.match.ingest import read_event_chunks
+
     matcher = load_matcher(schema, profiles_path, engine)
     writer = _writer(fmt, out)
     total = events_path.stat().st_size
@@ -55,15 +63,12 @@ def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: Tex
                        console=stderr, transient=True)
         bar.start()
         task = bar.add_task("match", total=total, events=0)
-
-    def advance(n: int) -> None:
-        if bar is not None:
-            bar.update(task, advance=n, events=n_events)
-
     try:
-        for batch in event_batches(events_path, schema, advance=advance):
-            n_matches += match_and_write(matcher, batch, n_events, writer)
-            n_events += len(batch)
+        for chunk in read_event_chunks(events_path, schema, chunk_bytes=CHUNK_BYTES):
+            n_matches += match_and_write(matcher, chunk, writer)
+            n_events += chunk.n
+            if bar is not None:
+                bar.update(task, advance=chunk.bytes_read, events=n_events)
         writer.close()
     finally:
         if bar is not None:
@@ -71,71 +76,40 @@ def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: Tex
     return n_events, n_matches
 
 
-def event_batches(path: Path, schema: Schema, *, size: int = 0,
-                  advance: Callable[[int], object] | None = None) -> Iterator[list[Event]]:
-    """The events of a JSON-lines file in batches of ``size`` (default :data:`BATCH`),
-    read by the one rule for event files (:func:`~siftbus.model.read_events`); the first
-    bad line raises. ``advance`` is told how many bytes were read."""
-    size = size or BATCH
-    batch: list[Event] = []
-    done = 0
-    with path.open("rb") as raw:
-        for event in read_events(raw, schema, source=str(path)):
-            batch.append(event)
-            if len(batch) >= size:
-                if advance is not None:
-                    advance(raw.tell() - done)
-                    done = raw.tell()
-                yield batch
-                batch = []
-    if batch:
-        yield batch
-
-
 def load_matcher(schema: Schema, profiles_path: Path, engine: str = DEFAULT_ENGINE) -> Matcher:
     """A matcher of ``engine`` holding every profile of the file: parse, validate,
     normalise and add (what ``bench/ingest.py`` times as "profiles")."""
+    from siftbus.match.ingest import load_profile_columns
+
     matcher = make_matcher(engine)
-    add_profiles(matcher, load_profiles(profiles_path, schema))
+    loaded = load_profile_columns(profiles_path, schema)
+    while loaded:
+        cols = loaded.pop()  # let each type's columns go once they are compiled
+        if isinstance(matcher, BulkLoading):
+            matcher.add_columns(cols)
+        else:
+            for p in cols.profiles():
+                matcher.add(p)
+        del cols
     return matcher
 
 
-def add_profiles(matcher: Matcher, profiles: Sequence[Profile]) -> None:
-    """Add ``profiles``: one bulk step per event type when the engine can."""
-    if not isinstance(matcher, BulkLoading):
-        for p in profiles:
-            matcher.add(p)
-        return
-    from siftbus.match.columns import ProfileColumns
-
-    by_type: dict[str, list[Profile]] = {}
-    for p in profiles:
-        by_type.setdefault(p.type_name, []).append(p)
-    for group in by_type.values():
-        matcher.add_columns(ProfileColumns.from_profiles(group[0].etype, group))
-
-
-def match_and_write(matcher: Matcher, events: Sequence[Event], first: int,
-                    writer: MatchWriter) -> int:
-    """Match one batch and hand it to ``writer``; returns the number of matches."""
+def match_and_write(matcher: Matcher, chunk: EventChunk, writer: MatchWriter) -> int:
+    """Match one chunk of events and hand it to ``writer``; returns the number of matches."""
     if not isinstance(matcher, Snapshotting):
-        rows = matcher.match_batch(events)
-        writer.write_rows(first, rows)
+        rows = matcher.match_batch(chunk.events())
+        writer.write_rows(chunk.first, rows)
         return sum(map(len, rows))
     import numpy as np
 
-    from siftbus.match.cells import events_to_columns
-
     snap = matcher.snapshot()
-    n = len(events)
+    n = chunk.n
     parts = []
     counts = np.zeros(n, np.int64)
-    for tname, pos in positions_by_type(events).items():
-        group = [events[i] for i in pos]
-        csr = snap.match_columns(tname, events_to_columns(group[0].etype, group))
-        where = np.asarray(pos, np.int64)
-        counts[where] = np.diff(csr.offsets)
-        parts.append((where, csr.offsets, csr.profiles))
+    for g in chunk.groups:
+        csr = snap.match_columns(g.etype.name, g.columns)
+        counts[g.positions] = np.diff(csr.offsets)
+        parts.append((g.positions, csr.offsets, csr.profiles))
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     if len(parts) == 1 and len(parts[0][0]) == n:
@@ -146,7 +120,7 @@ def match_and_write(matcher: Matcher, events: Sequence[Event], first: int,
             lengths = np.diff(off)
             dest = np.repeat(offsets[where] - off[:-1], lengths) + np.arange(len(prof))
             profiles[dest] = prof
-    writer.write_csr(first, offsets, profiles, snap)
+    writer.write_csr(chunk.first, offsets, profiles, snap)
     return int(offsets[-1])
 
 
@@ -166,32 +140,85 @@ class MatchWriter:
 
 
 class JsonLinesWriter(MatchWriter):
-    """``{"event": N, "matches": [...]}`` per line, exactly what ``json.dumps`` writes."""
+    """``{"event": N, "matches": [...]}`` per line, exactly what ``json.dumps`` writes.
+
+    With the compiled kernels a whole batch is formatted in one call
+    (:func:`siftbus.match.scan_numba.format_matches`) from the ids quoted once per
+    snapshot; otherwise the pieces are laid out by array arithmetic and joined once.
+    """
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self._snap: Snapshot | None = None
         self._quoted: Any = None
-        self._have: Any = None
+        self._quoted_str: Any = None
 
-    def write_csr(self, first: int, offsets: Any, profiles: Any, snap: Snapshot) -> None:
+    def _quoted_ids(self, snap: Snapshot) -> Any:
+        """Per dense index its id as a JSON string: ``(bytes, offsets)``."""
         import numpy as np
 
-        if self._snap is not snap:  # quote ids once per snapshot, only those matched
+        if self._snap is not snap:
             self._snap = snap
-            self._quoted = np.empty(len(snap), object)
-            self._have = np.zeros(len(snap), bool)
-        quoted = self._quoted
-        need = np.unique(profiles)
-        need = need[~self._have[need]]
-        if len(need):
-            quoted[need] = [json.dumps(i) for i in snap.profile_ids[need].tolist()]
-            self._have[need] = True
-        q = quoted[profiles].tolist()
-        off = offsets.tolist()
-        self.out.write("".join(
-            [f'{{"event": {first + i}, "matches": [{", ".join(q[off[i]:off[i + 1]])}]}}\n'
-             for i in range(len(off) - 1)]))
+            self._quoted_str = None
+            ids = snap.profile_ids
+            try:
+                raw = np.char.encode(ids, "ascii") if len(ids) else np.zeros(0, "S1")
+                plain = True
+            except UnicodeEncodeError:
+                plain = False
+            if plain:  # ASCII ids need no escapes: ids are letters, digits and _ - . /
+                width = raw.dtype.itemsize
+                mat = np.zeros((len(raw), width + 2), np.uint8)
+                mat[:, 1:width + 1] = raw.view(np.uint8).reshape(len(raw), width)
+                lens = np.char.str_len(raw).astype(np.int64)
+                mat[:, 0] = 34
+                mat[np.arange(len(raw)), lens + 1] = 34
+                keep = np.arange(width + 2)[None, :] < (lens + 2)[:, None]
+                qbytes = mat[keep]
+                qoff = np.zeros(len(raw) + 1, np.int64)
+                np.cumsum(lens + 2, out=qoff[1:])
+            else:
+                quoted = [json.dumps(i).encode() for i in ids.tolist()]
+                qbytes = np.frombuffer(b"".join(quoted) or b"\0", np.uint8)
+                qoff = np.zeros(len(quoted) + 1, np.int64)
+                np.cumsum([len(q) for q in quoted], out=qoff[1:])
+            self._quoted = (qbytes, qoff)
+        return self._quoted
+
+    def write_csr(self, first: int, offsets: Any, profiles: Any, snap: Snapshot) -> None:
+        from siftbus.match import kernel
+
+        qbytes, qoff = self._quoted_ids(snap)
+        if kernel.name() == "numba":
+            from siftbus.match.scan_numba import format_matches
+
+            text = format_matches(first, offsets, profiles, qbytes, qoff).tobytes()
+            self.out.write(text.decode("ascii"))
+            return
+        import numpy as np
+
+        if self._quoted_str is None:
+            text = qbytes.tobytes().decode("ascii")
+            bounds = qoff.tolist()
+            self._quoted_str = np.array([text[bounds[i]:bounds[i + 1]]
+                                         for i in range(len(bounds) - 1)] or [""], object)
+        quoted = self._quoted_str
+        # '{"event": N, "matches": [' id ", " id ... ']}\n' laid out by array arithmetic
+        n = len(offsets) - 1
+        counts = np.diff(offsets)
+        width = 2 + counts + np.maximum(counts - 1, 0)  # head, ids, separators, tail
+        at = np.zeros(n + 1, np.int64)
+        np.cumsum(width, out=at[1:])
+        pieces = np.empty(int(at[-1]), object)
+        numbers = np.arange(first, first + n).astype(str).astype(object)
+        pieces[at[:-1]] = '{"event": ' + numbers + ', "matches": ['
+        pieces[at[1:] - 1] = "]}\n"
+        row = np.repeat(np.arange(n), counts)
+        k = np.arange(len(profiles)) - np.repeat(offsets[:-1], counts)  # index in its row
+        pos = at[row] + 1 + 2 * k
+        pieces[pos] = quoted[profiles]
+        pieces[pos[k < counts[row] - 1] + 1] = ", "
+        self.out.write("".join(pieces.tolist()))
 
     def write_rows(self, first: int, rows: Sequence[Sequence[str]]) -> None:
         self.out.write("".join(json.dumps({"event": first + i, "matches": list(r)}) + "\n"
