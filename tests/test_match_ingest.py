@@ -104,8 +104,9 @@ def test_scanners_take_the_common_lines() -> None:
     attributes on random profiles; every line of printed standard events."""
     import numpy as np
 
+    from siftbus.match.events_numba import scan_events
     from siftbus.match.ingest import SchemaTables
-    from siftbus.match.scan_numba import OK, SLOW, scan_events, scan_profiles
+    from siftbus.match.scan_numba import OK, SLOW, scan_profiles
 
     rnd = random.Random(1)
     schema = Schema((random_type(rnd, "T"), random_type(rnd, "U", 3)))

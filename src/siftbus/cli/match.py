@@ -190,7 +190,7 @@ class JsonLinesWriter(MatchWriter):
 
         qbytes, qoff = self._quoted_ids(snap)
         if kernel.name() == "numba":
-            from siftbus.match.scan_numba import format_matches
+            from siftbus.match.events_numba import format_matches
 
             text = format_matches(first, offsets, profiles, qbytes, qoff).tobytes()
             self.out.write(text.decode("ascii"))

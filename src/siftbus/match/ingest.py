@@ -408,7 +408,7 @@ def _chunk_of(events: list[Event], first: int, to_columns: Any) -> EventChunk:
 
 def _event_chunk(data: bytes, schema: Schema, tables: SchemaTables, source: str,
                  limits: TextLimits, line0: int, first: int) -> tuple[EventChunk, int]:
-    from siftbus.match.scan_numba import scan_events
+    from siftbus.match.events_numba import scan_events
 
     b = np.frombuffer(data, np.uint8)
     status, start, end, etype, keys, str_s, str_e = scan_events(
