@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # numpy and the scanners are loaded when a command runs
 
 #: inputs above this many bytes get a progress bar on stderr
 PROGRESS_THRESHOLD = 1 << 20
-CHUNK_BYTES = 1 << 23
+CHUNK_BYTES = 1 << 22
 """Bytes of the event file read, scanned and matched at a time (whole lines)."""
 FORMATS = ("json", "arrow", "parquet")
 

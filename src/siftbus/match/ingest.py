@@ -57,7 +57,7 @@ from siftbus.model import (
 )
 from siftbus.model.textio import BOM, TEXT_LIMITS, TextLimits, decode_line, read_lines
 
-CHUNK_BYTES = 1 << 23
+CHUNK_BYTES = 1 << 22
 """Bytes of an event file scanned at once (whole lines; a longer line extends the chunk)."""
 
 
