@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -69,17 +71,31 @@ def _profile_file(rnd: random.Random, schema: Schema, n: int, mutate: float) -> 
         if rnd.random() < mutate:
             text = _mutate(rnd, text)
         lines.append(text)
+    return _as_file(rnd, lines)
+
+
+def _as_file(rnd: random.Random, lines: list[str]) -> bytes:
+    """Lines joined by a random line end (and maybe a BOM), as UTF-8."""
     end = rnd.choice(["\n", "\r\n", "\r"])
     data = end.join(lines) + (end if rnd.random() < 0.8 else "")
-    raw = data.encode("utf-8", "surrogatepass")
-    return (b"\xef\xbb\xbf" if rnd.random() < 0.1 else b"") + raw
+    return (b"\xef\xbb\xbf" if rnd.random() < 0.1 else b"") + data.encode("utf-8",
+                                                                          "surrogatepass")
 
 
-def _outcome_profiles(fn: object) -> object:
+def _outcome(fn: Callable[[], Any], shape: Callable[[Any], Any]) -> object:
+    """``("ok", shape(value))`` or the error's kind, message and location."""
     try:
-        return ("ok", sorted(fn(), key=lambda p: p.id))  # type: ignore[operator]
+        return ("ok", shape(fn()))
     except SiftbusError as exc:
         return ("error", type(exc).__name__, exc.message, exc.line, exc.column, exc.source)
+
+
+def _outcome_profiles(fn: Callable[[], Any]) -> object:
+    return _outcome(fn, lambda ps: sorted(ps, key=lambda p: p.id))
+
+
+def _outcome_events(fn: Callable[[], Any]) -> object:
+    return _outcome(fn, lambda es: [(e.etype.name, e.keys) for e in es])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[
@@ -151,17 +167,7 @@ def _event_file(rnd: random.Random, schema: Schema, n: int, mutate: float,
         if rnd.random() < mutate:
             text = _mutate(rnd, text)
         lines.append(text)
-    end = rnd.choice(["\n", "\r\n", "\r"])
-    data = end.join(lines) + (end if rnd.random() < 0.8 else "")
-    return (b"\xef\xbb\xbf" if rnd.random() < 0.1 else b"") + data.encode("utf-8",
-                                                                          "surrogatepass")
-
-
-def _outcome_events(fn: object) -> object:
-    try:
-        return ("ok", [(e.etype.name, e.keys) for e in fn()])  # type: ignore[operator]
-    except SiftbusError as exc:
-        return ("error", type(exc).__name__, exc.message, exc.line, exc.column, exc.source)
+    return _as_file(rnd, lines)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[

@@ -153,8 +153,9 @@ def compile_counting(etype: EventType, profiles: Sequence[Profile] | ProfileColu
     for a, (f, first, last) in enumerate(runs):
         base = int(cell_base[a])
         nc = cells[a].n_cells
-        kernel.active().fill_sets(first, last, f, np.full(nc, -1, np.int32),
-                                  af_off[base:base + nc + 1], af_mem, no_bitmaps)
+        f32 = np.ascontiguousarray(f, dtype=np.int32)
+        kernel.active().fill_lead(first, last, f32, f32[:, None], np.full(nc, -1, np.int32),
+                                  af_off[base:base + nc + 1], af_mem[:, None], no_bitmaps)
     sizes = np.array([len(x) for x in members], np.int64)
     pr_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     pr_mem = (np.concatenate([np.array(x, np.int32) for x in members]) if members

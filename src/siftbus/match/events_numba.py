@@ -18,6 +18,8 @@ from siftbus.match.scan_numba import (
     _find_attr,
     _same,
     _skip_ws,
+    count_lines,
+    line_end,
 )
 
 
@@ -86,18 +88,7 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
     is int64 ``[lines, max_attrs]`` by attribute position (ordered attributes), and for
     string attributes the value is ``b[str_start:str_end]`` (without quotes).
     """
-    size = b.shape[0]
-    n_lines = 0
-    i = 0
-    while i < size:
-        c = b[i]
-        if c == 10 or c == 13:
-            n_lines += 1
-            if c == 13 and i + 1 < size and b[i + 1] == 10:
-                i += 1
-        i += 1
-    if size and b[size - 1] != 10 and b[size - 1] != 13:
-        n_lines += 1
+    n_lines = count_lines(b)
     status = np.full(n_lines, SLOW, np.int8)
     start = np.zeros(n_lines, np.int64)
     end = np.zeros(n_lines, np.int64)
@@ -116,12 +107,7 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
     pos = 0
     for ln in range(n_lines):
         s = pos
-        e = s
-        while e < size and b[e] != 10 and b[e] != 13:
-            e += 1
-        pos = e + 1
-        if e < size and b[e] == 13 and e + 1 < size and b[e + 1] == 10:
-            pos += 1
+        e, pos = line_end(b, s)
         start[ln] = s
         end[ln] = e
         if e - s > max_line:

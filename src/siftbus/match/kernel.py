@@ -120,7 +120,9 @@ class Kernels(Protocol):
                   ent: np.ndarray, bitmaps: np.ndarray) -> None:
         """Run ``i`` puts ``entry[i]`` into the list of each cell ``first[i]..last[i]``
         (lists start at ``list_off``), or ``slots[i]``'s bit into the cell's bitmap row
-        (``row_of_cell >= 0``). Runs come in slot order, so every list is sorted."""
+        (``row_of_cell >= 0``). Runs come in slot order, so every list is sorted. Plain
+        member lists (the counting matcher's) are ``entry = slots[:, None]`` into
+        ``ent = mem[:, None]``."""
 
     def counting_match(self, cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
                        af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
@@ -132,11 +134,6 @@ class Kernels(Protocol):
         per-attribute constraints) the cell satisfies; ``pr_off/pr_mem``: CSR over
         filters, the profiles containing each; ``ncond``: conditions per profile. A
         profile matches when as many of its filters as it has conditions are satisfied."""
-
-    def fill_sets(self, first: np.ndarray, last: np.ndarray, slots: np.ndarray,
-                  row_of_cell: np.ndarray, list_off: np.ndarray, mem: np.ndarray,
-                  bitmaps: np.ndarray) -> None:
-        """:meth:`fill_lead` for plain member lists (``mem`` int32)."""
 
 
 class _State:

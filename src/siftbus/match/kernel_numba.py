@@ -393,21 +393,3 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
             out[start:k] = np.sort(out[start:k])
         offsets[e + 1] = k
     return offsets, out[:k].copy()
-
-
-@njit(cache=True)
-def fill_sets(first: np.ndarray, last: np.ndarray, slots: np.ndarray, row_of_cell: np.ndarray,
-              list_off: np.ndarray, mem: np.ndarray, bitmaps: np.ndarray) -> None:
-    """See :func:`siftbus.match.kernel.Kernels.fill_sets`."""
-    pos = list_off[:-1].copy()
-    for i in range(first.shape[0]):
-        p = slots[i]
-        word = p >> 6
-        bit = _ONE << np.uint64(p & 63)
-        for c in range(first[i], last[i] + 1):
-            r = row_of_cell[c]
-            if r >= 0:
-                bitmaps[r, word] |= bit
-            else:
-                mem[pos[c]] = p
-                pos[c] += 1

@@ -189,13 +189,6 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
     return _csr(rows)
 
 
-def fill_sets(first: np.ndarray, last: np.ndarray, slots: np.ndarray, row_of_cell: np.ndarray,
-              list_off: np.ndarray, mem: np.ndarray, bitmaps: np.ndarray) -> None:
-    """See :func:`siftbus.match.kernel.Kernels.fill_sets`."""
-    run, pos = _fill(first, last, slots, row_of_cell, list_off, bitmaps)
-    mem[pos] = slots[run]
-
-
 def _csr(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.zeros(len(rows) + 1, np.int64)
     if rows:

@@ -61,6 +61,38 @@ def _skip_ws(b: np.ndarray, i: int, e: int) -> int:
 
 
 @njit(cache=True)
+def count_lines(b: np.ndarray) -> int:
+    """Lines of ``b``: they end at \\n, \\r\\n or a lone \\r (the one rule for text
+    files); a last line without an end is a line."""
+    size = b.shape[0]
+    n = 0
+    i = 0
+    while i < size:
+        c = b[i]
+        if c == 10 or c == 13:
+            n += 1
+            if c == 13 and i + 1 < size and b[i + 1] == 10:
+                i += 1
+        i += 1
+    if size and b[size - 1] != 10 and b[size - 1] != 13:
+        n += 1
+    return n
+
+
+@njit(cache=True, inline="always")
+def line_end(b: np.ndarray, s: int) -> tuple[int, int]:
+    """``(end, next start)`` of the line starting at ``s``."""
+    size = b.shape[0]
+    e = s
+    while e < size and b[e] != 10 and b[e] != 13:
+        e += 1
+    nxt = e + 1
+    if e < size and b[e] == 13 and e + 1 < size and b[e + 1] == 10:
+        nxt += 1
+    return e, nxt
+
+
+@njit(cache=True)
 def _same(b: np.ndarray, s: int, n: int, names: np.ndarray, off: np.ndarray, j: int) -> bool:
     """Whether ``b[s:s+n]`` is name ``j``."""
     a = off[j]
@@ -201,19 +233,7 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
     array ``(line, attribute position in its type, lo, hi)`` sorted by line, attribute
     and ``lo``, and ``R``.
     """
-    size = b.shape[0]
-    # Lines end at \n, \r\n or a lone \r; a last line without an end is a line.
-    n_lines = 0
-    i = 0
-    while i < size:
-        c = b[i]
-        if c == 10 or c == 13:
-            n_lines += 1
-            if c == 13 and i + 1 < size and b[i + 1] == 10:
-                i += 1
-        i += 1
-    if size and b[size - 1] != 10 and b[size - 1] != 13:
-        n_lines += 1
+    n_lines = count_lines(b)
     status = np.full(n_lines, SLOW, np.int8)
     start = np.zeros(n_lines, np.int64)
     end = np.zeros(n_lines, np.int64)
@@ -236,12 +256,7 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
     pos = 0
     for ln in range(n_lines):
         s = pos
-        e = s
-        while e < size and b[e] != 10 and b[e] != 13:
-            e += 1
-        pos = e + 1
-        if e < size and b[e] == 13 and e + 1 < size and b[e + 1] == 10:
-            pos += 1
+        e, pos = line_end(b, s)
         start[ln] = s
         end[ln] = e
         if e - s > max_line:
