@@ -73,7 +73,7 @@ def test_event_lines_turn_every_bad_text_into_one_event_error(tmp_path: Any) -> 
     bad.write_bytes(b'{"any": 1}\n{"a": "x\xff"}\n')
     with pytest.raises(EventError, match=r"0xff") as info:
         list(_lines(bad))
-    assert (info.value.line, info.value.column) == (2, 8)
+    assert (info.value.line, info.value.column) == (2, 9)
     with pytest.raises(EventError, match="nest"):
         read_event("[" * 100_000 + "]" * 100_000)
     with pytest.raises(EventError, match="digits"):
