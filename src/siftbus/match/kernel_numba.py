@@ -30,6 +30,13 @@ _DEBRUIJN_TABLE = np.array([
 
 
 @njit(cache=True, inline="always")
+def _pop_lowest(w: np.uint64) -> tuple[int, np.uint64]:
+    """The position of the lowest set bit of ``w`` (de Bruijn), and ``w`` without it."""
+    low = w & (~w + _ONE)
+    return _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)], w ^ low
+
+
+@njit(cache=True, inline="always")
 def _outside(c: int, first: int, width: int) -> bool:
     """``not first <= c <= first + width`` in one unsigned comparison."""
     return bool(np.uint32(c - first) > np.uint32(width))
@@ -124,9 +131,8 @@ def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.
             for wi in range(bitmaps.shape[1]):
                 w = bitmaps[row, wi]
                 while w != 0:
-                    low = w & (~w + _ONE)
-                    p = wi * 64 + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
-                    w ^= low
+                    bit, w = _pop_lowest(w)
+                    p = wi * 64 + bit
                     if _outside(cells[e, slot_pre[p, 0]], slot_pre[p, 1], slot_pre[p, 2]):
                         continue
                     if _outside(cells[e, slot_pre[p, 3]], slot_pre[p, 4], slot_pre[p, 5]):
@@ -273,9 +279,8 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                 for wi in range(bitmaps.shape[1]):
                     w = bitmaps[row, wi]
                     while w != 0:
-                        low = w & (~w + _ONE)
-                        p = wi * 64 + _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
-                        w ^= low
+                        bit, w = _pop_lowest(w)
+                        p = wi * 64 + bit
                         if check_alive and alive[p] == 0:
                             continue
                         for q in range(size):
