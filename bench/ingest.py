@@ -32,8 +32,12 @@ conditions, about 5 matches per event at every size):
     Baseline: the plain Python loop over per-profile tuples (``bench/matcher.py``).
 ``broker_sub``
     a broker (``BrokerNode``, no transport) handling one SUB frame of 100,000 profiles
-    (the structured form; ``Limits.max_profiles`` raised), from frame to ACK: the set-up
-    time. Baseline: the same profiles one per frame, on a sample.
+    (the structured form; ``Limits.max_profiles`` raised), from frame to ACK and to its
+    first matched event (the index compiles then): the set-up time. Baselines on a
+    sample: one frame of the sample, and the sample one profile per frame.
+``spark_parse``
+    the Spark pipeline's parse stage (``parse_text_batch``, no JVM) on 100,000 lines.
+    Baseline: the same stage with ``parse_event`` on every line.
 
 Kernels are numba unless ``SIFTBUS_KERNELS`` says otherwise (``startup`` runs the
 default, ``auto``). Rates are CPU time of the measured process (or child); wall time is
@@ -349,11 +353,14 @@ def section_per_event(paths: dict[str, Path], n_events: int, repeats: int) -> di
 
 def section_broker_sub(paths: dict[str, Path], n: int, sample: int) -> dict[str, Any]:
     """A broker's SUB of ``n`` profiles in one frame (the structured form the client
-    library sends; ``Limits.max_profiles`` raised to allow it), from frame to ACK: the
-    set-up time. Baseline: the same profiles one per frame, on a sample."""
+    library sends; ``Limits.max_profiles`` raised to allow it), from frame to ACK, then
+    the first event matched (the index is compiled then): the set-up time. Baselines on
+    ``sample`` profiles, same run: one frame of ``sample`` profiles, and the same
+    profiles one per frame (each table insert costs more as the table grows, so per-
+    profile rates are compared at the same size)."""
     from siftbus.broker.node import BrokerNode
     from siftbus.match.ingest import load_profile_columns
-    from siftbus.model import load_schema
+    from siftbus.model import load_schema, read_events
     from siftbus.wire.frames import Message, MsgType
     from siftbus.wire.limits import Limits
     from siftbus.wire.profiles import encode_profile
@@ -362,7 +369,9 @@ def section_broker_sub(paths: dict[str, Path], n: int, sample: int) -> dict[str,
     cols = load_profile_columns(paths["profiles-100000"], schema)[0]
     wire = [encode_profile(cols.profile(i)) for i in range(min(n, len(cols)))]
     n = len(wire)
-    res: dict[str, Any] = {"profiles": n, "load": load()}
+    sample = min(sample, n)
+    event = next(iter(read_events(paths["events-20"], schema)))
+    res: dict[str, Any] = {"profiles": n, "sample": sample, "load": load()}
 
     def node() -> tuple[BrokerNode, str, list[Message]]:
         b = BrokerNode("B1", schema, limits=Limits(max_profiles=max(n, 10_000)))
@@ -371,25 +380,70 @@ def section_broker_sub(paths: dict[str, Path], n: int, sample: int) -> dict[str,
         link, _ = b.client_up("c1")
         return b, link, sent
 
-    warm, link, _ = node()
-    warm.handle(link, Message(MsgType.SUB, {"profiles": wire[:20], "corr": 1}))
-    b, link, sent = node()
-    _, cpu, wall = timed(lambda: b.handle(link, Message(MsgType.SUB, {"profiles": wire,
-                                                                      "corr": 1})))
-    assert sent[-1].type is MsgType.ACK and len(sent[-1].body["ids"]) == n, sent[-1]
-    res.update(cpu_s=cpu, wall_s=wall, profiles_per_cpu_s=n / cpu)
-    b, link, sent = node()
+    def one_frame(items: list[Any]) -> tuple[float, float, float]:
+        """(cpu s to ACK, cpu s of the first match, wall s of both)."""
+        b, link, sent = node()
+        _, cpu, wall = timed(lambda: b.handle(link, Message(MsgType.SUB, {
+            "profiles": items, "corr": 1})))
+        assert sent[-1].type is MsgType.ACK and len(sent[-1].body["ids"]) == len(items)
+        _, mcpu, mwall = timed(lambda: b.routing.matcher.match(event))
+        return cpu, mcpu, wall + mwall
+
+    one_frame(wire[:20])  # kernels loaded before timing
+    cpu, mcpu, wall = one_frame(wire)
+    res.update(cpu_s=cpu, first_match_cpu_s=mcpu, setup_cpu_s=cpu + mcpu, wall_s=wall,
+               profiles_per_cpu_s=n / (cpu + mcpu))
+    scpu, smcpu, _ = one_frame(wire[:sample])
+    res["baseline_one_frame_sample_profiles_per_cpu_s"] = sample / (scpu + smcpu)
+    b, link, _ = node()
 
     def one_by_one() -> None:
         for i, item in enumerate(wire[:sample]):
             b.handle(link, Message(MsgType.SUB, {"profiles": [item], "corr": i}))
+        b.routing.matcher.match(event)
 
     _, cpu, _ = timed(one_by_one)
-    res["baseline_one_per_frame_profiles_per_cpu_s"] = min(sample, n) / cpu
+    res["baseline_one_per_frame_profiles_per_cpu_s"] = sample / cpu
     return res
 
 
-SECTIONS = ("profiles", "events", "end_to_end", "startup", "per_event", "broker_sub")
+def section_spark_parse(paths: dict[str, Path], n_events: int) -> dict[str, Any]:
+    """The Spark pipeline's parse stage (``parse_text_batch``, what ``mapInArrow`` runs
+    per Arrow batch; no JVM) on 100,000 lines of the event file. Baseline, same run: the
+    same stage with the scanner switched off (``parse_event`` per line)."""
+    import pyarrow as pa
+
+    import siftbus.spark.parse as stage
+    from siftbus.model import load_schema
+
+    schema = load_schema(paths["schema"])
+    st = schema.to_toml()
+    with paths[f"events-{n_events}"].open() as f:
+        texts = [line.rstrip("\n") for _, line in zip(range(100_000), f, strict=False)]
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(["events"] * len(texts)), pa.array(range(1, len(texts) + 1), pa.int64()),
+         pa.array(texts)], names=["source", "line", "text"])
+    stage.parse_text_batch(batch.slice(0, 100), st)
+    scanner = stage.scan_event_texts
+    rates: dict[str, list[float]] = {"fast": [], "spec": []}
+    try:
+        for _ in range(3):
+            for mode in rates:
+                stage.scan_event_texts = scanner if mode == "fast" else \
+                    (lambda t, *_, **__: [None] * len(t))  # type: ignore[assignment]
+                out, cpu, _ = timed(lambda: stage.parse_text_batch(batch, st))
+                assert out.num_rows == len(texts) and out.column("error").null_count == len(
+                    texts)
+                rates[mode].append(len(texts) / cpu)
+    finally:
+        stage.scan_event_texts = scanner
+    return {"events": len(texts), "events_per_cpu_s": statistics.median(rates["fast"]),
+            "baseline_parse_event_events_per_cpu_s": statistics.median(rates["spec"]),
+            "load": load()}
+
+
+SECTIONS = ("profiles", "events", "end_to_end", "startup", "per_event", "broker_sub",
+            "spark_parse")
 
 
 def run_section(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -407,6 +461,8 @@ def run_section(name: str, args: argparse.Namespace) -> dict[str, Any]:
         return section_startup(paths, args.repeats)
     if name == "broker_sub":
         return section_broker_sub(paths, min(args.profiles, 100_000), args.sample)
+    if name == "spark_parse":
+        return section_spark_parse(paths, args.events)
     return section_per_event(paths, args.events, args.repeats)
 
 
@@ -456,11 +512,20 @@ def table(r: dict[str, Any]) -> str:
                     f"ev/CPU-s | >= 150,000 | {q['load']:.1f} |")
     if "broker_sub" in r:
         b = r["broker_sub"]
-        rows.append(f"| 5. broker SUB of {b['profiles']:,} profiles in one frame | "
-                    f"{b['cpu_s']:.1f} CPU-s set-up ({b['wall_s']:.1f} s wall, "
-                    f"{b['profiles_per_cpu_s']:,.0f} profiles/CPU-s) | one profile per "
-                    f"frame: {b['baseline_one_per_frame_profiles_per_cpu_s']:,.0f} profiles/"
+        rows.append(f"| 5. broker SUB of {b['profiles']:,} profiles in one frame, to ACK and "
+                    f"first match | {b['setup_cpu_s']:.1f} CPU-s set-up ({b['cpu_s']:.1f} to "
+                    f"ACK + {b['first_match_cpu_s']:.2f} first match; {b['wall_s']:.1f} s "
+                    f"wall; {b['profiles_per_cpu_s']:,.0f} profiles/CPU-s) | "
+                    f"{b['sample']:,} profiles: one frame "
+                    f"{b['baseline_one_frame_sample_profiles_per_cpu_s']:,.0f}, one per "
+                    f"frame {b['baseline_one_per_frame_profiles_per_cpu_s']:,.0f} profiles/"
                     f"CPU-s | reported | {b['load']:.1f} |")
+    if "spark_parse" in r:
+        k = r["spark_parse"]
+        rows.append(f"| 5. Spark parse stage (parse_text_batch), {k['events']:,} lines | "
+                    f"{k['events_per_cpu_s']:,.0f} ev/CPU-s | parse_event per line: "
+                    f"{k['baseline_parse_event_events_per_cpu_s']:,.0f} ev/CPU-s | fast path |"
+                    f" {k['load']:.1f} |")
     return "\n".join(rows)
 
 

@@ -230,3 +230,29 @@ def test_hostile_lines_give_the_specifications_error(kind: str, name: str,
                                                                           fast=True)
                                          for p in c.profiles()])
     assert got == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), mutate=st.sampled_from([0.0, 0.02, 0.3]),
+       n=st.integers(0, 40))
+def test_event_texts_scanned_equal_the_specification(seed: int, mutate: float,
+                                                     n: int) -> None:
+    """Spark's parse stage: each text the scanner answers is exactly parse_event's event
+    (bad texts never get one), and ordinary texts are answered."""
+    from siftbus.match.ingest import scan_event_texts
+    from siftbus.model import parse_event
+
+    rnd = random.Random(seed)
+    schema = _schema(rnd)
+    raw = _event_file(rnd, schema, n, mutate).decode("utf-8", "replace")
+    texts: list[str | None] = [*raw.splitlines(), None, "", "{", "\\u0000"]
+    got = scan_event_texts(texts, schema, fast=True)
+    assert len(got) == len(texts)
+    for text, ev in zip(texts, got, strict=True):
+        want = _outcome(lambda t=text: parse_event(t, schema), lambda e: e) \
+            if text is not None else None
+        if ev is not None:
+            assert want == ("ok", ev), text
+        elif mutate == 0.0 and isinstance(want, tuple) and want[0] == "ok":
+            assert "\\" in str(text) or not str(text).isascii(), text  # taken when plain
+    assert scan_event_texts(texts, schema, fast=False) == [None] * len(texts)

@@ -378,6 +378,48 @@ def read_event_chunks(path: str | os.PathLike[str], schema: Schema, *,
         yield chunk
 
 
+def scan_event_texts(texts: Sequence[str | None], schema: Schema, *,
+                     limits: TextLimits = TEXT_LIMITS, fast: bool | None = None
+                     ) -> list[Event | None]:
+    """The events of single JSON lines (a Spark batch's texts) that the compiled scanner
+    is sure of, else ``None``: for each text, either exactly the :class:`Event`
+    :func:`~siftbus.model.event.parse_event` gives it, or ``None`` -- a blank or bad line,
+    one with an escape or non-ASCII text, or one the scanner leaves to the
+    specification -- for the caller to hand to ``parse_event`` (which gives the value or
+    the error). Never raises for a bad line.
+
+    ``fast`` forces the scanner on or off (default: :func:`kernel.compiled_for` of the
+    texts' total length); off, every answer is ``None``.
+    """
+    out: list[Event | None] = [None] * len(texts)
+    # One text per line of the scanned buffer: texts that are not one ASCII line stay out.
+    take = [i for i, t in enumerate(texts)
+            if t is not None and t.isascii() and "\n" not in t and "\r" not in t]
+    size = sum(len(texts[i]) + 1 for i in take)  # type: ignore[arg-type]
+    use = kernel.compiled_for(size) if fast is None else fast
+    if not use or not take:
+        return out
+    from siftbus.match.events_numba import scan_events
+    from siftbus.match.scan_numba import OK
+
+    tables = SchemaTables.of(schema)
+    data = "\n".join(texts[i] for i in take).encode("ascii")  # type: ignore[misc]
+    status, _, _, etype, keys, str_s, str_e = scan_events(
+        np.frombuffer(data, np.uint8), *tables.args(), tables.max_attrs,
+        limits.max_line_bytes)
+    strings = [[a.position for a in t.attributes
+                if tables.kind[tables.type_attr[ti] + a.position] == 3]
+               for ti, t in enumerate(tables.types)]
+    for ln in np.flatnonzero(status == OK).tolist():
+        t = int(etype[ln])
+        et = tables.types[t]
+        row: list[Any] = keys[ln, :len(et.attributes)].tolist()
+        for q in strings[t]:
+            row[q] = data[str_s[ln, q]:str_e[ln, q]].decode("ascii")
+        out[take[ln]] = Event(et, tuple(row))
+    return out
+
+
 def _spec_chunks(path: Path, schema: Schema, limits: TextLimits,
                  size: int = 4096) -> Iterator[EventChunk]:
     """The specification's reader, in chunks of ``size`` events."""
