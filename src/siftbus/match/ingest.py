@@ -393,9 +393,10 @@ def scan_event_texts(texts: Sequence[str | None], schema: Schema, *,
     """
     out: list[Event | None] = [None] * len(texts)
     # One text per line of the scanned buffer: texts that are not one ASCII line stay out.
-    take = [i for i, t in enumerate(texts)
-            if t is not None and t.isascii() and "\n" not in t and "\r" not in t]
-    size = sum(len(texts[i]) + 1 for i in take)  # type: ignore[arg-type]
+    lines = [(i, t) for i, t in enumerate(texts)
+             if t is not None and t.isascii() and "\n" not in t and "\r" not in t]
+    take = [i for i, _ in lines]
+    size = sum(len(t) + 1 for _, t in lines)
     use = kernel.compiled_for(size) if fast is None else fast
     if not use or not take:
         return out
@@ -403,7 +404,7 @@ def scan_event_texts(texts: Sequence[str | None], schema: Schema, *,
     from siftbus.match.scan_numba import OK
 
     tables = SchemaTables.of(schema)
-    data = "\n".join(texts[i] for i in take).encode("ascii")  # type: ignore[misc]
+    data = "\n".join(t for _, t in lines).encode("ascii")
     status, _, _, etype, keys, str_s, str_e = scan_events(
         np.frombuffer(data, np.uint8), *tables.args(), tables.max_attrs,
         limits.max_line_bytes)
