@@ -256,3 +256,23 @@ def test_event_texts_scanned_equal_the_specification(seed: int, mutate: float,
         elif mutate == 0.0 and isinstance(want, tuple) and want[0] == "ok":
             assert "\\" in str(text) or not str(text).isascii(), text  # taken when plain
     assert scan_event_texts(texts, schema, fast=False) == [None] * len(texts)
+
+
+@pytest.mark.parametrize("mutate", [0.0, 0.3])
+def test_spark_profile_file_loads_as_the_specification(mutate: float, tmp_path: Path) -> None:
+    """Spark's subscription loading (a profile file, strict) takes the scanners' path:
+    the same profiles, or the same first error, as load_profiles."""
+    from siftbus.match import kernel
+    from siftbus.spark.subscriptions import ProfileFile
+
+    for seed in range(8):
+        rnd = random.Random(seed)
+        schema = _schema(rnd)
+        path = tmp_path / f"p{seed}.txt"
+        path.write_bytes(_profile_file(rnd, schema, 60, mutate))
+        kernel.use("numba")  # the scanners, whatever the file's size
+        try:
+            got = _outcome_profiles(lambda p=path, s=schema: ProfileFile(p).load(s))
+        finally:
+            kernel.use()
+        assert got == _outcome_profiles(lambda p=path, s=schema: load_profiles(p, s)), seed

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from siftbus.errors import ProfileError, SiftbusError
 from siftbus.lang.profile import iter_profile_lines, parse_profile, read_profile_lines
+from siftbus.match.ingest import load_profile_columns
 from siftbus.model import Profile, Schema
 from siftbus.spark.match_stage import MatchPlan, build_plan, new_matcher
 
@@ -64,6 +65,9 @@ class ProfileFile:
         return f"{st.st_mtime_ns}:{st.st_size}"
 
     def load(self, schema: Schema, *, strict: bool = True) -> list[Profile]:
+        if strict:  # the compiled scanners (match.ingest): the same profiles and first error
+            return [p for cols in load_profile_columns(self.path, schema)
+                    for p in cols.profiles()]
         out: list[Profile] = []
         lines = read_profile_lines(self.path)  # the one rule for text files
         for item in iter_profile_lines(lines, schema, source=str(self.path)):
