@@ -24,6 +24,7 @@ from siftbus.lang.profile import format_profile, load_profiles
 from siftbus.match.conformance import _hot, random_event, random_profile, random_type
 from siftbus.match.ingest import load_profile_columns, read_event_chunks
 from siftbus.model import Schema, read_events
+from siftbus.model.textio import TextLimits
 
 ALPHABET = ' \t,()[]{}=<>!:@#"-+.0123456789aeinxAEINX_MINMAXprefixexists\\\r\n\x00é'
 
@@ -255,7 +256,11 @@ def test_event_texts_scanned_equal_the_specification(seed: int, mutate: float,
             assert want == ("ok", ev), text
         elif mutate == 0.0 and isinstance(want, tuple) and want[0] == "ok":
             assert "\\" in str(text) or not str(text).isascii(), text  # taken when plain
+    as_bytes = [t.encode("utf-8", "surrogatepass") if t is not None else None for t in texts]
+    assert scan_event_texts(as_bytes, schema, fast=True) == got  # Spark hands over bytes
     assert scan_event_texts(texts, schema, fast=False) == [None] * len(texts)
+    tight = TextLimits(max_int_digits=3)  # tighter than the scanner: the specification's
+    assert scan_event_texts(texts, schema, fast=True, limits=tight) == [None] * len(texts)
 
 
 @pytest.mark.parametrize("mutate", [0.0, 0.3])

@@ -354,6 +354,15 @@ class EventChunk:
         return out  # type: ignore[return-value]
 
 
+def _scanner_within(limits: TextLimits) -> bool:
+    """Whether the event scanner accepts nothing these limits refuse: it takes numbers of
+    up to ``MAX_DIGITS`` digits and flat objects (depth 1), so tighter JSON limits send
+    every line to the specification."""
+    from siftbus.match.scan_numba import MAX_DIGITS
+
+    return limits.max_int_digits >= MAX_DIGITS
+
+
 def read_event_chunks(path: str | os.PathLike[str], schema: Schema, *,
                       limits: TextLimits = TEXT_LIMITS, chunk_bytes: int = CHUNK_BYTES,
                       fast: bool | None = None) -> Iterator[EventChunk]:
@@ -365,7 +374,7 @@ def read_event_chunks(path: str | os.PathLike[str], schema: Schema, *,
     p = Path(path)
     source = str(p)
     use = kernel.compiled_for(p.stat().st_size if p.exists() else 0) if fast is None else fast
-    if not use:
+    if not use or not _scanner_within(limits):
         yield from _spec_chunks(p, schema, limits)
         return
     tables = SchemaTables.of(schema)
@@ -378,11 +387,12 @@ def read_event_chunks(path: str | os.PathLike[str], schema: Schema, *,
         yield chunk
 
 
-def scan_event_texts(texts: Sequence[str | None], schema: Schema, *,
+def scan_event_texts(texts: Sequence[str | bytes | None], schema: Schema, *,
                      limits: TextLimits = TEXT_LIMITS, fast: bool | None = None
                      ) -> list[Event | None]:
-    """The events of single JSON lines (a Spark batch's texts) that the compiled scanner
-    is sure of, else ``None``: for each text, either exactly the :class:`Event`
+    """The events of single JSON lines (a Spark batch's texts, as ``str`` or UTF-8
+    ``bytes``) that the compiled scanner is sure of, else ``None``: for each text, either
+    exactly the :class:`Event`
     :func:`~siftbus.model.event.parse_event` gives it, or ``None`` -- a blank or bad line,
     one with an escape or non-ASCII text, or one the scanner leaves to the
     specification -- for the caller to hand to ``parse_event`` (which gives the value or
@@ -393,18 +403,19 @@ def scan_event_texts(texts: Sequence[str | None], schema: Schema, *,
     """
     out: list[Event | None] = [None] * len(texts)
     # One text per line of the scanned buffer: texts that are not one ASCII line stay out.
-    lines = [(i, t) for i, t in enumerate(texts)
-             if t is not None and t.isascii() and "\n" not in t and "\r" not in t]
+    lines = [(i, t.encode("ascii") if isinstance(t, str) else t)
+             for i, t in enumerate(texts) if t is not None and t.isascii()]
+    lines = [(i, t) for i, t in lines if b"\n" not in t and b"\r" not in t]
     take = [i for i, _ in lines]
     size = sum(len(t) + 1 for _, t in lines)
     use = kernel.compiled_for(size) if fast is None else fast
-    if not use or not take:
+    if not use or not take or not _scanner_within(limits):
         return out
     from siftbus.match.events_numba import scan_events
     from siftbus.match.scan_numba import OK
 
     tables = SchemaTables.of(schema)
-    data = "\n".join(t for _, t in lines).encode("ascii")
+    data = b"\n".join(t for _, t in lines)
     status, _, _, etype, keys, str_s, str_e = scan_events(
         np.frombuffer(data, np.uint8), *tables.args(), tables.max_attrs,
         limits.max_line_bytes)
