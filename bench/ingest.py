@@ -38,6 +38,9 @@ conditions, about 5 matches per event at every size):
 ``spark_parse``
     the Spark pipeline's parse stage (``parse_text_batch``, no JVM) on 100,000 lines.
     Baseline: the same stage with ``parse_event`` on every line.
+``spark_profiles``
+    a Spark job's profile file loaded (strict) as its ``SubscriptionSet`` does, on a
+    sample. Baseline: ``load_profiles`` (the lark grammar, line by line).
 
 Kernels are numba unless ``SIFTBUS_KERNELS`` says otherwise (``startup`` runs the
 default, ``auto``). Rates are CPU time of the measured process (or child); wall time is
@@ -442,8 +445,33 @@ def section_spark_parse(paths: dict[str, Path], n_events: int) -> dict[str, Any]
             "load": load()}
 
 
+def section_spark_profiles(paths: dict[str, Path], sample: int) -> dict[str, Any]:
+    """A Spark job's profile file loaded (strict) as ``SubscriptionSet`` reads it
+    (``ProfileFile.load``: the scanners, profiles made from columns), ``sample`` standard
+    profiles. Baseline, same run: ``load_profiles`` (the lark grammar, line by line)."""
+    from siftbus.lang.profile import load_profiles
+    from siftbus.model import load_schema
+    from siftbus.spark.subscriptions import ProfileFile
+
+    schema = load_schema(paths["schema"])
+    lines = paths["profiles-100000"].read_text().splitlines()[:sample]
+    path = paths["schema"].with_name(f"spark-profiles-{len(lines)}.txt")
+    path.write_text("\n".join(lines) + "\n")
+    ProfileFile(paths["profiles-20"]).load(schema)
+    fast: list[float] = []
+    spec: list[float] = []
+    for _ in range(3):
+        got, cpu, _ = timed(lambda: ProfileFile(path).load(schema))
+        fast.append(len(lines) / cpu)
+        want, cpu, _ = timed(lambda: load_profiles(path, schema))
+        spec.append(len(lines) / cpu)
+    assert sorted(got, key=lambda p: p.id) == sorted(want, key=lambda p: p.id)
+    return {"profiles": len(lines), "profiles_per_cpu_s": statistics.median(fast),
+            "baseline_load_profiles_per_cpu_s": statistics.median(spec), "load": load()}
+
+
 SECTIONS = ("profiles", "events", "end_to_end", "startup", "per_event", "broker_sub",
-            "spark_parse")
+            "spark_parse", "spark_profiles")
 
 
 def run_section(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -463,6 +491,8 @@ def run_section(name: str, args: argparse.Namespace) -> dict[str, Any]:
         return section_broker_sub(paths, min(args.profiles, 100_000), args.sample)
     if name == "spark_parse":
         return section_spark_parse(paths, args.events)
+    if name == "spark_profiles":
+        return section_spark_profiles(paths, args.sample)
     return section_per_event(paths, args.events, args.repeats)
 
 
@@ -526,6 +556,12 @@ def table(r: dict[str, Any]) -> str:
                     f"{k['events_per_cpu_s']:,.0f} ev/CPU-s | parse_event per line: "
                     f"{k['baseline_parse_event_events_per_cpu_s']:,.0f} ev/CPU-s | fast path |"
                     f" {k['load']:.1f} |")
+    if "spark_profiles" in r:
+        k = r["spark_profiles"]
+        rows.append(f"| 5. Spark profile file (strict load), {k['profiles']:,} profiles | "
+                    f"{k['profiles_per_cpu_s']:,.0f} profiles/CPU-s | load_profiles (lark): "
+                    f"{k['baseline_load_profiles_per_cpu_s']:,.0f} profiles/CPU-s | fast path "
+                    f"| {k['load']:.1f} |")
     return "\n".join(rows)
 
 
