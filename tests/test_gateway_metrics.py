@@ -74,6 +74,7 @@ async def test_broker_and_gateway_metrics_match_their_counters() -> None:
         assert value(gw, "siftbus_gateway_events_published_total", gateway="B1") == 9
         assert value(gw, "siftbus_gateway_events_rejected_total", gateway="B1") == 1
         assert value(gw, "siftbus_gateway_http_responses_total", gateway="B1", code="2xx") >= 1
+        assert value(gw, "siftbus_gateway_broker_sessions", gateway="B1") == 1
     finally:
         await native.close()
         for lst in listeners.values():

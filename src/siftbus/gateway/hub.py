@@ -134,6 +134,11 @@ class Gateway:
             self._sessions[key] = c
             return c
 
+    @property
+    def session_count(self) -> int:
+        """Broker connections open now."""
+        return sum(1 for c in self._sessions.values() if not c.ended.is_set())
+
     async def _evict(self) -> None:
         if len(self._sessions) < self.limits.max_sessions:
             return

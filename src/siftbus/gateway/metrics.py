@@ -13,6 +13,7 @@ siftbus_gateway_notifications_total            counter
 siftbus_gateway_notifications_dropped_total    counter   reason (slow_consumer)
 siftbus_gateway_queued_messages                gauge
 siftbus_gateway_queued_messages_max            gauge
+siftbus_gateway_broker_sessions                gauge
 =============================================  ========  ==============================
 
 ``gateway`` is the name of the broker the gateway is a client of. The gateway's
@@ -93,6 +94,9 @@ class GatewayCollector(Collector):
                      "Messages waiting toward consumers, summed.", sum(depths))
         yield family(GaugeMetricFamily, "siftbus_gateway_queued_messages_max",
                      "The most messages waiting toward one consumer.", max(depths, default=0))
+        yield family(GaugeMetricFamily, "siftbus_gateway_broker_sessions",
+                     "Broker connections open (one per distinct token and broker).",
+                     g.session_count)
 
 
 def gateway_registry(gateway: Gateway, *, process: bool = True) -> CollectorRegistry:
