@@ -87,6 +87,10 @@ async def test_a_secured_broker_through_public_names(tmp_path) -> None:  # type:
         await client.subscribe("Temperature(room = 130)")
         with pytest.raises(siftbus.SiftbusError, match="may not subscribe"):
             await client.subscribe("Temperature(room = 200)")
+    assert siftbus.bearer_token(f"Bearer {token}") == token  # HTTP servers (the gateway)
+    with pytest.raises(siftbus.ConfigError, match="--insecure"):
+        siftbus.check_bind("0.0.0.0", tls=False, authenticated=True, insecure=False,
+                           what="a server")
     assert issubclass(siftbus.AccessDenied, siftbus.SecurityError)
     assert issubclass(siftbus.QuotaExceeded, PermissionError)
 

@@ -129,6 +129,11 @@ async def test_rights_and_ownership_on_every_method(pki: Pki) -> None:
             with pytest.raises(SiftbusError, match="belongs to another principal"):
                 await bob.call(method, channel=cid, proxy=mine, **extra)
         with pytest.raises(SiftbusError, match="belongs to another principal"):
+            # the side is the one the method acts on, whatever the caller says
+            await bob.call("ack", channel=cid, proxy=mine, side="supplier", seq=1)
+        with pytest.raises(SiftbusError, match=r"may not call channel\.channel_info"):
+            await bob.call("channel_info", channel=cid)
+        with pytest.raises(SiftbusError, match="belongs to another principal"):
             await alice.call("push", channel=cid, proxy=supply, side="supplier",
                              events=[ev(3)])
         # the channel's shared objects are its owner's
@@ -142,8 +147,8 @@ async def test_rights_and_ownership_on_every_method(pki: Pki) -> None:
         got = await alice.call("pull", channel=cid, proxy=mine, max=5)
         assert names(got) == ["e1", "e2"]
         stats = await ops.call("security_stats")
-        assert stats["denied_by_principal"] == {"alice": 4, "bob": 7, "mallory": 3}, stats
-        assert stats["denials"] == {"access/call": 14}
+        assert stats["denied_by_principal"] == {"alice": 4, "bob": 9, "mallory": 3}, stats
+        assert stats["denials"] == {"access/call": 16}
         await ops.call("destroy_channel", channel=cid)  # the operator's right
         for c in (ops, alice, bob, lister, mallory):
             await c.close()

@@ -184,7 +184,15 @@ class SecureXmlApp:
         m = _SUB_PATH.match(path)
         if m:
             a.need(principal, "subscribe", "xml.subscribe")
-            return "own" if a.mine(principal, m.group(1)) else "hidden"
+            sub_id = m.group(1)
+            if a.mine(principal, sub_id):
+                return "own"
+            if sub_id in a.owners:  # someone else's: counted, answered as unknown
+                a.guard.refuse(AccessDenied(
+                    f"{principal.name} may not {method} subscription {sub_id[:100]!r}: it "
+                    "belongs to another principal", principal=principal.name,
+                    action="call", object=f"xml.subscribe {sub_id[:100]}"))
+            return "hidden"
         if path.rstrip("/") == "/publish":
             a.need(principal, "publish", "xml.publish")
             return "publish"

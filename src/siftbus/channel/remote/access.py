@@ -38,7 +38,7 @@ from siftbus.security.guard import Guard
 from siftbus.security.principal import Principal
 
 ADMIN_METHODS = frozenset({"create_channel", "destroy_channel", "list_channels", "stats",
-                           "set_admin", "security_stats"})
+                           "channel_info", "set_admin", "security_stats"})
 """Methods that need their own service right ``channel.<method>`` (not ``channel.use``)."""
 
 ADMIN_RIGHT = "admin"
@@ -52,9 +52,12 @@ _CREATES_PROXY = {"obtain_consumer": "consumer", "obtain_push_consumer": "consum
                   "obtain_supplier": "supplier"}
 _SIDE = {"obtain_consumer": "consumer", "obtain_push_consumer": "consumer",
          "obtain_supplier": "supplier", "subscription_change": "consumer",
-         "offer_change": "supplier", "push": "supplier"}
-"""The side of the proxy or admin a method names when its ``side`` argument is absent
-(as the service reads it)."""
+         "offer_change": "supplier", "push": "supplier", "pull": "consumer",
+         "ack": "consumer", "attach_push": "consumer"}
+"""The side of the proxy or admin these methods act on whatever their ``side`` argument
+says (as the service reads them); the others take ``side`` (default consumer). Checking
+ownership on another side than the service acts on would let a caller name someone
+else's proxy by the number of its own."""
 _CHANNEL_WIDE = {"subscription_change", "offer_change", "set_qos", "add_filter",
                  "remove_filter", "set_mapping_filter", "destroy_channel", "set_admin"}
 """Methods that change a channel's shared objects when they name no proxy or admin of
