@@ -5,6 +5,7 @@ someone else's proxy or destroys a channel they do not own."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -218,3 +219,31 @@ def test_channel_serve_refuses_an_open_public_bind() -> None:
     r = run_cli("channel", "serve", "--host", "0.0.0.0", "--port", "0")
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "--insecure" in r.stderr, r.stderr
+
+
+async def test_the_channel_server_reloads_replaced_certificates(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from siftbus.security.certs import issue
+
+    pki = make_pki(tmp_path, brokers=("localhost",), clients=())
+    tls = pki.broker_tls("localhost")
+    watcher = asyncio.ensure_future(tls.watch("channel server", interval=0.02))
+    try:
+        await asyncio.sleep(0.1)
+        assert "certificates reloaded" not in caplog.text
+        before = (tmp_path / "localhost.pem").read_bytes()
+        issue(tmp_path, "localhost")  # a new certificate in the same files
+        assert (tmp_path / "localhost.pem").read_bytes() != before
+        for _ in range(200):
+            if "channel server: certificates reloaded" in caplog.text:
+                break
+            await asyncio.sleep(0.02)
+        assert "channel server: certificates reloaded" in caplog.text
+        async with channel_server(policy(pki, PRINCIPALS), pki) as srv:
+            assert srv.tls is not None and any(  # the server watches its own files
+                "watch" in repr(t.get_coro()) for t in srv._tasks)
+            ops = await caller(srv, pki, "ops")  # the new certificate verifies
+            assert await ops.call("list_channels") == []
+            await ops.close()
+    finally:
+        watcher.cancel()

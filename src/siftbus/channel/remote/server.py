@@ -106,6 +106,10 @@ class ChannelServer:
         except (OverflowError, ValueError) as exc:  # a port beyond 65535, say
             raise EnvironmentProblem(f"channel server cannot listen on {self.host}: "
                                      f"{exc}") from None
+        if self.tls is not None:  # replaced certificate files are loaded without a restart
+            task = asyncio.ensure_future(self.tls.watch("channel server"))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     @property
     def port(self) -> int:
