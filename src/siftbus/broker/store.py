@@ -108,4 +108,23 @@ class ProfileStore:
         self._db.close()
 
 
-__all__ = ["ProfileStore"]
+def read_rows(path: str | Path) -> list[tuple[str, str, str, str]]:
+    """Every row ``(id, subscriber, type, text)`` of the profile table of the store at
+    ``path``, in id order, read through a read-only connection: for readers beside the
+    broker, such as the Spark pipeline following a running broker's store."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError("no subscription store here", source=str(p))
+    try:
+        db = sqlite3.connect(p.resolve().as_uri() + "?mode=ro", uri=True, timeout=10)
+        try:
+            rows = db.execute(
+                "SELECT id, subscriber, type, text FROM profiles ORDER BY id").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise ConfigError(f"cannot read the subscription store: {exc}", source=str(p)) from None
+    return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
+
+
+__all__ = ["ProfileStore", "read_rows"]
