@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from channel.servers import serving
 from secure import Pki, make_pki, policy
 from siftbus.broker.node import BrokerNode
 from siftbus.broker.server import BrokerServer
@@ -53,20 +53,13 @@ def names(pulled: list[Any]) -> list[str]:
     return [e["structured"]["header"]["fixed_header"]["event_name"] for _, e in pulled]
 
 
-@contextlib.asynccontextmanager
-async def channel_server(pol: SecurityPolicy, pki: Pki | None, store: Path | None = None
-                         ) -> AsyncIterator[ChannelServer]:
-    factory = EventChannelFactory(store)
-    srv = ChannelServer(ChannelService(factory), guard=Guard(pol),
-                        tls=pki.broker_tls("localhost") if pki else None,
-                        store=str(store) if store else None)
-    try:
-        await srv.start()
-        yield srv
-    finally:
-        await srv.close()
-        srv.service.close()
-        factory.close()
+def channel_server(pol: SecurityPolicy, pki: Pki | None, store: Path | None = None
+                   ) -> contextlib.AbstractAsyncContextManager[ChannelServer]:
+    """A secured channel server on 127.0.0.1 port 0 (TLS with the ``localhost``
+    certificate when ``pki``)."""
+    return serving(EventChannelFactory(store), guard=Guard(pol),
+                   tls=pki.broker_tls("localhost") if pki else None,
+                   store=str(store) if store else None)
 
 
 async def caller(srv: ChannelServer, pki: Pki, who: str | None, *, cert: str | None = None,
