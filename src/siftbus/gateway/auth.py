@@ -14,6 +14,8 @@ from typing import Annotated
 from fastapi import Depends, Request, WebSocket
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from siftbus.security.tokens import bearer_token
+
 from .hub import Gateway
 
 bearer = HTTPBearer(auto_error=False, description="A siftbus token (siftbus certs token "
@@ -27,11 +29,7 @@ def token_of(gw: Gateway, header: str | None, query: str | None) -> str | None:
     """The token of a request (header first), or ``None`` on an open network."""
     if gw.net.security.open:
         return None
-    if header:
-        scheme, _, value = header.partition(" ")
-        if scheme.lower() == "bearer" and value.strip():
-            return value.strip()
-    return query or None
+    return bearer_token(header) or query or None  # a malformed header: 401
 
 
 def request_token(gw: Gateway, request: Request, creds: HTTPAuthorizationCredentials | None
