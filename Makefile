@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck setup sysdeps bench-sysdeps clean bench
+.PHONY: demo test lint typecheck setup sysdeps browser-sysdeps bench-sysdeps clean bench
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null 2>&1 || $(MAKE) sysdeps
@@ -20,10 +20,16 @@ setup: $(STAMP)
 sysdeps:
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless
 
+# The dashboard test drives Debian's Chromium headless through Playwright (never a
+# browser download: Playwright is pointed at /usr/bin/chromium).
+browser-sysdeps:
+	@command -v chromium >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
 demo: $(STAMP)
 	$(BIN)/siftbus demo
 
-test: $(STAMP)
+test: $(STAMP) browser-sysdeps
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
@@ -45,6 +51,7 @@ bench: $(STAMP) bench-sysdeps
 	$(BIN)/python bench/channels.py --quick
 	$(BIN)/python bench/xmlfilter.py --quick
 	$(BIN)/python bench/spark.py --quick
+	$(BIN)/python bench/gateway.py --quick
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -71,6 +71,15 @@ async def test_broker_quick_start_from_the_readme() -> None:
             await sub.get(timeout=0.3)
 
 
+def test_gateway_and_explain_are_public() -> None:
+    assert siftbus.GatewayServer.__module__ == "siftbus.gateway.server"
+    assert siftbus.GatewayLimits().max_body > 0
+    schema = siftbus.parse_schema('[T]\na = "int[0,9]"\n')
+    result = siftbus.explain(schema, "T(a > 5)", siftbus.parse_event('{"type": "T", "a": 7}',
+                                                                     schema))
+    assert isinstance(result, siftbus.Explanation) and result.matches
+
+
 async def test_a_secured_broker_through_public_names(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Tokens and a content-based right, with public names only (TLS: docs/security.md)."""
     schema = siftbus.load_schema("examples/building/schema.toml")

@@ -89,8 +89,10 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
         overlaps,
         relation,
     )
+    from siftbus.gateway import Gateway, GatewayLimits, GatewayServer
     from siftbus.match.conformance import check_matcher
     from siftbus.match.counting import CountingMatcher
+    from siftbus.match.explain import Explanation, explain
     from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
     from siftbus.security.guard import Guard, check_bind
     from siftbus.security.policy import SecurityPolicy
@@ -155,6 +157,13 @@ _LAZY = {
     # Spark pipeline (imports pyspark when first used)
     "Pipeline": "siftbus.spark.pipeline",
     "run_files": "siftbus.spark.pipeline",
+    # why an event matches a profile or not
+    "explain": "siftbus.match.explain",
+    "Explanation": "siftbus.match.explain",
+    # HTTP/WebSocket gateway (imports FastAPI when first used)
+    "Gateway": "siftbus.gateway",
+    "GatewayLimits": "siftbus.gateway",
+    "GatewayServer": "siftbus.gateway",
 }
 
 
@@ -249,6 +258,12 @@ __all__ = [
     "ChannelClient",
     # XML event filter
     "XmlEventFilter",
+    # the HTTP gateway and explanations
+    "Gateway",
+    "GatewayLimits",
+    "GatewayServer",
+    "explain",
+    "Explanation",
     "parse_subscriptions",
     # Spark pipeline
     "Pipeline",

@@ -24,6 +24,7 @@
     store = "b1.sqlite"           # optional: durable subscriptions of local clients
     cert = "certs/B1.pem"         # with [security] ca: the broker's certificate and key
     key = "certs/B1.key"
+    metrics_port = 9401           # optional: Prometheus metrics at http://host:9401/metrics
 
     [security]                    # optional: TLS, principals, rights, quotas
     ca = "certs/ca.pem"           # (docs/security.md; siftbus.security.policy)
@@ -68,6 +69,8 @@ class BrokerConfig:
     cert: Path | None = None
     """The broker's TLS certificate (its common name is the broker's name)."""
     key: Path | None = None
+    metrics_port: int | None = None
+    """Where the broker serves its Prometheus metrics (on its host), if anywhere."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,14 +208,16 @@ def parse_network(text: str, *, path: Path | None = None,
             check_name(name, "broker")
         except ConfigError as exc:
             raise fail(exc.message, f"[brokers.{name}", name) from None
-        bad = set(table) - {"host", "port", "neighbours", "store", "cert", "key"}
+        bad = set(table) - {"host", "port", "neighbours", "store", "cert", "key",
+                            "metrics_port"}
         if bad:
             key = sorted(bad)[0]
             raise fail(f"brokers.{name}: unknown key {key!r}", key, key)
-        port = table.get("port")
-        if not isinstance(port, int) or not 0 < port < 65536:
-            raise fail(f"brokers.{name}: port must be an integer 1..65535",
-                       f"[brokers.{name}]", "port")
+        for key in ("port", "metrics_port"):
+            port = table.get(key, 1 if key == "metrics_port" else None)
+            if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+                raise fail(f"brokers.{name}: {key} must be an integer 1..65535",
+                           f"[brokers.{name}]", key)
         ns = table.get("neighbours", [])
         if not isinstance(ns, list) or not all(isinstance(n, str) for n in ns):
             raise fail(f"brokers.{name}: neighbours must be a list of names",
@@ -252,7 +257,7 @@ def parse_network(text: str, *, path: Path | None = None,
         brokers[name] = BrokerConfig(name, host, t["port"],
                                      tuple(sorted(nbrs[name], key=order.index)),
                                      base / store if store else None, paths["cert"],
-                                     paths["key"])
+                                     paths["key"], t.get("metrics_port"))
     rn_raw = net.get("rendezvous", {})
     if not isinstance(rn_raw, dict):
         raise fail("[network.rendezvous] must map event types to brokers", "rendezvous")

@@ -135,7 +135,7 @@ class BrokerNode:
     def deliver(self, link: str, items: list[tuple[Block, np.ndarray, list[str]]]) -> None:
         n = sum(len(pids) for _, _, pids in items)
         if link not in self.clients:
-            self.counters.dropped += n
+            self.counters.drop("offline", n)
             return
         c = self.counters
         c.notifications += n
@@ -250,7 +250,9 @@ class BrokerNode:
     def _route(self, src: str, kind: MsgType, blocks: list[Block]) -> None:
         c = self.counters
         c.events_in += sum(len(b) for b in blocks)
+        start = time.perf_counter()
         res = self.routing.route(src, kind, blocks)
+        c.observe_route(time.perf_counter() - start)
         c.filter_ops += res.filtered
         c.matches += res.matches
         c.events_out += res.events_out
@@ -491,6 +493,8 @@ class BrokerNode:
             latency_ms=c.latency_dict(),
             links={n: LinkStats(lk.messages_in, lk.messages_out, lk.bytes_in, lk.bytes_out)
                    for n, lk in sorted(c.links.items())},
+            dropped_by=dict(c.dropped_by), latency_sum_s=c.latency_sum,
+            route_s=c.route_dict(), route_sum_s=c.route_sum,
             denials=self.guard.audit.to_dict(),
         )
 

@@ -56,6 +56,7 @@ from siftbus.wire.transport import (
     read_frame,
 )
 
+from .inspect import InspectService
 from .node import BrokerNode, ServiceHandler
 
 log = logging.getLogger("siftbus.broker")
@@ -112,6 +113,7 @@ class BrokerServer:
         node.transport_send = self._send
         node.run_async = self._run_async
         node.transport_stats = lambda: self.transport_stats().to_dict()
+        node.register_service(InspectService.name, InspectService(node, self.listener))
         #: set whenever a neighbour link comes up (for waiters)
         self.links_changed = asyncio.Event()
 
@@ -215,7 +217,7 @@ class BrokerServer:
         # sent on while a broker shuts down) is as good as gone: writing raises on uvloop
         if conn is None or conn.closing or (notify and conn.congested):
             if notify:
-                self.node.counters.dropped += notify_count(msg.body)
+                self.node.counters.drop("slow_consumer", notify_count(msg.body))
                 if conn is not None:
                     conn.count_dropped()
             return
@@ -269,7 +271,7 @@ class BrokerServer:
             log.error("%s: dropping an unsplittable %s frame over the size limit",
                       self.node.name, msg.type.name)
             if msg.type is MsgType.NOTIFY and link.startswith("@"):
-                self.node.counters.dropped += notify_count(msg.body)
+                self.node.counters.drop("oversize", notify_count(msg.body))
             return
         half = len(items) // 2
         for part in (items[:half], items[half:]):

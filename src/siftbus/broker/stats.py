@@ -14,6 +14,17 @@ LATENCY_BOUNDS_MS: tuple[float, ...] = (
 
 _BOUNDS = np.array(LATENCY_BOUNDS_MS)
 
+ROUTE_BOUNDS_S: tuple[float, ...] = (
+    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,
+    0.25, 1.0)
+"""Upper bounds (seconds) of the histogram of time spent matching and routing one batch
+(one PUB or NOTIFY frame); one more bucket for the rest."""
+
+DROP_REASONS = ("offline", "slow_consumer", "oversize")
+"""Why a notification was dropped: its client was not connected (a durable subscription
+whose client is away), the client's connection held more than ``max_out_buffer`` bytes
+or was closing, or one event's notification alone exceeded ``max_frame``."""
+
 
 @dataclass(frozen=True, slots=True)
 class LinkStats:
@@ -77,6 +88,15 @@ class BrokerStats:
     """Histogram of publish-to-notify latency at this broker: bucket upper bound -> count."""
     links: dict[str, LinkStats]
     """Per-link traffic."""
+    dropped_by: dict[str, int] = field(default_factory=dict)
+    """``dropped`` by reason (:data:`DROP_REASONS`)."""
+    latency_sum_s: float = 0.0
+    """Sum of the publish-to-notify latencies counted in ``latency_ms`` (seconds)."""
+    route_s: dict[str, int] = field(default_factory=dict)
+    """Histogram of the time to match and route one batch: bucket upper bound (seconds)
+    -> count (:data:`ROUTE_BOUNDS_S`, then ``inf``)."""
+    route_sum_s: float = 0.0
+    """Total time spent matching and routing batches (seconds)."""
     denials: dict[str, int] = field(default_factory=dict)
     """Security denials by ``kind/action`` (``authentication/connect``,
     ``access/subscribe``, ``quota/publish``, ...); empty on an open network."""
@@ -127,8 +147,22 @@ class Counters:
     matches: int = 0
     notifications: int = 0
     dropped: int = 0
+    dropped_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
     links: dict[str, _Link] = field(default_factory=dict)
     latency: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BOUNDS_MS) + 1))
+    latency_sum: float = 0.0
+    route: list[int] = field(default_factory=lambda: [0] * (len(ROUTE_BOUNDS_S) + 1))
+    route_sum: float = 0.0
+
+    def drop(self, reason: str, n: int) -> None:
+        """Count ``n`` notifications dropped for ``reason`` (one of :data:`DROP_REASONS`)."""
+        self.dropped += n
+        self.dropped_by[reason] = self.dropped_by.get(reason, 0) + n
+
+    def observe_route(self, seconds: float) -> None:
+        """Count one batch matched and routed in ``seconds``."""
+        self.route[bisect.bisect_left(ROUTE_BOUNDS_S, seconds)] += 1
+        self.route_sum += seconds
 
     def link(self, name: str) -> _Link:
         lk = self.links.get(name)
@@ -149,12 +183,15 @@ class Counters:
     def observe_latency(self, seconds: float, n: int = 1) -> None:
         i = bisect.bisect_left(LATENCY_BOUNDS_MS, seconds * 1000.0)
         self.latency[i] += n
+        self.latency_sum += max(seconds, 0.0) * n
 
     def observe_latencies(self, seconds: np.ndarray, weights: np.ndarray) -> None:
         """Count ``weights[i]`` latencies of ``seconds[i]`` each (negative ones as 0)."""
         if not len(seconds):
             return
-        idx = np.searchsorted(_BOUNDS, np.maximum(seconds, 0.0) * 1000.0, side="left")
+        clipped = np.maximum(seconds, 0.0)
+        self.latency_sum += float(np.dot(clipped, weights))
+        idx = np.searchsorted(_BOUNDS, clipped * 1000.0, side="left")
         hist = np.bincount(idx, weights=weights, minlength=len(self.latency))
         for i, v in enumerate(hist.tolist()):
             if v:
@@ -164,5 +201,10 @@ class Counters:
         keys = [f"{b:g}" for b in LATENCY_BOUNDS_MS] + ["inf"]
         return dict(zip(keys, self.latency, strict=True))
 
+    def route_dict(self) -> dict[str, int]:
+        keys = [f"{b:g}" for b in ROUTE_BOUNDS_S] + ["inf"]
+        return dict(zip(keys, self.route, strict=True))
 
-__all__ = ["LATENCY_BOUNDS_MS", "BrokerStats", "Counters", "LinkStats", "histogram_quantile"]
+
+__all__ = ["DROP_REASONS", "LATENCY_BOUNDS_MS", "ROUTE_BOUNDS_S", "BrokerStats", "Counters",
+           "LinkStats", "histogram_quantile"]

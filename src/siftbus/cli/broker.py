@@ -85,6 +85,9 @@ def broker_cmd(
     config: Annotated[Path, typer.Option("--config", "-c", help="Network config (TOML).")],
     name: Annotated[str, typer.Option("--name", "-n", help="Which broker of the config.")],
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log link events.")] = False,
+    metrics_port: Annotated[int | None, typer.Option(
+        help="Serve Prometheus metrics on this port (default: the config's metrics_port; "
+        "0: any free port).")] = None,
     insecure: Annotated[bool, typer.Option(
         "--insecure", help="Listen on a non-loopback address without TLS and "
         "authentication (logged loudly; see docs/security.md).")] = False,
@@ -112,7 +115,16 @@ def broker_cmd(
                                           ("anonymous allowed", sec.anonymous)) if on))
         print(f"broker {name} ({net.protocol}/{net.strategy}) listening on "
               f"{b.host}:{server.port} ({mode})", flush=True)
+        mport = b.metrics_port if metrics_port is None else metrics_port
+        metrics = None
+        if mport is not None:
+            from siftbus.broker.metrics import serve_broker_metrics
+
+            metrics = await serve_broker_metrics(server, b.host, mport)
+            print(f"broker {name} metrics at {metrics.url}/metrics", flush=True)
         await stop.wait()
+        if metrics is not None:
+            await metrics.close()
         await server.close()
 
     _run(main())

@@ -179,6 +179,8 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int, typer.Option(help="TCP port (0: any free port)")] = 7650,
         port_file: Annotated[Path | None, typer.Option(help="write the bound port here")]
         = None,
+        metrics_port: Annotated[int | None, typer.Option(
+            help="serve Prometheus metrics on this port (0: any free port)")] = None,
         config: ConfigOpt = None,
         cert: Annotated[Path | None, typer.Option(
             "--cert", help="the server's certificate (siftbus certs issue NAME)")] = None,
@@ -197,4 +199,4 @@ def register(app: typer.Typer) -> None:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve(str(store) if store else None, host, port,
                               str(port_file) if port_file else None, guard=guard, tls=tls,
-                              insecure=insecure))
+                              insecure=insecure, metrics_port=metrics_port))

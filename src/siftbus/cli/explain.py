@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -13,62 +12,8 @@ from rich.table import Table
 
 from siftbus.cli._common import stdout
 from siftbus.errors import SiftbusError
-from siftbus.lang.profile import (
-    format_condition,
-    format_profile,
-    parse_profile_text,
-    resolve,
-    resolve_predicate,
-)
-from siftbus.model import Event, Schema, load_schema, parse_event
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """One row of an explanation: a written condition and whether the event meets it."""
-
-    condition: str
-    event_value: str
-    holds: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Explanation:
-    """Why an event does or does not match a profile."""
-
-    profile: str
-    type_ok: bool
-    rows: tuple[Verdict, ...]
-    matches: bool
-    summary: str
-
-
-def explain(schema: Schema, profile_text: str, event: Event) -> Explanation:
-    """Evaluate each condition of ``profile_text`` as written against ``event``."""
-    parsed = parse_profile_text(profile_text)
-    profile = resolve(parsed, schema, id=parsed.id or "profile")
-    etype = profile.etype
-    if event.etype.name != etype.name:
-        return Explanation(format_profile(profile), False, (), False,
-                           f"NO MATCH: the profile is for {etype.name} events, "
-                           f"the event is a {event.etype.name}")
-    rows = []
-    for wc in parsed.conditions:
-        pred = resolve_predicate(wc.predicate, etype)
-        attr = etype.attribute(pred.attr)
-        key = event.keys[attr.position]
-        rows.append(Verdict(format_condition(pred, attr.domain),
-                            attr.domain.literal(key), pred.evaluate(attr.domain, key)))
-    failed = [r for r in rows if not r.holds]
-    matches = profile.matches(event)
-    assert matches == (not failed)  # the conjunction of written conditions is the profile
-    if matches:
-        summary = (f"MATCH: the event meets all {len(rows)} condition(s)" if rows
-                   else "MATCH: the profile has no condition, every event of its type matches")
-    else:
-        summary = f"NO MATCH: {len(failed)} of {len(rows)} condition(s) fail: " + \
-            "; ".join(r.condition for r in failed)
-    return Explanation(format_profile(profile), True, tuple(rows), matches, summary)
+from siftbus.match.explain import explain
+from siftbus.model import load_schema, parse_event
 
 
 def register(app: typer.Typer) -> None:
@@ -92,11 +37,7 @@ def register(app: typer.Typer) -> None:
         except SiftbusError as exc:
             raise exc.located(source="--profile") from None
         if as_json:
-            print(json.dumps({
-                "profile": result.profile, "matches": result.matches, "type_ok": result.type_ok,
-                "conditions": [{"condition": r.condition, "event_value": r.event_value,
-                                "holds": r.holds} for r in result.rows],
-                "summary": result.summary}))
+            print(json.dumps(result.to_dict()))
         else:
             stdout.print(f"profile  {escape(result.profile)}")
             stdout.print(f"event    {escape(ev.to_json())}")

@@ -65,6 +65,23 @@ class LiveNetwork:
     _servers: list[Any] = field(default_factory=list)
     _clients: list[Any] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    config: Any = None
+    """The network's :class:`~siftbus.broker.config.NetworkConfig` once started."""
+    _closers: list[Callable[[], Any]] = field(default_factory=list)
+
+    def run(self, make: Callable[[], Any], timeout: float = 60.0) -> Any:
+        """Run the coroutine ``make()`` in the network's event loop; its result. (The
+        CLI starts the gateway beside the brokers this way.)"""
+        assert self._loop is not None, "network not started"
+
+        async def call() -> Any:
+            return await make()
+
+        return asyncio.run_coroutine_threadsafe(call(), self._loop).result(timeout)
+
+    def on_close(self, make: Callable[[], Any]) -> None:
+        """Run the coroutine ``make()`` in the loop before the brokers stop."""
+        self._closers.append(make)
 
     def start(self, names: Sequence[str] = ("B0", "B1", "B2")) -> None:
         from siftbus.broker.config import parse_network
@@ -92,6 +109,7 @@ class LiveNetwork:
 
         asyncio.run_coroutine_threadsafe(up(), self._loop).result(60)
         self.brokers = ports
+        self.config = net
 
     def subscribe(self, owner: str, profiles: Sequence[Profile], broker: str) -> None:
         from siftbus.client import SyncClient
@@ -121,6 +139,9 @@ class LiveNetwork:
                 c.close()
         if self._loop is not None:
             async def down() -> None:
+                for make in self._closers:
+                    with contextlib.suppress(Exception):
+                        await make()
                 for s in self._servers:
                     with contextlib.suppress(Exception):
                         await s.close()
@@ -201,13 +222,15 @@ STEPS = 4
 
 def run_demo(out: str | Path = "demo-out", *, seed: int = 42, scale: float = 1.0,
              master: str = "local[*]", live: str = "auto", examples: Path | None = None,
+             on_live: Callable[[LiveNetwork], None] | None = None,
              progress: bool = True, say: Callable[[str], None] | None = None,
              log_file: str | Path | None = None) -> DemoResult:
     """Run the whole demo; returns its figures (the CLI prints them).
 
     ``say`` receives what the demo is about to do: first the plan and how long it takes,
     then one line as each step starts. ``log_file`` (default ``OUT/spark.log``) receives
-    Spark's own messages when this call starts the JVM.
+    Spark's own messages when this call starts the JVM. ``on_live`` is called with the
+    live broker network once it is up (not with file delivery).
     """
     from siftbus.lang.profile import load_profiles
     from siftbus.model import load_schema
@@ -269,6 +292,8 @@ def run_demo(out: str | Path = "demo-out", *, seed: int = 42, scale: float = 1.0
     engine = "index" if index_available() else "reference"
     subs = SubscriptionSet(schema, ProfileFile(ex / "profiles.txt"), engine=engine)
     with live_network(schema, alarm_profiles, live) as net:
+        if net is not None and on_live is not None:
+            on_live(net)  # e.g. the CLI starts the gateway and its dashboard here
         if net is not None:
             from siftbus.spark.sinks import BrokerDeliverer
 

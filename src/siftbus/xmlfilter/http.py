@@ -8,6 +8,7 @@ both, run it twice if you want two ports)::
     DELETE /subscriptions/{id}   -> {"id": ...}            (404 if unknown)
     POST   /publish              body: XML message -> {"events": n, "notifications": [...]}
     GET    /stats                -> matcher and delivery counters
+    GET    /metrics              -> the same as Prometheus metrics (siftbus.xmlfilter.metrics)
 
 An empty ``callbackMethod`` defaults to ``HTTP``; an empty ``callbackAddress`` to the
 ``X-Callback-Address`` request header, else ``http://<client host>/``. Bad input is answered
@@ -23,8 +24,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from siftbus.errors import (
@@ -33,6 +35,7 @@ from siftbus.errors import (
     UnknownSubscriptionError,
 )
 from siftbus.xmlfilter.engine import XmlEventFilter
+from siftbus.xmlfilter.metrics import xmlfilter_registry
 from siftbus.xmlfilter.output import CountingSink, Dispatcher, Notification
 from siftbus.xmlfilter.subscription import Receiver
 
@@ -155,6 +158,13 @@ def create_app(
             for n in notes:
                 await disp.dispatch(n)
         return {"events": len(results), "notifications": [n.to_json_dict() for n in notes]}
+
+    registry = xmlfilter_registry(f, disp)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        """Prometheus metrics (siftbus.xmlfilter.metrics)."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/stats")
     async def stats() -> dict[str, Any]:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from siftbus.channel.factory import EventChannelFactory
+from siftbus.channel.metrics import channel_registry
 from siftbus.channel.remote.access import ChannelAccess
 from siftbus.channel.remote.protocol import SERVICE_NAME
 from siftbus.channel.remote.service import ChannelService
@@ -41,6 +42,7 @@ from siftbus.security.guard import Guard, check_bind
 from siftbus.security.principal import ANONYMOUS, Principal
 from siftbus.security.tls import ContextSet
 from siftbus.wire.frames import Message, MsgType, error_body
+from siftbus.wire.httpserver import serve_metrics
 from siftbus.wire.limits import DEFAULT_LIMITS, Limits
 from siftbus.wire.listener import Listener
 from siftbus.wire.signals import stop_on_signals
@@ -242,13 +244,21 @@ def register_with_broker(broker_server: Any, factory: EventChannelFactory) -> Ch
 
 async def serve(store: str | None, host: str, port: int, port_file: str | None,
                 engine: str | None = None, *, guard: Guard | None = None,
-                tls: ContextSet | None = None, insecure: bool = False) -> None:
-    """Run a channel server until cancelled (the entry point of ``siftbus channel serve``)."""
+                tls: ContextSet | None = None, insecure: bool = False,
+                metrics_port: int | None = None) -> None:
+    """Run a channel server until cancelled (the entry point of ``siftbus channel serve``);
+    with ``metrics_port``, its Prometheus metrics at ``http://host:metrics_port/metrics``."""
     factory = EventChannelFactory(store, engine=engine)
     server = ChannelServer(ChannelService(factory), host, port, guard=guard, tls=tls,
                            insecure=insecure, store=store)
+    metrics = None
     try:
         await server.start()
+        if metrics_port is not None:
+            metrics = await serve_metrics(channel_registry(factory, lambda: server.errors_sent),
+                                          host, metrics_port, name="channel metrics listener")
+            print(f"siftbus channel metrics at {metrics.url}/metrics", file=sys.stderr,
+                  flush=True)
         if port_file:
             tmp = Path(port_file + ".tmp")
             try:
@@ -268,6 +278,8 @@ async def serve(store: str | None, host: str, port: int, port_file: str | None,
               flush=True)
         await stop.wait()
     finally:
+        if metrics is not None:
+            await metrics.close()
         await server.close()
         server.service.close()
         factory.close()

@@ -1,0 +1,8 @@
+"""The HTTP gateway: REST, WebSocket and Server-Sent Events over one broker client,
+Prometheus metrics and the web dashboard (docs/gateway.md)."""
+
+from siftbus.gateway.hub import Gateway
+from siftbus.gateway.limits import GatewayLimits
+from siftbus.gateway.server import GatewayServer
+
+__all__ = ["Gateway", "GatewayLimits", "GatewayServer"]

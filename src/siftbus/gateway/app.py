@@ -1,0 +1,102 @@
+"""The gateway's ASGI application: REST, streams, metrics, the dashboard, OpenAPI.
+
+:func:`create_app` builds the FastAPI app of one :class:`~siftbus.gateway.hub.Gateway`.
+Errors are one JSON shape, ``{"error": {"type", "message", "line", "column",
+"field"}}``, with the status of their class (:data:`STATUS`); a bad request never
+disturbs another. ``/openapi.json`` and ``/docs`` describe the API.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from siftbus.errors import (
+    AccessDenied,
+    AuthenticationError,
+    ConnectionLostError,
+    DuplicateProfileError,
+    EnvironmentProblem,
+    QuotaExceeded,
+    RemoteError,
+    SiftbusError,
+    UnknownProfileError,
+)
+
+from . import rest, streaming
+from .guards import RequestLimits, error_body
+from .hub import Gateway
+from .metrics import gateway_registry
+
+STATUS: tuple[tuple[type[SiftbusError], int], ...] = (
+    (AuthenticationError, 401), (AccessDenied, 403), (UnknownProfileError, 404),
+    (DuplicateProfileError, 409), (QuotaExceeded, 429), (ConnectionLostError, 503),
+    (EnvironmentProblem, 503), (SiftbusError, 400))
+"""HTTP status per error class (the first that applies)."""
+
+REMOTE_STATUS = {"UnknownProfileError": 404, "ChannelNotFound": 404,
+                 "DuplicateProfileError": 409, "QuotaExceeded": 429, "AccessDenied": 403,
+                 "AuthenticationError": 401}
+"""HTTP status of an error a broker reported, by its class name (else 400)."""
+
+
+def status_of(exc: SiftbusError) -> int:
+    if isinstance(exc, RemoteError):
+        return REMOTE_STATUS.get(exc.kind, 400)
+    if isinstance(exc, QuotaExceeded) and exc.quota == "max_batch":
+        return 413
+    return next(code for cls, code in STATUS if isinstance(exc, cls))
+
+
+def static_dir() -> str:
+    return str(resources.files("siftbus.gateway") / "static")
+
+
+def create_app(gw: Gateway) -> FastAPI:
+    """The FastAPI app of gateway ``gw`` (see the module docstring)."""
+    from siftbus import __version__
+
+    app = FastAPI(title="siftbus gateway", version=__version__,
+                  description="Publish, subscribe and inspect a siftbus broker network "
+                  "over HTTP, WebSocket and Server-Sent Events.")
+
+    @app.exception_handler(SiftbusError)
+    async def siftbus_error(request: Request, exc: SiftbusError) -> JSONResponse:
+        kind = getattr(exc, "kind", "") or type(exc).__name__
+        return JSONResponse(error_body(kind, exc.message, line=exc.line, column=exc.column,
+                                       field=exc.field), status_code=status_of(exc))
+
+    app.state.gateway = gw
+    app.include_router(rest.router(gw))
+    app.include_router(streaming.router(gw))
+    registry = gateway_registry(gw)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        """The gateway's Prometheus metrics (text exposition format)."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    app.mount("/static", StaticFiles(directory=static_dir()), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> RedirectResponse:
+        return RedirectResponse("/dashboard")
+
+    @app.get("/dashboard", include_in_schema=False)
+    async def dashboard() -> FileResponse:
+        return FileResponse(f"{static_dir()}/index.html", media_type="text/html")
+
+    def count(status: int) -> None:
+        key = f"{status // 100}xx"
+        gw.counters.requests[key] = gw.counters.requests.get(key, 0) + 1
+
+    app.add_middleware(RequestLimits, max_body=gw.limits.max_body,
+                       timeout=gw.limits.request_timeout,
+                       untimed=("/api/sse", "/api/ws"), on_status=count)
+    return app
+
+
+__all__ = ["REMOTE_STATUS", "STATUS", "create_app", "status_of"]

@@ -1,0 +1,104 @@
+"""Reading a publish request's body: one event, a JSON array, or JSON lines.
+
+Every item is checked against the schema on its own: the valid ones are published, the
+others are reported with their line (JSON lines) or their position in the array
+(``line`` counts items from 1 there), so a batch with one bad line loses only that line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from siftbus.errors import EventError, QuotaExceeded, SiftbusError
+from siftbus.model import Event, Schema, event_from_dict, parse_event
+from siftbus.model.textio import parse_json_line
+
+from .limits import GatewayLimits
+
+JSON_LINES = ("application/x-ndjson", "application/jsonl", "application/json-lines",
+              "application/jsonlines", "text/plain")
+"""Content types read as JSON lines (one event per line); ``application/json`` is one
+event or an array of events."""
+
+
+@dataclass(frozen=True, slots=True)
+class LineError:
+    """One refused item of a publish request."""
+
+    line: int
+    """The line of the body (JSON lines), or the item's position from 1 (an array)."""
+    column: int | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "column": self.column, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedBatch:
+    """What a publish body holds: the valid events and the refused items."""
+
+    events: tuple[Event, ...]
+    errors: tuple[LineError, ...]
+    error_count: int
+    """All refused items (``errors`` holds at most ``max_errors`` of them)."""
+
+
+def _refusal(exc: SiftbusError, line: int) -> LineError:
+    return LineError(exc.line or line, exc.column, exc.message)
+
+
+def parse_publish_body(text: str, content_type: str, schema: Schema,
+                       limits: GatewayLimits) -> ParsedBatch:
+    """Events and per-item errors of a body (see the module docstring).
+
+    The body as a whole is refused (an exception) only when it is too big, or when an
+    ``application/json`` body is not JSON or neither an object nor an array.
+    """
+    media = content_type.split(";", 1)[0].strip().lower()
+    events: list[Event] = []
+    errors: list[LineError] = []
+    count = 0
+
+    def refuse(err: LineError) -> None:
+        nonlocal count
+        count += 1
+        if len(errors) < limits.max_errors:
+            errors.append(err)
+
+    if media in JSON_LINES:
+        lines = text.splitlines()
+        items = [(i, ln) for i, ln in enumerate(lines, 1) if ln.strip()]
+        _check_size(len(items), limits)
+        for i, ln in items:
+            try:
+                events.append(parse_event(ln, schema, source="body", lineno=i))
+            except SiftbusError as exc:
+                refuse(_refusal(exc, i))
+        return ParsedBatch(tuple(events), tuple(errors), count)
+    data = parse_json_line(text, source="body", line=1, kind=EventError, decimals=True,
+                           unique_keys=True)
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise EventError("the body must be an event (a JSON object) or an array of events",
+                         source="body", line=1, column=1)
+    _check_size(len(data), limits)
+    for i, item in enumerate(data, 1):
+        try:
+            if not isinstance(item, dict):
+                raise EventError("an event must be a JSON object")
+            events.append(event_from_dict(item, schema))
+        except SiftbusError as exc:
+            refuse(LineError(i, None, exc.message))
+    return ParsedBatch(tuple(events), tuple(errors), count)
+
+
+def _check_size(n: int, limits: GatewayLimits) -> None:
+    if n > limits.max_batch:
+        raise QuotaExceeded(f"{n} events in one request: at most {limits.max_batch}",
+                            quota="max_batch", limit=limits.max_batch)
+
+
+__all__ = ["JSON_LINES", "LineError", "ParsedBatch", "parse_publish_body"]

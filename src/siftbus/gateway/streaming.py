@@ -1,0 +1,228 @@
+"""Notifications as streams: one WebSocket for many subscriptions, and Server-Sent Events.
+
+WebSocket ``/api/ws``: the client sends JSON messages, each answered on the same socket
+(its ``ref``, if any, is echoed)::
+
+    {"op": "subscribe", "profile": "Temperature(value > 20)", "id": "hot"}
+        -> {"type": "subscribed", "id": "hot", "profile": "Temperature(value > 20)"}
+    {"op": "unsubscribe", "id": "hot"}            -> {"type": "unsubscribed", "id": "hot"}
+    {"op": "publish", "events": [{...}, ...]}    -> {"type": "published", "count": n}
+    {"op": "watch", "interval": 1.0}             -> {"type": "network", ...} every second
+    {"op": "ping"}                               -> {"type": "pong"}
+
+and receives ``{"type": "notification", "subscription": "hot", "src", "seq", "ts",
+"event"}`` for its subscriptions, ``{"type": "dropped", "count", "total"}`` after
+notifications were dropped because it read too slowly, and ``{"type": "error",
+"error": {...}}`` for a bad message (the socket stays open).
+
+Both take the caller's token (``Authorization: Bearer`` or ``?token=``; see
+:mod:`~siftbus.gateway.auth`); a WebSocket without valid credentials on a secured
+network is closed with 1008 before it opens.
+
+SSE ``GET /api/sse?profile=...&profile=...``: the profiles are subscribed for the
+response's lifetime; events ``subscribed``, ``notification`` and ``dropped`` carry the
+same JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import StreamingResponse
+
+from siftbus.errors import EventError, SiftbusError, WireError
+from siftbus.model import event_from_dict
+from siftbus.model.textio import parse_json_line
+
+from .auth import Bearer, request_token, websocket_token
+from .guards import error_body
+from .hub import Gateway
+from .streams import Outbox, sse_frame
+
+log = logging.getLogger("siftbus.gateway")
+
+KEEPALIVE = 15.0
+"""Seconds between SSE comments that keep idle proxies from closing the stream."""
+
+MIN_WATCH = 0.2
+"""The shortest ``watch`` interval (seconds)."""
+
+
+class WebSocketSession:
+    """One WebSocket connection: its outbox, writer and (optional) watch task."""
+
+    def __init__(self, gw: Gateway, ws: WebSocket, token: str | None,
+                 outbox: Outbox) -> None:
+        self.gw = gw
+        self.ws = ws
+        self.token = token
+        self.outbox = outbox
+        self._send_lock = asyncio.Lock()
+        self._watch: asyncio.Task[None] | None = None
+
+    async def send(self, msg: dict[str, Any]) -> None:
+        async with self._send_lock:  # replies, notifications and snapshots interleave
+            await self.ws.send_json(msg)
+
+    async def write_loop(self) -> None:
+        """Empty the outbox at the client's pace (a stalled client stalls only this)."""
+        while True:
+            msg = await self.outbox.queue.get()
+            notice = self.outbox.drop_notice()
+            if notice is not None:
+                await self.send(notice)
+            await self.send(msg)
+
+    async def watch_loop(self, interval: float) -> None:
+        while True:
+            await self.send({"type": "network", **await self.gw.network(self.token)})
+            await asyncio.sleep(interval)
+
+    async def handle(self, text: str) -> dict[str, Any]:
+        """The reply to one client message (errors raise)."""
+        data = parse_json_line(text, source="message", kind=WireError)
+        if not isinstance(data, dict):
+            raise WireError("a message must be a JSON object", field="op")
+        op = data.get("op")
+        gw = self.gw
+        if op == "subscribe":
+            profile = data.get("profile")
+            if not isinstance(profile, str):
+                raise WireError("subscribe needs a profile string", field="profile")
+            sid = data.get("id")
+            got = await gw.subscribe(self.outbox, profile, sid if sid is not None else None)
+            return {"type": "subscribed", **got}
+        if op == "unsubscribe":
+            sid = data.get("id")
+            await gw.unsubscribe(self.outbox, str(sid))
+            return {"type": "unsubscribed", "id": sid}
+        if op == "publish":
+            items = data.get("events", [data["event"]] if "event" in data else None)
+            if not isinstance(items, list) or not all(isinstance(e, dict) for e in items):
+                raise EventError("publish needs an event object or an events array",
+                                 field="events")
+            if len(items) > gw.limits.max_batch:
+                raise EventError(f"at most {gw.limits.max_batch} events per message",
+                                 field="events")
+            evs = []
+            for i, e in enumerate(items, 1):
+                try:
+                    evs.append(event_from_dict(e, gw.schema))
+                except SiftbusError as exc:
+                    raise exc.located(source="events", line=i) from None
+            return {"type": "published",
+                    "count": await gw.publish(self.outbox.client, evs)}
+        if op == "watch":
+            interval = data.get("interval", 1.0)
+            if not isinstance(interval, int | float) or isinstance(interval, bool) or \
+                    not (interval == 0 or MIN_WATCH <= interval <= 3600):
+                raise WireError(f"watch interval: 0 (stop) or {MIN_WATCH}..3600 seconds",
+                                field="interval")
+            if self._watch is not None:
+                self._watch.cancel()
+                self._watch = None
+            if interval:
+                self._watch = asyncio.ensure_future(self.watch_loop(float(interval)))
+            return {"type": "watching", "interval": interval}
+        if op == "ping":
+            return {"type": "pong"}
+        raise WireError(f"unknown op {op!r} (subscribe, unsubscribe, publish, watch, ping)",
+                        field="op")
+
+    async def run(self) -> None:
+        writer = asyncio.ensure_future(self.write_loop())
+        try:
+            while True:
+                text = await self.ws.receive_text()
+                try:
+                    reply = await self.handle(text)
+                except SiftbusError as exc:
+                    reply = {"type": "error", **error_body(
+                        getattr(exc, "kind", "") or type(exc).__name__, exc.message,
+                        line=exc.line, column=exc.column, field=exc.field)}
+                ref = _ref(text)
+                if ref is not None:
+                    reply["ref"] = ref
+                await self.send(reply)
+        except (WebSocketDisconnect, RuntimeError):
+            pass  # the client went (RuntimeError: a send after the close)
+        finally:
+            for task in (writer, self._watch):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
+            await self.gw.close_outbox(self.outbox)
+
+
+def _ref(text: str) -> Any:
+    """The ``ref`` of a message, if it is a JSON object with one (echoed in replies)."""
+    try:
+        data = parse_json_line(text, kind=WireError)
+    except SiftbusError:
+        return None
+    ref = data.get("ref") if isinstance(data, dict) else None
+    return ref if isinstance(ref, str | int) and not isinstance(ref, bool) else None
+
+
+def router(gw: Gateway) -> APIRouter:
+    """The streaming routes of gateway ``gw``."""
+    api = APIRouter(prefix="/api")
+
+    @api.websocket("/ws")
+    async def websocket(ws: WebSocket) -> None:
+        token = websocket_token(gw, ws)
+        try:
+            client = await gw.session(token)
+        except SiftbusError as exc:  # refused before the handshake completes: HTTP 403
+            log.info("WebSocket refused: %s", exc)
+            await ws.close(code=1008, reason=exc.message[:120])
+            return
+        await ws.accept()
+        gw.counters.connections["websocket"] += 1
+        await WebSocketSession(gw, ws, token, gw.open_outbox("w", client)).run()
+
+    @api.get("/sse", summary="Notifications as Server-Sent Events",
+             response_class=StreamingResponse,
+             responses={200: {"content": {"text/event-stream": {}}}})
+    async def sse(request: Request, creds: Bearer,
+                  profile: Annotated[list[str], Query(min_length=1)]) -> StreamingResponse:
+        """Subscribe the ``profile`` parameters (repeat it) while the stream is open."""
+        ob = gw.open_outbox("e", await gw.session(request_token(gw, request, creds)))
+        try:
+            subs = [await gw.subscribe(ob, p) for p in profile]
+        except BaseException:
+            await gw.close_outbox(ob)
+            raise
+        gw.counters.connections["sse"] += 1
+        return StreamingResponse(_sse_stream(gw, ob, subs), media_type="text/event-stream",
+                                 headers={"cache-control": "no-cache"})
+
+    return api
+
+
+async def _sse_stream(gw: Gateway, ob: Outbox, subs: list[dict[str, str]]
+                      ) -> AsyncIterator[bytes]:
+    try:
+        yield sse_frame({"type": "subscribed", "subscriptions": subs})
+        while True:
+            try:
+                msg = await asyncio.wait_for(ob.queue.get(), KEEPALIVE)
+            except TimeoutError:
+                yield b": keep-alive\n\n"
+                continue
+            notice = ob.drop_notice()
+            if notice is not None:
+                yield sse_frame(notice)
+            yield sse_frame(msg)
+    finally:
+        # cleanup in its own task: this generator may be finalised while cancelled
+        gw.spawn(gw.close_outbox(ob))
+
+
+__all__ = ["KEEPALIVE", "WebSocketSession", "router"]
