@@ -1,0 +1,167 @@
+"""One side of the DoubleForest: subspaces under string ids, forest and preload tables.
+
+A :class:`SubspaceStore` gives every stored subspace a dense integer *slot*, keeps it in
+a :class:`~siftbus.temporal.forest.SubspaceForest` and in the preload tables its type's
+:class:`~siftbus.temporal.preload.PreloadPolicy` chooses, and answers a query with a
+:class:`Selection`: from a preload table when the query pins a table's attributes (one
+lookup, exact when it constrains nothing else), else by walking the forest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+from pyroaring import BitMap
+
+from siftbus.covering.relations import covers, overlaps
+from siftbus.errors import DuplicateProfileError, UnknownProfileError
+from siftbus.model import EventType, Profile
+
+from .forest import SubspaceForest
+from .hulls import COVER, OVERLAP, WITHIN
+from .preload import PreloadPolicy, PreloadTable
+
+
+class Selection:
+    """The stored subspaces a query selected: a set of slots and the ids they name.
+
+    A preloaded answer is the table's own bitmap, handed over without a copy (that is
+    what makes the lookup O(1)): read it before the store changes again, or keep
+    :meth:`ids`. Iterating yields ids; ``len`` is O(1).
+    """
+
+    __slots__ = ("_ids", "preloaded", "slots")
+
+    def __init__(self, slots: BitMap | Sequence[int], ids: Sequence[str | None],
+                 preloaded: bool) -> None:
+        self.slots = slots
+        self._ids = ids
+        self.preloaded = preloaded
+        """Whether the answer came from a preload table."""
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def __iter__(self) -> Iterator[str]:
+        ids = self._ids
+        for s in self.slots:
+            i = ids[s]
+            assert i is not None
+            yield i
+
+    def ids(self) -> list[str]:
+        """The selected ids, sorted (a copy)."""
+        return sorted(self)
+
+
+class SubspaceStore:
+    """Subspaces under string ids, queried for overlap, covering and being covered."""
+
+    def __init__(self, policy: PreloadPolicy | None = None) -> None:
+        self.policy = policy or PreloadPolicy()
+        self.forest = SubspaceForest()
+        self._slot: dict[str, int] = {}
+        self._ids: list[str | None] = []
+        self._free: list[int] = []
+        self._tables: dict[str, list[tuple[EventType, list[PreloadTable]]]] = {}
+        self.preloaded_queries = 0
+        """Queries answered from a preload table (exactly, or as candidates)."""
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def __contains__(self, id: object) -> bool:
+        return id in self._slot
+
+    def ids(self) -> list[str]:
+        return list(self._slot)
+
+    def get(self, id: str) -> Profile:
+        return self.forest.get(self._slot_of(id))
+
+    def _slot_of(self, id: str) -> int:
+        try:
+            return self._slot[id]
+        except KeyError:
+            raise UnknownProfileError(f"no subspace with id {id!r}", field=id) from None
+
+    def tables(self, etype: EventType, create: bool = False) -> list[PreloadTable]:
+        """The preload tables of ``etype`` (made on first use when ``create``)."""
+        for t, tables in self._tables.get(etype.name, ()):
+            if t is etype or t == etype:
+                return tables
+        if not create:
+            return []
+        tables = self.policy.tables_for(etype)
+        self._tables.setdefault(etype.name, []).append((etype, tables))
+        return tables
+
+    def add(self, id: str, box: Profile) -> None:
+        if id in self._slot:
+            raise DuplicateProfileError(f"id {id!r} is already stored", field=id)
+        tables = self.tables(box.etype, create=True)
+        if self._free:
+            slot = self._free.pop()
+            self._ids[slot] = id
+        else:
+            slot = len(self._ids)
+            self._ids.append(id)
+        self.forest.add(slot, box)
+        for t in tables:
+            t.add(slot, box)
+        self._slot[id] = slot
+
+    def remove(self, id: str) -> Profile:
+        slot = self._slot_of(id)
+        box = self.forest.remove(slot)
+        for t in self.tables(box.etype):
+            t.remove(slot, box)
+        del self._slot[id]
+        self._ids[slot] = None
+        self._free.append(slot)
+        return box
+
+    # ---- queries -----------------------------------------------------------------------
+
+    def query(self, q: Profile, rel: int, *, preload: bool = True) -> Selection:
+        """Stored subspaces standing in relation ``rel`` (``OVERLAP``, ``COVER``: the
+        stored one covers ``q``, ``WITHIN``: ``q`` covers it) to ``q``. With ``preload``
+        off, the forest answers even where a table could."""
+        if preload:
+            best: tuple[BitMap, bool] | None = None
+            for t in self.tables(q.etype):
+                found = t.lookup(q, rel)
+                if found is None:
+                    continue
+                if found[1]:
+                    best = found
+                    break
+                if best is None or len(found[0]) < len(best[0]):
+                    best = found
+            if best is not None:
+                self.preloaded_queries += 1
+                bm, exact = best
+                if exact:
+                    return Selection(bm, self._ids, True)
+                test = _relation(rel, q)
+                forest = self.forest
+                return Selection([s for s in bm if test(forest.get(s))], self._ids, True)
+        if rel == OVERLAP:
+            slots = self.forest.overlapping(q)
+        elif rel == COVER:
+            slots = self.forest.containing(q)
+        else:
+            slots = self.forest.within(q)
+        return Selection(slots, self._ids, False)
+
+
+def _relation(rel: int, q: Profile) -> Callable[[Profile], bool]:
+    if rel == OVERLAP:
+        return lambda b: overlaps(q, b)
+    if rel == COVER:
+        return lambda b: covers(b, q)
+    assert rel == WITHIN
+    return lambda b: covers(q, b)
+
+
+__all__ = ["Selection", "SubspaceStore"]
