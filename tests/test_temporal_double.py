@@ -219,3 +219,22 @@ def test_errors() -> None:
         Semantics.parse("inside")
     assert Validity.of(10, ttl=5) == Validity(10, 15)
     assert df.advance(1.0) == [] and df.now == 5.0  # time never goes back
+
+
+def test_load_makes_the_state_that_publishing_makes() -> None:
+    rng = random.Random(5)
+    spans = [(0.0, 2.0), (0.0, 9.0), (4.0, 9.0)]
+    notes = [PersistentNotification(f"n{i}", random_box(rng, f"n{i}"), "p",
+                                    Validity(*rng.choice(spans))) for i in range(60)]
+    fs = [TemporalFilter(random_box(rng, f"f{i}"), rng.choice(list(Semantics)))
+          for i in range(30)]
+    a, b = DoubleForest(now=1.0), DoubleForest(now=1.0)
+    a.load(notes, fs)
+    for f in fs:
+        b.subscribe(f)
+    for n in notes:
+        b.publish(n)
+    for t in (1.0, 3.0, 5.0, 10.0):
+        assert same(a.advance(t), b.advance(t))
+        for f in fs:
+            assert [n.id for n in a.collection(f.id)] == [n.id for n in b.collection(f.id)]

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from siftbus.errors import DuplicateProfileError, InputError, UnknownProfileError
 from siftbus.model import Profile
@@ -132,6 +132,28 @@ class DoubleForest:
         """The notifications filter ``filter_id`` selects now, sorted by id."""
         f = self.filter(filter_id)
         return [self._notes[i] for i in self.notifications_for(f.profile, f.semantics).ids()]
+
+    def load(self, notifications: Iterable[PersistentNotification] = (),
+             filters: Iterable[TemporalFilter] = ()) -> None:
+        """Store many notifications and filters at once, computing no changes (a state
+        being restored, or a benchmark filling the structure): afterwards the state is
+        what publishing and subscribing them would have made it. Expired notifications
+        are skipped."""
+        for f in filters:
+            if f.id in self._filters:
+                raise DuplicateProfileError(f"filter id {f.id!r} is already subscribed",
+                                            field=f.id)
+            self.filters[f.semantics].add(f.id, f.profile)
+            self._filters[f.id] = f
+        for n in notifications:
+            if n.id in self._notes:
+                raise DuplicateProfileError(f"notification id {n.id!r} is already "
+                                            "published", field=n.id)
+            if n.validity.expired(self.now):
+                continue
+            self._store(n)
+            if n.active(self.now):
+                self.notes.add(n.id, n.subspace)
 
     # ---- filters -----------------------------------------------------------------------
 

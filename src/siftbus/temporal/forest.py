@@ -254,7 +254,7 @@ class SubspaceForest:
         if top is None:
             return out
         probe = top.layout.probe(q)
-        overlaps = _overlap_test(q)
+        overlaps = overlap_test(q)
         stack = [top.roots]
         while stack:
             kids = stack.pop()
@@ -280,7 +280,7 @@ class SubspaceForest:
         if top is None:
             return out
         probe = top.layout.probe(q)
-        overlaps = _overlap_test(q)
+        overlaps = overlap_test(q)
         stack = [top.roots]
         while stack:
             kids = stack.pop()
@@ -380,7 +380,7 @@ class SubspaceForest:
             assert self._by_key[k] is n
 
 
-def _overlap_test(q: Profile) -> Callable[[Profile], bool]:
+def overlap_test(q: Profile) -> Callable[[Profile], bool]:
     """``overlaps(q, b)`` for boxes ``b`` of ``q``'s type, with ``q``'s constraints looked
     up once instead of once per test."""
     mine = {c.position: c.constraint for c in q.conditions}
@@ -405,4 +405,4 @@ def _collect(node: _Node, out: list[int]) -> None:
             stack.extend(n.kids.nodes())
 
 
-__all__ = ["COLUMNS_FROM", "SubspaceForest"]
+__all__ = ["COLUMNS_FROM", "SubspaceForest", "overlap_test"]

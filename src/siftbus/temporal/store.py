@@ -13,13 +13,18 @@ from collections.abc import Callable, Iterator, Sequence
 
 from pyroaring import BitMap
 
-from siftbus.covering.relations import covers, overlaps
+from siftbus.covering.relations import covers
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.model import EventType, Profile
 
-from .forest import SubspaceForest
+from .forest import SubspaceForest, overlap_test
 from .hulls import COVER, OVERLAP, WITHIN
 from .preload import PreloadPolicy, PreloadTable
+
+MAX_CANDIDATES = 512
+"""A query that pins preloaded attributes but constrains others tests the table's
+candidates one by one when there are at most this many (intersected over the tables it
+pins); with more, the forest walks (it tests only where its bounds leave a doubt)."""
 
 
 class Selection:
@@ -62,6 +67,7 @@ class SubspaceStore:
         self.forest = SubspaceForest()
         self._slot: dict[str, int] = {}
         self._ids: list[str | None] = []
+        self._boxes: list[Profile | None] = []
         self._free: list[int] = []
         self._tables: dict[str, list[tuple[EventType, list[PreloadTable]]]] = {}
         self.preloaded_queries = 0
@@ -77,7 +83,9 @@ class SubspaceStore:
         return list(self._slot)
 
     def get(self, id: str) -> Profile:
-        return self.forest.get(self._slot_of(id))
+        box = self._boxes[self._slot_of(id)]
+        assert box is not None
+        return box
 
     def _slot_of(self, id: str) -> int:
         try:
@@ -103,9 +111,11 @@ class SubspaceStore:
         if self._free:
             slot = self._free.pop()
             self._ids[slot] = id
+            self._boxes[slot] = box
         else:
             slot = len(self._ids)
             self._ids.append(id)
+            self._boxes.append(box)
         self.forest.add(slot, box)
         for t in tables:
             t.add(slot, box)
@@ -118,6 +128,7 @@ class SubspaceStore:
             t.remove(slot, box)
         del self._slot[id]
         self._ids[slot] = None
+        self._boxes[slot] = None
         self._free.append(slot)
         return box
 
@@ -128,24 +139,9 @@ class SubspaceStore:
         stored one covers ``q``, ``WITHIN``: ``q`` covers it) to ``q``. With ``preload``
         off, the forest answers even where a table could."""
         if preload:
-            best: tuple[BitMap, bool] | None = None
-            for t in self.tables(q.etype):
-                found = t.lookup(q, rel)
-                if found is None:
-                    continue
-                if found[1]:
-                    best = found
-                    break
-                if best is None or len(found[0]) < len(best[0]):
-                    best = found
-            if best is not None:
-                self.preloaded_queries += 1
-                bm, exact = best
-                if exact:
-                    return Selection(bm, self._ids, True)
-                test = _relation(rel, q)
-                forest = self.forest
-                return Selection([s for s in bm if test(forest.get(s))], self._ids, True)
+            found = self._preloaded(q, rel)
+            if found is not None:
+                return found
         if rel == OVERLAP:
             slots = self.forest.overlapping(q)
         elif rel == COVER:
@@ -154,10 +150,38 @@ class SubspaceStore:
             slots = self.forest.within(q)
         return Selection(slots, self._ids, False)
 
+    def _preloaded(self, q: Profile, rel: int) -> Selection | None:
+        """The answer from the preload tables: one table's set when it is exact, else the
+        intersection of every pinned table's candidates, tested one by one when there
+        are at most :data:`MAX_CANDIDATES` (else ``None``: the forest walks)."""
+        sets: list[BitMap] = []
+        for t in self.tables(q.etype):
+            found = t.lookup(q, rel)
+            if found is None:
+                continue
+            if found[1]:
+                self.preloaded_queries += 1
+                return Selection(found[0], self._ids, True)
+            sets.append(found[0])
+        if not sets:
+            return None
+        sets.sort(key=len)
+        cands = sets[0]
+        for other in sets[1:]:
+            if len(cands) <= MAX_CANDIDATES:
+                break
+            cands = cands & other
+        if len(cands) > MAX_CANDIDATES:
+            return None
+        self.preloaded_queries += 1
+        test = _relation(rel, q)
+        boxes = self._boxes
+        return Selection([s for s in cands if test(boxes[s])], self._ids, True)  # type: ignore[arg-type]
+
 
 def _relation(rel: int, q: Profile) -> Callable[[Profile], bool]:
     if rel == OVERLAP:
-        return lambda b: overlaps(q, b)
+        return overlap_test(q)
     if rel == COVER:
         return lambda b: covers(b, q)
     assert rel == WITHIN
