@@ -89,6 +89,10 @@ class DoubleForest:
         except KeyError:
             raise UnknownProfileError(f"no filter {id!r}", field=id) from None
 
+    def get(self, id: str) -> PersistentNotification | None:
+        """The stored notification with this id (active or not yet valid), or ``None``."""
+        return self._notes.get(id)
+
     def is_active(self, id: str) -> bool:
         return id in self.notes
 
@@ -228,9 +232,10 @@ class DoubleForest:
         del self._token[id]
         return out
 
-    def advance(self, t: float) -> list[Change]:
+    def advance(self, t: float, expired: list[str] | None = None) -> list[Change]:
         """Move the clock to ``t`` (never back), activating and expiring notifications in
-        time order; returns their changes."""
+        time order; returns their changes. The ids of the notifications that expired
+        (whether a filter held them or not) are appended to ``expired``."""
         out: list[Change] = []
         line = self._timeline
         while line and line[0][0] <= t:
@@ -241,6 +246,8 @@ class DoubleForest:
             n = self._notes[nid]
             if is_end:
                 out.extend(self.withdraw(nid, Reason.EXPIRED))
+                if expired is not None:
+                    expired.append(nid)
             elif nid not in self.notes and n.active(when):
                 out.extend(self._activate(n, Reason.ACTIVATED))
         self.now = max(self.now, t)
