@@ -70,6 +70,17 @@ class Net:
         self.pending[(client, corr)] = (what, ids)
         self.sim.send(client, Message(mtype, {**body, "corr": corr}))
 
+    def gid_of_left(self, client: str, lid: str) -> str:
+        return self.gid(client, lid)
+
+    def rejoin(self, client: str) -> None:
+        """A client that left connects again, to the same broker, under its name."""
+        if client in self.colls:
+            return
+        broker = self.sim.clients[client].broker
+        self.quiesce()
+        self.add_client(client, broker)
+
     def gid(self, client: str, lid: str) -> str:
         return f"{self.sim.clients[client].broker}/{client}/{lid}"
 
@@ -101,6 +112,16 @@ class Net:
         self.colls[client].close(fid)
         self.oracle.unsubscribe(f"{client}:{fid}")
 
+    def leave(self, client: str) -> None:
+        """The client disconnects: its filters go, its notifications stay (retained)."""
+        self.read()
+        self.sim.disconnect(client)
+        for fid in list(self.colls[client].by_filter):
+            self.oracle.unsubscribe(f"{client}:{fid}")
+        del self.colls[client]
+        for key in [k for k in self.pending if k[0] == client]:
+            del self.pending[key]
+
     def advance(self, t: float) -> None:
         self.quiesce()
         self.now = t
@@ -121,6 +142,8 @@ class Net:
     def read(self) -> None:
         """Each client handles what it received, in order, strictly."""
         for name, c in self.sim.clients.items():
+            if name not in self.colls:
+                continue  # gone
             assert not c.errors, (name, c.errors)
             msgs, c.retained = c.retained, []
             colls = self.colls[name]
@@ -190,11 +213,13 @@ def run(data: st.DataObject, config: dict[str, Any], roundtrip: bool = False,
         net.add_client(c, data.draw(st.sampled_from(names)))
     live: dict[tuple[str, str], None] = {}
     subs: dict[tuple[str, str], None] = {}
+    orphaned: list[tuple[str, str]] = []  # published by clients that left
     counter = itertools.count()
     for _ in range(data.draw(st.integers(1, 25), label="operations")):
         c = data.draw(st.sampled_from(clients))
         op = data.draw(st.sampled_from(["publish", "publish", "update", "withdraw",
-                                        "subscribe", "subscribe", "unsubscribe", "advance"]))
+                                        "subscribe", "subscribe", "unsubscribe", "advance",
+                                        "leave"]))
         mine = sorted(lid for (cl, lid) in live if cl == c)
         if op == "publish":
             lid = f"n{next(counter)}"
@@ -217,12 +242,25 @@ def run(data: st.DataObject, config: dict[str, Any], roundtrip: bool = False,
             key = data.draw(st.sampled_from(sorted(k for k in subs if k[0] == c)))
             net.unsubscribe(*key)
             del subs[key]
+        elif op == "leave" and len(clients) > 1:
+            net.leave(c)
+            clients.remove(c)
+            for key in [k for k in subs if k[0] == c]:
+                del subs[key]
+            gone = [k for k in live if k[0] == c]
+            for key in gone:  # still retained; withdrawn at the end by a new client
+                del live[key]
+                orphaned.append(key)
         elif op == "advance":
             net.advance(net.now + data.draw(st.sampled_from([1.0, 2.0, 5.0])))
             for key in [k for k in live if net.gid(*k) not in net.oracle.notes]:
                 del live[key]  # expired
         net.steps(data.draw(st.integers(0, 30), label="steps"))
     net.check()
+    for c, lid in orphaned:  # the publisher comes back under its name to withdraw
+        if net.gid_of_left(c, lid) in net.oracle.notes:
+            net.rejoin(c)
+            net.withdraw(c, lid)
     for c, lid in list(live):
         if net.gid(c, lid) in net.oracle.notes:
             net.withdraw(c, lid)

@@ -36,7 +36,7 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from siftbus.covering.forwarding import ForwardingTable, Update
@@ -344,8 +344,12 @@ class RetainedState:
         elif msg.type is MsgType.TPUB:
             op = get(body, "op", str, where="TPUB")
             if op == "put":
+                try:
+                    why = Reason(body.get("reason", "published"))
+                except ValueError:
+                    raise WireError("unknown put reason", field="reason") from None
                 for item in get(body, "notes", list):
-                    self._received(z, decode_note(item, schema, None))
+                    self._received(z, decode_note(item, schema, None), why)
             elif op == "drop":
                 reason = get(body, "reason", str, where="TPUB")
                 for nid in get(body, "ids", list):
@@ -357,7 +361,7 @@ class RetainedState:
         else:
             raise WireError(f"{msg.type.name} is not expected from a broker")
 
-    def _received(self, z: str, n: PersistentNotification) -> None:
+    def _received(self, z: str, n: PersistentNotification, why: Reason) -> None:
         self.orphans.pop(n.id, None)
         if n.validity.expired(self.df.now):
             return  # already over here (clocks differ); it leaves z's view by itself
@@ -368,7 +372,9 @@ class RetainedState:
             old = self.df.notification(n.id)
         except UnknownProfileError:
             self.origin[n.id] = z
-            self._dispatch(n.id, self.df.publish(n), None)
+            # new here: for our filters it is what it was where it came from (published,
+            # activated, updated into a filter, or part of a subscription's answer)
+            self._dispatch(n.id, [replace(ch, reason=why) for ch in self.df.publish(n)], None)
             return
         if old.version == n.version and old.same_content(n):
             return  # a re-put of what we hold (after an orphaned drop)
@@ -453,7 +459,7 @@ class RetainedState:
                         and view.get(n.id) is not n:
                     view[n.id] = n
                     puts.append(n)
-            self._put(link, puts)
+            self._put(link, puts, Reason.SUBSCRIBED)
         else:
             self._notify(link, changes)
         if not pseudo:
@@ -495,13 +501,15 @@ class RetainedState:
         for link, chs in by_client.items():
             self._notify(link, chs)
         cur = self.df.get(nid) if self.df.is_active(nid) else None
+        why = next((ch.reason for ch in changes if ch.kind is not ChangeKind.REMOVE),
+                   Reason.PUBLISHED)
         for y, view in self.views.items():
             if y == self.origin.get(nid):
                 continue
             if cur is not None and y in wanted:
                 if view.get(nid) is not cur:
                     view[nid] = cur
-                    self._put(y, [cur])
+                    self._put(y, [cur], why)
             elif nid in view:
                 del view[nid]
                 if not silent:
@@ -521,11 +529,11 @@ class RetainedState:
             if not self._published[client]:
                 del self._published[client]
 
-    def _put(self, y: str, notes: list[PersistentNotification]) -> None:
+    def _put(self, y: str, notes: list[PersistentNotification], why: Reason) -> None:
         if notes:
             self.counters["puts"] += len(notes)
             self._send_broker(y, Message(MsgType.TPUB, {
-                "op": "put", "notes": [encode_note(n) for n in notes]}))
+                "op": "put", "notes": [encode_note(n) for n in notes], "reason": why.value}))
 
     def _drop(self, y: str, ids: list[str], reason: str) -> None:
         if ids:
