@@ -339,35 +339,43 @@ def main() -> None:
     started = time.time()
     cpu0 = time.process_time()
     print(HEADER, flush=True)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    mem: dict[str, Any] = {}
+
+    def save() -> None:
+        """Written after every size, so a run stopped early keeps what it measured."""
+        ops = sum(3 * args.repeat * sample for _ in rows)
+        out = {
+            "benchmark": "temporal",
+            "command": " ".join(sys.argv),
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+            "cpu_seconds": round(time.process_time() - cpu0, 1),
+            "loadavg": [[round(x, 2) for x in la] for la in loads],
+            "note": "CPU µs per operation, medians over rounds; every figure beside the "
+                    "linear scan answering the same question in the same run (answers "
+                    "checked equal). lookup_us: the preloaded point query, the selection "
+                    "not materialised.",
+            "ops_per_second_publish": {r["n"]: round(1e6 / r["publish_us"]) for r in rows},
+            "timed_operations": ops,
+            "rows": rows,
+            "tracemalloc": mem,
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=1) + "\n")
+        plot(rows, args.plot)
+
     for n in sizes:
         rows.append(measure(n, sample, args.repeat))
         loads.append(os.getloadavg())
         print(_line(rows[-1]), flush=True)
-    mem = tracemalloc_bytes(min(max(sizes), 100_000))
+        save()
+    mem.update(tracemalloc_bytes(min(max(sizes), 100_000)))
     print(f"\ntracemalloc at n = {mem['n']:,}: {mem['notes_bytes_per_entry']:,} bytes per "
           f"notification, {mem['filters_bytes_per_entry']:,} per filter (Python objects "
           "and numpy; roaring bitmaps not traced)")
-    ops = sum(3 * args.repeat * sample for _ in sizes)
-    out = {
-        "benchmark": "temporal",
-        "command": " ".join(sys.argv),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
-        "cpu_seconds": round(time.process_time() - cpu0, 1),
-        "loadavg": [[round(x, 2) for x in la] for la in loads],
-        "note": "CPU µs per operation, medians over rounds; every figure beside the linear "
-                "scan answering the same question in the same run (answers checked equal). "
-                "lookup_us: the preloaded point query, the selection not materialised.",
-        "ops_per_second_publish": {r["n"]: round(1e6 / r["publish_us"]) for r in rows},
-        "timed_operations": ops,
-        "rows": rows,
-        "tracemalloc": mem,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    plot(rows, args.plot)
+    save()
     print(f"\nwrote {args.out} and {args.plot}; load average {loads[0]} -> {loads[-1]}")
 
 
