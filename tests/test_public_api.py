@@ -69,3 +69,18 @@ async def test_broker_quick_start_from_the_readme() -> None:
         assert note.event.key("value") == 215  # decimals are keyed by their places
         with pytest.raises(asyncio.TimeoutError):  # the 19.0 event matched nothing
             await sub.get(timeout=0.3)
+
+
+def test_temporal_quick_start() -> None:
+    """Persistent notifications through public names only: a late subscriber gets what
+    is still valid, then the changes."""
+    schema = siftbus.parse_schema('[Document]\nroom = "int[1,300]"\n')
+    doc = siftbus.parse_profile("x: Document(room in [10, 14])", schema)
+    df = siftbus.DoubleForest(now=0.0)
+    df.publish(siftbus.PersistentNotification("memo", doc, "alice", siftbus.Validity(0, 60)))
+    me = siftbus.TemporalFilter(siftbus.parse_profile("me: Document(room = 12)", schema),
+                                siftbus.Semantics.OVERLAPS)
+    assert [c.notification.id for c in df.subscribe(me)] == ["memo"]
+    assert [c.kind.value for c in df.advance(60)] == ["remove"]
+    assert isinstance(siftbus.PreloadPolicy().max_cells, int)
+    assert siftbus.Change is not None
