@@ -80,7 +80,20 @@ def test_temporal_quick_start() -> None:
     df.publish(siftbus.PersistentNotification("memo", doc, "alice", siftbus.Validity(0, 60)))
     me = siftbus.TemporalFilter(siftbus.parse_profile("me: Document(room = 12)", schema),
                                 siftbus.Semantics.OVERLAPS)
-    assert [c.notification.id for c in df.subscribe(me)] == ["memo"]
+    got = df.subscribe(me)
+    assert [c.notification.id for c in got] == ["memo"]
+    assert all(isinstance(c, siftbus.Change) for c in got)
     assert [c.kind.value for c in df.advance(60)] == ["remove"]
     assert isinstance(siftbus.PreloadPolicy().max_cells, int)
-    assert siftbus.Change is not None
+
+
+def test_readers_and_limits_are_public() -> None:
+    import io
+
+    assert list(siftbus.read_lines(io.BytesIO(b"\xef\xbb\xbfa\rb"))) == [(1, "a"), (2, "b")]
+    with pytest.raises(siftbus.InputError, match="nested deeper than 3"):
+        siftbus.parse_json_line("[[[[1]]]]", limits=siftbus.TextLimits(max_json_depth=3))
+    schema = siftbus.parse_schema('[T]\na = "int[0,9]"\n')
+    with pytest.raises(siftbus.ProfileSyntaxError, match="more than 1 conditions"):
+        siftbus.parse_profile("p: T(a > 1, a < 5)", schema,
+                              limits=siftbus.ProfileLimits(max_conditions=1))

@@ -25,7 +25,13 @@ from siftbus.errors import (
     WireError,
     XmlFilterError,
 )
-from siftbus.lang import format_profile, load_profiles, parse_profile, parse_profiles
+from siftbus.lang import (
+    ProfileLimits,
+    format_profile,
+    load_profiles,
+    parse_profile,
+    parse_profiles,
+)
 from siftbus.match import Matcher, ReferenceMatcher
 from siftbus.match.engines import make_matcher
 from siftbus.model import (
@@ -41,10 +47,13 @@ from siftbus.model import (
     Schema,
     StringConstraint,
     StringDomain,
+    TextLimits,
     load_schema,
     parse_event,
+    parse_json_line,
     parse_schema,
     read_events,
+    read_lines,
 )
 
 if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and editors
@@ -59,7 +68,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
         MappingFilter,
         StructuredEvent,
     )
-    from siftbus.channel.service import ChannelClient, ChannelService
+    from siftbus.channel.remote import ChannelClient, ChannelService
     from siftbus.client import Client, SyncClient, connect
     from siftbus.covering import (
         CoveringIndex,
@@ -137,8 +146,8 @@ _LAZY = {
     "StructuredEvent": "siftbus.channel",
     "Filter": "siftbus.channel",
     "MappingFilter": "siftbus.channel",
-    "ChannelService": "siftbus.channel.service",
-    "ChannelClient": "siftbus.channel.service",
+    "ChannelService": "siftbus.channel.remote",
+    "ChannelClient": "siftbus.channel.remote",
     # XML event filter
     "XmlEventFilter": "siftbus.xmlfilter",
     "parse_subscriptions": "siftbus.xmlfilter",
@@ -176,7 +185,12 @@ __all__ = [
     "parse_event",
     "parse_schema",
     "read_events",
+    # reading text input: one rule for line files, safe JSON, limits
+    "TextLimits",
+    "read_lines",
+    "parse_json_line",
     # languages
+    "ProfileLimits",
     "format_profile",
     "load_profiles",
     "parse_profile",
