@@ -91,7 +91,11 @@ def test_defaults_and_ttl() -> None:
 
 
 BAD = [
-    ('{"id": "a", "subspace": "T(a = 3)"', "not JSON", 35),
+    ('{"id": "a", "subspace": "T(a = 3)"', "invalid JSON", 35),
+    ('{"id": "a", "id": "b", "subspace": "T()"}', "given twice", None),
+    ('{"id": "a", "subspace": "T()", "start": NaN}', "not a JSON value", 41),
+    ('{"id": "a", "subspace": "T()", "x": ' + "[" * 100 + "]" * 100 + "}",
+     "nested deeper than", None),
     ('[1, 2]', "JSON object", None),
     ('{"id": "a"}', "'subspace' must be a string", None),
     ('{"id": 3, "subspace": "T()"}', "'id' must be a string", None),

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from siftbus.errors import InputError, SiftbusError
 from siftbus.lang.profile import format_profile, parse_profile_text, resolve
 from siftbus.model import Schema
+from siftbus.model.textio import parse_json_line, read_lines, split_lines
 
 from .notification import PersistentNotification, Validity
 
@@ -52,11 +53,7 @@ def parse_notification(text: str, schema: Schema, *, now: float = 0.0,
     if len(text) > MAX_LINE:
         raise InputError(f"a line of {len(text)} characters exceeds the limit of "
                          f"{MAX_LINE}", source=source, line=line, field="max_line")
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", source=source, line=line,
-                         column=exc.colno) from None
+    obj = parse_json_line(text, source=source, line=line, unique_keys=True)
     if not isinstance(obj, dict):
         raise InputError("a notification must be a JSON object", source=source, line=line)
     unknown = sorted(set(obj) - set(_FIELDS))
@@ -93,30 +90,31 @@ def parse_notification(text: str, schema: Schema, *, now: float = 0.0,
         raise exc.located(source=source, line=line) from None
 
 
+def _from_lines(lines: Iterable[tuple[int, str]], schema: Schema, now: float,
+                source: str | None) -> Iterator[PersistentNotification]:
+    for i, raw in lines:
+        stripped = raw.strip()
+        if stripped and not stripped.startswith("#"):
+            yield parse_notification(raw, schema, now=now, source=source, line=i)
+
+
 def iter_notification_lines(text: str, schema: Schema, *, now: float = 0.0,
                             source: str | None = None) -> Iterator[PersistentNotification]:
     """Every notification of a JSON-lines text, in order."""
-    for i, raw in enumerate(text.splitlines(), start=1):
-        stripped = raw.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        yield parse_notification(raw, schema, now=now, source=source, line=i)
+    return _from_lines(split_lines(text), schema, now, source)
 
 
 def load_notifications(path: str | Path, schema: Schema, *,
                        now: float = 0.0) -> list[PersistentNotification]:
-    """The notifications of a JSON-lines file; ids must be unique."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {p}: {exc}", source=str(p)) from None
+    """The notifications of a JSON-lines file (read by :func:`~siftbus.model.textio.read_lines`'s
+    rules: strict UTF-8, BOM, any line end); ids must be unique."""
+    src = str(path)
     out: list[PersistentNotification] = []
     seen: set[str] = set()
-    for i, n in enumerate(iter_notification_lines(text, schema, now=now, source=str(p))):
+    for i, n in enumerate(_from_lines(read_lines(path), schema, now, src)):
         if n.id in seen:
             raise InputError(f"notification id {n.id!r} appears twice (notification "
-                             f"{i + 1})", source=str(p), field=n.id)
+                             f"{i + 1})", source=src, field=n.id)
         seen.add(n.id)
         out.append(n)
     return out
