@@ -3,7 +3,8 @@
 Random trees of 1-7 brokers, random client placement, random interleaved publish /
 update / withdraw / subscribe / unsubscribe sequences with messages in flight (a random
 number of simulator steps between operations, so answers cross new requests), and time
-advanced on a virtual clock (activations, expiries) -- for flooding, profile forwarding
+advanced on a virtual clock (activations, expiries; after every advance no broker holds
+an expired notification in any form: expiry everywhere) -- for flooding, profile forwarding
 and rendezvous nodes, with and without the wire codec. Every client applies the changes
 it receives strictly (no duplicate, no gap) and, once the network is quiet, holds
 exactly the oracle's collections; a removal never names a reason that did not happen;
@@ -128,6 +129,26 @@ class Net:
         self.sim.tick()
         self.oracle.advance(t)
         self.quiesce()
+        self.check_expired_everywhere()
+
+    def check_expired_everywhere(self) -> None:
+        """No broker holds, in any form, a notification whose period has ended: not in
+        its DoubleForest (active or pending), its views of neighbours, its orphans or its
+        origins; and what every broker holds as active is active by the oracle's clock."""
+        for name, node in self.sim.nodes.items():
+            r = node.retained
+            assert r.df.now == self.now, name
+            held = {n.id: n for n in r.df.notifications()}
+            for n in held.values():
+                assert not n.validity.expired(self.now), (name, n.id, "expired, still held")
+                if r.df.is_active(n.id):
+                    assert n.active(self.now), (name, n.id)
+                    assert n.id in self.oracle.notes, (name, n.id, "active, not in oracle")
+            for y, view in r.views.items():
+                for nid, n in view.items():
+                    assert not n.validity.expired(self.now), (name, y, nid, "in a view")
+            assert set(r.orphans) <= set(held), (name, "orphan not held")
+            assert set(r.origin) <= set(held), (name, "origin of a notification not held")
 
     def steps(self, k: int) -> None:
         for _ in range(k):
