@@ -115,6 +115,8 @@ BAD_SCENARIOS = [
      "already published"),
     ('{"t": 0, "update": {"subspace": "Document()"}}', "'id' must be a string"),
     ('[1]', "JSON object"),
+    ('{"t": 0, "t": 1, "context": "Document()"}', "given twice"),
+    ('{"t": 0, "context": ' + "[" * 200 + "]" * 200 + "}", "nested deeper than"),
 ]
 
 
@@ -123,6 +125,25 @@ def test_bad_scenarios(files: Path, text: str, where: str) -> None:
     p = files / "scenario.jsonl"
     p.write_text(text + "\n")
     run_bad(["temporal", "sync", DOCS, str(p), "--schema", SCHEMA], where=where)
+
+
+@pytest.mark.parametrize("which", ["documents", "scenario"])
+def test_files_that_are_not_utf8_are_refused_with_their_place(files: Path, which: str) -> None:
+    p = files / "bad.jsonl"
+    first = (b'{"id": "a", "subspace": "Document()"}' if which == "documents"
+             else b'{"t": 0, "context": "Document()"}')
+    p.write_bytes(first + b'\n{"id": "caf\xe9"}\n')
+    args = [str(p), SCENARIO] if which == "documents" else [DOCS, str(p)]
+    run_bad(["temporal", "sync", *args, "--schema", SCHEMA], where="line 2, column")
+
+
+def test_a_bom_and_crlf_line_ends_are_read_like_plain_lines(files: Path) -> None:
+    docs = files / "docs.jsonl"
+    docs.write_bytes(b"\xef\xbb\xbf" + Path(DOCS).read_bytes().replace(b"\n", b"\r\n"))
+    outs = [run_cli(["temporal", "query", d, "Document(room = 121)", "--schema", SCHEMA,
+                     "--at", "7300"]) for d in (DOCS, str(docs))]
+    assert [o.returncode for o in outs] == [0, 0], outs[1].stderr
+    assert json.loads(outs[1].stdout)["ids"] == json.loads(outs[0].stdout)["ids"] != []
 
 
 def test_bad_queries() -> None:

@@ -90,15 +90,13 @@ def register(app: typer.Typer) -> None:
         scenario's clock running at --speed.
         """
         from siftbus.model import load_schema
+        from siftbus.model.textio import read_text
         from siftbus.temporal.sync import parse_scenario, run
         from siftbus.temporal.text import load_notifications
 
         sch = load_schema(schema)
         docs = load_notifications(documents, sch, now=0.0)
-        try:
-            text = scenario.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read {scenario}: {exc}", source=str(scenario)) from None
+        text = read_text(scenario)
         steps = parse_scenario(text, sch, source=str(scenario))
         from siftbus.temporal import Semantics
 
@@ -152,9 +150,14 @@ async def _on_network(docs: list[Any], steps: list[Any], sem: Any, broker: str,
             else:
                 await asyncio.sleep(max(0.0, delay))
             if step.op == "context":
-                before: set[str] = set() if sub is None else {_local(n.id) for n in sub.items()}
+                before: set[str] = set()
                 if sub is not None:
+                    # The broker expires what is due before it handles the unsubscription,
+                    # so changes still on their way arrive before its ACK: report them,
+                    # then take the collection they leave (late timers on a busy machine).
                     await sub.unsubscribe()
+                    await _report(sub, 0.0, scenario_time)
+                    before = {_local(n.id) for n in sub.items()}
                 sub = await me.subscribe_retained(step.value.with_id(f"ctx{step.line}"), sem)
                 while not sub.queue.empty():
                     sub.queue.get_nowait()  # the initial collection, reported as a move

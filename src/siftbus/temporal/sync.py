@@ -30,6 +30,7 @@ from typing import Any
 from siftbus.errors import InputError, SiftbusError
 from siftbus.lang.profile import format_profile, parse_profile
 from siftbus.model import Profile, Schema
+from siftbus.model.textio import parse_json_line, split_lines
 
 from .collection import Collection
 from .double import DoubleForest
@@ -54,18 +55,14 @@ def parse_scenario(text: str, schema: Schema, *, source: str | None = None) -> l
     """The steps of a scenario; errors name the line."""
     steps: list[Step] = []
     last = -math.inf
-    for i, raw in enumerate(text.splitlines(), start=1):
+    for i, raw in split_lines(text):
         stripped = raw.strip()
         if not stripped or stripped.startswith("#"):
             continue
         if len(raw) > MAX_LINE:
             raise InputError(f"a line of {len(raw)} characters exceeds the limit of "
                              f"{MAX_LINE}", source=source, line=i, field="max_line")
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not JSON: {exc.msg}", source=source, line=i,
-                             column=exc.colno) from None
+        obj = parse_json_line(raw, source=source, line=i, unique_keys=True)
         if not isinstance(obj, dict):
             raise InputError("a step must be a JSON object", source=source, line=i)
         t = obj.get("t")
