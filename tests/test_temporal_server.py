@@ -13,12 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from siftbus.broker.config import parse_network
 from siftbus.broker.node import BrokerNode
 from siftbus.broker.retained import RetainedLimits
 from siftbus.broker.server import BrokerServer
 from siftbus.client import Client
 from siftbus.client.retained import RetainedSubscription
-from siftbus.errors import RemoteError
+from siftbus.errors import ConfigError, RemoteError
 from siftbus.lang.profile import parse_profile
 from siftbus.temporal import (
     ChangeKind,
@@ -170,6 +171,38 @@ async def test_bad_requests_get_an_error_and_the_broker_keeps_serving() -> None:
             assert len(await c.call("retained", "notifications")) == 0
         finally:
             await c.close()
+
+
+async def test_retained_limits_come_from_the_network_config() -> None:
+    net = parse_network('[network]\n[network.retained]\nmax_per_client = 1\n'
+                        'max_filters_per_client = 3\n[brokers.B1]\nport = 1\n', schema=SCHEMA)
+    assert net.retained == RetainedLimits(max_per_client=1, max_filters_per_client=3)
+    async with BrokerServer(net.node("B1")) as srv:
+        c = await Client.connect(port=srv.port, name="c")
+        try:
+            await c.retain("T(a = 1)", id="one")
+            with pytest.raises(RemoteError, match="over the limit of 1"):
+                await c.retain("T(a = 2)", id="two")
+            await c.withdraw("one")
+        finally:
+            await c.close()
+    # without the table, the defaults
+    assert parse_network('[network]\n[brokers.B1]\nport = 1\n', schema=SCHEMA).retained \
+        == RetainedLimits()
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ("[network.retained]\nmax_total = 0", "max_total must be a positive"),
+    ("[network.retained]\nmax_per_client = true", "max_per_client must be a positive"),
+    ("[network.retained]\nmax_per_client = 1.5", "max_per_client must be a positive"),
+    ("[network.retained]\nmax_everything = 5", "unknown retained limit 'max_everything'"),
+    ("retained = 3", r"\[network.retained\] must be a table"),
+])
+def test_bad_retained_limits_are_refused_with_a_line(table: str, message: str) -> None:
+    text = f"[network]\n{table}\n[brokers.B1]\nport = 1\n"
+    with pytest.raises(ConfigError, match=message) as info:
+        parse_network(text, schema=SCHEMA)
+    assert info.value.line is not None and info.value.line >= 2
 
 
 def _box(rng: random.Random, pid: str) -> str:

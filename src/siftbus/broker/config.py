@@ -14,6 +14,9 @@
     max_frame = 16777216
     frame_timeout = 30.0
 
+    [network.retained]            # optional: retained state per broker (docs/temporal.md)
+    max_per_client = 10000
+
     [network.rendezvous]          # rendezvous: the RN of each event type (default: first broker)
     Temperature = "B2"
 
@@ -42,6 +45,7 @@ from siftbus.wire.limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
 from .node import BrokerNode, check_name, default_engine
 from .protocols import PROTOCOLS, STRATEGIES, rendezvous_directions
+from .retained import DEFAULT_RETAINED_LIMITS, RetainedLimits
 from .server import BrokerServer
 from .store import ProfileStore
 
@@ -74,6 +78,8 @@ class NetworkConfig:
     edges: tuple[tuple[str, str], ...]
     limits: Limits = DEFAULT_LIMITS
     """What every broker of the network accepts from one peer (``[network.limits]``)."""
+    retained: RetainedLimits = DEFAULT_RETAINED_LIMITS
+    """What every broker holds of retained state (``[network.retained]``)."""
 
     def broker(self, name: str) -> BrokerConfig:
         try:
@@ -88,10 +94,12 @@ class NetworkConfig:
         b = self.broker(name)
         dirs = (rendezvous_directions(self.edges, name, dict(self.rendezvous))
                 if self.protocol == "rendezvous" else None)
-        return BrokerNode(name, self.schema, protocol=self.protocol, strategy=self.strategy,
+        node = BrokerNode(name, self.schema, protocol=self.protocol, strategy=self.strategy,
                           imperfect=self.imperfect, advertisements=self.advertisements,
                           neighbours=b.neighbours, rendezvous=dirs, engine=self.engine,
                           store=ProfileStore(b.store) if b.store else None)
+        node.retained.limits = self.retained
+        return node
 
     def server(self, name: str) -> BrokerServer:
         """The server for ``name``: listens on its port, dials earlier neighbours."""
@@ -126,7 +134,7 @@ def parse_network(text: str, *, path: Path | None = None,
     if not isinstance(net, dict):
         raise fail("[network] must be a table", "network")
     unknown = set(net) - {"schema", "protocol", "strategy", "imperfect", "advertisements",
-                          "engine", "max_frame", "rendezvous", "limits"}
+                          "engine", "max_frame", "rendezvous", "limits", "retained"}
     if unknown:
         key = sorted(unknown)[0]
         raise fail(f"unknown [network] key {key!r}", key, key)
@@ -164,6 +172,7 @@ def parse_network(text: str, *, path: Path | None = None,
     if not isinstance(max_frame, int) or max_frame < 1024:
         raise fail("max_frame must be an integer >= 1024", "max_frame", "max_frame")
     limits = _parse_limits(net, fail)
+    retained = _parse_retained(net, fail)
 
     raw = data.get("brokers")
     if not isinstance(raw, dict) or not raw:
@@ -232,7 +241,7 @@ def parse_network(text: str, *, path: Path | None = None,
             raise fail(f"[network.rendezvous] names unknown event type {tname!r}", tname, tname)
     return NetworkConfig(path, schema, protocol, strategy, flags["imperfect"],
                          flags["advertisements"], engine, limits.max_frame, rendezvous,
-                         brokers, tuple(sorted(edges)), limits)
+                         brokers, tuple(sorted(edges)), limits, retained)
 
 
 def _parse_limits(net: dict[str, Any], fail: Any) -> Limits:
@@ -256,6 +265,18 @@ def _parse_limits(net: dict[str, Any], fail: Any) -> Limits:
         return Limits.from_mapping(table, base)
     except ConfigError as exc:
         raise fail(f"[network.limits] {exc.message}", exc.field or "limits", exc.field) \
+            from None
+
+
+def _parse_retained(net: dict[str, Any], fail: Any) -> RetainedLimits:
+    """``[network.retained]`` as :class:`RetainedLimits`."""
+    table = net.get("retained", {})
+    if not isinstance(table, dict):
+        raise fail("[network.retained] must be a table of limits", "retained", "retained")
+    try:
+        return RetainedLimits.from_mapping(table)
+    except ConfigError as exc:
+        raise fail(f"[network.retained] {exc.message}", exc.field or "retained", exc.field) \
             from None
 
 

@@ -35,12 +35,12 @@ import asyncio
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from siftbus.covering.forwarding import ForwardingTable, Update
-from siftbus.errors import DuplicateProfileError, UnknownProfileError, WireError
+from siftbus.errors import ConfigError, DuplicateProfileError, UnknownProfileError, WireError
 from siftbus.lang.profile import format_profile
 from siftbus.model import Profile, Schema
 from siftbus.temporal.double import DoubleForest
@@ -84,6 +84,26 @@ class RetainedLimits:
     """Notifications a broker accepts from its clients while it holds this many."""
     max_filters_per_client: int = 10_000
     """Temporal filters one client may hold at once."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_per_client", "max_total", "max_filters_per_client"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{name} must be a positive whole number, got {v!r}",
+                                  field=name)
+
+    @classmethod
+    def from_mapping(cls, table: Mapping[str, Any]) -> RetainedLimits:
+        """Limits from a config table (``[network.retained]``); unknown keys are errors."""
+        known = ("max_per_client", "max_total", "max_filters_per_client")
+        for key in table:
+            if key not in known:
+                raise ConfigError(f"unknown retained limit {key!r} (limits: "
+                                  f"{', '.join(known)})", field=key)
+        return cls(**dict(table))
+
+
+DEFAULT_RETAINED_LIMITS = RetainedLimits()
 
 
 class RetainedHost(Protocol):
