@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from siftbus.model import IntervalSet, Profile, StringConstraint, parse_schema
 from siftbus.model.constraint import Constraint
 from siftbus.temporal import PersistentNotification, Semantics, TemporalFilter, Validity
+from test_broker_sim import WORDS, interval_sets, string_constraints
 
 SCHEMA = parse_schema("""
 [T]
@@ -26,31 +27,7 @@ s = "string"
 x = "int[0,3]"
 """)
 T, U = SCHEMA["T"], SCHEMA["U"]
-WORDS = ["ab", "abc", "b", "ba"]
 TIMES = [0.0, 1.0, 2.0, 3.0, 5.0, 8.0]
-
-
-@st.composite
-def interval_sets(draw: st.DrawFn, lo: int, hi: int) -> IntervalSet:
-    kind = draw(st.sampled_from(["eq", "range", "range", "set", "ne"]))
-    if kind == "eq":
-        return IntervalSet.points([draw(st.integers(lo, hi))])
-    if kind == "range":
-        a, b = sorted(draw(st.lists(st.integers(lo, hi), min_size=2, max_size=2)))
-        return IntervalSet.range(a, b)
-    if kind == "set":
-        return IntervalSet.points(draw(st.sets(st.integers(lo, hi), min_size=1, max_size=3)))
-    return IntervalSet.range(lo, hi).intersect(
-        IntervalSet.points([draw(st.integers(lo, hi))]).complement(lo, hi))
-
-
-@st.composite
-def string_constraints(draw: st.DrawFn) -> StringConstraint:
-    if draw(st.booleans()):
-        return StringConstraint.make(frozenset(draw(st.sets(st.sampled_from(WORDS),
-                                                            min_size=1, max_size=2))))
-    return StringConstraint.make(None, draw(st.sampled_from(["", "a", "ab", "b"])),
-                                 frozenset(draw(st.sets(st.sampled_from(WORDS), max_size=1))))
 
 
 @st.composite

@@ -30,12 +30,12 @@ from typing import Any
 from siftbus.errors import InputError, SiftbusError
 from siftbus.lang.profile import format_profile, parse_profile
 from siftbus.model import Profile, Schema
-from siftbus.model.textio import parse_json_line, split_lines
+from siftbus.model.textio import split_lines
 
 from .collection import Collection
 from .double import DoubleForest
 from .notification import Change, ChangeKind, PersistentNotification, Semantics, TemporalFilter
-from .text import MAX_LINE, parse_notification
+from .text import parse_notification, parse_object_line
 
 _OPS = ("context", "publish", "update", "withdraw")
 
@@ -59,12 +59,7 @@ def parse_scenario(text: str, schema: Schema, *, source: str | None = None) -> l
         stripped = raw.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        if len(raw) > MAX_LINE:
-            raise InputError(f"a line of {len(raw)} characters exceeds the limit of "
-                             f"{MAX_LINE}", source=source, line=i, field="max_line")
-        obj = parse_json_line(raw, source=source, line=i, unique_keys=True)
-        if not isinstance(obj, dict):
-            raise InputError("a step must be a JSON object", source=source, line=i)
+        obj = parse_object_line(raw, "a step", source=source, line=i)
         t = obj.get("t")
         if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
             raise InputError("'t' must be a number of seconds", source=source, line=i,

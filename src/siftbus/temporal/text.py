@@ -47,15 +47,23 @@ def _number(obj: dict[str, Any], name: str, line: int, source: str | None,
     return float(v)
 
 
-def parse_notification(text: str, schema: Schema, *, now: float = 0.0,
-                       source: str | None = None, line: int = 1) -> PersistentNotification:
-    """One notification from a JSON line."""
+def parse_object_line(text: str, what: str, *, source: str | None = None,
+                      line: int = 1) -> dict[str, Any]:
+    """One JSON object from a line of at most :data:`MAX_LINE` characters (``what`` names
+    it in the error when it is another JSON value)."""
     if len(text) > MAX_LINE:
         raise InputError(f"a line of {len(text)} characters exceeds the limit of "
                          f"{MAX_LINE}", source=source, line=line, field="max_line")
     obj = parse_json_line(text, source=source, line=line, unique_keys=True)
     if not isinstance(obj, dict):
-        raise InputError("a notification must be a JSON object", source=source, line=line)
+        raise InputError(f"{what} must be a JSON object", source=source, line=line)
+    return obj
+
+
+def parse_notification(text: str, schema: Schema, *, now: float = 0.0,
+                       source: str | None = None, line: int = 1) -> PersistentNotification:
+    """One notification from a JSON line."""
+    obj = parse_object_line(text, "a notification", source=source, line=line)
     unknown = sorted(set(obj) - set(_FIELDS))
     if unknown:
         raise InputError(f"unknown field {unknown[0]!r} (fields: {', '.join(_FIELDS)})",
@@ -140,4 +148,5 @@ def format_notification(n: PersistentNotification) -> str:
 
 
 __all__ = ["MAX_LINE", "format_notification", "iter_notification_lines",
-           "load_notifications", "notification_to_json", "parse_notification"]
+           "load_notifications", "notification_to_json", "parse_notification",
+           "parse_object_line"]
