@@ -324,6 +324,24 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _memory_line(mem: dict[str, Any]) -> str:
+    return (f"\ntracemalloc at n = {mem['n']:,}: {mem['notes_bytes_per_entry']:,} bytes per "
+            f"notification, {mem['filters_bytes_per_entry']:,} per filter (Python objects "
+            "and numpy; roaring bitmaps not traced)")
+
+
+def _memory_only(path: Path, n: int) -> None:
+    """Add the tracemalloc figures to an earlier run's results (said so in the JSON)."""
+    out = json.loads(path.read_text())
+    t0 = time.process_time()
+    mem: dict[str, Any] = {**tracemalloc_bytes(n), "separate_run": time.strftime(
+        "%Y-%m-%d %H:%M UTC", time.gmtime()), "loadavg": list(os.getloadavg()),
+        "cpu_seconds": round(time.process_time() - t0, 1)}
+    out["tracemalloc"] = mem
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print(_memory_line(mem))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1k and 10k, small samples")
@@ -332,7 +350,13 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=0, help="operations per round")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--plot", type=Path, default=PLOT)
+    ap.add_argument("--memory-only", type=int, metavar="N", default=0,
+                    help="only the tracemalloc bytes per entry at N, added to the results "
+                         "of an earlier run (one stopped before its end)")
     args = ap.parse_args()
+    if args.memory_only:
+        _memory_only(args.out, args.memory_only)
+        return
     sizes = args.sizes or ([1000, 10_000] if args.quick else [1000, 10_000, 100_000])
     sample = args.sample or (50 if args.quick else 200)
     loads: list[tuple[float, float, float]] = [os.getloadavg()]
@@ -366,16 +390,14 @@ def main() -> None:
         args.out.write_text(json.dumps(out, indent=1) + "\n")
         plot(rows, args.plot)
 
+    # memory first: a run stopped during its largest size keeps it
+    mem.update(tracemalloc_bytes(min(max(sizes), 100_000)))
     for n in sizes:
         rows.append(measure(n, sample, args.repeat))
         loads.append(os.getloadavg())
         print(_line(rows[-1]), flush=True)
         save()
-    mem.update(tracemalloc_bytes(min(max(sizes), 100_000)))
-    print(f"\ntracemalloc at n = {mem['n']:,}: {mem['notes_bytes_per_entry']:,} bytes per "
-          f"notification, {mem['filters_bytes_per_entry']:,} per filter (Python objects "
-          "and numpy; roaring bitmaps not traced)")
-    save()
+    print(_memory_line(mem))
     print(f"\nwrote {args.out} and {args.plot}; load average {loads[0]} -> {loads[-1]}")
 
 
