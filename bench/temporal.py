@@ -289,14 +289,14 @@ def _line(r: dict[str, Any]) -> str:
             f"{r['filters_bytes_per_entry_rss']:,} |")
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> None:
+def plot(rows: list[dict[str, Any]], path: Path, mem: dict[str, Any] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     ns = [r["n"] for r in rows]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, (a, b, m) = plt.subplots(1, 3, figsize=(17, 4.6))
     for name, label in (("publish", "publish"), ("subscribe", "subscribe"),
                         ("filters_for", "filters_for"), ("notes_for_overlaps", "notes_for")):
         line = a.plot(ns, [r[f"{name}_us"] for r in rows], marker="o",
@@ -320,6 +320,21 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     b.set_ylabel("CPU µs per point query Document(room = r)")
     b.set_title("Preloading: lookup latency flat in n")
     b.legend(fontsize=8)
+    m.plot(ns, [r["notes_bytes_per_entry_rss"] for r in rows], marker="o",
+           label="notification (RSS growth)")
+    m.plot(ns, [r["filters_bytes_per_entry_rss"] for r in rows], marker="s",
+           label="filter (RSS growth)")
+    if mem:
+        m.plot([mem["n"]], [mem["notes_bytes_per_entry"]], marker="*", markersize=12,
+               linestyle="none", label="notification (tracemalloc)")
+        m.plot([mem["n"]], [mem["filters_bytes_per_entry"]], marker="P", markersize=10,
+               linestyle="none", label="filter (tracemalloc)")
+    m.set_xscale("log")
+    m.set_ylim(bottom=0)
+    m.set_xlabel("stored entries per side (n)")
+    m.set_ylabel("bytes per stored entry (profiles not counted)")
+    m.set_title("Memory per stored entry")
+    m.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -353,9 +368,13 @@ def main() -> None:
     ap.add_argument("--memory-only", type=int, metavar="N", default=0,
                     help="only the tracemalloc bytes per entry at N, added to the results "
                          "of an earlier run (one stopped before its end)")
+    ap.add_argument("--replot", action="store_true", help="only draw the PNG of --out")
     args = ap.parse_args()
     if args.memory_only:
         _memory_only(args.out, args.memory_only)
+    if args.memory_only or args.replot:
+        done = json.loads(args.out.read_text())
+        plot(done["rows"], args.plot, done.get("tracemalloc"))
         return
     sizes = args.sizes or ([1000, 10_000] if args.quick else [1000, 10_000, 100_000])
     sample = args.sample or (50 if args.quick else 200)
@@ -388,7 +407,7 @@ def main() -> None:
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out, indent=1) + "\n")
-        plot(rows, args.plot)
+        plot(rows, args.plot, mem)
 
     # memory first: a run stopped during its largest size keeps it
     mem.update(tracemalloc_bytes(min(max(sizes), 100_000)))
