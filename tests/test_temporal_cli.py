@@ -116,6 +116,8 @@ BAD_SCENARIOS = [
     ('{"t": 0, "update": {"subspace": "Document()"}}', "'id' must be a string"),
     ('[1]', "JSON object"),
     ('{"t": 0, "t": 1, "context": "Document()"}', "given twice"),
+    ('{"t": 0, "publish": {"id": "x", "subspace": "Document(rom = 9)"}}',
+     "line 1, column 55: Document has no attribute 'rom'"),
     ('{"t": 0, "context": ' + "[" * 200 + "]" * 200 + "}", "nested deeper than"),
 ]
 

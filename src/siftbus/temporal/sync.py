@@ -21,7 +21,6 @@ step and per change of the collection.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from siftbus.model.textio import split_lines
 from .collection import Collection
 from .double import DoubleForest
 from .notification import Change, ChangeKind, PersistentNotification, Semantics, TemporalFilter
-from .text import parse_notification, parse_object_line
+from .text import notification_from_json, parse_object_line
 
 _OPS = ("context", "publish", "update", "withdraw")
 
@@ -87,8 +86,8 @@ def parse_scenario(text: str, schema: Schema, *, source: str | None = None) -> l
             else:
                 if not isinstance(arg, dict):
                     raise InputError(f"'{op}' must be a notification object", field=op)
-                value = parse_notification(json.dumps(arg), schema, now=last, source=source,
-                                           line=i)
+                value = notification_from_json(arg, schema, now=last, source=source,
+                                               line=i, text=raw)
         except SiftbusError as exc:
             raise exc.located(source=source, line=i) from None
         steps.append(Step(last, op, value, i))

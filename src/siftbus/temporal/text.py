@@ -64,6 +64,14 @@ def parse_notification(text: str, schema: Schema, *, now: float = 0.0,
                        source: str | None = None, line: int = 1) -> PersistentNotification:
     """One notification from a JSON line."""
     obj = parse_object_line(text, "a notification", source=source, line=line)
+    return notification_from_json(obj, schema, now=now, source=source, line=line, text=text)
+
+
+def notification_from_json(obj: dict[str, Any], schema: Schema, *, now: float = 0.0,
+                           source: str | None = None, line: int = 1,
+                           text: str = "") -> PersistentNotification:
+    """One notification from its decoded JSON object; ``text`` is the line it stands in
+    (a profile error's column is counted from there)."""
     unknown = sorted(set(obj) - set(_FIELDS))
     if unknown:
         raise InputError(f"unknown field {unknown[0]!r} (fields: {', '.join(_FIELDS)})",
@@ -148,5 +156,6 @@ def format_notification(n: PersistentNotification) -> str:
 
 
 __all__ = ["MAX_LINE", "format_notification", "iter_notification_lines",
-           "load_notifications", "notification_to_json", "parse_notification",
+           "load_notifications", "notification_from_json", "notification_to_json",
+           "parse_notification",
            "parse_object_line"]
