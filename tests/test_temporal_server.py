@@ -278,3 +278,43 @@ async def test_random_operations_equal_the_oracle(seed: int, protocol: str, n: i
                 {i: n.version for i, n in want[fid].items()}, fid
     finally:
         await close(servers, clients)
+
+
+# ---- with a [security] policy ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from secure import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pki"), brokers=("B1",))
+
+
+async def test_retained_requests_are_held_to_the_principals_rights(pki: Any) -> None:
+    """A notification inside the publish right, a filter inside the subscribe right (not
+    narrowed); anything reaching outside is refused (AccessDenied) and nothing changes."""
+    from secure import close_all, connect, policy, start_secure
+
+    rights = {"tenant": {"subscribe": ["T(a <= 3)"], "publish": ["T(a <= 3)"]},
+              "admin": {"subscribe": ["*"], "publish": ["*"], "services": ["retained.*"]}}
+    servers = await start_secure(["B1"], [], policy(pki, rights, brokers=("B1",)), pki)
+    srv = servers["B1"]
+    tenant = await connect(srv, pki, "tenant", name="tenant")
+    admin = await connect(srv, pki, "admin", name="admin")
+    try:
+        await tenant.retain("T(a = 2)", id="inside")
+        with pytest.raises(RemoteError, match="outside the publish right") as info:
+            await tenant.retain("T(a in [2, 5])", id="wide")
+        assert info.value.kind == "AccessDenied"
+        with pytest.raises(RemoteError, match="outside the publish right"):
+            await tenant.update_retained("inside", "T()")
+        sub = await tenant.subscribe_retained("T(a <= 1)")
+        with pytest.raises(RemoteError, match="outside the subscribe right"):
+            await tenant.subscribe_retained("T(b = HI)")
+        wide = await admin.subscribe_retained("T()")
+        assert [n.id for n in wide.items()] == ["B1/tenant/inside"]
+        assert sub.items() == []
+        assert len(await admin.call("retained", "notifications")) == 1
+        await tenant.withdraw("inside")
+    finally:
+        await close_all(servers, [tenant, admin])

@@ -65,6 +65,8 @@ from siftbus.wire.retained import (
     encode_note,
 )
 
+from .access import ClientAccess
+
 log = logging.getLogger("siftbus.broker")
 
 TYPES = (MsgType.TSUB, MsgType.TUNSUB, MsgType.TPUB, MsgType.TNOTIFY)
@@ -115,6 +117,7 @@ class RetainedHost(Protocol):
     limits: Limits
     clock: Callable[[], float]
     transport_send: Callable[[str, Message], None]
+    access: ClientAccess
 
     def neighbours_up(self) -> frozenset[str]: ...
 
@@ -245,6 +248,7 @@ class RetainedState:
         elif msg.type is MsgType.TSUB:
             items = check_count(get(body, "filters", list), "filters", self.host.limits)
             fs = [decode_filter(it, self.host.schema, self.host.limits) for it in items]
+            self._check_rights(link, "subscribe", [f.profile for f in fs])
             gids = [f"{self.host.name}/{client}/{f.id}" for f in fs]
             mine = self._filters_of[link]
             if mine + len(fs) > self.limits.max_filters_per_client:
@@ -309,6 +313,7 @@ class RetainedState:
         gids = [n.id for n in notes]
         if len(set(gids)) != len(gids):
             raise DuplicateProfileError("a notification id repeats in one request")
+        self._check_rights(f"@{client}", "publish", [n.subspace for n in notes])
         held = self._published[client]
         for n in notes:
             lid = n.id[len(home) + 1:]
@@ -335,6 +340,22 @@ class RetainedState:
             else:
                 self._dispatch(n.id, self.df.update(n), "updated")
         return [n.id[len(home) + 1:] for n in notes]
+
+    def _check_rights(self, link: str, action: str, boxes: list[Profile]) -> None:
+        """With a ``[security]`` policy: a persistent notification must lie inside its
+        publisher's publish right, a temporal filter inside its subscriber's subscribe
+        right (whole: its semantics are defined on the filter, so it is not narrowed)."""
+        access = self.host.access
+        if access.open:
+            return
+        rights = access.rights(link)
+        allowed = rights.publish if action == "publish" else rights.subscribe
+        what = "notification" if action == "publish" else "temporal filter"
+        for p in boxes:
+            if not allowed.covers(p):
+                raise access.guard.deny(access.principal(link), f"retain ({action})",
+                                        f"{p.id} ({p.type_name})", f"the {what} reaches "
+                                        f"outside the {action} right")
 
     def _ack(self, link: str, corr: int | None, **fields: Any) -> None:
         if corr is not None and link in self.host.clients:
