@@ -80,6 +80,22 @@ def test_gateway_and_explain_are_public() -> None:
     assert isinstance(result, siftbus.Explanation) and result.matches
 
 
+def test_temporal_quick_start() -> None:
+    """Persistent notifications through public names only: a late subscriber gets what
+    is still valid, then the changes."""
+    schema = siftbus.parse_schema('[Document]\nroom = "int[1,300]"\n')
+    doc = siftbus.parse_profile("x: Document(room in [10, 14])", schema)
+    df = siftbus.DoubleForest(now=0.0)
+    df.publish(siftbus.PersistentNotification("memo", doc, "alice", siftbus.Validity(0, 60)))
+    me = siftbus.TemporalFilter(siftbus.parse_profile("me: Document(room = 12)", schema),
+                                siftbus.Semantics.OVERLAPS)
+    got = df.subscribe(me)
+    assert [c.notification.id for c in got] == ["memo"]
+    assert all(isinstance(c, siftbus.Change) for c in got)
+    assert [c.kind.value for c in df.advance(60)] == ["remove"]
+    assert isinstance(siftbus.PreloadPolicy().max_cells, int)
+
+
 async def test_a_secured_broker_through_public_names(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Tokens and a content-based right, with public names only (TLS: docs/security.md)."""
     schema = siftbus.load_schema("examples/building/schema.toml")

@@ -99,6 +99,15 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.security.tls import ContextSet, TLSConfig
     from siftbus.security.tokens import TokenSigner, bearer_token
     from siftbus.spark.pipeline import Pipeline, run_files
+    from siftbus.temporal import (
+        Change,
+        DoubleForest,
+        PersistentNotification,
+        PreloadPolicy,
+        Semantics,
+        TemporalFilter,
+        Validity,
+    )
     from siftbus.wire.limits import Limits
     from siftbus.xmlfilter import XmlEventFilter, parse_subscriptions
 
@@ -125,6 +134,14 @@ _LAZY = {
     "PosetForest": "siftbus.covering",
     "ForwardingTable": "siftbus.covering",
     "Update": "siftbus.covering",
+    # temporal subspace matching (persistent notifications, DoubleForest, preloading)
+    "DoubleForest": "siftbus.temporal",
+    "PersistentNotification": "siftbus.temporal",
+    "TemporalFilter": "siftbus.temporal",
+    "Semantics": "siftbus.temporal",
+    "Validity": "siftbus.temporal",
+    "Change": "siftbus.temporal",
+    "PreloadPolicy": "siftbus.temporal",
     # broker network and its client library
     "BrokerNode": "siftbus.broker.node",
     "BrokerServer": "siftbus.broker.server",
@@ -230,6 +247,14 @@ __all__ = [
     "PosetForest",
     "ForwardingTable",
     "Update",
+    # temporal subspace matching
+    "DoubleForest",
+    "PersistentNotification",
+    "TemporalFilter",
+    "Semantics",
+    "Validity",
+    "Change",
+    "PreloadPolicy",
     # broker network and client library
     "BrokerNode",
     "BrokerServer",

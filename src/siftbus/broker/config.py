@@ -14,6 +14,9 @@
     max_frame = 16777216
     frame_timeout = 30.0
 
+    [network.retained]            # optional: retained state per broker (docs/temporal.md)
+    max_per_client = 10000
+
     [network.rendezvous]          # rendezvous: the RN of each event type (default: first broker)
     Temperature = "B2"
 
@@ -53,6 +56,7 @@ from siftbus.wire.limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
 from .node import BrokerNode, check_name, default_engine
 from .protocols import PROTOCOLS, STRATEGIES, rendezvous_directions
+from .retained import DEFAULT_RETAINED_LIMITS, RetainedLimits
 from .server import BrokerServer
 from .store import ProfileStore
 
@@ -92,6 +96,8 @@ class NetworkConfig:
     """What every broker of the network accepts from one peer (``[network.limits]``)."""
     security: SecurityPolicy = OPEN
     """Who may connect and do what (``[security]``; open when absent)."""
+    retained: RetainedLimits = DEFAULT_RETAINED_LIMITS
+    """What every broker holds of retained state (``[network.retained]``)."""
 
     def broker(self, name: str) -> BrokerConfig:
         try:
@@ -107,11 +113,13 @@ class NetworkConfig:
         b = self.broker(name)
         dirs = (rendezvous_directions(self.edges, name, dict(self.rendezvous))
                 if self.protocol == "rendezvous" else None)
-        return BrokerNode(name, self.schema, protocol=self.protocol, strategy=self.strategy,
+        node = BrokerNode(name, self.schema, protocol=self.protocol, strategy=self.strategy,
                           imperfect=self.imperfect, advertisements=self.advertisements,
                           neighbours=b.neighbours, rendezvous=dirs, engine=self.engine,
                           store=ProfileStore(b.store) if b.store else None,
                           guard=Guard(self.security))
+        node.retained.limits = self.retained
+        return node
 
     def tls(self, name: str) -> ContextSet | None:
         """The TLS contexts of broker ``name`` (``None`` without a ``[security]`` ca)."""
@@ -157,7 +165,7 @@ def parse_network(text: str, *, path: Path | None = None,
     if not isinstance(net, dict):
         raise fail("[network] must be a table", "network")
     unknown = set(net) - {"schema", "protocol", "strategy", "imperfect", "advertisements",
-                          "engine", "max_frame", "rendezvous", "limits"}
+                          "engine", "max_frame", "rendezvous", "limits", "retained"}
     if unknown:
         key = sorted(unknown)[0]
         raise fail(f"unknown [network] key {key!r}", key, key)
@@ -195,6 +203,7 @@ def parse_network(text: str, *, path: Path | None = None,
     if not isinstance(max_frame, int) or max_frame < 1024:
         raise fail("max_frame must be an integer >= 1024", "max_frame", "max_frame")
     limits = _parse_limits(net, fail)
+    retained = _parse_retained(net, fail)
 
     raw = data.get("brokers")
     if not isinstance(raw, dict) or not raw:
@@ -273,7 +282,7 @@ def parse_network(text: str, *, path: Path | None = None,
     security = _parse_security(data, schema, base, brokers, fail)
     return NetworkConfig(path, schema, protocol, strategy, flags["imperfect"],
                          flags["advertisements"], engine, limits.max_frame, rendezvous,
-                         brokers, tuple(sorted(edges)), limits, security)
+                         brokers, tuple(sorted(edges)), limits, security, retained)
 
 
 def _parse_security(data: dict[str, Any], schema: Schema, base: Path,
@@ -325,6 +334,18 @@ def _parse_limits(net: dict[str, Any], fail: Any) -> Limits:
         return Limits.from_mapping(table, base)
     except ConfigError as exc:
         raise fail(f"[network.limits] {exc.message}", exc.field or "limits", exc.field) \
+            from None
+
+
+def _parse_retained(net: dict[str, Any], fail: Any) -> RetainedLimits:
+    """``[network.retained]`` as :class:`RetainedLimits`."""
+    table = net.get("retained", {})
+    if not isinstance(table, dict):
+        raise fail("[network.retained] must be a table of limits", "retained", "retained")
+    try:
+        return RetainedLimits.from_mapping(table)
+    except ConfigError as exc:
+        raise fail(f"[network.retained] {exc.message}", exc.field or "retained", exc.field) \
             from None
 
 

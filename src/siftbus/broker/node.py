@@ -45,6 +45,8 @@ from siftbus.wire.profiles import (
 
 from .access import ClientAccess
 from .protocols import Routing, make_routing
+from .retained import TYPES as RETAINED_TYPES
+from .retained import RetainedState
 from .stats import BrokerStats, Counters, LinkStats
 from .store import ProfileStore
 
@@ -104,7 +106,11 @@ class BrokerNode:
         self.transport_send: Callable[[str, Message], None] = _unconnected
         self.run_async: Callable[[Awaitable[Any], str, int | None], None] = _no_async
         self.transport_stats: Callable[[], dict[str, Any]] = dict
-        self.services: dict[str, ServiceHandler] = {"broker": self._broker_service}
+        #: persistent notifications and temporal filters (retained state, docs/temporal.md)
+        self.retained = RetainedState(self, protocol=protocol, toward=self.routing.toward,
+                                      direction=getattr(self.routing, "direction", None))
+        self.services: dict[str, ServiceHandler] = {"broker": self._broker_service,
+                                                    "retained": self.retained.service}
         #: called with a client's name when its connection goes (hosted services own
         #: per-connection state, e.g. the channel service's push proxies)
         self.client_down_listeners: list[Callable[[str], None]] = []
@@ -154,6 +160,7 @@ class BrokerNode:
         self._up.add(name)
         self._up_frozen = frozenset(self._up)
         self.routing.neighbour_up(name)
+        self.retained.neighbour_up(name)
 
     def broker_down(self, name: str) -> None:
         if name not in self._up:
@@ -161,6 +168,7 @@ class BrokerNode:
         self._up.discard(name)
         self._up_frozen = frozenset(self._up)
         self.routing.neighbour_down(name)
+        self.retained.neighbour_down(name)
 
     def client_up(self, name: str, principal: Principal = ANONYMOUS, *,
                   chosen: bool = True) -> tuple[str, list[str]]:
@@ -191,6 +199,7 @@ class BrokerNode:
         if self.store is None:
             self._forget_profiles(link)
         self.access.detach(link)
+        self.retained.client_down(link)
         for listener in self.client_down_listeners:
             try:
                 listener(link[1:])
@@ -210,7 +219,9 @@ class BrokerNode:
         corr = msg.body.get("corr")
         corr = corr if isinstance(corr, int) and not isinstance(corr, bool) else None
         try:
-            if self.is_broker(link):
+            if msg.type in RETAINED_TYPES:
+                self.retained.handle(link, msg, corr)
+            elif self.is_broker(link):
                 self._from_broker(link, msg)
             else:
                 self._from_client(link, msg, corr)

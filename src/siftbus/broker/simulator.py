@@ -11,8 +11,9 @@ codec is exercised too and bytes per link are counted.
 from __future__ import annotations
 
 import random
+import time
 from collections import defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,8 @@ class SimClient:
     broker: str
     deliveries: list[Delivery] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
+    retained: list[Message] = field(default_factory=list)
+    """Retained-state messages received (TNOTIFY changes, ACKs), in order."""
     seq: int = 0
     connected: bool = True
 
@@ -60,7 +63,8 @@ class Simulator:
                  edges: Iterable[tuple[str, str]], *, protocol: str = "forwarding",
                  strategy: str = "covering", imperfect: bool = False,
                  advertisements: bool = False, rendezvous: dict[str, str] | None = None,
-                 engine: str | None = None, seed: int = 0, roundtrip: bool = False) -> None:
+                 engine: str | None = None, seed: int = 0, roundtrip: bool = False,
+                 clock: Callable[[], float] | None = None) -> None:
         self.schema = schema
         self.edges = [(a, b) for a, b in edges]
         self.rng = random.Random(seed)
@@ -81,7 +85,8 @@ class Simulator:
                 else None
             node = BrokerNode(b, schema, protocol=protocol, strategy=strategy,
                               imperfect=imperfect, advertisements=advertisements,
-                              neighbours=tuple(nbrs[b]), rendezvous=dirs, engine=engine)
+                              neighbours=tuple(nbrs[b]), rendezvous=dirs, engine=engine,
+                              clock=clock if clock is not None else time.time)
             node.transport_send = self._sender(b)
             self.nodes[b] = node
         self.clients: dict[str, SimClient] = {}
@@ -126,6 +131,8 @@ class Simulator:
                     at += k
         elif msg.type is MsgType.ERROR:
             c.errors.append(msg.body)
+        elif msg.type in (MsgType.TNOTIFY, MsgType.ACK):
+            c.retained.append(msg)
 
     def step(self) -> bool:
         """Deliver the head message of one non-empty link (random); ``False`` when idle."""
@@ -168,6 +175,16 @@ class Simulator:
             self._deliver(c.link, c.broker, pending.popleft())
         c.connected = False
         self.nodes[c.broker].client_down(c.link)
+
+    def send(self, client: str, msg: Message) -> None:
+        """Queue any message from ``client`` to its broker."""
+        self._client_send(self.clients[client], msg)
+
+    def tick(self) -> None:
+        """Every broker activates and expires retained notifications by its clock (the
+        ``clock`` given to the simulator)."""
+        for node in self.nodes.values():
+            node.retained.tick()
 
     def _client_send(self, c: SimClient, msg: Message) -> None:
         if self.roundtrip:

@@ -64,6 +64,7 @@ from .notifications import (
     event_json,
     notify_block,
 )
+from .retained import RetainedClient
 from .subscription import BatchCallback, Callback, Subscription, next_notification
 
 MAX_BATCH = 5000
@@ -81,8 +82,9 @@ def remote_error(body: dict[str, Any]) -> RemoteError:
     return decode_error(body).to_error()
 
 
-class Client:
-    """A connection to one broker (publisher, subscriber, or both)."""
+class Client(RetainedClient):
+    """A connection to one broker (publisher, subscriber, or both); persistent
+    notifications and temporal filters: :class:`~siftbus.client.retained.RetainedClient`."""
 
     def __init__(self, conn: FrameConnection | None, *, queue_size: int = 10_000) -> None:
         self._conn = conn
@@ -239,6 +241,9 @@ class Client:
             return
         if msg.type is MsgType.SCHEMA:
             self.schema = Schema.from_dict(body.get("schema", {}), source="broker")
+            return
+        if msg.type is MsgType.TNOTIFY:
+            self.dispatch_retained(body, self.schema)
             return
         corr = body.get("corr")
         if msg.type is MsgType.REPLY and corr is None and "service" in body:

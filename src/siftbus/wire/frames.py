@@ -56,6 +56,14 @@ class MsgType(enum.IntEnum):
     PING = 11
     CALL = 12
     REPLY = 13
+    TSUB = 14
+    """Temporal filters: a client's (with semantics) or a neighbour's (routing boxes)."""
+    TUNSUB = 15
+    TPUB = 16
+    """Persistent notifications: a client publishes, updates, withdraws; brokers put,
+    drop and sync (``docs/temporal.md``)."""
+    TNOTIFY = 17
+    """Changes of a client's collections."""
 
 
 @dataclass(slots=True)
