@@ -2,49 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request, Response
 from lxml import etree
 
 from siftbus.xmlfilter import XmlEventFilter
 from siftbus.xmlfilter.http import create_app
+from xml_servers import serve
 
 DATA = Path(__file__).parent / "data" / "xml"
 APPENDIX6 = (DATA / "appendix6_subscriptions.xml").read_bytes()
 APPENDIX7 = (DATA / "appendix7_message.xml").read_bytes()
-
-
-class Running:
-    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None]) -> None:
-        self.server = server
-        self.task = task
-        sock = server.servers[0].sockets[0]
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-
-    async def stop(self) -> None:
-        self.server.should_exit = True
-        await asyncio.wait_for(self.task, 10)
-
-
-async def serve(app: FastAPI) -> Running:
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    for _ in range(500):
-        if server.started:
-            break
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    assert server.started
-    return Running(server, task)
 
 
 def receiver_app(inbox: list[tuple[str, bytes, dict[str, str]]], fail: bool = False) -> FastAPI:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 import typer
 
 from siftbus.errors import SiftbusError
+
+if TYPE_CHECKING:
+    from siftbus.xmlfilter import XmlEventFilter
 
 xml_app = typer.Typer(
     help="XML event filter (ADiWa): XML subscriptions with restricted XPath targets, "
@@ -53,41 +58,84 @@ def filter_files(
         raise SiftbusError(f"--format must be json or xml, got {fmt!r}")
     if strategy not in ("access", "counting"):
         raise SiftbusError(f"--strategy must be access or counting, got {strategy!r}")
-    from lxml import etree
-
+    for path in input:  # fail before any output, not halfway through it
+        if str(path) != "-" and not path.is_file():
+            raise SiftbusError(f"cannot read input {path}: no such file")
     from siftbus.xmlfilter import XmlEventFilter
-    from siftbus.xmlfilter.output import NOTIFICATION_NS
 
     f = XmlEventFilter(precheck=precheck, strategy=strategy)  # type: ignore[arg-type]
     for path in subscriptions:
         f.subscribe_xml(_read(path, "subscriptions"), source=str(path), default_method="cli",
                         sender="stdout")
+    if fmt == "json":
+        _json_lines(f, input, all_events)
+    else:
+        _xml_document(f, input)
+
+
+def _messages(inputs: list[Path]) -> Iterator[tuple[int, str, IO[bytes]]]:
+    """Each input as a binary stream, opened one at a time: the engine parses it as it
+    reads, so memory is bounded by the largest event, not by the input."""
+    for msg_no, path in enumerate(inputs):
+        if str(path) == "-":
+            yield msg_no, "<stdin>", sys.stdin.buffer
+            continue
+        try:
+            stream = path.open("rb")
+        except OSError as exc:
+            raise SiftbusError(f"cannot read input {path}: {exc.strerror}") from None
+        with stream:
+            yield msg_no, str(path), stream
+
+
+def _json_lines(f: XmlEventFilter, inputs: list[Path], all_events: bool) -> None:
     out = sys.stdout
-    root = etree.Element(f"{{{NOTIFICATION_NS}}}notifications", nsmap={None: NOTIFICATION_NS})
-    for msg_no, path in enumerate(input):
-        data = sys.stdin.buffer.read() if str(path) == "-" else _read(path, "input")
-        for r in f.iter_results(data, name=str(path)):
+    for msg_no, name, stream in _messages(inputs):
+        for r in f.iter_results(stream, name=name):
             note = r.notification
-            if fmt == "json":
-                if note is None and not all_events:
-                    continue
-                line = (note.to_json_dict() if note is not None else
-                        {"event": r.event, "targets": list(r.match.targets),
-                         "subscriptions": [], "receivers": [], "xml": None})
-                line = {"message": msg_no, **line}
-                out.write(json.dumps(line, ensure_ascii=False) + "\n")
-            elif note is not None:
-                n = etree.SubElement(root, f"{{{NOTIFICATION_NS}}}notification",
-                                     message=str(msg_no), event=str(note.event))
-                for rec in note.receivers:
-                    etree.SubElement(n, f"{{{NOTIFICATION_NS}}}receiver", method=rec.method,
-                                     address=rec.address)
-                for sid in note.subscriptions:
-                    etree.SubElement(n, f"{{{NOTIFICATION_NS}}}subscription", id=sid)
-                ev = etree.SubElement(n, f"{{{NOTIFICATION_NS}}}event")
-                ev.append(etree.fromstring(note.xml))
-    if fmt == "xml":
-        out.write(etree.tostring(root, pretty_print=True, encoding="unicode"))
+            if note is None and not all_events:
+                continue
+            line = (note.to_json_dict() if note is not None else
+                    {"event": r.event, "targets": list(r.match.targets),
+                     "subscriptions": [], "receivers": [], "xml": None})
+            out.write(json.dumps({"message": msg_no, **line}, ensure_ascii=False) + "\n")
+    out.flush()
+
+
+def _xml_document(f: XmlEventFilter, inputs: list[Path]) -> None:
+    """A ``<notifications>`` document written as notifications come (lxml's incremental
+    writer), each event exactly as it was in the input: nothing is re-indented, since
+    whitespace in text is content."""
+    from lxml import etree
+
+    from siftbus.xmlfilter.output import NOTIFICATION_NS
+
+    ns = f"{{{NOTIFICATION_NS}}}"
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
+    out = sys.stdout.buffer
+    with etree.xmlfile(out, encoding="UTF-8") as xf:
+        xf.write_declaration()
+        # a prefix, not a default namespace: an event in no namespace stays in none
+        with xf.element(ns + "notifications", nsmap={"sb": NOTIFICATION_NS}):
+            xf.write("\n")
+            for msg_no, name, stream in _messages(inputs):
+                for r in f.iter_results(stream, name=name):
+                    note = r.notification
+                    if note is None:
+                        continue
+                    n = etree.Element(ns + "notification", message=str(msg_no),
+                                      event=str(note.event), nsmap={"sb": NOTIFICATION_NS})
+                    for rec in note.receivers:
+                        etree.SubElement(n, ns + "receiver", method=rec.method,
+                                         address=rec.address)
+                    for sid in note.subscriptions:
+                        etree.SubElement(n, ns + "subscription", id=sid)
+                    etree.SubElement(n, ns + "event").append(etree.fromstring(note.xml,
+                                                                               parser))
+                    xf.write(n)
+                    xf.write("\n")
+                    xf.flush()
+    out.write(b"\n")
     out.flush()
 
 
@@ -98,18 +146,24 @@ def serve(
                              "subscribe; this app serves both)."),
     subscriptions: list[Path] = typer.Option(None, "--subscriptions", "-s",
                                              help="subscriptions to register at start."),
+    max_body: int = typer.Option(64 * 1024 * 1024, help="bytes of one request body (413 "
+                                 "beyond)."),
+    max_request_seconds: float = typer.Option(60.0, help="seconds one request may compute "
+                                              "(503 beyond)."),
 ) -> None:
     """Serve POST /publish, POST|GET /subscriptions, DELETE /subscriptions/{id}, GET /stats."""
-    import uvicorn
-
     from siftbus.xmlfilter import XmlEventFilter
-    from siftbus.xmlfilter.http import create_app
+    from siftbus.xmlfilter.http import create_app, run_server
+    from siftbus.xmlfilter.limits import XmlLimits
 
+    if max_body < 1 or max_request_seconds <= 0:
+        raise SiftbusError("--max-body and --max-request-seconds must be positive")
     f = XmlEventFilter()
     for path in subscriptions or []:
         f.subscribe_xml(_read(path, "subscriptions"), source=str(path), default_method="HTTP",
                         sender="http://localhost/")
-    uvicorn.run(create_app(f), host=host, port=port, log_level="info")
+    limits = XmlLimits(max_body=max_body, max_request_seconds=max_request_seconds)
+    run_server(create_app(f, limits=limits), host, port)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
 from lxml import etree
 
+from siftbus.errors import XmlFilterError
 from siftbus.xmlfilter.matcher import ElementMatch, Strategy, XmlMatcher
 from siftbus.xmlfilter.output import Dispatcher, Notification
 from siftbus.xmlfilter.splitter import cut
-from siftbus.xmlfilter.subscription import Subscription, parse_subscriptions
+from siftbus.xmlfilter.subscription import Subscription, read_subscriptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,14 +57,24 @@ class XmlEventFilter:
         source: str | None = None,
         default_method: str | None = None,
         sender: str | None = None,
+        check: Callable[[], None] | None = None,
     ) -> list[str]:
-        """Parse, validate and register every subscription of a document (all or none)."""
-        subs = parse_subscriptions(data, source=source, default_method=default_method,
-                                   sender=sender)
+        """Parse, validate and register every subscription of a document (all or none).
+
+        ``check`` is called between subscriptions; whatever it raises undoes the document
+        (the HTTP endpoint bounds a request's time with it).
+        """
+        subs = read_subscriptions(data, source=source, default_method=default_method,
+                                  sender=sender)
         done: list[str] = []
         try:
-            for s in subs:
-                done.append(self.matcher.subscribe(s))
+            for s, line in subs:
+                if check is not None:
+                    check()
+                try:
+                    done.append(self.matcher.subscribe(s))
+                except XmlFilterError as exc:
+                    raise exc.located(source=source, line=line) from None
         except Exception:
             for sid in done:
                 self.matcher.unsubscribe(sid)
@@ -91,7 +102,10 @@ class XmlEventFilter:
                 continue
             note = None
             if m.receivers:
-                xml = etree.tostring(el, with_tail=False) if self.serialize else b""
+                # UTF-8: the default (ASCII) writes non-ASCII names as character
+                # references, which are not allowed in names (not well-formed)
+                xml = (etree.tostring(el, encoding="UTF-8", xml_declaration=False,
+                                      with_tail=False) if self.serialize else b"")
                 note = Notification(n, m.targets, m.subscriptions, m.receivers, xml)
             yield EventResult(n, m, note)
             n += 1

@@ -39,6 +39,7 @@ import numpy as np
 from pyroaring import BitMap
 
 from siftbus.errors import DuplicateSubscriptionError, UnknownSubscriptionError
+from siftbus.xmlfilter.limits import quoted
 from siftbus.xmlfilter.operators import SlotIndex, fast_test
 from siftbus.xmlfilter.subscription import Condition, Receiver, Subscription
 from siftbus.xmlfilter.xpath import RelPath, Step, Target
@@ -414,7 +415,7 @@ class XmlMatcher:
         try:
             return self._subs[sub_id]
         except KeyError:
-            raise UnknownSubscriptionError(f"no subscription {sub_id!r}") from None
+            raise UnknownSubscriptionError(f"no subscription {quoted(sub_id)}") from None
 
     def subscriptions(self) -> Iterator[Subscription]:
         return iter(list(self._subs.values()))
@@ -453,11 +454,11 @@ class XmlMatcher:
         with self._lock:
             if sub.digest in self._digests:
                 raise DuplicateSubscriptionError(
-                    f"duplicate of subscription {self._digests[sub.digest]!r}",
+                    f"duplicate of subscription {quoted(self._digests[sub.digest])}",
                     field=sub.id)
             if sub.id in self._subs:
-                raise DuplicateSubscriptionError(f"subscription id {sub.id!r} is already in use",
-                                                 field=sub.id)
+                raise DuplicateSubscriptionError(
+                    f"subscription id {quoted(sub.id)} is already in use", field=sub.id)
             self._subs[sub.id] = sub
             self._digests[sub.digest] = sub.id
             self._sub_filters[sub.id] = [self._add_filter(sub, f.target, f.conditions)
@@ -476,7 +477,7 @@ class XmlMatcher:
         with self._lock:
             sub = self._subs.pop(sub_id, None)
             if sub is None:
-                raise UnknownSubscriptionError(f"no subscription {sub_id!r}")
+                raise UnknownSubscriptionError(f"no subscription {quoted(sub_id)}")
             del self._digests[sub.digest]
             for fid in self._sub_filters.pop(sub_id):
                 self._remove_filter(fid)

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
 from siftbus.errors import SubscriptionError
+from siftbus.xmlfilter.limits import quoted
 
 Kind = Literal["exists", "equals", "in-set", "match", "epc", "numeric"]
 
@@ -95,7 +97,7 @@ def lookup(operator_id: str) -> OperatorSpec:
     name = _ALIASES.get(operator_id.strip())
     if name is None:
         raise SubscriptionError(
-            f"unknown operatorId {operator_id!r} (known: {', '.join(operator_names())})",
+            f"unknown operatorId {quoted(operator_id)} (known: {', '.join(operator_names())})",
             field="operatorId",
         )
     return _SPECS[name]
@@ -123,7 +125,8 @@ def normalise_values(spec: OperatorSpec, values: Iterable[str]) -> tuple[str, ..
         x = parse_number(vals[0])
         if x is None:
             raise SubscriptionError(
-                f"operator {spec.name!r} needs a decimal number, got {vals[0]!r}", field="value"
+                f"operator {spec.name!r} needs a decimal number, got {quoted(vals[0])}",
+                field="value",
             )
         return (repr(x),)
     if spec.kind == "epc":
@@ -135,16 +138,90 @@ def normalise_values(spec: OperatorSpec, values: Iterable[str]) -> tuple[str, ..
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a glob (``*`` any sequence, ``?`` one character) to an anchored regex."""
-    out = []
+    """Compile a glob (``*`` any sequence, ``?`` one character) to an anchored regex.
+
+    The reference reading of a glob, for the oracle; a run of stars is one star. The
+    matcher uses :class:`Glob`, which cannot backtrack.
+    """
+    out: list[str] = []
     for ch in pattern:
         if ch == "*":
-            out.append(".*")
+            if not out or out[-1] != ".*":
+                out.append(".*")
         elif ch == "?":
             out.append(".")
         else:
             out.append(re.escape(ch))
     return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+class _Segment:
+    """A star-free piece of a glob: a literal, or fixed-length text with ``?`` in it."""
+
+    __slots__ = ("rx", "size", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.size = len(text)
+        # a pattern of fixed length without quantifiers: no backtracking is possible
+        self.rx = (re.compile("".join("." if c == "?" else re.escape(c) for c in text),
+                              re.DOTALL) if "?" in text else None)
+
+    def at(self, v: str, i: int) -> bool:
+        """Does the segment occur at ``v[i:]``?"""
+        if self.rx is None:
+            return v.startswith(self.text, i)
+        return self.rx.match(v, i) is not None
+
+    def find(self, v: str, start: int, end: int) -> int:
+        """The leftmost occurrence within ``v[start:end]``, or -1."""
+        if self.rx is None:
+            return v.find(self.text, start, end)
+        m = self.rx.search(v, start, end)
+        return -1 if m is None else m.start()
+
+
+class Glob:
+    """A glob matched without backtracking: ``*`` is any sequence, ``?`` one character.
+
+    The pattern is cut at its stars: the first piece must start the value, the last must
+    end it, and each piece between is taken at its leftmost occurrence after the previous
+    one (taking it any later can only leave less room for the rest). Each piece is looked
+    for once, so the time is at most ``len(value) x len(pattern)`` and linear for literal
+    pieces, whatever the pattern (a regex for ``************b`` backtracks exponentially).
+    """
+
+    __slots__ = ("_head", "_middle", "_min", "_tail", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        parts = pattern.split("*")
+        self._head = _Segment(parts[0])
+        self._tail = None if len(parts) == 1 else _Segment(parts[-1])
+        self._middle = tuple(_Segment(p) for p in parts[1:-1] if p)
+        self._min = sum(len(p) for p in parts)
+
+    def match(self, v: str) -> bool:
+        """Does the whole value match?"""
+        n = len(v)
+        head, tail = self._head, self._tail
+        if tail is None:  # no star
+            return n == head.size and head.at(v, 0)
+        if n < self._min or not head.at(v, 0):
+            return False
+        end = n - tail.size
+        if not tail.at(v, end):
+            return False
+        pos = head.size
+        for seg in self._middle:
+            i = seg.find(v, pos, end)
+            if i < 0:
+                return False
+            pos = i + seg.size
+        return True
+
+    def __repr__(self) -> str:
+        return f"Glob({self.pattern!r})"
 
 
 _EPC_KINDS = {"id", "idpat", "pat", "tag"}
@@ -177,7 +254,8 @@ class EpcPattern:
         split = _epc_split(text)
         if split is None:
             raise SubscriptionError(
-                f"not an EPC pattern URN: {text!r} (expected urn:epc:[idpat:]SCHEME:F1.F2...)",
+                f"not an EPC pattern URN: {quoted(text)} "
+                "(expected urn:epc:[idpat:]SCHEME:F1.F2...)",
                 field="value",
             )
         scheme, raw = split
@@ -188,10 +266,12 @@ class EpcPattern:
             elif m := _RANGE.match(f):
                 lo, hi = int(m.group(1)), int(m.group(2))
                 if lo > hi:
-                    raise SubscriptionError(f"empty EPC range {f!r} in {text!r}", field="value")
+                    raise SubscriptionError(f"empty EPC range {quoted(f)} in {quoted(text)}",
+                                            field="value")
                 fields.append((lo, hi))
             elif not f or "*" in f or "[" in f or "]" in f:
-                raise SubscriptionError(f"bad EPC pattern field {f!r} in {text!r}", field="value")
+                raise SubscriptionError(f"bad EPC pattern field {quoted(f)} in {quoted(text)}",
+                                        field="value")
             else:
                 fields.append(f)
         return EpcPattern(scheme, tuple(fields))
@@ -277,8 +357,31 @@ def fast_test(spec: OperatorSpec, values: tuple[str, ...]) -> Callable[[str], ob
     if kind == "in-set":
         return frozenset(values).__contains__
     if kind == "match":
-        return glob_regex(values[0]).match
+        return glob_test(values[0])
     return reference_test(spec, values)
+
+
+def glob_test(pattern: str) -> Callable[[str], object]:
+    """A glob as a predicate, C-level for the common shapes (literal, ``x*``, ``*x``,
+    ``*x*``) and :meth:`Glob.match` otherwise; never a backtracking regex."""
+    body = pattern.strip("*")
+    if "?" in pattern or "*" in body:
+        return Glob(pattern).match
+    if not body:  # "" or only stars
+        return _always if pattern else "".__eq__
+    lead, trail = pattern[0] == "*", pattern[-1] == "*"
+    if not lead and not trail:
+        return pattern.__eq__
+    if not lead:
+        return operator.methodcaller("startswith", body)
+    if not trail:
+        return operator.methodcaller("endswith", body)
+    return operator.methodcaller("__contains__", body)
+    return Glob(pattern).match
+
+
+def _always(_v: str) -> bool:
+    return True
 
 
 # -- the per-(target, path) index --------------------------------------------------------
@@ -350,7 +453,7 @@ class SlotIndex(Generic[T]):
         self.exists: list[T] = []
         self.eq: dict[str, tuple[T, ...]] = {}
         self._prefix: dict[int, dict[str, tuple[T, ...]]] = {}
-        self._globs: list[tuple[re.Pattern[str], T]] = []
+        self._globs: list[tuple[Glob, T]] = []
         # (scheme, fields, literal prefix length) -> literal prefix -> [(pattern, cid)]
         self._epc: dict[tuple[str, int, int], dict[tuple[str, ...], list[tuple[EpcPattern, T]]]]
         self._epc = {}
@@ -383,7 +486,7 @@ class SlotIndex(Generic[T]):
                 if not d:
                     del self._prefix[len(body)]
             else:
-                item = (glob_regex(pat), cid)
+                item = (Glob(pat), cid)
                 if add:
                     self._globs.append(item)
                 else:
@@ -479,8 +582,8 @@ class SlotIndex(Generic[T]):
                     if hit:
                         out.extend(hit)
         if self._globs:
-            for rx, cid in self._globs:
-                if rx.match(v) is not None:
+            for g, cid in self._globs:
+                if g.match(v):
                     out.append(cid)
         if self._epc:
             split = _epc_split(v)

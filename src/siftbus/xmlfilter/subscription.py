@@ -23,14 +23,19 @@ from typing import Any, Literal
 
 from lxml import etree
 
-from siftbus.errors import SubscriptionError, XmlFilterError, XmlInputError
+from siftbus.errors import SubscriptionError, XmlFilterError
+from siftbus.xmlfilter.limits import DEFAULT_LIMITS, XmlLimits, excerpt, quoted
 from siftbus.xmlfilter.operators import OperatorSpec, lookup, normalise_values
+from siftbus.xmlfilter.splitter import check_doctype, syntax_error
 from siftbus.xmlfilter.xpath import RelPath, Target, compile_path, compile_target
 
 SUBSCRIPTION_NS = "http://www.adiwa.net/subscription/1.0"
 FILTER_NS = "http://www.adiwa.net/filter/1.0"
 
 Quantifier = Literal["all", "any"]
+
+#: the longest ``timeoutInSeconds`` accepted: 100 years
+MAX_TIMEOUT = 100 * 365 * 24 * 3600
 
 _S = f"{{{SUBSCRIPTION_NS}}}"
 _F = f"{{{FILTER_NS}}}"
@@ -84,7 +89,7 @@ class ContentFilter:
     ) -> ContentFilter:
         """Compile a filter from text: conditions as ``(attribute, operatorId, values)``
         or ``(attribute, operatorId, values, quantifier)``."""
-        t = compile_target(target, namespaces)
+        t = compile_target_checked(target, namespaces)
         conds = []
         for spec in conditions:
             if len(spec) not in (3, 4):
@@ -110,6 +115,19 @@ def _dedupe(conds: Iterable[Condition]) -> tuple[Condition, ...]:
     return tuple(seen.values())
 
 
+def _check_size(what: str, text: str, limit: int, name: str) -> None:
+    if len(text) > limit:
+        raise SubscriptionError(f"{what} of {len(text):,} characters, more than {limit:,} "
+                                f"({name}): {quoted(text)}")
+
+
+def compile_target_checked(text: str, namespaces: Mapping[str, str] | None,
+                           limits: XmlLimits = DEFAULT_LIMITS) -> Target:
+    """:func:`compile_target` after the ``max_expression`` check."""
+    _check_size("target", text, limits.max_expression, "max_expression")
+    return compile_target(text, namespaces)
+
+
 def make_condition(
     attribute: str,
     operator_id: str,
@@ -118,12 +136,23 @@ def make_condition(
     *,
     namespaces: Mapping[str, str] | None = None,
     target: Target | None = None,
+    limits: XmlLimits = DEFAULT_LIMITS,
 ) -> Condition:
-    """Compile one condition; the path is normalised relative to ``target``'s event root."""
+    """Compile one condition; the path is normalised relative to ``target``'s event root.
+
+    Refused beyond ``limits``: a path longer than ``max_expression`` characters, more than
+    ``max_values`` operands, an operand longer than ``max_value``.
+    """
+    _check_size("attribute path", attribute, limits.max_expression, "max_expression")
+    if len(values) > limits.max_values:
+        raise SubscriptionError(f"{len(values):,} values in one condition, more than "
+                                f"{limits.max_values:,} (max_values)", field="value")
+    for v in values:
+        _check_size("value", v, limits.max_value, "max_value")
     spec = lookup(operator_id)
     q = quantifier or "all"
     if q not in ("all", "any"):
-        raise SubscriptionError(f"quantifier must be 'all' or 'any', got {q!r}",
+        raise SubscriptionError(f"quantifier must be 'all' or 'any', got {quoted(q)}",
                                 field="quantifier")
     path = compile_path(attribute, namespaces, target)
     return Condition(attribute, path, spec, normalise_values(spec, values), q)  # type: ignore[arg-type]
@@ -192,11 +221,11 @@ def _parse_xml(data: bytes | str, source: str | None) -> Any:
                              remove_pis=True, huge_tree=False)
     try:
         raw = data.encode() if isinstance(data, str) else data
-        return etree.fromstring(raw, parser)
+        root = etree.fromstring(raw, parser)
     except etree.XMLSyntaxError as exc:
-        line, col = exc.position if exc.position else (None, None)
-        raise XmlInputError(f"not well-formed XML: {exc.msg}", source=source, line=line,
-                            column=col) from None
+        raise syntax_error(exc, source) from None
+    check_doctype(root, source)
+    return root
 
 
 def parse_subscriptions(
@@ -206,19 +235,36 @@ def parse_subscriptions(
     default_method: str | None = None,
     sender: str | None = None,
     validate: bool = True,
+    limits: XmlLimits = DEFAULT_LIMITS,
 ) -> list[Subscription]:
     """Read a ``subscriptionList`` or ``subscription`` document.
 
     ``default_method`` and ``sender`` fill an empty ``callbackMethod`` / ``callbackAddress``.
     Raises :class:`~siftbus.errors.XmlFilterError` (with line) on any problem.
     """
+    return [s for s, _ in read_subscriptions(data, source=source,
+                                             default_method=default_method, sender=sender,
+                                             validate=validate, limits=limits)]
+
+
+def read_subscriptions(
+    data: bytes | str,
+    *,
+    source: str | None = None,
+    default_method: str | None = None,
+    sender: str | None = None,
+    validate: bool = True,
+    limits: XmlLimits = DEFAULT_LIMITS,
+) -> list[tuple[Subscription, int | None]]:
+    """:func:`parse_subscriptions` with the line of each ``subscription`` element (so that
+    a later refusal, a duplicate say, can name it)."""
     root = _parse_xml(data, source)
     if validate:
         schema = _schema()
         for err in schema.iter_errors(root):
             line = getattr(err, "sourceline", None)
             reason = err.reason or err.message
-            raise SubscriptionError(f"not valid against the ADiWa schema: {reason}",
+            raise SubscriptionError(f"not valid against the ADiWa schema: {excerpt(reason, 200)}",
                                     source=source, line=line)
     if root.tag == _S + "subscriptionList":
         elements = [e for e in root if e.tag == _S + "subscription"]
@@ -231,7 +277,7 @@ def parse_subscriptions(
     out = []
     for el in elements:
         try:
-            out.append(_subscription(el, default_method, sender))
+            out.append((_subscription(el, default_method, sender, limits), el.sourceline))
         except XmlFilterError as exc:
             raise exc.located(source=source) from None
     return out
@@ -244,7 +290,22 @@ def _text(el: Any, name: str) -> str | None:
     return (child.text or "").strip()
 
 
-def _subscription(el: Any, default_method: str | None, sender: str | None) -> Subscription:
+def _timeout(el: Any) -> int | None:
+    """``timeoutInSeconds``: an integer from 1 to ``MAX_TIMEOUT`` (100 years), or None."""
+    child = el.find(_S + "timeoutInSeconds")
+    if child is None:
+        return None
+    text = (child.text or "").strip()
+    digits = text.lstrip("+")
+    if not digits.isdigit() or len(digits) > 10 or not 0 < int(digits) <= MAX_TIMEOUT:
+        raise SubscriptionError(f"timeoutInSeconds must be a whole number of seconds from 1 "
+                                f"to {MAX_TIMEOUT:,}, got {quoted(text)}",
+                                line=child.sourceline, field="timeoutInSeconds")
+    return int(digits)
+
+
+def _subscription(el: Any, default_method: str | None, sender: str | None,
+                  limits: XmlLimits) -> Subscription:
     rec_el = el.find(_S + "receiver")
     if rec_el is None:
         raise SubscriptionError("subscription without receiver", line=el.sourceline)
@@ -264,8 +325,12 @@ def _subscription(el: Any, default_method: str | None, sender: str | None) -> Su
                 raise SubscriptionError("conceptFilter is not specified by ADiWa and not "
                                         "supported", line=f.sourceline, field="conceptFilter")
             if f.tag == _F + "contentFilter":
-                filters.append(_content_filter(f))
-    timeout = _text(el, _S + "timeoutInSeconds")
+                if len(filters) == limits.max_filters:
+                    raise SubscriptionError(f"more than {limits.max_filters:,} contentFilters "
+                                            "in one subscription (max_filters)",
+                                            line=f.sourceline)
+                filters.append(_content_filter(f, limits))
+    timeout = _timeout(el)
     try:
         sub = Subscription.build(Receiver(method, address), filters, id=el.get("id"),
                                  subscriber_id=_text(el, _S + "subscriberId"))
@@ -274,13 +339,18 @@ def _subscription(el: Any, default_method: str | None, sender: str | None) -> Su
     return Subscription(
         sub.id, sub.receiver, sub.filters, sub.subscriber_id,
         _text(el, _S + "subscriptionMethod"), _text(el, _S + "recordTime"),
-        int(timeout) if timeout else None, digest=sub.digest,
+        timeout, digest=sub.digest,
     )
 
 
-def _content_filter(el: Any) -> ContentFilter:
+def _prefixes(el: Any) -> dict[str, str]:
+    """The namespace prefixes in scope at an element, its own declarations included."""
+    return {k: v for k, v in el.nsmap.items() if k}
+
+
+def _content_filter(el: Any, limits: XmlLimits) -> ContentFilter:
     line = el.sourceline
-    ns = {k: v for k, v in el.nsmap.items() if k}
+    ns = _prefixes(el)
     if el.find(_F + "contentFilter") is not None:
         raise SubscriptionError("nested contentFilter (profile 2) is not supported", line=line,
                                 field="contentFilter")
@@ -288,16 +358,19 @@ def _content_filter(el: Any) -> ContentFilter:
         raise SubscriptionError("visibleAttributes is not supported", line=line,
                                 field="visibleAttributes")
     try:
-        target = compile_target(el.get("target", ""), ns)
+        target = compile_target_checked(el.get("target", ""), ns, limits)
     except XmlFilterError as exc:
         raise exc.located(line=line) from None
-    conds = []
+    conds: list[Condition] = []
     for c in el.iterchildren(_F + "condition"):
+        if len(conds) == limits.max_conditions:
+            raise SubscriptionError(f"more than {limits.max_conditions:,} conditions in one "
+                                    "contentFilter (max_conditions)", line=c.sourceline)
         try:
             conds.append(make_condition(
                 c.get("attribute", ""), c.get("operatorId", ""),
                 [v.text or "" for v in c.iterchildren(_F + "value")],
-                c.get("quantifier"), namespaces=ns, target=target,
+                c.get("quantifier"), namespaces=_prefixes(c), target=target, limits=limits,
             ))
         except XmlFilterError as exc:
             raise exc.located(line=c.sourceline) from None

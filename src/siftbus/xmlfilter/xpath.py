@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from siftbus.errors import XPathSubsetError
+from siftbus.xmlfilter.limits import quoted
 
 Axis = Literal["child", "descendant"]
 
@@ -167,7 +168,7 @@ class _Parser:
     def fail(self, message: str, pos: int | None = None) -> XPathSubsetError:
         p = self.pos if pos is None else pos
         return XPathSubsetError(
-            f"{self.what} {self.text!r}: {message} at position {p + 1}",
+            f"{self.what} {quoted(self.text)}: {message} at position {p + 1}",
             position=p + 1,
             expression=self.text,
         )
@@ -238,7 +239,7 @@ class _Parser:
             self.pos = m2.end()
             uri = self.ns.get(first)
             if uri is None:
-                raise self.fail(f"namespace prefix {first!r} is not declared", start)
+                raise self.fail(f"namespace prefix {quoted(first)} is not declared", start)
             return uri, m2.group()
         if attribute:
             return "", first
