@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import IO
+from typing import IO, NamedTuple
 
 from lxml import etree
 
@@ -15,9 +14,9 @@ from siftbus.xmlfilter.splitter import cut
 from siftbus.xmlfilter.subscription import Subscription, read_subscriptions
 
 
-@dataclass(frozen=True, slots=True)
-class EventResult:
-    """One located event (matched or not) and, when it has receivers, its notification."""
+class EventResult(NamedTuple):
+    """One located event (matched or not) and, when it has receivers, its notification
+    (a named tuple: one is made per event, and a tuple is built in C)."""
 
     event: int
     """0-based index among the located events of the message."""
@@ -40,10 +39,10 @@ class XmlEventFilter:
         precheck: bool = True,
         precheck_rounds: int = 4,
         serialize: bool = True,
-        rebalance_min: int = 256,
+        compile_min: int = 256,
     ) -> None:
         self.matcher = XmlMatcher(strategy=strategy, precheck=precheck,
-                                  precheck_rounds=precheck_rounds, rebalance_min=rebalance_min)
+                                  precheck_rounds=precheck_rounds, compile_min=compile_min)
         self.serialize = serialize
 
     # -- subscriptions ---------------------------------------------------------------
@@ -95,17 +94,20 @@ class XmlEventFilter:
                      ) -> Iterator[EventResult]:
         """Every located event of a message as it completes, matched or not."""
         exact, local = self.matcher.root_tags()
+        match = self.matcher.match_element
+        tostring = etree.tostring
+        serialize = self.serialize
         n = 0
         for el, tags in cut(source, exact, local, name=name):
-            m = self.matcher.match_element(el, tags)
+            m = match(el, tags)
             if m is None:
                 continue
             note = None
             if m.receivers:
                 # UTF-8: the default (ASCII) writes non-ASCII names as character
                 # references, which are not allowed in names (not well-formed)
-                xml = (etree.tostring(el, encoding="UTF-8", xml_declaration=False,
-                                      with_tail=False) if self.serialize else b"")
+                xml = (tostring(el, encoding="UTF-8", xml_declaration=False, with_tail=False)
+                       if serialize else b"")
                 note = Notification(n, m.targets, m.subscriptions, m.receivers, xml)
             yield EventResult(n, m, note)
             n += 1

@@ -5,8 +5,8 @@ target (lxml filters the tags in C, so other elements cost no Python work). At t
 the element's subtree is complete, so targets whose discriminating predicate lies below the
 event root are decided on the whole event, children before the discriminator included (the
 thesis only collected what followed the discriminator). After the consumer has handled an
-element it is cleared together with its already handled preceding siblings, unless an
-ancestor could itself still become an event (nested events).
+element it is cleared, unless an ancestor could itself still become an event (nested
+events).
 
 Input is fed to the parser in chunks of :data:`CHUNK` bytes, and between two chunks every
 completed element outside a possible event is removed from the tree (only the open path
@@ -32,6 +32,8 @@ _NOTHING = "{urn:siftbus:xmlfilter:none}none"
 CHUNK = 64 * 1024
 #: a message in memory up to this size is fed at once and not pruned
 SMALL = 1024 * 1024
+# Not collect_ids=False: with it lxml 6 loads an external DTD (file:///etc/passwd).
+# tests/test_xml_hostile.py sends one.
 _PARSER_OPTIONS: dict[str, Any] = {
     "remove_comments": True, "remove_pis": True, "resolve_entities": False,
     "no_network": True, "huge_tree": True,
@@ -172,10 +174,8 @@ def cut(
             keep = last_keep
             yield el, chain
             if not keep:
+                # its (now empty) shell goes with the next pruning, or with the message
                 el.clear()
-                if parent is not None:
-                    while el.getprevious() is not None:
-                        del parent[0]
         if error is not None:
             raise syntax_error(error, name)
         if root is not None:
