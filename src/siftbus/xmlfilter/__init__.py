@@ -9,6 +9,7 @@ carrying the event subtree as XML.
 
 from __future__ import annotations
 
+from siftbus.xmlfilter.document import parse_subscriptions, to_xml
 from siftbus.xmlfilter.engine import EventResult, XmlEventFilter
 from siftbus.xmlfilter.matcher import ElementMatch, MatcherStats, XmlMatcher
 from siftbus.xmlfilter.operators import operator_names
@@ -30,8 +31,6 @@ from siftbus.xmlfilter.subscription import (
     Receiver,
     Subscription,
     make_condition,
-    parse_subscriptions,
-    to_xml,
 )
 from siftbus.xmlfilter.xpath import RelPath, Target, compile_path, compile_target
 

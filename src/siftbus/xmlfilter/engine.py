@@ -8,10 +8,11 @@ from typing import IO, NamedTuple
 from lxml import etree
 
 from siftbus.errors import XmlFilterError
+from siftbus.xmlfilter.document import read_subscriptions
 from siftbus.xmlfilter.matcher import ElementMatch, Strategy, XmlMatcher
 from siftbus.xmlfilter.output import Dispatcher, Notification
 from siftbus.xmlfilter.splitter import cut
-from siftbus.xmlfilter.subscription import Subscription, read_subscriptions
+from siftbus.xmlfilter.subscription import Subscription
 
 
 class EventResult(NamedTuple):

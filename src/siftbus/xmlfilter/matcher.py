@@ -34,6 +34,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -104,6 +105,13 @@ class ElementMatch(NamedTuple):
 
 def _local(tag: str) -> str:
     return tag[tag.index("}") + 1 :] if tag[:1] == "{" else tag
+
+
+def _pick(items: list[Any], ranks: list[int]) -> tuple[Any, ...]:
+    """``tuple(items[r] for r in ranks)``, made in C."""
+    if len(ranks) == 1:
+        return (items[ranks[0]],)
+    return itemgetter(*ranks)(items)
 
 
 def _counts_all(c: Condition) -> bool:
@@ -404,6 +412,11 @@ class XmlMatcher:
         sel = self._slots[self._con_slot[cid]].selectivity(c.operator, c.values)
         return (sel, len(self._con_filters[cid]))
 
+    def compile(self) -> None:
+        """Compile the access table now (the first match after changes does otherwise)."""
+        with self._lock:
+            self._compile()
+
     def _compile(self) -> None:
         """A new access table: every filter's access constraint chosen again with today's
         estimates (cached per constraint for this compile)."""
@@ -619,10 +632,8 @@ class XmlMatcher:
                     assert rec_ranks is not None
                     st[2] += 1
                     st[5] += len(found)
-                    names, objs = self._sub_names, self._rec_objs
-                    return ElementMatch(texts, tuple([names[r] for r in sub_ranks]),
-                                        tuple([objs[r] for r in rec_ranks]),
-                                        tuple(found))
+                    return ElementMatch(texts, _pick(self._sub_names, sub_ranks),
+                                        _pick(self._rec_objs, rec_ranks), tuple(found))
             else:
                 found = self._match_counting(sat)
             st[5] += len(found)

@@ -17,7 +17,7 @@ from siftbus.xmlfilter.xpath import RelPath, Step
 class Trie:
     """Registered relative paths as a trie; ``walk`` collects their values from a subtree."""
 
-    __slots__ = ("attrs", "desc", "exact", "filter", "kids", "leaf", "local", "text")
+    __slots__ = ("attrs", "desc", "exact", "kids", "leaf", "leaves", "local", "text")
 
     #: at most this many distinct child tags are remembered per node (documents may use
     #: any number of names; beyond this, children are looked up without the cache)
@@ -33,12 +33,14 @@ class Trie:
         self.leaf: int | None = None
         #: Clark tag of a child -> the nodes it leads to (exact name first, then local name)
         self.kids: dict[str, tuple[Trie, ...]] = {}
-        #: the children's name tests as lxml tag filters: lxml skips other children in C,
-        #: without making a Python object for them (about half a microsecond each)
-        self.filter: tuple[str, ...] = ()
+        #: nothing here but children that are plain leaves (``readPoint`` of
+        #: ``readPoint/id``): the walk reads them without a call of its own
+        self.leaves = False
 
     def children_for(self, tag: str) -> tuple[Trie, ...]:
         """The nodes a child element with this Clark tag leads to, remembered per tag."""
+        if not isinstance(tag, str):  # not an element
+            return ()
         found = []
         n = self.exact.get(tag)
         if n is not None:
@@ -55,9 +57,11 @@ class Trie:
         """Compute ``leaf`` flags once all paths are inserted."""
         plain = not (self.attrs or self.desc or self.exact or self.local)
         self.leaf = self.text[0] if plain and len(self.text) == 1 else None
-        self.filter = (*self.exact, *("{*}" + name for name in self.local))
         for n in (*self.exact.values(), *self.local.values(), *(n for _, n in self.desc)):
             n.finish()
+        kids = [*self.exact.values(), *self.local.values()]
+        self.leaves = (bool(kids) and not (self.text or self.attrs or self.desc)
+                       and all(n.leaf is not None for n in kids))
 
     def insert(self, path: RelPath, pid: int) -> None:
         node = self
@@ -130,7 +134,9 @@ def walk(el: Any, node: Trie, out: dict[int, Values],
                 _add(out, pid, v)
     if node.exact or node.local:
         kids = node.kids
-        for ch in el.iterchildren(*node.filter):
+        # plain iteration: an lxml tag filter costs more to set up (per call) than the
+        # children it would skip (comments and processing instructions are not parsed)
+        for ch in el:
             tag = ch.tag
             nodes = kids.get(tag)
             if nodes is None:
@@ -147,6 +153,17 @@ def walk(el: Any, node: Trie, out: dict[int, Values],
                         out[leaf] = [old, text]
                     else:
                         old.append(text)  # type: ignore[union-attr]
+                elif n.leaves and seen is None:
+                    # one level further, inlined: children that are all plain leaves
+                    kids2 = n.kids
+                    for g in ch:
+                        tag2 = g.tag
+                        nodes2 = kids2.get(tag2)
+                        if nodes2 is None:
+                            nodes2 = n.children_for(tag2)
+                        for m in nodes2:
+                            text = (g.text or "") if len(g) == 0 else "".join(g.itertext())
+                            _add(out, m.leaf, text)  # type: ignore[arg-type]
                 else:
                     walk(ch, n, out, seen)
     for step, n in node.desc:

@@ -39,14 +39,14 @@ _ROW = _IN0 + _INLINE
 
 @njit(cache=True)
 def _match(sat: np.ndarray, stamp: np.ndarray, epoch: int, snap: np.ndarray,
-           out: np.ndarray, counts: np.ndarray) -> None:
+           out: np.ndarray, counts: np.ndarray, marks: np.ndarray) -> None:
     """Stamp the event's satisfied constraints (a repeated one once), then accept every
     candidate of a satisfied access constraint whose other constraints are all stamped.
 
     ``out`` gets the accepted filters in ``out[0]``, and their subscriptions' and
     receivers' ranks (the places of their ids in sorted order), sorted and distinct, in
     ``out[1]`` and ``out[2]``; ``counts`` gets the three lengths (``-1`` when ``out`` is
-    too small).
+    too small) and the number of candidates examined.
     """
     nstamp = stamp.shape[0]
     for i in range(sat.shape[0]):
@@ -58,10 +58,12 @@ def _match(sat: np.ndarray, stamp: np.ndarray, epoch: int, snap: np.ndarray,
     acc, ent, oth = snap[_ACC], snap[_ENT], snap[_OTH]
     cap = out.shape[1]
     k = 0
+    examined = 0
     for i in range(sat.shape[0]):
         c = sat[i]
         if c < 0 or stamp[c] < 0x80:  # not an access constraint of the snapshot
             continue
+        examined += snap[acc + c + 1] - snap[acc + c]
         for j in range(snap[acc + c], snap[acc + c + 1]):
             row = ent + j * _ROW
             f = snap[row + _FID]
@@ -89,14 +91,55 @@ def _match(sat: np.ndarray, stamp: np.ndarray, epoch: int, snap: np.ndarray,
                 out[2, k] = snap[row + _REC]
                 k += 1
     counts[0] = k
+    counts[3] = examined
     for r in range(1, 3):
-        ranks = np.sort(out[r, :k])
+        counts[r] = _sorted_distinct(out[r], k, marks)
+
+
+@njit(cache=True)
+def _sorted_distinct(vals: np.ndarray, k: int, marks: np.ndarray) -> int:
+    """Sort ``vals[:k]`` in place and drop repeats; returns how many are left.
+
+    A few by insertion; many (dense workloads match thousands of filters per event) by
+    marking them in ``marks`` (zeros, as long as the largest value) and reading the marks
+    back over their span, when that span is short next to a comparison sort.
+    """
+    if k <= 32:
+        for i in range(1, k):
+            v = vals[i]
+            j = i - 1
+            while j >= 0 and vals[j] > v:
+                vals[j + 1] = vals[j]
+                j -= 1
+            vals[j + 1] = v
         n = 0
         for i in range(k):
-            if n == 0 or ranks[i] != out[r, n - 1]:
-                out[r, n] = ranks[i]
+            if n == 0 or vals[i] != vals[n - 1]:
+                vals[n] = vals[i]
                 n += 1
-        counts[r] = n
+        return n
+    lo = vals[0]
+    hi = vals[0]
+    for i in range(k):
+        lo = min(lo, vals[i])
+        hi = max(hi, vals[i])
+    if hi - lo > 16 * k:
+        ranks = np.sort(vals[:k])
+        n = 0
+        for i in range(k):
+            if n == 0 or ranks[i] != vals[n - 1]:
+                vals[n] = ranks[i]
+                n += 1
+        return n
+    for i in range(k):
+        marks[vals[i]] = 1
+    n = 0
+    for v in range(lo, hi + 1):
+        if marks[v]:
+            marks[v] = 0
+            vals[n] = v
+            n += 1
+    return n
 
 
 class AccessTable:
@@ -120,7 +163,10 @@ class AccessTable:
         self._stamp = np.zeros(64, np.uint8)
         self._epoch = 0
         self._out = np.zeros((3, 256), np.int32)
-        self._counts = np.zeros(3, np.int64)
+        self._counts = np.zeros(4, np.int64)
+        self._marks = np.zeros(1, np.uint8)  # for sorting many ranks, as long as the ranks
+        #: candidates examined by the kernel since the table was made
+        self.examined = 0
         self.compiles = 0
 
     # -- changes ------------------------------------------------------------------------
@@ -173,6 +219,7 @@ class AccessTable:
         fids = table[:, _FID]
         table[:, _SUB] = rank[0, fids]
         table[:, _REC] = rank[1, fids]
+        self._marks = np.zeros(int(rank.max(initial=0)) + 1, np.uint8)
         acc = np.cumsum(counts)
         size = _HEADER + len(acc) + table.size + len(flat)
         if size >= 2**31:
@@ -205,24 +252,36 @@ class AccessTable:
         constraint ids, which is consumed), through their access constraint; with the
         sorted distinct ranks of their subscriptions and receivers (see :meth:`compile`),
         or None for those when a filter of the delta matched (it has no rank yet)."""
-        epoch = self._next_epoch()
+        epoch = self._epoch + 1
+        if epoch == 0x80:
+            epoch = self._next_epoch()
+        else:
+            self._epoch = epoch
         stamp = self._stamp
         counts = self._counts
         while True:
-            _match(sat, stamp, epoch, self._snap, self._out, counts)
-            if counts[0] >= 0:
+            _match(sat, stamp, epoch, self._snap, self._out, counts, self._marks)
+            k, nsub, nrec, examined = counts.tolist()
+            if k >= 0:
                 break
             self._out = np.zeros((3, 2 * self._out.shape[1]), np.int32)
             epoch = self._next_epoch()  # stamp again under a fresh number
         out = self._out
-        k = int(counts[0])
-        found = out[0, :k].tolist()
+        self.examined += examined
+        if k == 0:
+            found: list[int] = []
+            if not self._delta:
+                return found, found, found
+        else:
+            found = out[0, :k].tolist()
         if self._delta:
             n = len(found)
             self._match_delta(sat, stamp, epoch, found)
             if len(found) > n:
                 return found, None, None
-        return found, out[1, : counts[1]].tolist(), out[2, : counts[2]].tolist()
+            if not n:
+                return found, [], []
+        return found, out[1, :nsub].tolist(), out[2, :nrec].tolist()
 
     def _next_epoch(self) -> int:
         self._epoch += 1

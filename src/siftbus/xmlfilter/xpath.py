@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from siftbus.errors import XPathSubsetError
@@ -80,13 +80,18 @@ class RelPath:
 
     steps: tuple[Step, ...]
     attribute: AttrName | None = None
+    #: the canonical spelling, computed once (paths are interned by it)
+    key: str = field(init=False, compare=False, repr=False)
 
-    def canonical(self) -> str:
-        """A unique spelling in Clark notation (used for interning and hashing)."""
+    def __post_init__(self) -> None:
         text = "".join(s.canonical() for s in self.steps)
         if self.attribute is not None:
             text += "/@" + self.attribute.key
-        return text or "#content"
+        object.__setattr__(self, "key", text or "#content")
+
+    def canonical(self) -> str:
+        """A unique spelling in Clark notation (used for interning and hashing)."""
+        return self.key
 
     @property
     def has_descendant(self) -> bool:
@@ -118,14 +123,19 @@ class Target:
     steps: tuple[Step, ...]
     predicates: tuple[Predicate, ...]
     text: str
+    #: the canonical spelling, computed once (targets are interned by it)
+    key: str = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        steps = "".join(s.canonical() for s in self.steps)
+        object.__setattr__(self, "key", steps + "".join(p.canonical() for p in self.predicates))
 
     @property
     def root(self) -> Step:
         return self.steps[-1]
 
     def canonical(self) -> str:
-        steps = "".join(s.canonical() for s in self.steps)
-        return steps + "".join(p.canonical() for p in self.predicates)
+        return self.key
 
     def matches_path(self, tags: list[str]) -> bool:
         """Does the element whose ancestors-or-self tags (root first) are ``tags`` fit?"""
