@@ -395,7 +395,11 @@ class XmlMatcher:
         entry.filters.add(fid)
         entry.receivers[sub.receiver] += 1
         if cids:
-            self._table.add(fid, *choose_access(cids, self._access_cost))
+            # until the next compile chooses by the slots' estimates, the constraint with
+            # the fewest filters is the access (any of its constraints is correct)
+            con_filters = self._con_filters
+            access = min(cids, key=lambda c: len(con_filters[c]))
+            self._table.add(fid, access, tuple([c for c in cids if c != access]))
         else:
             entry.unconditional[fid] = None
         for pid in {self._con_slot[c][1] for c in cids}:

@@ -25,6 +25,7 @@ EPC patterns: ``urn:epc:[id:|idpat:|pat:|tag:]SCHEME:F1.F2...``; each field is a
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import re
@@ -254,30 +255,9 @@ class EpcPattern:
 
     @staticmethod
     def parse(text: str) -> EpcPattern:
-        split = epc_split(text)
-        if split is None:
-            raise SubscriptionError(
-                f"not an EPC pattern URN: {quoted(text)} "
-                "(expected urn:epc:[idpat:]SCHEME:F1.F2...)",
-                field="value",
-            )
-        scheme, raw = split
-        fields: list[str | tuple[int, int] | None] = []
-        for f in raw:
-            if f == "*":
-                fields.append(None)
-            elif m := _RANGE.match(f):
-                lo, hi = int(m.group(1)), int(m.group(2))
-                if lo > hi:
-                    raise SubscriptionError(f"empty EPC range {quoted(f)} in {quoted(text)}",
-                                            field="value")
-                fields.append((lo, hi))
-            elif not f or "*" in f or "[" in f or "]" in f:
-                raise SubscriptionError(f"bad EPC pattern field {quoted(f)} in {quoted(text)}",
-                                        field="value")
-            else:
-                fields.append(f)
-        return EpcPattern(scheme, tuple(fields))
+        """The pattern a URN spells (remembered: a subscription's pattern is parsed when it
+        is checked and again when it is indexed); :class:`SubscriptionError` if none."""
+        return _parse_epc(text)
 
     def literal_prefix(self) -> int:
         """How many leading fields are literals (the index key)."""
@@ -318,6 +298,34 @@ class EpcPattern:
             elif want != g:
                 return False
         return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_epc(text: str) -> EpcPattern:
+    split = epc_split(text)
+    if split is None:
+        raise SubscriptionError(
+            f"not an EPC pattern URN: {quoted(text)} "
+            "(expected urn:epc:[idpat:]SCHEME:F1.F2...)",
+            field="value",
+        )
+    scheme, raw = split
+    fields: list[str | tuple[int, int] | None] = []
+    for f in raw:
+        if f == "*":
+            fields.append(None)
+        elif m := _RANGE.match(f):
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if lo > hi:
+                raise SubscriptionError(f"empty EPC range {quoted(f)} in {quoted(text)}",
+                                        field="value")
+            fields.append((lo, hi))
+        elif not f or "*" in f or "[" in f or "]" in f:
+            raise SubscriptionError(f"bad EPC pattern field {quoted(f)} in {quoted(text)}",
+                                    field="value")
+        else:
+            fields.append(f)
+    return EpcPattern(scheme, tuple(fields))
 
 
 def reference_test(spec: OperatorSpec, values: tuple[str, ...]) -> Callable[[str], bool]:

@@ -76,6 +76,7 @@ class ContentFilter:
     target: Target
     conditions: tuple[Condition, ...]
     id: str | None = None
+    _key: str = field(default="", init=False, compare=False, repr=False)
 
     @staticmethod
     def build(
@@ -102,8 +103,12 @@ class ContentFilter:
         return ContentFilter(t, dedupe(conds), id)
 
     def canonical(self) -> str:
-        return self.target.canonical() + "{" + ";".join(
-            sorted(c.canonical() for c in self.conditions)) + "}"
+        key = self._key
+        if not key:
+            key = self.target.canonical() + "{" + ";".join(
+                sorted(c.canonical() for c in self.conditions)) + "}"
+            object.__setattr__(self, "_key", key)
+        return key
 
 
 def dedupe(conds: Iterable[Condition]) -> tuple[Condition, ...]:
