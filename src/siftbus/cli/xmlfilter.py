@@ -92,13 +92,15 @@ def _json_lines(f: XmlEventFilter, inputs: list[Path], all_events: bool) -> None
     out = sys.stdout
     for msg_no, name, stream in _messages(inputs):
         for r in f.iter_results(stream, name=name):
-            note = r.notification
-            if note is None and not all_events:
+            if not r.notifications:
+                if all_events:
+                    line = {"message": msg_no, "event": r.event, "targets": list(r.match.targets),
+                            "subscriptions": [], "receivers": [], "xml": None}
+                    out.write(json.dumps(line, ensure_ascii=False) + "\n")
                 continue
-            line = (note.to_json_dict() if note is not None else
-                    {"event": r.event, "targets": list(r.match.targets),
-                     "subscriptions": [], "receivers": [], "xml": None})
-            out.write(json.dumps({"message": msg_no, **line}, ensure_ascii=False) + "\n")
+            for note in r.notifications:  # one per view of the event
+                line = {"message": msg_no, **note.to_json_dict()}
+                out.write(json.dumps(line, ensure_ascii=False) + "\n")
     out.flush()
 
 
@@ -119,10 +121,8 @@ def _xml_document(f: XmlEventFilter, inputs: list[Path]) -> None:
         with xf.element(ns + "notifications", nsmap={"sb": NOTIFICATION_NS}):
             xf.write("\n")
             for msg_no, name, stream in _messages(inputs):
-                for r in f.iter_results(stream, name=name):
-                    note = r.notification
-                    if note is None:
-                        continue
+                for note in (x for r in f.iter_results(stream, name=name)
+                             for x in r.notifications):
                     n = etree.Element(ns + "notification", message=str(msg_no),
                                       event=str(note.event), nsmap={"sb": NOTIFICATION_NS})
                     for rec in note.receivers:

@@ -25,12 +25,15 @@ from siftbus.xmlfilter.subscription import (
     SUBSCRIPTION_NS,
     Condition,
     ContentFilter,
+    NestedFilter,
     Receiver,
     Subscription,
     compile_target_checked,
+    compile_visible,
     dedupe,
     make_condition,
 )
+from siftbus.xmlfilter.xpath import compile_path
 
 _S = f"{{{SUBSCRIPTION_NS}}}"
 _F = f"{{{FILTER_NS}}}"
@@ -187,26 +190,69 @@ def _prefixes(el: Any, text: str) -> dict[str, str] | None:
 def _content_filter(el: Any, limits: XmlLimits) -> ContentFilter:
     line = el.sourceline
     target_text = el.get("target", "")
-    if el.get("visibleAttributes"):
-        raise SubscriptionError("visibleAttributes is not supported", line=line,
-                                field="visibleAttributes")
     try:
         target = compile_target_checked(target_text, _prefixes(el, target_text), limits)
     except XmlFilterError as exc:
         raise exc.located(line=line) from None
+    where = None if target.type_name is not None else target
+    conds, nested = _parts(el, where, limits, 0)
+    visible = None
+    text = el.get("visibleAttributes")
+    if text is not None:
+        try:
+            visible = compile_visible(text.replace(",", " ").split(), _prefixes(el, text),
+                                      where, limits)
+        except XmlFilterError as exc:
+            raise exc.located(line=line) from None
+    return ContentFilter(target, dedupe(conds), el.get("id"), nested, visible, text)
+
+
+def _parts(el: Any, target: Any, limits: XmlLimits, depth: int
+           ) -> tuple[list[Condition], tuple[NestedFilter, ...]]:
+    """The conditions and nested filters of a (nested) content filter element."""
     conds: list[Condition] = []
+    nested: dict[str, NestedFilter] = {}
     # one plain pass over the children: an lxml tag filter costs a few microseconds to set up
     for c in el:
         tag = c.tag
-        if tag == _CONDITION:
-            if len(conds) == limits.max_conditions:
+        if tag in (_CONDITION, _CONTENT_FILTER):
+            if len(conds) + len(nested) == limits.max_conditions:
                 raise SubscriptionError(f"more than {limits.max_conditions:,} conditions in "
                                         "one contentFilter (max_conditions)", line=c.sourceline)
-            conds.append(_condition(c, target, limits))
-        elif tag == _CONTENT_FILTER:
-            raise SubscriptionError("nested contentFilter (profile 2) is not supported",
-                                    line=line, field="contentFilter")
-    return ContentFilter(target, dedupe(conds), el.get("id"))
+            if tag == _CONDITION:
+                conds.append(_condition(c, target, limits))
+            else:
+                n = _nested(c, limits, depth + 1)
+                nested.setdefault(n.key, n)
+    return conds, tuple(nested.values())
+
+
+def _nested(el: Any, limits: XmlLimits, depth: int) -> NestedFilter:
+    """A ``contentFilter`` inside a ``contentFilter`` (profile 2)."""
+    line = el.sourceline
+    if depth > limits.max_nesting:
+        raise SubscriptionError(f"contentFilters nested more than {limits.max_nesting} deep "
+                                "(max_nesting)", line=line, field="contentFilter")
+    if el.get("visibleAttributes") is not None:
+        raise SubscriptionError("visibleAttributes belongs on a top-level contentFilter",
+                                line=line, field="visibleAttributes")
+    text = el.get("target", "")
+    try:
+        _check_expression(text, limits)
+        path = compile_path(text, _prefixes(el, text), None)
+    except XmlFilterError as exc:
+        raise exc.located(line=line) from None
+    conds, nested = _parts(el, None, limits, depth)
+    try:
+        return NestedFilter(path, dedupe(conds), nested, text)
+    except XmlFilterError as exc:
+        raise exc.located(line=line) from None
+
+
+def _check_expression(text: str, limits: XmlLimits) -> None:
+    if len(text) > limits.max_expression:
+        raise SubscriptionError(f"target of {len(text):,} characters, more than "
+                                f"{limits.max_expression:,} (max_expression): {quoted(text)}")
 
 
 def _condition(c: Any, target: Any, limits: XmlLimits) -> Condition:
@@ -242,17 +288,33 @@ def to_xml(subscriptions: Iterable[Subscription], namespaces: Mapping[str, str] 
         el = etree.SubElement(root, _S + "subscription", id=s.id)
         if s.subscriber_id is not None:
             etree.SubElement(el, _S + "subscriberId").text = s.subscriber_id
+        if s.subscription_method is not None:
+            etree.SubElement(el, _S + "subscriptionMethod").text = s.subscription_method
         rec = etree.SubElement(el, _S + "receiver")
         etree.SubElement(rec, _S + "callbackMethod").text = s.receiver.method
         etree.SubElement(rec, _S + "callbackAddress").text = s.receiver.address
+        if s.record_time is not None:
+            etree.SubElement(el, _S + "recordTime").text = s.record_time
+        if s.timeout_seconds is not None:
+            etree.SubElement(el, _S + "timeoutInSeconds").text = str(s.timeout_seconds)
         fl = etree.SubElement(el, _S + "filterList")
         for f in s.filters:
             fe = etree.SubElement(fl, _F + "contentFilter", target=f.target.text)
             if f.id is not None:
                 fe.set("id", f.id)
-            for c in f.conditions:
-                ce = etree.SubElement(fe, _F + "condition", attribute=_attr_text(c),
-                                      operatorId=c.operator.name, quantifier=c.quantifier)
-                for v in c.values:
-                    etree.SubElement(ce, _F + "value").text = v
+            if f.visible_text is not None:
+                fe.set("visibleAttributes", f.visible_text)
+            _write_parts(fe, f.conditions, f.nested)
     return etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True)
+
+
+def _write_parts(fe: Any, conditions: Iterable[Condition],
+                 nested: Iterable[NestedFilter]) -> None:
+    for c in conditions:
+        ce = etree.SubElement(fe, _F + "condition", attribute=c.attribute,
+                              operatorId=c.operator.name, quantifier=c.quantifier)
+        for v in c.values:
+            etree.SubElement(ce, _F + "value").text = v
+    for n in nested:
+        ne = etree.SubElement(fe, _F + "contentFilter", target=n.text)
+        _write_parts(ne, n.conditions, n.nested)

@@ -4,8 +4,16 @@ Endpoints (the thesis ran publish on port 8001 and subscribe on 8002; here one a
 both, run it twice if you want two ports)::
 
     POST   /subscriptions        body: subscriptionList or subscription XML -> 201 {"ids": [...]}
-    GET    /subscriptions        -> {"ids": [...]}
-    DELETE /subscriptions/{id}   -> {"id": ...}            (404 if unknown)
+    GET    /subscriptions        -> {"ids": [...active], "paused": [...]}
+    DELETE /subscriptions/{id}   -> {"id": ...}            (404 if unknown; Unsubscribe)
+    GET    /subscriptions/{id}   -> status {"id", "state", "receiver", "timeoutInSeconds",
+                                    "expiresIn"}            (GetStatus)
+    POST   /subscriptions/{id}/renew[?timeout=N] -> status  (Renew: the time starts again)
+    POST   /subscriptions/{id}/pause             -> status  (PauseSubscription)
+    POST   /subscriptions/{id}/resume            -> status  (ResumeSubscription)
+    GET    /types                -> {name: [targets and #subtypes]}
+    PUT    /types/{name}         body {"targets": [...], "namespaces": {...}}
+    DELETE /types/{name}
     POST   /publish              body: XML message -> {"events": n, "notifications": [...]}
     GET    /stats                -> matcher and delivery counters
 
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -36,11 +45,13 @@ from starlette.concurrency import run_in_threadpool
 from siftbus.errors import (
     DuplicateSubscriptionError,
     SiftbusError,
+    SubscriptionError,
     UnknownSubscriptionError,
     XmlFilterError,
 )
 from siftbus.xmlfilter.engine import EventResult, XmlEventFilter
-from siftbus.xmlfilter.limits import DEFAULT_LIMITS, XmlLimits, quoted
+from siftbus.xmlfilter.limits import DEFAULT_LIMITS, XmlLimits, excerpt, quoted
+from siftbus.xmlfilter.manager import SubscriptionStatus
 from siftbus.xmlfilter.output import CountingSink, Dispatcher, Notification
 from siftbus.xmlfilter.subscription import Receiver
 
@@ -152,6 +163,25 @@ async def read_body(request: Request, max_body: int) -> bytes:
     return b"".join(chunks)
 
 
+def _status_json(st: SubscriptionStatus) -> dict[str, Any]:
+    return {"id": st.id, "state": st.state,
+            "receiver": {"method": st.receiver.method, "address": st.receiver.address},
+            "timeoutInSeconds": st.timeout_seconds,
+            "expiresIn": None if st.expires_in is None else round(st.expires_in, 3)}
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    """A JSON object from a request body, or one clear error (also for bad UTF-8 and for
+    nesting deep enough to exhaust the recursion of Python's JSON reader)."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise SubscriptionError(f"not a JSON object: {excerpt(str(exc))}") from None
+    if not isinstance(value, dict):
+        raise SubscriptionError("not a JSON object")
+    return value
+
+
 def create_app(
     filt: XmlEventFilter | None = None,
     dispatcher: Dispatcher | None = None,
@@ -205,12 +235,61 @@ def create_app(
 
     @app.get("/subscriptions")
     async def list_subscriptions() -> dict[str, list[str]]:
-        return {"ids": sorted(s.id for s in f.subscriptions())}
+        f.expire()
+        return {"ids": sorted(s.id for s in f.subscriptions()),
+                "paused": sorted(s.id for s in f.paused())}
 
     @app.delete("/subscriptions/{sub_id}")
     async def unsubscribe(sub_id: str) -> dict[str, str]:
         f.unsubscribe(sub_id)
         return {"id": sub_id}
+
+    # -- the subscription manager (WS-Notification: GetStatus, Renew, Pause, Resume) ----
+    @app.get("/subscriptions/{sub_id}")
+    async def status(sub_id: str) -> dict[str, Any]:
+        f.expire()
+        return _status_json(f.status(sub_id))
+
+    @app.post("/subscriptions/{sub_id}/renew")
+    async def renew(sub_id: str, timeout: int | None = None) -> dict[str, Any]:
+        f.expire()
+        return _status_json(f.renew(sub_id, timeout))
+
+    @app.post("/subscriptions/{sub_id}/pause")
+    async def pause(sub_id: str) -> dict[str, Any]:
+        f.expire()
+        f.pause(sub_id)
+        return _status_json(f.status(sub_id))
+
+    @app.post("/subscriptions/{sub_id}/resume")
+    async def resume(sub_id: str) -> dict[str, Any]:
+        f.expire()
+        f.resume(sub_id)
+        return _status_json(f.status(sub_id))
+
+    # -- the event-type hierarchy ------------------------------------------------------
+    @app.get("/types")
+    async def list_types() -> dict[str, list[str]]:
+        return {e.name: e.texts() for e in f.matcher.types.entries()}
+
+    @app.put("/types/{name}")
+    async def define_type(name: str, request: Request) -> dict[str, Any]:
+        body = _json_object(await read_body(request, min(body_limit, 1 << 20)))
+        targets = body.get("targets")
+        namespaces = body.get("namespaces", {})
+        if (not isinstance(targets, list) or not all(isinstance(t, str) for t in targets)
+                or not isinstance(namespaces, dict)
+                or not all(isinstance(k, str) and isinstance(v, str)
+                           for k, v in namespaces.items())):
+            raise SubscriptionError('a type is {"targets": ["//X", "#Sub", ...], '
+                                    '"namespaces": {"prefix": "uri"}}', field="type")
+        await run_in_threadpool(f.define_type, name, targets, namespaces)
+        return {"name": name, "targets": targets}
+
+    @app.delete("/types/{name}")
+    async def undefine_type(name: str) -> dict[str, str]:
+        await run_in_threadpool(f.undefine_type, name)
+        return {"name": name}
 
     @app.post("/publish", response_model=None)
     async def publish(request: Request, deliver: bool = True) -> Any:
@@ -225,7 +304,7 @@ def create_app(
             return out
 
         results = await run_in_threadpool(run)
-        notes = [r.notification for r in results if r.notification is not None]
+        notes = [n for r in results for n in r.notifications]
         if deliver:
             for n in notes:
                 await disp.dispatch(n)

@@ -110,7 +110,14 @@ def walk(el: Any, node: Trie, out: dict[int, Values],
     """Collect into ``out`` (path id -> :data:`Values`) every occurrence below ``el`` of
     the paths of the trie ``node``."""
     # ``seen`` (only for paths with '//', which can reach a node twice) maps (path, id(el))
-    # to the element itself: keeping the proxy alive keeps its id from being reused
+    # to the element itself: keeping the proxy alive keeps its id from being reused; and
+    # (trie node, element) pairs already walked are not walked again, so that '//a//a//a'
+    # costs the trie's size times the event's, not a product over the '//' steps
+    if seen is not None:
+        visit = (-1 - id(node), id(el))
+        if visit in seen:
+            return
+        seen[visit] = el
     if node.text:
         text = el.text if len(el) == 0 else "".join(el.itertext())
         if text is None:

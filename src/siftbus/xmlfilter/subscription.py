@@ -1,9 +1,10 @@
 """ADiWa subscriptions: value objects, digests and the builder API.
 
 A subscription is one receiver and a disjunction of content filters; a content filter is a
-target (where an event starts) and a conjunction of conditions (attribute path, operator,
-quantifier, values). Documents are validated against the shipped XSDs
-(``schemas/subscriptionFormat.xsd`` and ``schemas/filterFormat.xsd``) with xmlschema.
+target (where an event starts, or ``#Type`` for an event type of the hierarchy) and a
+conjunction of conditions (attribute path, operator, quantifier, values) and of nested
+filters (profile 2), with optionally the parts of the event its notification carries
+(``visibleAttributes``). Documents are read by :mod:`siftbus.xmlfilter.document`.
 
 Defaults: an empty ``callbackMethod`` becomes the method through which the subscription was
 submitted, an empty ``callbackAddress`` the sender's address; a missing quantifier is
@@ -69,13 +70,75 @@ class Condition:
         return self.key
 
 
+def _conditions(specs: Iterable[Sequence[Any]], namespaces: Mapping[str, str] | None,
+                target: Target | None) -> tuple[Condition, ...]:
+    conds = []
+    for spec in specs:
+        if len(spec) not in (3, 4):
+            raise SubscriptionError("a condition is (attribute, operatorId, values[, quantifier])")
+        values = (spec[2],) if isinstance(spec[2], str) else tuple(spec[2])
+        conds.append(make_condition(spec[0], spec[1], values,
+                                    spec[3] if len(spec) == 4 else None,
+                                    namespaces=namespaces, target=target))
+    return dedupe(conds)
+
+
+@dataclass(frozen=True, slots=True)
+class NestedFilter:
+    """A filter inside a content filter (profile 2, thesis Listing 7): a conjunct of the
+    enclosing filter that holds when **some** element its ``path`` selects below the
+    enclosing event (or nested element) satisfies all its conditions and nested filters.
+    The notification of a subscription matched through it carries only those of the
+    selected elements that satisfy it (the others are removed from the event)."""
+
+    path: RelPath
+    conditions: tuple[Condition, ...]
+    nested: tuple[NestedFilter, ...] = ()
+    #: the target as written
+    text: str = ""
+    key: str = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.path.attribute is not None or not self.path.steps:
+            raise SubscriptionError(f"a nested filter's target must select elements below "
+                                    f"the event, got {quoted(self.text or self.path.key)}",
+                                    field="target")
+        inner = sorted([c.canonical() for c in self.conditions]
+                       + [n.key for n in self.nested])
+        object.__setattr__(self, "key", f"nested {self.path.key}{{{';'.join(inner)}}}")
+
+    @staticmethod
+    def build(path: str, conditions: Iterable[Sequence[Any]] = (), *,
+              nested: Iterable[NestedFilter] = (),
+              namespaces: Mapping[str, str] | None = None) -> NestedFilter:
+        """A nested filter from text; its condition paths are relative to the elements its
+        ``path`` selects (``#content`` is the element itself)."""
+        _check_size("nested target", path, DEFAULT_LIMITS.max_expression, "max_expression")
+        return NestedFilter(compile_path(path, namespaces, None),
+                            _conditions(conditions, namespaces, None),
+                            _dedupe_nested(nested), path)
+
+
+def _dedupe_nested(nested: Iterable[NestedFilter]) -> tuple[NestedFilter, ...]:
+    seen: dict[str, NestedFilter] = {}
+    for n in nested:
+        seen.setdefault(n.key, n)
+    return tuple(seen.values())
+
+
 @dataclass(frozen=True, slots=True)
 class ContentFilter:
-    """A target and a conjunction of conditions (distinct; a repeated one counts once)."""
+    """A target and a conjunction of conditions (distinct; a repeated one counts once) and
+    nested filters; ``visible`` (``visibleAttributes``), when given, are the parts of the
+    event the notification carries (paths relative to the event root)."""
 
     target: Target
     conditions: tuple[Condition, ...]
     id: str | None = None
+    nested: tuple[NestedFilter, ...] = ()
+    visible: tuple[RelPath, ...] | None = None
+    #: ``visibleAttributes`` as written
+    visible_text: str | None = field(default=None, compare=False)
     _key: str = field(default="", init=False, compare=False, repr=False)
 
     @staticmethod
@@ -85,30 +148,53 @@ class ContentFilter:
         *,
         namespaces: Mapping[str, str] | None = None,
         id: str | None = None,
+        nested: Iterable[NestedFilter] = (),
+        visible: Iterable[str] | None = None,
     ) -> ContentFilter:
         """Compile a filter from text: conditions as ``(attribute, operatorId, values)``
-        or ``(attribute, operatorId, values, quantifier)``."""
+        or ``(attribute, operatorId, values, quantifier)``; ``visible`` as attribute paths
+        (``visibleAttributes``)."""
         t = compile_target_checked(target, namespaces)
-        conds = []
-        for spec in conditions:
-            if len(spec) not in (3, 4):
-                raise SubscriptionError(
-                    "a condition is (attribute, operatorId, values[, quantifier])"
-                )
-            values = (spec[2],) if isinstance(spec[2], str) else tuple(spec[2])
-            conds.append(
-                make_condition(spec[0], spec[1], values, spec[3] if len(spec) == 4 else None,
-                               namespaces=namespaces, target=t)
-            )
-        return ContentFilter(t, dedupe(conds), id)
+        where = None if t.type_name is not None else t
+        texts = None if visible is None else list(visible)
+        vis = None if texts is None else compile_visible(texts, namespaces, where)
+        return ContentFilter(t, _conditions(conditions, namespaces, where), id,
+                             _dedupe_nested(nested), vis,
+                             None if texts is None else " ".join(texts))
+
+    @property
+    def has_view(self) -> bool:
+        """Does the notification carry less than the whole event?"""
+        return bool(self.nested) or self.visible is not None
 
     def canonical(self) -> str:
         key = self._key
         if not key:
-            key = self.target.canonical() + "{" + ";".join(
-                sorted(c.canonical() for c in self.conditions)) + "}"
+            inner = sorted([c.canonical() for c in self.conditions]
+                           + [n.key for n in self.nested])
+            key = self.target.canonical() + "{" + ";".join(inner) + "}"
+            if self.visible is not None:
+                key += "visible(" + " ".join(sorted(p.key for p in self.visible)) + ")"
             object.__setattr__(self, "_key", key)
         return key
+
+
+def compile_visible(paths: Sequence[str], namespaces: Mapping[str, str] | None,
+                    target: Target | None, limits: XmlLimits = DEFAULT_LIMITS
+                    ) -> tuple[RelPath, ...]:
+    """``visibleAttributes``: attribute paths relative to the event root (as a condition's),
+    each an element (with its subtree) or an attribute the notification keeps."""
+    if not paths:
+        raise SubscriptionError("visibleAttributes names no path", field="visibleAttributes")
+    if len(paths) > limits.max_conditions:
+        raise SubscriptionError(f"more than {limits.max_conditions:,} visibleAttributes "
+                                "(max_conditions)", field="visibleAttributes")
+    out: dict[str, RelPath] = {}
+    for text in paths:
+        _check_size("visible attribute", text, limits.max_expression, "max_expression")
+        p = compile_path(text, namespaces, target)
+        out.setdefault(p.key, p)
+    return tuple(out.values())
 
 
 def dedupe(conds: Iterable[Condition]) -> tuple[Condition, ...]:
