@@ -78,3 +78,24 @@ def test_serve_answers_publish_and_subscribe() -> None:
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_types_file_and_views_in_the_cli(tmp_path: Path) -> None:
+    """``--types`` defines the hierarchy that a ``#Type`` target resolves through, and a
+    filter's ``visibleAttributes`` shapes the printed event."""
+    types = tmp_path / "types.toml"
+    types.write_text('[types]\nObjectEvent = ["//ObjectEvent"]\nEPCISEvent = ["#ObjectEvent"]\n')
+    subs = tmp_path / "subs.xml"
+    subs.write_text(
+        '<subscriptionList xmlns="http://www.adiwa.net/subscription/1.0" '
+        'xmlns:aff="http://www.adiwa.net/filter/1.0"><subscription><receiver>'
+        "<callbackMethod>HTTP</callbackMethod><callbackAddress>http://r/</callbackAddress>"
+        '</receiver><filterList><aff:contentFilter target="//#EPCISEvent" '
+        'visibleAttributes="bizLocation/id"/></filterList></subscription></subscriptionList>')
+    r = siftbus("-s", str(subs), "--types", str(types), "-i", MSG)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [x["event"] for x in lines] == [0, 1, 2]
+    for x in lines:
+        ev = etree.fromstring(x["xml"])
+        assert [c.tag for c in ev] == ["bizLocation"] and len(ev[0]) == 1

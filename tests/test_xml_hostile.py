@@ -107,6 +107,16 @@ BAD_SUBSCRIPTIONS: list[tuple[str, bytes, str]] = [
                                                 *map(str, range(100_000))))), "max_values"),
     ("5 kB path", sub_doc(cf("//x", cond("a/" * 2500, "attribute-exists"))),
      "max_expression"),
+    ("65-step path", sub_doc(cf("//x", cond("a/" * 64 + "a", "attribute-exists"))),
+     "64 steps"),
+    ("nested 9 deep", sub_doc('<aff:contentFilter target="//x">'
+                              + '<aff:contentFilter target="a">' * 9
+                              + "</aff:contentFilter>" * 10), "max_nesting"),
+    ("nested attribute target", sub_doc('<aff:contentFilter target="//x"><aff:contentFilter '
+                                        'target="@a"/></aff:contentFilter>'), "elements"),
+    ("empty visibleAttributes", sub_doc('<aff:contentFilter target="//x" '
+                                        'visibleAttributes=" "/>'), "visibleAttributes"),
+    ("type with a step", sub_doc(cf("#T/a")), "event type"),
 ]
 
 #: (name, message, text the error line must contain)
@@ -430,3 +440,25 @@ def test_the_cli_streams_a_200_mb_document(big_document: Path, from_stdin: bool)
     assert rc == 0
     assert len(out.splitlines()) == 1  # the area-01 event at the end
     assert peak < small_peak + 40 * 2**20, (peak / 2**20, small_peak / 2**20)
+
+
+#: (name, types file, text the error line must contain)
+BAD_TYPES: list[tuple[str, bytes, str]] = [
+    ("not toml", b"[types\n", "TOML"),
+    ("invalid utf-8", b"[types]\nA = ['\xff']\n", "TOML"),
+    ("nested 100,000 deep", b"x = " + b"[" * 100_000 + b"]" * 100_000, "TOML"),
+    ("not lists", b"[types]\nA = 3\n", "expected"),
+    ("a cycle", b"[types]\nA = ['#B']\nB = ['#A']\n", "own subtype"),
+    ("a wildcard", b"[types]\nA = ['//*']\n", "wildcard"),
+    ("a bad name", b"[types]\n'a b' = ['//x']\n", "event type name"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "where"), BAD_TYPES, ids=[c[0] for c in BAD_TYPES])
+def test_bad_types_files_through_the_cli(subs_file: Path, tmp_path: Path, name: str,
+                                         text: bytes, where: str) -> None:
+    bad = tmp_path / "types.toml"
+    bad.write_bytes(text)
+    line = run_bad(["xml-filter", "-s", str(subs_file), "--types", str(bad), "-i", "-"],
+                   stdin=MSG, where=where)
+    assert "types.toml" in line

@@ -41,6 +41,8 @@ def filter_files(
                             "or xml (a <notifications> document)."),
     all_events: bool = typer.Option(False, "--all", help="also print located events that "
                                     "matched nobody (json only)."),
+    types: Path = typer.Option(None, "--types", help="event-type hierarchy (TOML: "
+                               "[types] Name = [targets or #Subtypes], [namespaces])."),
     precheck: bool = typer.Option(True, "--precheck/--no-precheck",
                                   help="selectivity pre-check (sound version)."),
     strategy: str = typer.Option("access", help="access (default) or counting."),
@@ -64,6 +66,8 @@ def filter_files(
     from siftbus.xmlfilter import XmlEventFilter
 
     f = XmlEventFilter(precheck=precheck, strategy=strategy)  # type: ignore[arg-type]
+    if types is not None:
+        _load_types(f, types)
     for path in subscriptions:
         f.subscribe_xml(_read(path, "subscriptions"), source=str(path), default_method="cli",
                         sender="stdout")
@@ -71,6 +75,34 @@ def filter_files(
         _json_lines(f, input, all_events)
     else:
         _xml_document(f, input)
+
+
+def _load_types(f: XmlEventFilter, path: Path) -> None:
+    """The event-type hierarchy from a TOML file (``[types]`` and ``[namespaces]``)."""
+    import tomllib
+
+    from siftbus.errors import ConfigError
+
+    data = _read(path, "types")
+    if len(data) > 1 << 20:
+        raise ConfigError("a types file is at most 1 MiB", source=str(path))
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise ConfigError(f"not a TOML types file: {str(exc)[:200]}", source=str(path)) from None
+    types = doc.get("types", {})
+    namespaces = doc.get("namespaces", {})
+    if (not isinstance(types, dict) or not isinstance(namespaces, dict)
+            or not all(isinstance(v, list) and all(isinstance(t, str) for t in v)
+                       for v in types.values())
+            or not all(isinstance(v, str) for v in namespaces.values())):
+        raise ConfigError('expected [types] Name = ["//Target", "#Subtype"] and '
+                          '[namespaces] prefix = "uri"', source=str(path))
+    for name, entries in types.items():
+        try:
+            f.define_type(name, entries, namespaces)
+        except SiftbusError as exc:
+            raise exc.located(source=str(path)) from None
 
 
 def _messages(inputs: list[Path]) -> Iterator[tuple[int, str, IO[bytes]]]:
@@ -146,6 +178,7 @@ def serve(
                              "subscribe; this app serves both)."),
     subscriptions: list[Path] = typer.Option(None, "--subscriptions", "-s",
                                              help="subscriptions to register at start."),
+    types: Path = typer.Option(None, "--types", help="event-type hierarchy (TOML)."),
     max_body: int = typer.Option(64 * 1024 * 1024, help="bytes of one request body (413 "
                                  "beyond)."),
     max_request_seconds: float = typer.Option(60.0, help="seconds one request may compute "
@@ -159,6 +192,8 @@ def serve(
     if max_body < 1 or max_request_seconds <= 0:
         raise SiftbusError("--max-body and --max-request-seconds must be positive")
     f = XmlEventFilter()
+    if types is not None:
+        _load_types(f, types)
     for path in subscriptions or []:
         f.subscribe_xml(_read(path, "subscriptions"), source=str(path), default_method="HTTP",
                         sender="http://localhost/")

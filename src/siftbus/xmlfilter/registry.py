@@ -165,7 +165,8 @@ class Registry:
         return not (self._subs or self._targets or self._paths or self._slots
                     or self._constraints or self._nfilters or self._by_exact
                     or self._by_local or self._digests or self._fsize.any() or self._tries
-                    or self._by_chain or self._con_arr or any(self._con_filters)
+                    or any(hit[0] for hit in self._by_chain.values())
+                    or self._con_arr or any(self._con_filters)
                     or self._views or self._sub_types or any(f is not None for f in self._f_view)
                     or any(s is not None for s in self._f_sub) or not self._table.is_empty())
 

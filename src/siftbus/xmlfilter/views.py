@@ -119,7 +119,8 @@ class View:
         return View(f.visible, f.nested) if f.has_view else None
 
     def marks(self, el: Any) -> tuple[dict[int, int], dict[int, set[str]]]:
-        """(element id -> whole or bare, element id -> attributes kept) for this view."""
+        """(element id -> whole or bare, element id -> attributes kept) for this view; the
+        caller holds every element of ``el``'s subtree (see :func:`project`)."""
         removed: set[int] = set()
         _removed(el, self.nested, removed)
         state: dict[int, int] = {}
@@ -175,6 +176,9 @@ def _mark_whole(el: Any, removed: set[int], state: dict[int, int]) -> None:
 def project(el: Any, views: Iterable[View]) -> bytes:
     """The event ``el`` as the union of ``views`` shows it, serialised like a notification
     (UTF-8, no declaration, every namespace in scope declared on the root)."""
+    # elements are told apart by id(): every proxy of the subtree is held for the
+    # duration, so that lxml hands out the same one for a node and no id is reused
+    pinned = list(el.iter())
     state: dict[int, int] = {}
     attrs: dict[int, set[str]] = {}
     for v in views:
@@ -187,6 +191,7 @@ def project(el: Any, views: Iterable[View]) -> bytes:
     if id(el) not in state:  # nothing to show but the event root itself
         state[id(el)] = _BARE
     copy = _copy(el, state, attrs)
+    del pinned
     return etree.tostring(copy, encoding="UTF-8", xml_declaration=False, with_tail=False)
 
 
