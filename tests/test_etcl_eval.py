@@ -150,16 +150,17 @@ def test_bendt_expressions() -> None:
 
 
 def test_extraction_is_cached_per_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
-    import siftbus.lang.etcl as etcl
+    import siftbus.lang.etcl.evaluate as evaluate
+    from siftbus.lang.etcl import Path
 
     calls = []
-    real = etcl.resolve
+    real = evaluate.resolve
 
-    def counting(path: etcl.Path, event: object) -> object:
+    def counting(path: Path, event: object) -> object:
         calls.append(path.text)
         return real(path, event)
 
-    monkeypatch.setattr(etcl, "resolve", counting)
+    monkeypatch.setattr(evaluate, "resolve", counting)
     c = parse_constraint("exist $.nested.value and $.nested.value > 2 and $.nested.value < 9")
     assert c.evaluate({"nested": {"value": 3}})
     assert calls == ["$.nested.value"]

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from siftbus.channel.event import StructuredEvent
-from siftbus.lang.etcl import ConstraintIndex, conjuncts, num_key, parse_constraint
+from siftbus.channel.filter_index import ConstraintIndex
+from siftbus.lang.etcl import conjuncts, num_key, parse_constraint
 
 ENGINE = "index"  # the reference engine is the oracle behind IndexMatcher already
 FIELDS = ["x", "s"]

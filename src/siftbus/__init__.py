@@ -25,7 +25,13 @@ from siftbus.errors import (
     WireError,
     XmlFilterError,
 )
-from siftbus.lang import format_profile, load_profiles, parse_profile, parse_profiles
+from siftbus.lang import (
+    ProfileLimits,
+    format_profile,
+    load_profiles,
+    parse_profile,
+    parse_profiles,
+)
 from siftbus.match import Matcher, ReferenceMatcher
 from siftbus.match.engines import make_matcher
 from siftbus.model import (
@@ -41,10 +47,13 @@ from siftbus.model import (
     Schema,
     StringConstraint,
     StringDomain,
+    TextLimits,
     load_schema,
     parse_event,
+    parse_json_line,
     parse_schema,
     read_events,
+    read_lines,
 )
 
 if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and editors
@@ -59,12 +68,12 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
         MappingFilter,
         StructuredEvent,
     )
-    from siftbus.channel.service import ChannelClient, ChannelService
+    from siftbus.channel.remote import ChannelClient, ChannelService
     from siftbus.client import Client, SyncClient, connect
     from siftbus.covering import (
         CoveringIndex,
         FilterPoset,
-        Forwarder,
+        ForwardingTable,
         PosetForest,
         Relation,
         Update,
@@ -79,6 +88,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.match.counting import CountingMatcher
     from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
     from siftbus.spark.pipeline import Pipeline, run_files
+    from siftbus.wire.limits import Limits
     from siftbus.xmlfilter import XmlEventFilter, parse_subscriptions
 
 __version__ = "0.1.0"
@@ -102,7 +112,7 @@ _LAZY = {
     "CoveringIndex": "siftbus.covering",
     "FilterPoset": "siftbus.covering",
     "PosetForest": "siftbus.covering",
-    "Forwarder": "siftbus.covering",
+    "ForwardingTable": "siftbus.covering",
     "Update": "siftbus.covering",
     # broker network and its client library
     "BrokerNode": "siftbus.broker.node",
@@ -112,14 +122,15 @@ _LAZY = {
     "Client": "siftbus.client",
     "SyncClient": "siftbus.client",
     "connect": "siftbus.client",
+    "Limits": "siftbus.wire.limits",
     # notification channels (CORBA Notification Service model, ETCL filters)
     "EventChannelFactory": "siftbus.channel",
     "EventChannel": "siftbus.channel",
     "StructuredEvent": "siftbus.channel",
     "Filter": "siftbus.channel",
     "MappingFilter": "siftbus.channel",
-    "ChannelService": "siftbus.channel.service",
-    "ChannelClient": "siftbus.channel.service",
+    "ChannelService": "siftbus.channel.remote",
+    "ChannelClient": "siftbus.channel.remote",
     # XML event filter
     "XmlEventFilter": "siftbus.xmlfilter",
     "parse_subscriptions": "siftbus.xmlfilter",
@@ -157,7 +168,12 @@ __all__ = [
     "parse_event",
     "parse_schema",
     "read_events",
+    # reading text input: one rule for line files, safe JSON, limits
+    "TextLimits",
+    "read_lines",
+    "parse_json_line",
     # languages
+    "ProfileLimits",
     "format_profile",
     "load_profiles",
     "parse_profile",
@@ -183,7 +199,7 @@ __all__ = [
     "CoveringIndex",
     "FilterPoset",
     "PosetForest",
-    "Forwarder",
+    "ForwardingTable",
     "Update",
     # broker network and client library
     "BrokerNode",
@@ -193,6 +209,7 @@ __all__ = [
     "Client",
     "SyncClient",
     "connect",
+    "Limits",
     # notification channels
     "EventChannelFactory",
     "EventChannel",

@@ -62,15 +62,16 @@ def broker_cmd(
                         format=f"%(asctime)s {name} %(levelname)s %(message)s")
 
     async def main() -> None:
+        from siftbus.wire.signals import stop_on_signals
+
+        stop = asyncio.Event()
+        # SIGTERM/SIGINT stop the broker even while a request keeps its loop busy
+        stop_on_signals(asyncio.get_running_loop(), stop.set, name=f"broker {name}")
         server = net.server(name)
         await server.start()
         b = net.broker(name)
         print(f"broker {name} ({net.protocol}/{net.strategy}) listening on "
               f"{b.host}:{server.port}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await server.close()
 
@@ -210,22 +211,19 @@ def publish_cmd(
 
     async def main() -> int:
         from siftbus.client import Client
-        from siftbus.model import iter_event_lines
+        from siftbus.model import read_events
 
         c = await Client.connect(host, port)
         n = 0
         try:
             assert c.schema is not None
-            stream = sys.stdin if str(events) == "-" else events.open(encoding="utf-8")
             buf = []
-            with stream:
-                for item in iter_event_lines(stream, c.schema, source=str(events)):
-                    if isinstance(item, Exception):
-                        raise item
-                    buf.append(item)
-                    if len(buf) >= batch:
-                        n += await c.publish_batch(buf, ack=True)
-                        buf = []
+            source = sys.stdin.buffer if str(events) == "-" else events
+            for item in read_events(source, c.schema, source=str(events)):
+                buf.append(item)
+                if len(buf) >= batch:
+                    n += await c.publish_batch(buf, ack=True)
+                    buf = []
             if buf:
                 n += await c.publish_batch(buf, ack=True)
         finally:
@@ -263,6 +261,8 @@ def subscribe_cmd(
 
         def show(n: Notification) -> None:
             nonlocal got
+            if count and got >= count:
+                return  # the rest of the frame that reached the count
             print(event_json(n), flush=True)
             got += 1
             if count and got >= count:

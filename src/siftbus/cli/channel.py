@@ -1,27 +1,28 @@
-"""``siftbus channel create|list|destroy|serve`` and ``siftbus etcl eval``."""
+"""``siftbus channel create|list|destroy|serve`` (``siftbus etcl`` is in cli/etcl.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from siftbus.errors import ConfigError, EventError, SiftbusError
+from siftbus.errors import ConfigError, excerpt
+from siftbus.model.textio import parse_json_line
+
+MAX_OPTION_TEXT = 1024 * 1024
+"""Longest JSON text ``--qos``/``--admin`` take (bytes of characters)."""
 
 
 def _json_option(text: str | None, what: str) -> dict[str, Any]:
     if not text:
         return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--{what} is not JSON: {exc.msg}", column=exc.colno,
-                          field=what) from None
+    if len(text) > MAX_OPTION_TEXT:
+        raise ConfigError(f"--{what} is longer than {MAX_OPTION_TEXT} characters", field=what)
+    value = parse_json_line(text, source=f"--{what}", kind=ConfigError)
     if not isinstance(value, dict):
         raise ConfigError(f"--{what} must be a JSON object", field=what)
     return value
@@ -29,13 +30,14 @@ def _json_option(text: str | None, what: str) -> dict[str, Any]:
 
 def _server(addr: str) -> tuple[str, int]:
     host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(f"--server must be HOST:PORT, got {addr!r}", field="server")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--server must be HOST:PORT (port 1-65535), got {excerpt(addr)}",
+                          field="server")
     return host, int(port)
 
 
 def _remote(addr: str, method: str, **args: Any) -> Any:
-    from siftbus.channel.service import ChannelClient
+    from siftbus.channel.remote import ChannelClient
 
     host, port = _server(addr)
 
@@ -51,7 +53,7 @@ def _remote(addr: str, method: str, **args: Any) -> Any:
 
 def _local(store: Path, method: str, **args: Any) -> Any:
     from siftbus.channel import EventChannelFactory
-    from siftbus.channel.service import ChannelService
+    from siftbus.channel.remote import ChannelService
 
     with EventChannelFactory(store, dispatch=False) as factory:
         return ChannelService(factory)(method, args)
@@ -76,10 +78,7 @@ StoreOpt = Annotated[Path | None, typer.Option(
 def register(app: typer.Typer) -> None:
     channel_app = typer.Typer(help="Notification channels (CORBA Notification Service model).",
                               no_args_is_help=True)
-    etcl_app = typer.Typer(help="The Extended Trader Constraint Language.",
-                           no_args_is_help=True)
     app.add_typer(channel_app, name="channel")
-    app.add_typer(etcl_app, name="etcl")
 
     @channel_app.command("create")
     def create_cmd(
@@ -135,58 +134,8 @@ def register(app: typer.Typer) -> None:
         = None,
     ) -> None:
         """Run the channel service (standalone; see docs/channels.md for the broker)."""
-        from siftbus.channel.server import serve
+        from siftbus.channel.remote import serve
 
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve(str(store) if store else None, host, port,
                               str(port_file) if port_file else None))
-
-    @etcl_app.command("eval")
-    def eval_cmd(
-        constraint: Annotated[str, typer.Option(help="the ETCL constraint")],
-        events: Annotated[Path, typer.Option(
-            help="structured events, JSON lines ('-' for stdin)")],
-        event_type: Annotated[list[str] | None, typer.Option(
-            "--type", help="DOMAIN,TYPE the constraint applies to (repeatable; '*' wildcards)")]
-        = None,
-        explain: Annotated[bool, typer.Option(help="say why an event did not match")] = False,
-    ) -> None:
-        """Print true or false for each event (one line per event)."""
-        from siftbus.channel.event import StructuredEvent
-        from siftbus.lang.etcl import event_type_of, from_json_value, parse_constraint, types_match
-
-        c = parse_constraint(constraint, source="--constraint")
-        types = []
-        for t in event_type or []:
-            d, sep, tname = t.partition(",")
-            if not sep:
-                raise ConfigError(f"--type must be DOMAIN,TYPE, got {t!r}", field="type")
-            types.append((d, tname))
-        fh = sys.stdin if str(events) == "-" else None
-        if fh is None and not events.is_file():
-            raise EventError(f"event file {events} does not exist", source=str(events))
-        stream = fh if fh is not None else events.open(encoding="utf-8")
-        try:
-            for n, line in enumerate(stream, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    data = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise EventError(f"invalid JSON: {exc.msg}", source=str(events), line=n,
-                                     column=exc.colno) from None
-                try:
-                    if isinstance(data, dict) and set(data) == {"any"}:
-                        e: Any = from_json_value(data["any"])
-                    else:
-                        e = StructuredEvent.from_dict(data)
-                except SiftbusError as exc:
-                    raise exc.located(source=str(events), line=n, column=1) from None
-                ok = types_match(types, *event_type_of(e))
-                if explain:
-                    print(c.explain(e) if ok else "false (event type not covered)")
-                else:
-                    print("true" if ok and c.evaluate(e) else "false")
-        finally:
-            if fh is None:
-                stream.close()
