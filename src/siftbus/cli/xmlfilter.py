@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING
 import typer
 
 from siftbus.errors import SiftbusError
+from siftbus.security.policy import OPEN, SecurityPolicy
 
 if TYPE_CHECKING:
     from siftbus.xmlfilter import XmlEventFilter
@@ -183,6 +184,12 @@ def serve(
                                  "beyond)."),
     max_request_seconds: float = typer.Option(60.0, help="seconds one request may compute "
                                               "(503 beyond)."),
+    config: Path = typer.Option(None, "--config", help="network config whose [security] "
+                                "applies: bearer tokens, rights, callback prefixes."),
+    cert: Path = typer.Option(None, "--cert", help="the server's certificate (HTTPS)."),
+    key: Path = typer.Option(None, "--key", help="key of --cert."),
+    insecure: bool = typer.Option(False, "--insecure", help="listen on a non-loopback "
+                                  "address without TLS and authentication (logged loudly)."),
 ) -> None:
     """Serve POST /publish, POST|GET /subscriptions, DELETE /subscriptions/{id}, GET /stats."""
     from siftbus.xmlfilter import XmlEventFilter
@@ -198,7 +205,22 @@ def serve(
         f.subscribe_xml(_read(path, "subscriptions"), source=str(path), default_method="HTTP",
                         sender="http://localhost/")
     limits = XmlLimits(max_body=max_body, max_request_seconds=max_request_seconds)
-    run_server(create_app(f, limits=limits), host, port)
+    # security: the hook at the HTTP boundary (siftbus.xmlfilter.http_security)
+    from siftbus.xmlfilter.http_security import secure_app, server_security
+
+    guard, tls = server_security(_policy(config), cert, key, host=host, insecure=insecure)
+    inner = create_app(f, limits=limits)
+    run_server(secure_app(inner, guard, max_body=max_body), host, port, inner=inner,
+               tls=tls)
+
+
+def _policy(config: Path | None) -> SecurityPolicy:
+    """The ``[security]`` policy of a network config (open without one)."""
+    if config is None:
+        return OPEN
+    from siftbus.broker.config import load_network
+
+    return load_network(config).security
 
 
 def register(app: typer.Typer) -> None:

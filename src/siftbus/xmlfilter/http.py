@@ -32,7 +32,7 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from types import FrameType
 from typing import Any
 
@@ -334,11 +334,14 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def run_server(app: FastAPI, host: str, port: int, *, log_level: str = "info",
+def run_server(app: Any, host: str, port: int, *, inner: FastAPI | None = None,
+               tls: Mapping[str, Any] | None = None, log_level: str = "info",
                graceful_seconds: int = 5) -> None:
     """Serve ``app`` until SIGINT/SIGTERM. A signal stops the requests in flight (their
     work checks a :class:`Guard`), and connections still open after ``graceful_seconds``
-    are closed, so the process ends promptly whatever a request was doing."""
+    are closed, so the process ends promptly whatever a request was doing. ``inner`` is
+    the app of :func:`create_app` when ``app`` wraps it (the security hook); ``tls`` the
+    uvicorn TLS arguments."""
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                            timeout_graceful_shutdown=graceful_seconds)
-    _Server(config, app.state.stopping).run()
+                            timeout_graceful_shutdown=graceful_seconds, **(tls or {}))
+    _Server(config, (inner or app).state.stopping).run()
