@@ -13,7 +13,9 @@ from lxml import etree
 
 from siftbus.xmlfilter import XmlEventFilter
 from siftbus.xmlfilter.http import create_app
-from xml_servers import serve
+from xml_servers import Running, serve
+
+__all__ = ["APPENDIX6", "APPENDIX7", "Running", "receiver_app", "serve"]  # test_security_xml
 
 DATA = Path(__file__).parent / "data" / "xml"
 APPENDIX6 = (DATA / "appendix6_subscriptions.xml").read_bytes()
