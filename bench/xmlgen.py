@@ -104,9 +104,11 @@ def object_events(count: int, seed: int = 1, universe: Universe | None = None) -
 
 
 def epcis_messages(count: int, *, per_message: int = 10_000, seed: int = 1,
-                   universe: Universe | None = None) -> Iterator[bytes]:
-    """EPCISDocuments carrying ``count`` events in total, at most ``per_message`` each."""
-    events = object_events(count, seed, universe)
+                   universe: Universe | None = None, workload: str = "sparse"
+                   ) -> Iterator[bytes]:
+    """EPCISDocuments carrying ``count`` events in total, at most ``per_message`` each
+    (drawn from the universe of ``workload``, :data:`UNIVERSES`)."""
+    events = object_events(count, seed, universe or UNIVERSES[workload])
     for i in range(0, len(events), per_message):
         body = "".join(events[i : i + per_message])
         yield (
@@ -165,14 +167,76 @@ def _random_filter(rnd: random.Random, u: Universe) -> ContentFilter:
     return ContentFilter.build("//ObjectEvent", conds, namespaces={"ext": EXT_NS})
 
 
+def _dense_filter(rnd: random.Random, u: Universe) -> ContentFilter:
+    """Broad conditions from small pools: an event satisfies many of them, and thousands
+    of filters share each one (hundreds of matches per event at 10,000)."""
+    conds: list[tuple[str, str, list[str], str] | tuple[str, str, list[str]]] = []
+    for _ in range(rnd.randint(1, 3)):
+        kind = rnd.random()
+        if kind < 0.25:
+            conds.append(("bizStep", "string-in-set", rnd.sample(BIZSTEPS, 8)))
+        elif kind < 0.45:
+            conds.append(("action", "string-equals", [rnd.choice(ACTIONS)]))
+        elif kind < 0.65:
+            conds.append(("disposition", "string-in-set", rnd.sample(DISPOSITIONS, 5)))
+        elif kind < 0.8:
+            conds.append(("ext:temperature", rnd.choice(["numeric-gt", "numeric-lt"]),
+                          [str(rnd.randrange(-20, 40))]))
+        else:
+            plant = rnd.randrange(min(u.plants, 6))
+            conds.append(("readPoint/id", "string-match", [f"urn:epc:id:sgln:{plant:07d}.*"]))
+    return ContentFilter.build("//ObjectEvent", conds, namespaces={"ext": EXT_NS})
+
+
+def _equality_filter(rnd: random.Random, u: Universe) -> ContentFilter:
+    """Only ``string-equals``: one selective field and up to two broad ones."""
+    conds: list[tuple[str, str, list[str]]] = [
+        ("readPoint/id", "string-equals", [u.reader(rnd)]) if rnd.random() < 0.6 else
+        ("bizLocation/id", "string-equals", [u.location(rnd)])]
+    for _ in range(rnd.choice([0, 1, 2])):
+        if rnd.random() < 0.5:
+            conds.append(("bizStep", "string-equals", [rnd.choice(BIZSTEPS)]))
+        else:
+            conds.append(("action", "string-equals", [rnd.choice(ACTIONS)]))
+    return ContentFilter.build("//ObjectEvent", conds)
+
+
+def _range_filter(rnd: random.Random, u: Universe) -> ContentFilter:
+    """Ranges: EPC serial ranges of the parts of a few suppliers (the interval index), and
+    temperature windows with decimal bounds (two numeric comparisons)."""
+    conds: list[tuple[str, str, list[str], str] | tuple[str, str, list[str]]] = []
+    if rnd.random() < 0.6:
+        lo = rnd.randrange(0, 200_000)
+        conds.append(("epcList/epc", "match-epc",
+                      [f"urn:epc:idpat:sgtin:{rnd.randrange(3):07d}.{rnd.randrange(4):06d}."
+                       f"[{lo}-{lo + rnd.randrange(1, 20_000)}]"], "any"))
+    if not conds or rnd.random() < 0.5:
+        low = rnd.uniform(-20, 30)
+        conds.append(("ext:temperature", "numeric-ge", [f"{low:.1f}"]))
+        conds.append(("ext:temperature", "numeric-lt", [f"{low + rnd.uniform(1, 15):.1f}"]))
+    return ContentFilter.build("//ObjectEvent", conds, namespaces={"ext": EXT_NS})
+
+
+#: workload name -> filter generator; "sparse" is the thesis-like EPCIS scenario
+WORKLOADS = {"sparse": _random_filter, "dense": _dense_filter, "equality": _equality_filter,
+             "range": _range_filter}
+#: the event universe each workload's subscriptions are drawn against (range: three
+#: suppliers with four part types each, so that serial ranges meet the events' parts)
+UNIVERSES = {"sparse": Universe(), "dense": Universe(), "equality": Universe(),
+             "range": Universe(companies=3, items=4)}
+
+
 def subscriptions(count: int, seed: int = 2, universe: Universe | None = None,
-                  receivers: int | None = None) -> list[Subscription]:
+                  receivers: int | None = None, workload: str = "sparse"
+                  ) -> list[Subscription]:
     """``count`` distinct subscriptions: the three fixed ones, then random ones.
 
     Receivers are drawn from a pool of ``receivers`` (default count // 2), so many receivers
     have several subscriptions; one in ten subscriptions has two filters (a disjunction).
+    ``workload`` picks the random filters (:data:`WORKLOADS`).
     """
-    u = universe or Universe()
+    u = universe or UNIVERSES[workload]
+    make = WORKLOADS[workload]
     rnd = random.Random(seed)
     pool = receivers or max(1, count // 2)
     out: list[Subscription] = []
@@ -183,7 +247,7 @@ def subscriptions(count: int, seed: int = 2, universe: Universe | None = None,
         seen.add(s.digest)
     i = 0
     while len(out) < count:
-        filters = [_random_filter(rnd, u) for _ in range(2 if rnd.random() < 0.1 else 1)]
+        filters = [make(rnd, u) for _ in range(2 if rnd.random() < 0.1 else 1)]
         rec = Receiver("HTTP", f"http://subscriber-{rnd.randrange(pool)}.example/notify")
         s = Subscription.build(rec, filters, id=f"s{i}")
         i += 1
@@ -199,15 +263,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--per-message", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="sparse")
     ap.add_argument("--out", default="-")
     args = ap.parse_args(argv)
     out = sys.stdout.buffer if args.out == "-" else open(args.out, "wb")  # noqa: SIM115
     try:
         if args.what == "events":
-            for msg in epcis_messages(args.count, per_message=args.per_message, seed=args.seed):
+            for msg in epcis_messages(args.count, per_message=args.per_message, seed=args.seed,
+                                      workload=args.workload):
                 out.write(msg + b"\n")
         else:
-            out.write(to_xml(subscriptions(args.count, seed=args.seed), {"ext": EXT_NS}))
+            out.write(to_xml(subscriptions(args.count, seed=args.seed,
+                                           workload=args.workload), {"ext": EXT_NS}))
     finally:
         if out is not sys.stdout.buffer:
             out.close()

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from lxml import etree
 
+from xml_servers import start_cli_server
+
 DATA = Path(__file__).parent / "data" / "xml"
 SUBS = str(DATA / "appendix6_subscriptions.xml")
 MSG = str(DATA / "appendix7_message.xml")
@@ -54,32 +56,10 @@ def test_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_serve_answers_publish_and_subscribe() -> None:
     """``siftbus xml-filter serve`` as a user starts it: the endpoint takes subscriptions and
     messages over HTTP and keeps serving after a bad request."""
-    import queue
-    import re
-    import threading
-
     import httpx
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "siftbus", "xml-filter", "serve", "--port", "0", "-s", SUBS],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-    assert proc.stderr is not None
-    stderr = proc.stderr
-    threading.Thread(target=lambda: [lines.put(x) for x in stderr], daemon=True).start()
+    proc, url = start_cli_server("-s", SUBS)
     try:
-        url = None
-        for _ in range(600):  # uvicorn names the port it bound; 60 s at most
-            try:
-                line = lines.get(timeout=0.1)
-            except queue.Empty:
-                assert proc.poll() is None, "server exited"
-                continue
-            m = re.search(r"running on (http://127\.0\.0\.1:\d+)", line)
-            if m:
-                url = m.group(1)
-                break
-        assert url is not None
         with httpx.Client(base_url=url, timeout=30) as c:
             ids = c.get("/subscriptions").json()["ids"]
             assert len(ids) == 3
@@ -98,3 +78,24 @@ def test_serve_answers_publish_and_subscribe() -> None:
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_types_file_and_views_in_the_cli(tmp_path: Path) -> None:
+    """``--types`` defines the hierarchy that a ``#Type`` target resolves through, and a
+    filter's ``visibleAttributes`` shapes the printed event."""
+    types = tmp_path / "types.toml"
+    types.write_text('[types]\nObjectEvent = ["//ObjectEvent"]\nEPCISEvent = ["#ObjectEvent"]\n')
+    subs = tmp_path / "subs.xml"
+    subs.write_text(
+        '<subscriptionList xmlns="http://www.adiwa.net/subscription/1.0" '
+        'xmlns:aff="http://www.adiwa.net/filter/1.0"><subscription><receiver>'
+        "<callbackMethod>HTTP</callbackMethod><callbackAddress>http://r/</callbackAddress>"
+        '</receiver><filterList><aff:contentFilter target="//#EPCISEvent" '
+        'visibleAttributes="bizLocation/id"/></filterList></subscription></subscriptionList>')
+    r = siftbus("-s", str(subs), "--types", str(types), "-i", MSG)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [x["event"] for x in lines] == [0, 1, 2]
+    for x in lines:
+        ev = etree.fromstring(x["xml"])
+        assert [c.tag for c in ev] == ["bizLocation"] and len(ev[0]) == 1

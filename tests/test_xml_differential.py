@@ -15,7 +15,7 @@ CONFIGS = [
     {"strategy": "access", "precheck": True, "precheck_rounds": 1},
     {"strategy": "access", "precheck": True, "precheck_rounds": 8},
     {"strategy": "access", "precheck": False},
-    {"strategy": "access", "precheck": True, "rebalance_min": 2},
+    {"strategy": "access", "precheck": True, "compile_min": 2},
     {"strategy": "counting", "precheck": True, "precheck_rounds": 2},
     {"strategy": "counting", "precheck": False},
 ]
@@ -62,7 +62,7 @@ def test_interleaved_subscribe_unsubscribe(
 ) -> None:
     """Churn between messages and between the events of one message; after each step the
     engine agrees with the oracle on the current set; removing everything empties it."""
-    f = XmlEventFilter(precheck=precheck, precheck_rounds=2, rebalance_min=3)
+    f = XmlEventFilter(precheck=precheck, precheck_rounds=2, compile_min=3)
     ref = XPathReference()
     # one permanent subscription per target keeps the set of located events stable, so the
     # i-th event of the message is the same element whatever else is registered
@@ -112,7 +112,7 @@ def test_interleaved_subscribe_unsubscribe(
 def test_add_remove_every_order_leaves_nothing(subs: list[Subscription], seed: int,
                                                strategy: str) -> None:
     rnd = random.Random(seed)
-    f = XmlEventFilter(strategy=strategy, rebalance_min=2)  # type: ignore[arg-type]
+    f = XmlEventFilter(strategy=strategy, compile_min=2)  # type: ignore[arg-type]
     order = list(subs)
     rnd.shuffle(order)
     for s in order:

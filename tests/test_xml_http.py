@@ -2,49 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request, Response
 from lxml import etree
 
 from siftbus.xmlfilter import XmlEventFilter
 from siftbus.xmlfilter.http import create_app
+from xml_servers import Running, serve
+
+__all__ = ["APPENDIX6", "APPENDIX7", "Running", "receiver_app", "serve"]  # test_security_xml
 
 DATA = Path(__file__).parent / "data" / "xml"
 APPENDIX6 = (DATA / "appendix6_subscriptions.xml").read_bytes()
 APPENDIX7 = (DATA / "appendix7_message.xml").read_bytes()
-
-
-class Running:
-    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None]) -> None:
-        self.server = server
-        self.task = task
-        sock = server.servers[0].sockets[0]
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-
-    async def stop(self) -> None:
-        self.server.should_exit = True
-        await asyncio.wait_for(self.task, 10)
-
-
-async def serve(app: FastAPI) -> Running:
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    for _ in range(500):
-        if server.started:
-            break
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    assert server.started
-    return Running(server, task)
 
 
 def receiver_app(inbox: list[tuple[str, bytes, dict[str, str]]], fail: bool = False) -> FastAPI:
@@ -160,3 +135,54 @@ async def test_notifier_counts_refusals() -> None:
     finally:
         await notifier.aclose()
         await recv.stop()
+
+
+TYPED = b"""<subscriptionList xmlns="http://www.adiwa.net/subscription/1.0"
+  xmlns:aff="http://www.adiwa.net/filter/1.0"><subscription id="typed">
+  <receiver><callbackMethod>HTTP</callbackMethod><callbackAddress>http://127.0.0.1:9/x
+  </callbackAddress></receiver><timeoutInSeconds>600</timeoutInSeconds>
+  <filterList><aff:contentFilter target="#ObjectEvent"/></filterList>
+</subscription></subscriptionList>"""
+
+
+async def test_subscription_manager_and_types_over_http(servers: dict[str, Any]) -> None:
+    """WS-Notification's operations on a real server: GetStatus, Renew, Pause, Resume,
+    Unsubscribe; and the event-type hierarchy that ``#ObjectEvent`` resolves through."""
+    url = servers["broker"]
+    async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+        assert (await c.post("/subscriptions", content=TYPED)).status_code == 201
+
+        async def matched() -> list[list[str]]:
+            r = await c.post("/publish?deliver=false", content=APPENDIX7)
+            return [n["subscriptions"] for n in r.json()["notifications"]]
+
+        assert await matched() == []  # the type is not defined yet
+        r = await c.put("/types/ObjectEvent", json={"targets": ["//ObjectEvent"]})
+        assert r.status_code == 200, r.text
+        assert (await c.get("/types")).json() == {"ObjectEvent": ["//ObjectEvent"]}
+        assert await matched() == [["typed"]] * 3
+        st = (await c.get("/subscriptions/typed")).json()
+        assert st["state"] == "active" and st["timeoutInSeconds"] == 600
+        assert 0 < st["expiresIn"] <= 600
+        st = (await c.post("/subscriptions/typed/renew?timeout=30")).json()
+        assert st["timeoutInSeconds"] == 30 and 0 < st["expiresIn"] <= 30
+        st = (await c.post("/subscriptions/typed/pause")).json()
+        assert st["state"] == "paused"
+        assert await matched() == []
+        assert (await c.get("/subscriptions")).json() == {"ids": [], "paused": ["typed"]}
+        st = (await c.post("/subscriptions/typed/resume")).json()
+        assert st["state"] == "active"
+        assert await matched() == [["typed"]] * 3
+        # bad requests: unknown ids, a cycle, bodies that are not the JSON asked for
+        assert (await c.get("/subscriptions/nope")).status_code == 404
+        assert (await c.post("/subscriptions/nope/pause")).status_code == 404
+        assert (await c.post("/subscriptions/typed/renew?timeout=0")).status_code == 400
+        r = await c.put("/types/A", json={"targets": ["#A"]})
+        assert r.status_code == 400 and "own subtype" in r.json()["error"]
+        for body in (b"[" * 100_000, b"\xff", b"[]", b'{"targets": [1]}', b'{"targets": "x"}'):
+            r = await c.put("/types/B", content=body)
+            assert r.status_code == 400, body[:20]
+        assert (await c.delete("/types/ObjectEvent")).status_code == 200
+        assert await matched() == []
+        assert (await c.delete("/subscriptions/typed")).status_code == 200
+        assert (await c.get("/subscriptions/typed")).status_code == 404

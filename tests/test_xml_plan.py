@@ -1,9 +1,9 @@
-"""The access strategy's per-constraint candidate plans (tuples built on first use from the
-candidate tables) against the XPath oracle and against the tables themselves.
+"""The access strategy's table (a compiled snapshot on integer arrays and a delta of the
+filters changed since) against the XPath oracle and against the matcher's registry.
 
 The workload is dense on purpose: few paths and values and up to four conditions per
-filter, so that many filters share an access constraint and the rarest other constraint,
-which is what the plan's groups are made of.
+filter, so that many filters share an access constraint, and ``compile_min`` is small,
+so that matching runs on every mix of snapshot, delta and removed filters.
 """
 
 from __future__ import annotations
@@ -54,31 +54,15 @@ def dense_subscriptions(draw: Any) -> list[Subscription]:
     return out
 
 
-def check_plans(m: XmlMatcher) -> None:
-    """Every cached plan equals one built afresh from the tables, and the plans reference
-    exactly the registered filters that have conditions (so unsubscribe left none behind)."""
-    in_plans: set[int] = set()
-    for con in m._cons.values():
-        cached = con.plan
-        fresh = con.make_plan()
-        if cached is not None:
-            assert cached == fresh, con.key
-        single, pair, multi = fresh
-        fids = [r.fid for r in single]
-        fids += [r.fid for _, g in pair for r in g]
-        for first, group in multi:
-            for rest, rec in group:
-                fids.append(rec.fid)
-                # the group's key and the rest are the filter's other constraints, and a
-                # filter of three or more constraints has at least two of them
-                assert {first.cid, *(k.cid for k in rest), con.cid} == set(rec.cids)
-                assert rest
-        assert len(fids) == len(set(fids)) == len(con.access)
-        assert set(fids) == con.access
-        in_plans |= con.access
-        con.plan = cached  # leave the matcher's state as it was
-    with_conditions = {fid for fid, rec in m._filters.items() if rec.cids}
-    assert in_plans == with_conditions
+def check_table(m: XmlMatcher) -> None:
+    """The access table (compiled snapshot and delta) holds exactly the registered filters
+    that have conditions, each once, under one of its own constraints and with all the
+    others (so unsubscribe left none behind and compiling lost none)."""
+    entries = m._table.snapshot_entries()
+    want = sorted(fid for fid, sid in enumerate(m._f_sub) if sid is not None and m._f_cids[fid])
+    assert [e[0] for e in entries] == want
+    for fid, access, others in entries:
+        assert sorted((access, *others)) == sorted(m._f_cids[fid])
 
 
 def view(f: XmlEventFilter, doc: bytes) -> list[tuple[Any, ...]]:
@@ -95,12 +79,12 @@ def oracle(ref: XPathReference, doc: bytes) -> list[tuple[Any, ...]]:
 def test_dense_filters_equal_xpath_oracle(subs: list[Subscription], docs: list[bytes],
                                           precheck: bool) -> None:
     ref = XPathReference(subs, mode="xpath")
-    f = XmlEventFilter(precheck=precheck, rebalance_min=4)
+    f = XmlEventFilter(precheck=precheck, compile_min=4)
     for s in subs:
         f.subscribe(s)
     for doc in docs:
         assert view(f, doc) == oracle(ref, doc)
-    check_plans(f.matcher)
+    check_table(f.matcher)
 
 
 @SETTINGS
@@ -110,9 +94,9 @@ def test_dense_filters_equal_xpath_oracle(subs: list[Subscription], docs: list[b
 def test_plans_follow_subscribe_and_unsubscribe(
     subs: list[Subscription], doc: bytes, ops: list[tuple[bool, int]], precheck: bool
 ) -> None:
-    """Plans are built while matching and must be dropped by every change that touches
-    their tables: match after every operation, compare with the oracle and the tables."""
-    f = XmlEventFilter(precheck=precheck, rebalance_min=3)
+    """Changes go to the delta and the table is compiled again as they pile up: match
+    after every operation, compare with the oracle and the registry."""
+    f = XmlEventFilter(precheck=precheck, compile_min=3)
     ref = XPathReference()
     active: set[str] = set()
     for add, k in ops:
@@ -129,8 +113,47 @@ def test_plans_follow_subscribe_and_unsubscribe(
             ref.remove(sid)
             active.discard(sid)
         assert view(f, doc) == oracle(ref, doc)
-        check_plans(f.matcher)
+        check_table(f.matcher)
     for sid in sorted(active):
         f.unsubscribe(sid)
-        check_plans(f.matcher)
+        check_table(f.matcher)
     assert f.matcher.is_empty_index()
+
+
+@settings(max_examples=200, deadline=None)
+@given(vals=st.lists(st.integers(0, 50_000), max_size=400), spread=st.booleans())
+def test_kernel_sorts_and_dedupes_ranks(vals: list[int], spread: bool) -> None:
+    """The kernel's three ways to sort matched ranks (insertion for a few, marks over a
+    short span, a sort over a long one) all give the sorted distinct values."""
+    import numpy as np
+
+    from siftbus.xmlfilter.table import _sorted_distinct
+
+    if not spread:
+        vals = [v % 500 for v in vals]
+    arr = np.array(vals + [0] * 3, np.int32)
+    marks = np.zeros(50_001, np.uint8)
+    n = _sorted_distinct(arr, len(vals), marks)
+    assert arr[:n].tolist() == sorted(set(vals))
+    assert not marks.any()  # left clean for the next event
+
+
+def test_hundreds_of_matches_per_event_equal_the_oracle() -> None:
+    """Many matching filters per event: the kernel's output buffers grow, and the ranks
+    of hundreds of subscriptions are sorted by marks; against the XPath oracle."""
+    subs = [Subscription.build(Receiver("HTTP", f"http://r{i % 350}/{i}"), [ContentFilter.build(
+        "//ObjectEvent", [("action", "string-equals", ["OBSERVE"]),
+                          ("readPoint/id", "attribute-exists", []),
+                          ("bizStep", "string-in-set", [STEPS[0], STEPS[i % 3]])])],
+        id=f"m{i:04d}") for i in range(700)]
+    doc = (b"<r>" + b"".join(
+        f"<ObjectEvent><action>{a}</action><bizStep>{s}</bizStep>"
+        f"<readPoint><id>x</id></readPoint></ObjectEvent>".encode()
+        for a in ("OBSERVE", "ADD") for s in STEPS) + b"</r>")
+    f = XmlEventFilter(compile_min=8)
+    for s in subs:
+        f.subscribe(s)
+    want = oracle(XPathReference(subs, mode="xpath"), doc)
+    assert view(f, doc) == want
+    assert max(len(w[0]) for w in want) == 700
+    check_table(f.matcher)

@@ -95,3 +95,33 @@ def test_nested_candidate_keeps_its_inner_events() -> None:
         seen.append((tags[-1], len(el), el.text))
     assert seen == [("ev", 0, "1"), ("ev", 0, "2"), ("list", 2, None), ("ev", 0, "3"),
                     ("list", 1, None)]
+
+
+def test_memory_is_bounded_when_most_of_the_document_is_not_events() -> None:
+    """Elements no target names were never cleared: 200 MB of them ahead of the events
+    were all held (issue 13). Between input chunks the completed ones are pruned, so when
+    the events come the tree holds only what the last chunks added, from a stream as from
+    a large message in memory."""
+    import io
+
+    filler = "".join(f"<other><a>{i}</a><b><c/></b></other>" for i in range(60_000))
+    deep = "<w1><w2>" + filler + "</w2></w1>"
+    doc = f"<doc>{filler}{deep}<list><ev>1</ev><ev>2</ev></list></doc>".encode()
+    for source in (doc, io.BytesIO(doc)):
+        seen = []
+        for el, tags in cut(source, {"ev"}, set()):
+            held = sum(1 for _ in el.getroottree().getroot().iter())
+            seen.append((tags, el.text, held))
+        assert [(t, x) for t, x, _ in seen] == [(["doc", "list", "ev"], "1"),
+                                                 (["doc", "list", "ev"], "2")]
+        # 480,000 filler elements went by; a chunk holds a few thousand at most
+        assert max(h for _, _, h in seen) < 20_000
+
+
+def test_pruning_keeps_open_candidates_whole() -> None:
+    """An element that may become an event keeps its whole subtree however long it is,
+    filler included, until it ends (its predicate may look at any of it)."""
+    filler = "".join(f"<other><a>{i}</a></other>" for i in range(40_000))
+    doc = f"<doc>{filler}<ev><first/>{filler}<last/></ev></doc>".encode()
+    seen = [(list(t), len(e), e[0].tag, e[-1].tag) for e, t in cut(doc, {"ev"}, set())]
+    assert seen == [(["doc", "ev"], 40_002, "first", "last")]

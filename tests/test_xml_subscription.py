@@ -37,6 +37,10 @@ def doc(body: str, extra_ns: str = "") -> str:
     )
 
 
+def _deep_nested(levels: int) -> str:
+    return '<f:contentFilter target="a">' * levels + "</f:contentFilter>" * levels
+
+
 def sub(cond: str = '<f:condition operatorId="attribute-exists" attribute="a"/>',
         target: str = "//E", method: str = "HTTP", address: str = "http://x/",
         attrs: str = "") -> str:
@@ -128,7 +132,12 @@ def test_receiver_defaults() -> None:
         (doc(sub(target="//E/*")), XPathSubsetError, "wildcard"),
         (doc(sub('<f:condition operatorId="attribute-exists" attribute="a/text()"/>')),
          XPathSubsetError, "function"),
-        (doc(sub('<f:contentFilter target="//x"/>')), SubscriptionError, "nested"),
+        (doc(sub('<f:contentFilter target="@x"/>')), SubscriptionError, "select elements"),
+        (doc(sub('<f:contentFilter target="a[b]"/>')), XPathSubsetError, "predicates"),
+        (doc(sub('<f:contentFilter target="a" visibleAttributes="b"/>')), SubscriptionError,
+         "top-level"),
+        (doc(sub(_deep_nested(10))), SubscriptionError, "max_nesting"),
+        (doc(sub(target='//E" visibleAttributes="a/*')), XPathSubsetError, "wildcard"),
         (doc("<subscription><receiver><callbackMethod>a</callbackMethod><callbackAddress>b"
              "</callbackAddress></receiver><filterList/></subscription>"), SubscriptionError,
          "at least one contentFilter"),

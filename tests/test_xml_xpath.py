@@ -55,7 +55,8 @@ def test_targets_compile(text: str, canonical: str) -> None:
         ("//x:a", 3, "prefix 'x' is not declared"),
         ("//a[b]/c", 7, "only on the last step"),
         ("//a/@b", 5, "not an attribute"),
-        ("#ObjectEvent", 1, "abstract"),
+        ("#Object Event", 2, "event type"),
+        ("//#EPCISEvent[a]", 4, "event type"),
         ("//a[b='x", 7, "unterminated"),
         ("", 1, "empty"),
         ("//a[$v]", 5, "variables"),
@@ -131,3 +132,23 @@ def test_fuzz_only_value_or_error(text: str) -> None:
     for fn in (lambda: compile_target(text, NS), lambda: compile_path(text, NS)):
         with contextlib.suppress(SiftbusError):
             fn()
+
+
+def test_abstract_targets_name_an_event_type() -> None:
+    for text in ("#ObjectEvent", "//#EPCISEvent"):
+        t = compile_target(text, NS)
+        assert t.type_name == text.lstrip("/#") and t.steps == () and t.text == text
+    assert compile_target("#A").key == compile_target("//#A").key == "#A"
+
+
+def test_descendant_steps_do_not_backtrack() -> None:
+    """``//a`` repeated against a deep chain of ``a``: exponential for a backtracking
+    search (it was), polynomial by dynamic programming; and paths are at most 64 steps."""
+    t = compile_target("//a" * 30 + "//b", NS)
+    chain = ["a"] * 2000
+    assert not t.matches_path(chain)
+    assert t.matches_path([*chain, "b"])
+    assert compile_target("/r//a/a//b", NS).matches_path(["r", "x", "a", "a", "y", "b"])
+    assert not compile_target("/r//a/a//b", NS).matches_path(["r", "a", "x", "a", "b"])
+    with pytest.raises(XPathSubsetError, match="more than 64 steps"):
+        compile_path("a/" * 64 + "a", NS)

@@ -109,7 +109,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
         Validity,
     )
     from siftbus.wire.limits import Limits
-    from siftbus.xmlfilter import XmlEventFilter, parse_subscriptions
+    from siftbus.xmlfilter import ParallelFilter, XmlEventFilter, XmlNetwork, parse_subscriptions
 
 __version__ = "0.1.0"
 
@@ -170,6 +170,8 @@ _LAZY = {
     "ChannelClient": "siftbus.channel.remote",
     # XML event filter
     "XmlEventFilter": "siftbus.xmlfilter",
+    "ParallelFilter": "siftbus.xmlfilter",
+    "XmlNetwork": "siftbus.xmlfilter",
     "parse_subscriptions": "siftbus.xmlfilter",
     # Spark pipeline (imports pyspark when first used)
     "Pipeline": "siftbus.spark.pipeline",
@@ -283,6 +285,8 @@ __all__ = [
     "ChannelClient",
     # XML event filter
     "XmlEventFilter",
+    "ParallelFilter",
+    "XmlNetwork",
     # the HTTP gateway and explanations
     "Gateway",
     "GatewayLimits",

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 import typer
 
 from siftbus.errors import SiftbusError
 from siftbus.security.policy import OPEN, SecurityPolicy
+
+if TYPE_CHECKING:
+    from siftbus.xmlfilter import XmlEventFilter
 
 xml_app = typer.Typer(
     help="XML event filter (ADiWa): XML subscriptions with restricted XPath targets, "
@@ -37,6 +42,8 @@ def filter_files(
                             "or xml (a <notifications> document)."),
     all_events: bool = typer.Option(False, "--all", help="also print located events that "
                                     "matched nobody (json only)."),
+    types: Path = typer.Option(None, "--types", help="event-type hierarchy (TOML: "
+                               "[types] Name = [targets or #Subtypes], [namespaces])."),
     precheck: bool = typer.Option(True, "--precheck/--no-precheck",
                                   help="selectivity pre-check (sound version)."),
     strategy: str = typer.Option("access", help="access (default) or counting."),
@@ -54,41 +61,114 @@ def filter_files(
         raise SiftbusError(f"--format must be json or xml, got {fmt!r}")
     if strategy not in ("access", "counting"):
         raise SiftbusError(f"--strategy must be access or counting, got {strategy!r}")
-    from lxml import etree
-
+    for path in input:  # fail before any output, not halfway through it
+        if str(path) != "-" and not path.is_file():
+            raise SiftbusError(f"cannot read input {path}: no such file")
     from siftbus.xmlfilter import XmlEventFilter
-    from siftbus.xmlfilter.output import NOTIFICATION_NS
 
     f = XmlEventFilter(precheck=precheck, strategy=strategy)  # type: ignore[arg-type]
+    if types is not None:
+        _load_types(f, types)
     for path in subscriptions:
         f.subscribe_xml(_read(path, "subscriptions"), source=str(path), default_method="cli",
                         sender="stdout")
+    if fmt == "json":
+        _json_lines(f, input, all_events)
+    else:
+        _xml_document(f, input)
+
+
+def _load_types(f: XmlEventFilter, path: Path) -> None:
+    """The event-type hierarchy from a TOML file (``[types]`` and ``[namespaces]``)."""
+    import tomllib
+
+    from siftbus.errors import ConfigError
+
+    data = _read(path, "types")
+    if len(data) > 1 << 20:
+        raise ConfigError("a types file is at most 1 MiB", source=str(path))
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise ConfigError(f"not a TOML types file: {str(exc)[:200]}", source=str(path)) from None
+    types = doc.get("types", {})
+    namespaces = doc.get("namespaces", {})
+    if (not isinstance(types, dict) or not isinstance(namespaces, dict)
+            or not all(isinstance(v, list) and all(isinstance(t, str) for t in v)
+                       for v in types.values())
+            or not all(isinstance(v, str) for v in namespaces.values())):
+        raise ConfigError('expected [types] Name = ["//Target", "#Subtype"] and '
+                          '[namespaces] prefix = "uri"', source=str(path))
+    for name, entries in types.items():
+        try:
+            f.define_type(name, entries, namespaces)
+        except SiftbusError as exc:
+            raise exc.located(source=str(path)) from None
+
+
+def _messages(inputs: list[Path]) -> Iterator[tuple[int, str, IO[bytes]]]:
+    """Each input as a binary stream, opened one at a time: the engine parses it as it
+    reads, so memory is bounded by the largest event, not by the input."""
+    for msg_no, path in enumerate(inputs):
+        if str(path) == "-":
+            yield msg_no, "<stdin>", sys.stdin.buffer
+            continue
+        try:
+            stream = path.open("rb")
+        except OSError as exc:
+            raise SiftbusError(f"cannot read input {path}: {exc.strerror}") from None
+        with stream:
+            yield msg_no, str(path), stream
+
+
+def _json_lines(f: XmlEventFilter, inputs: list[Path], all_events: bool) -> None:
     out = sys.stdout
-    root = etree.Element(f"{{{NOTIFICATION_NS}}}notifications", nsmap={None: NOTIFICATION_NS})
-    for msg_no, path in enumerate(input):
-        data = sys.stdin.buffer.read() if str(path) == "-" else _read(path, "input")
-        for r in f.iter_results(data, name=str(path)):
-            note = r.notification
-            if fmt == "json":
-                if note is None and not all_events:
-                    continue
-                line = (note.to_json_dict() if note is not None else
-                        {"event": r.event, "targets": list(r.match.targets),
-                         "subscriptions": [], "receivers": [], "xml": None})
-                line = {"message": msg_no, **line}
+    for msg_no, name, stream in _messages(inputs):
+        for r in f.iter_results(stream, name=name):
+            if not r.notifications:
+                if all_events:
+                    line = {"message": msg_no, "event": r.event, "targets": list(r.match.targets),
+                            "subscriptions": [], "receivers": [], "xml": None}
+                    out.write(json.dumps(line, ensure_ascii=False) + "\n")
+                continue
+            for note in r.notifications:  # one per view of the event
+                line = {"message": msg_no, **note.to_json_dict()}
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
-            elif note is not None:
-                n = etree.SubElement(root, f"{{{NOTIFICATION_NS}}}notification",
-                                     message=str(msg_no), event=str(note.event))
-                for rec in note.receivers:
-                    etree.SubElement(n, f"{{{NOTIFICATION_NS}}}receiver", method=rec.method,
-                                     address=rec.address)
-                for sid in note.subscriptions:
-                    etree.SubElement(n, f"{{{NOTIFICATION_NS}}}subscription", id=sid)
-                ev = etree.SubElement(n, f"{{{NOTIFICATION_NS}}}event")
-                ev.append(etree.fromstring(note.xml))
-    if fmt == "xml":
-        out.write(etree.tostring(root, pretty_print=True, encoding="unicode"))
+    out.flush()
+
+
+def _xml_document(f: XmlEventFilter, inputs: list[Path]) -> None:
+    """A ``<notifications>`` document written as notifications come (lxml's incremental
+    writer), each event exactly as it was in the input: nothing is re-indented, since
+    whitespace in text is content."""
+    from lxml import etree
+
+    from siftbus.xmlfilter.output import NOTIFICATION_NS
+
+    ns = f"{{{NOTIFICATION_NS}}}"
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
+    out = sys.stdout.buffer
+    with etree.xmlfile(out, encoding="UTF-8") as xf:
+        xf.write_declaration()
+        # a prefix, not a default namespace: an event in no namespace stays in none
+        with xf.element(ns + "notifications", nsmap={"sb": NOTIFICATION_NS}):
+            xf.write("\n")
+            for msg_no, name, stream in _messages(inputs):
+                for note in (x for r in f.iter_results(stream, name=name)
+                             for x in r.notifications):
+                    n = etree.Element(ns + "notification", message=str(msg_no),
+                                      event=str(note.event), nsmap={"sb": NOTIFICATION_NS})
+                    for rec in note.receivers:
+                        etree.SubElement(n, ns + "receiver", method=rec.method,
+                                         address=rec.address)
+                    for sid in note.subscriptions:
+                        etree.SubElement(n, ns + "subscription", id=sid)
+                    etree.SubElement(n, ns + "event").append(etree.fromstring(note.xml,
+                                                                               parser))
+                    xf.write(n)
+                    xf.write("\n")
+                    xf.flush()
+    out.write(b"\n")
     out.flush()
 
 
@@ -99,6 +179,11 @@ def serve(
                              "subscribe; this app serves both)."),
     subscriptions: list[Path] = typer.Option(None, "--subscriptions", "-s",
                                              help="subscriptions to register at start."),
+    types: Path = typer.Option(None, "--types", help="event-type hierarchy (TOML)."),
+    max_body: int = typer.Option(64 * 1024 * 1024, help="bytes of one request body (413 "
+                                 "beyond)."),
+    max_request_seconds: float = typer.Option(60.0, help="seconds one request may compute "
+                                              "(503 beyond)."),
     config: Path = typer.Option(None, "--config", help="network config whose [security] "
                                 "applies: bearer tokens, rights, callback prefixes."),
     cert: Path = typer.Option(None, "--cert", help="the server's certificate (HTTPS)."),
@@ -107,21 +192,26 @@ def serve(
                                   "address without TLS and authentication (logged loudly)."),
 ) -> None:
     """Serve POST /publish, POST|GET /subscriptions, DELETE /subscriptions/{id}, GET /stats."""
-    import uvicorn
-
     from siftbus.xmlfilter import XmlEventFilter
-    from siftbus.xmlfilter.http import create_app
+    from siftbus.xmlfilter.http import create_app, run_server
+    from siftbus.xmlfilter.limits import XmlLimits
 
+    if max_body < 1 or max_request_seconds <= 0:
+        raise SiftbusError("--max-body and --max-request-seconds must be positive")
     f = XmlEventFilter()
+    if types is not None:
+        _load_types(f, types)
     for path in subscriptions or []:
         f.subscribe_xml(_read(path, "subscriptions"), source=str(path), default_method="HTTP",
                         sender="http://localhost/")
+    limits = XmlLimits(max_body=max_body, max_request_seconds=max_request_seconds)
     # security: the hook at the HTTP boundary (siftbus.xmlfilter.http_security)
     from siftbus.xmlfilter.http_security import secure_app, server_security
 
     guard, tls = server_security(_policy(config), cert, key, host=host, insecure=insecure)
-    uvicorn.run(secure_app(create_app(f), guard), host=host, port=port, log_level="info",
-                **tls)
+    inner = create_app(f, limits=limits)
+    run_server(secure_app(inner, guard, max_body=max_body), host, port, inner=inner,
+               tls=tls)
 
 
 def _policy(config: Path | None) -> SecurityPolicy:

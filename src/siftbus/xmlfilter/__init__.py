@@ -9,8 +9,11 @@ carrying the event subtree as XML.
 
 from __future__ import annotations
 
+from siftbus.xmlfilter.covering import covers, overlaps
+from siftbus.xmlfilter.document import parse_subscriptions, to_xml
 from siftbus.xmlfilter.engine import EventResult, XmlEventFilter
 from siftbus.xmlfilter.matcher import ElementMatch, MatcherStats, XmlMatcher
+from siftbus.xmlfilter.network import Delivery, XmlNetwork
 from siftbus.xmlfilter.operators import operator_names
 from siftbus.xmlfilter.output import (
     CallbackSink,
@@ -21,6 +24,7 @@ from siftbus.xmlfilter.output import (
     NotificationSink,
     SinkStats,
 )
+from siftbus.xmlfilter.parallel import ParallelFilter
 from siftbus.xmlfilter.reference import XPathReference
 from siftbus.xmlfilter.subscription import (
     FILTER_NS,
@@ -30,8 +34,6 @@ from siftbus.xmlfilter.subscription import (
     Receiver,
     Subscription,
     make_condition,
-    parse_subscriptions,
-    to_xml,
 )
 from siftbus.xmlfilter.xpath import RelPath, Target, compile_path, compile_target
 
@@ -42,6 +44,7 @@ __all__ = [
     "ClientSink",
     "Condition",
     "ContentFilter",
+    "Delivery",
     "Dispatcher",
     "ElementMatch",
     "EventResult",
@@ -49,6 +52,7 @@ __all__ = [
     "MemorySink",
     "Notification",
     "NotificationSink",
+    "ParallelFilter",
     "Receiver",
     "RelPath",
     "SinkStats",
@@ -57,10 +61,13 @@ __all__ = [
     "XPathReference",
     "XmlEventFilter",
     "XmlMatcher",
+    "XmlNetwork",
     "compile_path",
     "compile_target",
+    "covers",
     "make_condition",
     "operator_names",
+    "overlaps",
     "parse_subscriptions",
     "to_xml",
 ]

@@ -23,8 +23,15 @@ from lxml import etree
 
 from siftbus.errors import XmlInputError
 from siftbus.xmlfilter.operators import EpcPattern, glob_regex, parse_number, reference_test
-from siftbus.xmlfilter.subscription import Condition, ContentFilter, Receiver, Subscription
-from siftbus.xmlfilter.xpath import XPathWriter
+from siftbus.xmlfilter.subscription import (
+    Condition,
+    ContentFilter,
+    NestedFilter,
+    Receiver,
+    Subscription,
+)
+from siftbus.xmlfilter.types import TypeHierarchy
+from siftbus.xmlfilter.xpath import Target, XPathWriter
 
 _SB = "urn:siftbus:xpath"
 _RE = "http://exslt.org/regular-expressions"
@@ -87,10 +94,11 @@ def _value_test(c: Condition) -> str:
     return f"(sb:isnum({v}) and sb:num({v}) {ops[c.operator.cmp]} {float(c.values[0])!r})"
 
 
-def filter_xpath(f: ContentFilter, writer: XPathWriter) -> str:
-    """One XPath selecting every event root the filter matches."""
-    parts = [writer.target(f.target)]
-    for c in f.conditions:
+def _predicates(conditions: Iterable[Condition], nested: Iterable[NestedFilter],
+                writer: XPathWriter) -> str:
+    """The conditions and nested filters as XPath predicates on the context node."""
+    parts = []
+    for c in conditions:
         rel = writer.relpath(c.path)
         test = _value_test(c)
         if test == "true()":
@@ -99,7 +107,49 @@ def filter_xpath(f: ContentFilter, writer: XPathWriter) -> str:
             parts.append(f"[{rel}[{test}]]")
         else:
             parts.append(f"[{rel} and not({rel}[not({test})])]")
+    for nf in nested:  # some selected element satisfies the nested filter
+        parts.append(f"[{writer.relpath(nf.path)}"
+                     f"{_predicates(nf.conditions, nf.nested, writer)}]")
     return "".join(parts)
+
+
+def filter_xpath(f: ContentFilter, writer: XPathWriter, target: Target | None = None) -> str:
+    """One XPath selecting every event root the filter matches (through ``target``, one
+    of the concrete targets of an abstract ``#Type`` filter)."""
+    return (writer.target(target or f.target)
+            + _predicates(f.conditions, f.nested, writer))
+
+
+def _targets(f: ContentFilter, types: TypeHierarchy | None) -> tuple[Target, ...]:
+    if f.target.type_name is None:
+        return (f.target,)
+    return types.resolve(f.target.type_name) if types is not None else ()
+
+
+def _python_conditions(conditions: Iterable[Condition], nested: Iterable[NestedFilter]
+                       ) -> list[tuple[Any, Any, Any]]:
+    """For the python reading: (selector XPath, condition, test) per condition, and
+    (selector XPath, None, the nested filter's own list) per nested filter."""
+    out: list[tuple[Any, Any, Any]] = []
+    for c in conditions:
+        cw = XPathWriter()
+        out.append((etree.XPath(cw.relpath(c.path), namespaces=cw.namespaces), c,
+                    reference_test(c.operator, c.values)))
+    for nf in nested:
+        nw = XPathWriter()
+        out.append((etree.XPath(nw.relpath(nf.path), namespaces=nw.namespaces), None,
+                    _python_conditions(nf.conditions, nf.nested)))
+    return out
+
+
+def _python_holds(node: Any, conds: list[tuple[Any, Any, Any]]) -> bool:
+    for sel, c, test in conds:
+        if c is None:  # a nested filter: some selected element satisfies it
+            if not any(_python_holds(n, test) for n in sel(node)):
+                return False
+        elif not XPathReference._cond(node, sel, c, test):
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +165,10 @@ class XPathReference:
     """Evaluate every subscription on its own with lxml XPath."""
 
     def __init__(self, subscriptions: Iterable[Subscription] = (), *,
-                 mode: Literal["xpath", "python"] = "xpath") -> None:
+                 mode: Literal["xpath", "python"] = "xpath",
+                 types: TypeHierarchy | None = None) -> None:
         self.mode = mode
+        self.types = types
         self._subs: dict[str, Subscription] = {}
         self._compiled: dict[str, list[tuple[Any, Any, list[tuple[Any, Condition, Any]]]]] = {}
         for s in subscriptions:
@@ -125,17 +177,13 @@ class XPathReference:
     def add(self, sub: Subscription) -> None:
         entries = []
         for f in sub.filters:
-            w = XPathWriter()
-            full = filter_xpath(f, w)
-            ns = dict(w.namespaces, sb=_SB, re=_RE)
-            target = etree.XPath(w.target(f.target), namespaces=ns)
-            conds = []
-            for c in f.conditions:
-                cw = XPathWriter()
-                rel = cw.relpath(c.path)
-                conds.append((etree.XPath(rel, namespaces=cw.namespaces), c,
-                              reference_test(c.operator, c.values)))
-            entries.append((etree.XPath(full, namespaces=ns), target, conds))
+            for t in _targets(f, self.types):
+                w = XPathWriter()
+                full = filter_xpath(f, w, t)
+                ns = dict(w.namespaces, sb=_SB, re=_RE)
+                target = etree.XPath(w.target(t), namespaces=ns)
+                entries.append((etree.XPath(full, namespaces=ns), target,
+                                _python_conditions(f.conditions, f.nested)))
         self._subs[sub.id] = sub
         self._compiled[sub.id] = entries
 
@@ -171,7 +219,7 @@ class XPathReference:
                 out.update(full(tree))
                 continue
             for root in target(tree):
-                if all(self._cond(root, sel, c, test) for sel, c, test in conds):
+                if _python_holds(root, conds):
                     out.add(root)
         return out
 

@@ -1,31 +1,89 @@
-"""Streaming event cutting with lxml ``iterparse``.
+"""Streaming event cutting with lxml's pull parser.
 
 The parser reports the end of every element whose name is the root name of some registered
 target (lxml filters the tags in C, so other elements cost no Python work). At that point
 the element's subtree is complete, so targets whose discriminating predicate lies below the
 event root are decided on the whole event, children before the discriminator included (the
 thesis only collected what followed the discriminator). After the consumer has handled an
-element it is cleared together with its already handled preceding siblings, unless an
-ancestor could itself still become an event (nested events), so memory stays bounded by
-the largest open event, not by the document.
+element it is cleared, unless an ancestor could itself still become an event (nested
+events).
+
+Input is fed to the parser in chunks of :data:`CHUNK` bytes, and between two chunks every
+completed element outside a possible event is removed from the tree (only the open path
+from the root and the subtrees of elements that may still become events are kept), so
+memory is bounded by the largest open event and the chunk, not by the document, also when
+most of the document is not events.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from lxml import etree
 
 from siftbus.errors import XmlInputError
+from siftbus.xmlfilter.limits import excerpt
 
 #: a tag no document can contain, for "cut nothing" (lxml treats an empty tag list as all)
 _NOTHING = "{urn:siftbus:xmlfilter:none}none"
+#: bytes fed to the parser at a time
+CHUNK = 64 * 1024
+#: a message in memory up to this size is fed at once and not pruned
+SMALL = 1024 * 1024
+# Not collect_ids=False: with it lxml 6 loads an external DTD (file:///etc/passwd).
+# tests/test_xml_hostile.py sends one.
+_PARSER_OPTIONS: dict[str, Any] = {
+    "remove_comments": True, "remove_pis": True, "resolve_entities": False,
+    "no_network": True, "huge_tree": True,
+}
 
 
 def _local(tag: str) -> str:
     return tag[tag.index("}") + 1 :] if tag[:1] == "{" else tag
+
+
+def _reader(source: bytes | bytearray | memoryview | IO[bytes]) -> Callable[[int], bytes]:
+    if isinstance(source, bytes | bytearray | memoryview):
+        return io.BytesIO(source).read
+    return source.read
+
+
+def _root_tag(read: Callable[[int], bytes], head: list[bytes]) -> str | None:
+    """Read until the root element's start tag (kept in ``head``) and return its tag;
+    None if the input ends or is malformed first (the main parser then says where)."""
+    probe = etree.XMLPullParser(events=("start",), **_PARSER_OPTIONS)
+    size = 512
+    while True:
+        chunk = read(size)
+        if not chunk:
+            return None
+        head.append(chunk)
+        try:
+            probe.feed(chunk)
+        except etree.XMLSyntaxError:
+            return None
+        for _, el in probe.read_events():
+            return str(el.tag)
+        size = min(CHUNK, size * 4)
+
+
+def _prune(root: Any, is_candidate: Callable[[str], bool]) -> None:
+    """Remove every completed element that is not inside a possible event.
+
+    Only the last child of an element can still be open, so below the root each element's
+    earlier children are complete; the walk follows the last children down and stops at
+    an element that may become an event, whose subtree stays whole until it ends.
+    """
+    node = root
+    while not is_candidate(node.tag):
+        n = len(node)
+        if n == 0:
+            return
+        if n > 1:
+            del node[: n - 1]
+        node = node[0]
 
 
 def cut(
@@ -44,20 +102,61 @@ def cut(
     """
     if isinstance(source, str):
         source = source.encode()
-    stream: IO[bytes] = io.BytesIO(source) if isinstance(source, bytes | bytearray) else source
-    tags = sorted(exact) + ["{*}" + n for n in sorted(local)] or [_NOTHING]
-    ctx = etree.iterparse(
-        stream, events=("end",), tag=tags, remove_comments=True, remove_pis=True,
-        resolve_entities=False, no_network=True, huge_tree=True,
-    )
+    read = _reader(source)
+    # a small message in memory is parsed in one go: its tree is bounded by its size
+    small = isinstance(source, bytes | bytearray | memoryview) and len(source) <= SMALL
     candidate: dict[str, bool] = {}  # tag -> could an element so named be an event root?
+
+    def is_candidate(t: str) -> bool:
+        c = candidate.get(t)
+        if c is None:
+            c = candidate[t] = t in exact or (bool(local) and _local(t) in local)
+        return c
+
+    head: list[bytes] = []
+    root_tag = None if small else _root_tag(read, head)
+    tags = sorted(exact) + ["{*}" + n for n in sorted(local)] or [_NOTHING]
+    events: tuple[str, ...] = ("end",)
+    if root_tag is not None and not is_candidate(root_tag):
+        tags.append(root_tag)  # its start event hands over the root, for pruning
+        events = ("start", "end")
+    parser = etree.XMLPullParser(events=events, tag=tags, **_PARSER_OPTIONS)
+    size = SMALL if small else CHUNK
+    root: Any = None
     # Siblings share their ancestors: the chain of the last parent is reused. Holding the
     # parent's proxy keeps lxml from handing the same proxy object to another element.
     last_parent: Any = None
     last_chain: list[str] = []
     last_keep = False
-    try:
-        for _, el in ctx:
+    checked = False
+    pending = head
+    error: etree.XMLSyntaxError | None = None
+    done = False
+    while not done:
+        try:
+            if pending:
+                for chunk in pending:
+                    parser.feed(chunk)
+                pending = []
+            else:
+                chunk = read(size)
+                if chunk:
+                    parser.feed(chunk)
+                else:
+                    parser.close()
+                    done = True
+        except etree.XMLSyntaxError as exc:
+            error, done = exc, True
+        for event, el in parser.read_events():
+            if event == "start":
+                if root is None and el.getparent() is None:
+                    root = el
+                continue
+            if root_tag is not None and el.tag == root_tag and not is_candidate(root_tag):
+                continue  # the root's name, asked for its start event only
+            if not checked:
+                check_doctype(el, name)
+                checked = True
             parent = el.getparent()
             if parent is None or parent is not last_parent:
                 above: list[str] = []
@@ -67,10 +166,7 @@ def cut(
                     t = p.tag
                     above.append(t)
                     if not keep:
-                        c = candidate.get(t)
-                        if c is None:
-                            c = candidate[t] = t in exact or (bool(local) and _local(t) in local)
-                        keep = c
+                        keep = is_candidate(t)
                     p = p.getparent()
                 above.reverse()
                 last_parent, last_chain, last_keep = parent, above, keep
@@ -78,11 +174,38 @@ def cut(
             keep = last_keep
             yield el, chain
             if not keep:
+                # its (now empty) shell goes with the next pruning, or with the message
                 el.clear()
-                if parent is not None:
-                    while el.getprevious() is not None:
-                        del parent[0]
-    except etree.XMLSyntaxError as exc:
-        line, col = exc.position if exc.position else (None, None)
-        raise XmlInputError(f"not well-formed XML: {exc.msg}", source=name, line=line,
-                            column=col) from None
+        if error is not None:
+            raise syntax_error(error, name)
+        if root is not None:
+            _prune(root, is_candidate)
+
+
+def syntax_error(exc: etree.XMLSyntaxError, name: str | None) -> XmlInputError:
+    """The parser's first fatal error as one :class:`XmlInputError` with its line and
+    column (lxml's own message is sometimes a later consequence, "no element found" at
+    line 0, when libxml2 gave up on an undefined entity)."""
+    msg, line, col = exc.msg, None, None
+    if exc.position and exc.position[0] > 0:
+        line, col = exc.position
+    else:  # the log's last error is the cause (it may hold older parses' errors too)
+        for entry in reversed(exc.error_log):
+            if entry.level_name in ("FATAL", "ERROR"):
+                msg, line, col = entry.message, entry.line or None, entry.column or None
+                break
+    msg = msg.strip().replace(", use XML_PARSE_HUGE option", " (the parser's limit)")
+    return XmlInputError(f"not well-formed XML: {excerpt(msg)}", source=name, line=line,
+                         column=col)
+
+
+def check_doctype(el: Any, name: str | None) -> None:
+    """Refuse a document whose DTD declares entities or names an external subset: entity
+    references are never expanded (no XXE, no entity expansion), so an event holding one
+    could not be delivered as a standalone document."""
+    info = el.getroottree().docinfo
+    dtd = info.internalDTD
+    if info.system_url or info.public_id or (dtd is not None and any(dtd.iterentities())):
+        raise XmlInputError("the DOCTYPE declares entities or an external DTD; entity "
+                            "references are not expanded, so such input is not accepted",
+                            source=name)

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from siftbus.errors import XPathSubsetError
+from siftbus.xmlfilter.limits import quoted
 
 Axis = Literal["child", "descendant"]
 
@@ -79,13 +80,18 @@ class RelPath:
 
     steps: tuple[Step, ...]
     attribute: AttrName | None = None
+    #: the canonical spelling, computed once (paths are interned by it)
+    key: str = field(init=False, compare=False, repr=False)
 
-    def canonical(self) -> str:
-        """A unique spelling in Clark notation (used for interning and hashing)."""
+    def __post_init__(self) -> None:
         text = "".join(s.canonical() for s in self.steps)
         if self.attribute is not None:
             text += "/@" + self.attribute.key
-        return text or "#content"
+        object.__setattr__(self, "key", text or "#content")
+
+    def canonical(self) -> str:
+        """A unique spelling in Clark notation (used for interning and hashing)."""
+        return self.key
 
     @property
     def has_descendant(self) -> bool:
@@ -117,14 +123,25 @@ class Target:
     steps: tuple[Step, ...]
     predicates: tuple[Predicate, ...]
     text: str
+    #: for an abstract target (``#Type``, event-type hierarchy): the type's name; it has
+    #: no steps and locates nothing itself (see ``siftbus.xmlfilter.types``)
+    type_name: str | None = None
+    #: the canonical spelling, computed once (targets are interned by it)
+    key: str = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.type_name is not None:
+            object.__setattr__(self, "key", "#" + self.type_name)
+            return
+        steps = "".join(s.canonical() for s in self.steps)
+        object.__setattr__(self, "key", steps + "".join(p.canonical() for p in self.predicates))
 
     @property
     def root(self) -> Step:
         return self.steps[-1]
 
     def canonical(self) -> str:
-        steps = "".join(s.canonical() for s in self.steps)
-        return steps + "".join(p.canonical() for p in self.predicates)
+        return self.key
 
     def matches_path(self, tags: list[str]) -> bool:
         """Does the element whose ancestors-or-self tags (root first) are ``tags`` fit?"""
@@ -138,26 +155,42 @@ def _local(tag: str) -> str:
 
 
 def _match_steps(steps: tuple[Step, ...], i: int, tags: list[str], j: int, first: bool) -> bool:
-    """Backtracking match of ``steps[i:]`` against ``tags[j:]`` ending at the last tag."""
-    if i == len(steps):
-        return j == len(tags)
-    step = steps[i]
-    if step.axis == "child" or (i == 0 and first):
-        # anchored first step must be the root element; a child step the next tag
-        return j < len(tags) and step.matches(tags[j]) and _match_steps(
-            steps, i + 1, tags, j + 1, False
-        )
-    remaining = len(steps) - i - 1
-    for k in range(j, len(tags) - remaining):
-        if step.matches(tags[k]) and _match_steps(steps, i + 1, tags, k + 1, False):
-            return True
-    return False
+    """Do ``steps[i:]`` match ``tags[j:]``, ending at the last tag? (an anchored first
+    step must be the root element, a child step the next tag, a descendant step any later
+    one). By dynamic programming over (step, tag): a backtracking search takes exponential
+    time on ``//a//a//a…`` against a deep chain of ``a``."""
+    n = len(tags)
+    # reach[k]: steps[:s] can end exactly at tags[k - 1] (k tags consumed)
+    reach = [False] * (n + 1)
+    reach[j] = True
+    for s_i in range(i, len(steps)):
+        step = steps[s_i]
+        nxt = [False] * (n + 1)
+        if step.axis == "child" or (s_i == i and first):
+            for k in range(j, n):
+                if reach[k] and step.matches(tags[k]):
+                    nxt[k + 1] = True
+        else:
+            open_ = False  # some earlier position is reached: any later tag can follow
+            for k in range(j, n):
+                open_ = open_ or reach[k]
+                if open_ and step.matches(tags[k]):
+                    nxt[k + 1] = True
+        reach = nxt
+        if not any(reach):
+            return False
+    return reach[n]
+
+
+#: element steps of one target or path at most (each step costs the walk of an event)
+MAX_STEPS = 64
 
 
 class _Parser:
     """A tiny recursive-descent parser with positions for error messages."""
 
     def __init__(self, text: str, namespaces: Mapping[str, str], what: str) -> None:
+        self.steps_taken = 0
         self.text = text
         self.pos = 0
         self.ns = namespaces
@@ -167,7 +200,7 @@ class _Parser:
     def fail(self, message: str, pos: int | None = None) -> XPathSubsetError:
         p = self.pos if pos is None else pos
         return XPathSubsetError(
-            f"{self.what} {self.text!r}: {message} at position {p + 1}",
+            f"{self.what} {quoted(self.text)}: {message} at position {p + 1}",
             position=p + 1,
             expression=self.text,
         )
@@ -238,13 +271,16 @@ class _Parser:
             self.pos = m2.end()
             uri = self.ns.get(first)
             if uri is None:
-                raise self.fail(f"namespace prefix {first!r} is not declared", start)
+                raise self.fail(f"namespace prefix {quoted(first)} is not declared", start)
             return uri, m2.group()
         if attribute:
             return "", first
         return None, first
 
     def step(self, axis: Axis) -> Step:
+        self.steps_taken += 1
+        if self.steps_taken > MAX_STEPS:
+            raise self.fail(f"more than {MAX_STEPS} steps")
         uri, local = self.qname()
         return Step(axis, uri, local)
 
@@ -320,8 +356,8 @@ def compile_target(text: str, namespaces: Mapping[str, str] | None = None) -> Ta
     p = _Parser(text.strip(), namespaces or {}, "target")
     if not p.text:
         raise p.fail("empty target", 0)
-    if p.peek("#"):
-        raise p.fail("abstract '#Type' targets (event-type hierarchy) are not supported")
+    if p.peek("#") or p.peek("//#"):
+        return _abstract_target(p)
     anchored = True
     axis: Axis = "child"
     if p.eat("//"):
@@ -349,6 +385,21 @@ def compile_target(text: str, namespaces: Mapping[str, str] | None = None) -> Ta
             raise p.fail("predicates are allowed only on the last step (the event root)")
         raise p.unsupported()
     return Target(anchored, tuple(steps), tuple(preds), p.text)
+
+
+#: the name of an event type (``#ObjectEvent``)
+TYPE_NAME = re.compile(r"[A-Za-z_][\w.\-]*\Z")
+
+
+def _abstract_target(p: _Parser) -> Target:
+    """``#Type`` or ``//#Type``: every event type the hierarchy lists under ``Type``."""
+    p.eat("//")
+    p.eat("#")
+    name = p.text[p.pos :]
+    if not TYPE_NAME.match(name):
+        raise p.fail("an event type '#Name' is a name (letters, digits, '_', '-', '.'); "
+                     "predicates and steps are not allowed after it")
+    return Target(False, (), (), p.text, type_name=name)
 
 
 def compile_path(
