@@ -33,11 +33,12 @@ def _session(config: Path | None, master: str | None, shuffle_partitions: int | 
 
 
 def _check_engine(engine: str) -> None:
-    from siftbus.spark.match_stage import ENGINES
+    """An engine of the registry that the match stage can run (see match.engines)."""
+    from siftbus.spark.match_stage import engine_names
 
-    if engine not in ENGINES:
-        raise ConfigError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}",
-                          field="engine")
+    if engine not in engine_names():
+        raise ConfigError(f"unknown engine {engine!r}; choose one of "
+                          f"{', '.join(engine_names())}", field="engine")
 
 
 def _webhooks(specs: list[str]) -> dict[str, str]:
