@@ -322,7 +322,15 @@ def creds(secure: Path | None, who: str = "pub") -> dict[str, Any]:
     from siftbus.client import client_tls
 
     tokens = json.loads((secure / "tokens.json").read_text())
+    if not secure_tls():
+        return {"token": tokens[who]}
     return {"token": tokens[who], "tls": client_tls(secure / "ca.pem")}
+
+
+def secure_tls() -> bool:
+    """Whether the secured runs speak TLS (``BENCH_SECURE_TLS=0``: tokens and rights
+    only, to tell the cost of TLS from that of the checks)."""
+    return os.environ.get("BENCH_SECURE_TLS", "1") != "0"
 
 
 def start_brokers(tmp: Path, engine: str, n: int = 1, secure: Path | None = None
@@ -342,10 +350,11 @@ def start_brokers(tmp: Path, engine: str, n: int = 1, secure: Path | None = None
         text += f"[brokers.B{i}]\nport = {port}\n"
         if i:
             text += f'neighbours = ["B{i - 1}"]\n'
-        if secure is not None:
+        if secure is not None and secure_tls():
             text += f'cert = "pki/B{i}.pem"\nkey = "pki/B{i}.key"\n'
     if secure is not None:
-        text += SECURITY_TOML
+        text += SECURITY_TOML if secure_tls() else SECURITY_TOML.replace(
+            'ca = "pki/ca.pem"\n', "")
     cfg.write_text(text)
     procs = []
     for i in range(n):
@@ -1003,6 +1012,7 @@ def security_compare(size: str, repeats: int) -> dict[str, Any]:
     out["median_broker_events_per_cpu_s"] = cpu
     out["throughput_ratio"] = med["secure"] / med["plain"]
     out["p99_ratio_5k"] = p99["secure_5k"] / p99["plain_5k"]
+    out["p99_ratio_5k_checks_only"] = p99["checks_5k"] / p99["plain_5k"]
     out["broker_cpu_ratio"] = (cpu["secure"] / cpu["plain"]) if cpu["plain"] else None
     out["targets"] = {"throughput_ratio >= 0.7": out["throughput_ratio"] >= 0.7,
                       "p99_ratio_5k <= 2": out["p99_ratio_5k"] <= 2.0}
@@ -1017,7 +1027,8 @@ def _security_runs(out: dict[str, Any], n_profiles: int, profiles: list[Profile]
         tmp = Path(d)
         pki = make_security(tmp)
         runs: dict[str, list[dict[str, Any]]] = {"plain": [], "secure": [],
-                                                 "plain_5k": [], "secure_5k": []}
+                                                 "plain_5k": [], "secure_5k": [],
+                                                 "checks_5k": []}
         for r in range(repeats):
             order = [None, pki] if r % 2 == 0 else [pki, None]
             for sec in order:
@@ -1028,6 +1039,14 @@ def _security_runs(out: dict[str, Any], n_profiles: int, profiles: list[Profile]
                 key = "secure_5k" if sec else "plain_5k"
                 runs[key].append(loopback_run(tmp, "index", n_profiles, paced, profiles,
                                               rate=5000.0, batch=10, secure=sec))
+            # tokens and rights without TLS: which part of the cost is TLS's
+            os.environ["BENCH_SECURE_TLS"] = "0"
+            try:
+                runs["checks_5k"].append(loopback_run(tmp, "index", n_profiles, paced,
+                                                      profiles, rate=5000.0, batch=10,
+                                                      secure=pki))
+            finally:
+                os.environ.pop("BENCH_SECURE_TLS", None)
     out["runs"] = runs
 
 
@@ -1042,7 +1061,8 @@ def report_security(sec: dict[str, Any]) -> dict[str, Any]:
                 "Security: one broker, 10,000 profiles, TLS + tokens + content-based "
                 "rights against none (medians, same run)"))
     print(f"\nthroughput secure/plain: {sec['throughput_ratio']:.2f} (target >= 0.7); "
-          f"p99 at 5,000 ev/s secure/plain: {sec['p99_ratio_5k']:.2f} (target <= 2)")
+          f"p99 at 5,000 ev/s secure/plain: {sec['p99_ratio_5k']:.2f} (target <= 2); "
+          f"tokens and rights without TLS/plain: {sec['p99_ratio_5k_checks_only']:.2f}")
     print(f"load average: start {sec['loadavg_start']}, end {sec['loadavg_end']}")
     return sec
 

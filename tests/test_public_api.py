@@ -71,18 +71,6 @@ async def test_broker_quick_start_from_the_readme() -> None:
             await sub.get(timeout=0.3)
 
 
-def test_readers_and_limits_are_public() -> None:
-    import io
-
-    assert list(siftbus.read_lines(io.BytesIO(b"\xef\xbb\xbfa\rb"))) == [(1, "a"), (2, "b")]
-    with pytest.raises(siftbus.InputError, match="nested deeper than 3"):
-        siftbus.parse_json_line("[[[[1]]]]", limits=siftbus.TextLimits(max_json_depth=3))
-    schema = siftbus.parse_schema('[T]\na = "int[0,9]"\n')
-    with pytest.raises(siftbus.ProfileSyntaxError, match="more than 1 conditions"):
-        siftbus.parse_profile("p: T(a > 1, a < 5)", schema,
-                              limits=siftbus.ProfileLimits(max_conditions=1))
-
-
 async def test_a_secured_broker_through_public_names(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Tokens and a content-based right, with public names only (TLS: docs/security.md)."""
     schema = siftbus.load_schema("examples/building/schema.toml")
@@ -99,5 +87,21 @@ async def test_a_secured_broker_through_public_names(tmp_path) -> None:  # type:
         await client.subscribe("Temperature(room = 130)")
         with pytest.raises(siftbus.SiftbusError, match="may not subscribe"):
             await client.subscribe("Temperature(room = 200)")
+    assert siftbus.bearer_token(f"Bearer {token}") == token  # HTTP servers (the gateway)
+    with pytest.raises(siftbus.ConfigError, match="--insecure"):
+        siftbus.check_bind("0.0.0.0", tls=False, authenticated=True, insecure=False,
+                           what="a server")
     assert issubclass(siftbus.AccessDenied, siftbus.SecurityError)
     assert issubclass(siftbus.QuotaExceeded, PermissionError)
+
+
+def test_readers_and_limits_are_public() -> None:
+    import io
+
+    assert list(siftbus.read_lines(io.BytesIO(b"\xef\xbb\xbfa\rb"))) == [(1, "a"), (2, "b")]
+    with pytest.raises(siftbus.InputError, match="nested deeper than 3"):
+        siftbus.parse_json_line("[[[[1]]]]", limits=siftbus.TextLimits(max_json_depth=3))
+    schema = siftbus.parse_schema('[T]\na = "int[0,9]"\n')
+    with pytest.raises(siftbus.ProfileSyntaxError, match="more than 1 conditions"):
+        siftbus.parse_profile("p: T(a > 1, a < 5)", schema,
+                              limits=siftbus.ProfileLimits(max_conditions=1))

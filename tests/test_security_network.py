@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 from secure import Pki, close_all, connect, make_pki, policy, start_secure
 from siftbus.broker.simulator import Delivery
 from siftbus.client import Client
-from siftbus.covering.relations import overlaps
+from siftbus.errors import RemoteError
 from siftbus.lang.profile import parse_profile
 from siftbus.model import Event, Profile, load_schema, read_events
+from siftbus.security.rights import intersection
 from test_broker_cli import free_ports, run_cli
 from test_broker_server import settle
 from test_broker_sim import SCHEMA, events, oracle, profiles
@@ -56,8 +57,11 @@ async def run_secure_network(data: st.DataObject, pki: Pki) -> None:
         for j in range(data.draw(st.integers(1, 8))):
             c = data.draw(st.sampled_from(clients))
             p = data.draw(profiles(f"p{j}"))
-            if c.name.startswith("tenant") and not overlaps(p, right):
-                continue  # outside the right entirely: refused (tested elsewhere)
+            if c.name.startswith("tenant") and (
+                    p.type_name != "T" or intersection(p, right) is None):
+                with pytest.raises(RemoteError, match="may not subscribe"):
+                    await c.subscribe(p)  # outside the right entirely: refused
+                continue
             await c.subscribe(p)
             active[(c.name, p.id)] = p
         await settle(servers, clients)

@@ -92,10 +92,10 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.match.conformance import check_matcher
     from siftbus.match.counting import CountingMatcher
     from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
-    from siftbus.security.guard import Guard
+    from siftbus.security.guard import Guard, check_bind
     from siftbus.security.policy import SecurityPolicy
     from siftbus.security.tls import ContextSet, TLSConfig
-    from siftbus.security.tokens import TokenSigner
+    from siftbus.security.tokens import TokenSigner, bearer_token
     from siftbus.spark.pipeline import Pipeline, run_files
     from siftbus.wire.limits import Limits
     from siftbus.xmlfilter import XmlEventFilter, parse_subscriptions
@@ -139,6 +139,8 @@ _LAZY = {
     "TLSConfig": "siftbus.security.tls",
     "ContextSet": "siftbus.security.tls",
     "TokenSigner": "siftbus.security.tokens",
+    "bearer_token": "siftbus.security.tokens",
+    "check_bind": "siftbus.security.guard",
     # notification channels (CORBA Notification Service model, ETCL filters)
     "EventChannelFactory": "siftbus.channel",
     "EventChannel": "siftbus.channel",
@@ -235,6 +237,8 @@ __all__ = [
     "TLSConfig",
     "ContextSet",
     "TokenSigner",
+    "bearer_token",
+    "check_bind",
     # notification channels
     "EventChannelFactory",
     "EventChannel",

@@ -10,15 +10,17 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from siftbus.channel import EventChannelFactory
 from siftbus.channel.remote import ChannelServer, ChannelService
 
 
 @contextlib.asynccontextmanager
-async def serving(factory: EventChannelFactory) -> AsyncIterator[ChannelServer]:
-    """A started server for ``factory``; closed (with the factory) on exit."""
-    srv = ChannelServer(ChannelService(factory))
+async def serving(factory: EventChannelFactory, **server: Any) -> AsyncIterator[ChannelServer]:
+    """A started server for ``factory`` (``server``: more ChannelServer keywords, such as
+    a guard and TLS); closed (with the factory) on exit."""
+    srv = ChannelServer(ChannelService(factory), **server)
     try:
         await srv.start()
         yield srv

@@ -132,14 +132,7 @@ class BrokerServer:
         """Load replaced certificate files into the live contexts (later handshakes use
         them; open connections keep theirs)."""
         assert self.tls is not None
-        while not self._closing:
-            await asyncio.sleep(TLS_RELOAD_INTERVAL)
-            try:
-                if self.tls.reload_if_changed():
-                    log.warning("%s: certificates reloaded", self.node.name)
-            except SiftbusError as exc:
-                log.error("%s: certificates not reloaded, the old ones stay: %s",
-                          self.node.name, exc)
+        await self.tls.watch(self.node.name, TLS_RELOAD_INTERVAL)
 
     @property
     def port(self) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from siftbus.errors import SiftbusError
+from siftbus.security.policy import OPEN, SecurityPolicy
 
 xml_app = typer.Typer(
     help="XML event filter (ADiWa): XML subscriptions with restricted XPath targets, "
@@ -98,6 +99,12 @@ def serve(
                              "subscribe; this app serves both)."),
     subscriptions: list[Path] = typer.Option(None, "--subscriptions", "-s",
                                              help="subscriptions to register at start."),
+    config: Path = typer.Option(None, "--config", help="network config whose [security] "
+                                "applies: bearer tokens, rights, callback prefixes."),
+    cert: Path = typer.Option(None, "--cert", help="the server's certificate (HTTPS)."),
+    key: Path = typer.Option(None, "--key", help="key of --cert."),
+    insecure: bool = typer.Option(False, "--insecure", help="listen on a non-loopback "
+                                  "address without TLS and authentication (logged loudly)."),
 ) -> None:
     """Serve POST /publish, POST|GET /subscriptions, DELETE /subscriptions/{id}, GET /stats."""
     import uvicorn
@@ -109,7 +116,21 @@ def serve(
     for path in subscriptions or []:
         f.subscribe_xml(_read(path, "subscriptions"), source=str(path), default_method="HTTP",
                         sender="http://localhost/")
-    uvicorn.run(create_app(f), host=host, port=port, log_level="info")
+    # security: the hook at the HTTP boundary (siftbus.xmlfilter.http_security)
+    from siftbus.xmlfilter.http_security import secure_app, server_security
+
+    guard, tls = server_security(_policy(config), cert, key, host=host, insecure=insecure)
+    uvicorn.run(secure_app(create_app(f), guard), host=host, port=port, log_level="info",
+                **tls)
+
+
+def _policy(config: Path | None) -> SecurityPolicy:
+    """The ``[security]`` policy of a network config (open without one)."""
+    if config is None:
+        return OPEN
+    from siftbus.broker.config import load_network
+
+    return load_network(config).security
 
 
 def register(app: typer.Typer) -> None:

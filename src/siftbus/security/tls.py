@@ -13,12 +13,19 @@ loads new files into the live contexts, which affects every later handshake (Pyt
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from siftbus.errors import ConfigError
+from siftbus.errors import ConfigError, SiftbusError
+
+log = logging.getLogger("siftbus.security")
+
+RELOAD_INTERVAL = 10.0
+"""Seconds between two checks of the certificate files' modification times."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,3 +139,15 @@ class ContextSet:
                 _load_ca(ctx, self.config)
         self._stamp = stamp
         return True
+
+    async def watch(self, name: str, interval: float = RELOAD_INTERVAL) -> None:
+        """Every ``interval`` seconds, load replaced certificate files (later handshakes
+        use them; open connections keep theirs); runs until cancelled. A broken new file
+        is logged and the old chain stays (every server runs this as a task)."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if self.reload_if_changed():
+                    log.warning("%s: certificates reloaded", name)
+            except SiftbusError as exc:
+                log.error("%s: certificates not reloaded, the old ones stay: %s", name, exc)

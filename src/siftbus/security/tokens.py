@@ -32,6 +32,18 @@ SCOPES = frozenset({"publish", "subscribe", "advertise", "call"})
 principal's rights (no scopes: every action the rights allow)."""
 
 
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an HTTP ``Authorization: Bearer <token>`` header (``None`` without
+    one), for HTTP servers that authenticate like the broker's HELLO
+    (``guard.client(bearer_token(header))``)."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthenticationError("the Authorization header must be 'Bearer <token>'")
+    return token.strip()
+
+
 def new_secret() -> bytes:
     """A fresh random signing key (hex text, so it can live in a file)."""
     return secrets.token_hex(MIN_SECRET_BYTES).encode()

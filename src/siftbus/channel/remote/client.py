@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -78,13 +79,21 @@ class ChannelClient:
     @classmethod
     async def connect(cls, host: str, port: int, *, name: str | None = None,
                       service: str = SERVICE_NAME, timeout: float = 10.0,
-                      limits: Limits = CLIENT_LIMITS) -> ChannelClient:
+                      limits: Limits = CLIENT_LIMITS, token: str | None = None,
+                      tls: ssl.SSLContext | None = None,
+                      server_hostname: str | None = None) -> ChannelClient:
         """Connect and say HELLO; ConnectionLostError when the service cannot be reached
-        or does not answer within ``timeout`` seconds."""
+        or does not answer within ``timeout`` seconds.
+
+        On a secured service ``token`` (``siftbus certs token NAME``) proves the caller's
+        principal, and ``tls`` (:func:`siftbus.client.client_tls`) makes the connection
+        TLS (verifying the server for ``server_hostname``, default ``host``, and
+        presenting the context's client certificate if it has one)."""
         where = excerpt(host)
         try:
             conn = await open_connection(host, port, limits, timeout=timeout,
-                                         what="the channel service")
+                                         what="the channel service", ssl=tls,
+                                         server_hostname=server_hostname)
         except (OverflowError, ValueError) as exc:  # a port beyond 65535, a bad host name
             raise ConnectionLostError(f"cannot reach the channel service at {where}:{port}: "
                                       f"{str(exc)[:200]}") from None
@@ -92,6 +101,8 @@ class ChannelClient:
         body: dict[str, Any] = {"role": "client", "corr": 0}
         if name:
             body["name"] = name
+        if token is not None:
+            body["token"] = token
         hello: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         client._waiting[0] = hello
         client._task = asyncio.ensure_future(client._read_loop())
@@ -112,6 +123,7 @@ class ChannelClient:
             raise ConnectionLostError("the connection to the channel service is closed")
 
     async def _read_loop(self) -> None:
+        refused: SiftbusError | None = None
         try:
             while True:
                 msg, _ = await self._conn.read()
@@ -119,6 +131,11 @@ class ChannelClient:
                 corr = body.get("corr")
                 if corr is None and msg.type is MsgType.REPLY and "service" in body:
                     self._router.dispatch(body.get("event"))
+                    continue
+                if corr is None and msg.type is MsgType.ERROR:
+                    # the service refuses the connection (credentials, limits): every
+                    # waiting call fails with its reason, then the connection ends
+                    refused = error_from_reply(decode_error(body))
                     continue
                 fut = self._waiting.pop(corr, None) if isinstance(corr, int) else None
                 if fut is None or fut.done():
@@ -133,7 +150,8 @@ class ChannelClient:
             self._closed = True
             for fut in self._waiting.values():
                 if not fut.done():
-                    fut.set_exception(ConnectionLostError("the channel service went away"))
+                    fut.set_exception(refused or ConnectionLostError(
+                        "the channel service went away"))
             self._waiting.clear()
             self._router.lost()
 

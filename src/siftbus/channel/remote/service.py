@@ -43,6 +43,10 @@ Methods (``channel``, ``admin``, ``proxy``, ``filter`` are integer ids)::
     offer_change(channel, added, removed, admin=0)
     obtain_subscription_types(channel) / obtain_offered_types(channel)
     stats(channel) -> {...}
+    security_stats() -> {"denials", "denied", "denied_by_principal"}
+
+On a secured network every call is checked first by :meth:`ChannelService.secure`'s
+:class:`~siftbus.channel.remote.access.ChannelAccess` (service rights and ownership).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from siftbus.channel.envelope import Envelope
 from siftbus.channel.factory import EventChannelFactory
 from siftbus.channel.node import Node
 from siftbus.channel.proxy import STRUCTURED_EVENT, Proxy, ProxyConsumer, ProxySupplier
+from siftbus.channel.remote.access import ChannelAccess
 from siftbus.channel.remote.hub import PushHub
 from siftbus.channel.remote.protocol import DEFAULT_WINDOW, MAX_PULL, MAX_WINDOW
 from siftbus.errors import (
@@ -71,6 +76,7 @@ from siftbus.errors import (
     SiftbusError,
     WireError,
 )
+from siftbus.security.principal import Principal
 
 
 def _int(args: Mapping[str, Any], name: str, default: int | None = None) -> int:
@@ -106,6 +112,15 @@ class ChannelService:
         self._methods: dict[str, Callable[[dict[str, Any]], Any]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("do_")
         }
+        self.access: ChannelAccess | None = None
+        self._principal_of: Callable[[str], Principal] | None = None
+
+    def secure(self, access: ChannelAccess, principal_of: Callable[[str], Principal]) -> None:
+        """Check every call with ``access`` (rights and ownership, see
+        :mod:`siftbus.channel.remote.access`); ``principal_of(caller)`` is the host's
+        authenticated principal of a caller."""
+        self.access = access
+        self._principal_of = principal_of
 
     def __call__(self, method: str, args: dict[str, Any], caller: str = "") -> Any:
         """Handle one call; raises a SiftbusError for a bad request (the server answers it
@@ -116,6 +131,19 @@ class ChannelService:
         if not isinstance(args, dict):
             raise WireError("args must be a map", field="args")
         self._caller = caller
+        access = self.access
+        if access is not None and self._principal_of is not None and not access.open:
+            principal = self._principal_of(caller)
+            access.check(principal, method, args)
+            result = self._run(fn, method, args)
+            access.created(principal, method, args, result)
+            if method == "destroy_channel":
+                access.destroyed(args["channel"])
+            return result
+        return self._run(fn, method, args)
+
+    @staticmethod
+    def _run(fn: Callable[[dict[str, Any]], Any], method: str, args: dict[str, Any]) -> Any:
         try:
             return fn(args)
         except SiftbusError:
@@ -495,6 +523,12 @@ class ChannelService:
 
     def do_obtain_offered_types(self, args: dict[str, Any]) -> list[list[str]]:
         return [list(t) for t in self._channel(args).offered_types()]
+
+    def do_security_stats(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Denials by ``kind/action``, their total and by principal (empty when open)."""
+        if self.access is None:
+            return {"denials": {}, "denied": 0, "denied_by_principal": {}}
+        return self.access.guard.stats()
 
 
 __all__ = ["ChannelService"]

@@ -1,0 +1,188 @@
+"""Who may do what on the channel service (the security hook of ``channel.remote``).
+
+On a secured network (a :class:`~siftbus.security.guard.Guard` that is not open) every
+call is checked twice before the service runs it:
+
+1. **Service rights.** Administrative methods (:data:`ADMIN_METHODS`: create, destroy,
+   list channels, their stats, channel-wide QoS and admin properties, the service's
+   denial counters) need the service right ``channel.<method>``; every other method
+   needs ``channel.<method>`` or ``channel.use`` (the right of an ordinary supplier or
+   consumer). Rights come from the network's ``[security.principals]`` ``services``
+   patterns, as for the broker's services.
+2. **Ownership.** Channels, admins and proxies belong to the principal that created
+   them. A call naming a proxy or an admin (other than a channel's default admin 0)
+   needs its owner or the channel's owner; changing a channel's shared objects (its
+   default admin's filters, subscription and offer changes, destroying it) needs the
+   channel's owner. A principal with the right ``channel.admin`` (``channel.*`` gives
+   it) owns everything: the operator's right.
+
+So nobody pulls or acknowledges someone else's persistent events, pushes through
+someone else's proxy or destroys a channel they neither own nor administer. Every
+refusal is an :class:`~siftbus.errors.AccessDenied`, logged and counted by the guard.
+
+Owners survive a restart: with a store file they are kept in ``<store>.owners.json``
+beside it (objects restored without a recorded owner, such as those created before
+security was configured, belong to ``channel.admin`` principals only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from siftbus.errors import AccessDenied, ConfigError, SecurityError
+from siftbus.security.guard import Guard
+from siftbus.security.principal import Principal
+
+ADMIN_METHODS = frozenset({"create_channel", "destroy_channel", "list_channels", "stats",
+                           "channel_info", "set_admin", "security_stats"})
+"""Methods that need their own service right ``channel.<method>`` (not ``channel.use``)."""
+
+ADMIN_RIGHT = "admin"
+"""``channel.admin``: may act on every channel, admin and proxy."""
+
+USE_RIGHT = "use"
+"""``channel.use``: may call every method that is not in :data:`ADMIN_METHODS`."""
+
+_CREATES_ADMIN = {"new_for_consumers": "consumer", "new_for_suppliers": "supplier"}
+_CREATES_PROXY = {"obtain_consumer": "consumer", "obtain_push_consumer": "consumer",
+                  "obtain_supplier": "supplier"}
+_SIDE = {"obtain_consumer": "consumer", "obtain_push_consumer": "consumer",
+         "obtain_supplier": "supplier", "subscription_change": "consumer",
+         "offer_change": "supplier", "push": "supplier", "pull": "consumer",
+         "ack": "consumer", "attach_push": "consumer"}
+"""The side of the proxy or admin these methods act on whatever their ``side`` argument
+says (as the service reads them); the others take ``side`` (default consumer). Checking
+ownership on another side than the service acts on would let a caller name someone
+else's proxy by the number of its own."""
+_CHANNEL_WIDE = {"subscription_change", "offer_change", "set_qos", "add_filter",
+                 "remove_filter", "set_mapping_filter", "destroy_channel", "set_admin"}
+"""Methods that change a channel's shared objects when they name no proxy or admin of
+their own (the channel itself or its default admin 0)."""
+
+Key = tuple[int, str, str, int]
+"""(channel, ``"admin"``/``"proxy"``, side, id); the channel itself is (id, "", "", 0)."""
+
+
+def _id(args: Mapping[str, Any], name: str, default: int | None = None) -> int | None:
+    v = args.get(name, default)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+class ChannelAccess:
+    """Service rights and ownership for one channel service, under ``guard``."""
+
+    def __init__(self, guard: Guard, store: str | Path | None = None) -> None:
+        self.guard = guard
+        self._owners: dict[Key, str] = {}
+        self._file = Path(f"{store}.owners.json") if store else None
+        if self._file is not None and self._file.is_file():
+            self._load(self._file)
+
+    @property
+    def open(self) -> bool:
+        return self.guard.open
+
+    # ---- owners, kept beside the store ------------------------------------------------------
+
+    def _load(self, path: Path) -> None:
+        try:
+            rows = json.loads(path.read_text())
+            self._owners = {(int(c), str(k), str(s), int(i)): str(p)
+                            for c, k, s, i, p in rows}
+        except (OSError, ValueError, TypeError) as exc:
+            raise ConfigError(f"cannot read the channel owners file: {exc}",
+                              source=str(path)) from None
+
+    def _save(self) -> None:
+        if self._file is None:
+            return
+        tmp = self._file.with_suffix(".tmp")
+        tmp.write_text(json.dumps([[*k, p] for k, p in self._owners.items()]))
+        os.replace(tmp, self._file)
+
+    def owner(self, key: Key) -> str | None:
+        """The principal that created the object, if recorded."""
+        return self._owners.get(key)
+
+    # ---- checks -----------------------------------------------------------------------------
+
+    def check(self, principal: Principal, method: str, args: Mapping[str, Any]) -> None:
+        """Raise a counted :class:`~siftbus.errors.AccessDenied` unless ``principal`` may
+        call ``method`` with ``args``."""
+        if self.guard.open:
+            return
+        rights = self.guard.rights(principal)
+        if not (rights.may_call("channel", method) or (
+                method not in ADMIN_METHODS and rights.may_call("channel", USE_RIGHT))):
+            try:
+                rights.check_call("channel", method)
+            except SecurityError as exc:
+                raise self.guard.refuse(exc, principal.name, "call",
+                                        f"channel.{method}") from None
+        if rights.may_call("channel", ADMIN_RIGHT) or method in ("create_channel",
+                                                                   "list_channels",
+                                                                   "echo",
+                                                                   "security_stats"):
+            return
+        ch = _id(args, "channel")
+        if ch is None:
+            return  # the service refuses the malformed call itself
+        mine = self._owners.get((ch, "", "", 0)) == principal.name
+        if mine:
+            return
+        side = _SIDE.get(method) or args.get("side", "consumer")
+        proxy = _id(args, "proxy")
+        if args.get("proxy") is not None:
+            self._need(principal, (ch, "proxy", str(side), proxy if proxy is not None else -1),
+                       method, f"proxy {args.get('proxy')!r} of channel {ch}")
+            return
+        admin = _id(args, "admin", 0)
+        if args.get("admin") is not None and admin != 0:
+            self._need(principal, (ch, "admin", str(side), admin if admin is not None else -1),
+                       method, f"admin {args.get('admin')!r} of channel {ch}")
+            return
+        if method in _CHANNEL_WIDE:
+            raise self._deny(principal, method, f"channel {ch}", "it changes objects of a "
+                             "channel the principal does not own")
+
+    def _need(self, principal: Principal, key: Key, method: str, what: str) -> None:
+        if self._owners.get(key) != principal.name:
+            raise self._deny(principal, method, what, "it belongs to another principal")
+
+    def _deny(self, principal: Principal, method: str, what: str, why: str) -> AccessDenied:
+        exc = AccessDenied(f"{principal.name} may not call channel.{method} on {what}: {why}",
+                           principal=principal.name, action="call",
+                           object=f"channel.{method} {what}")
+        self.guard.refuse(exc)
+        return exc
+
+    def created(self, principal: Principal, method: str, args: Mapping[str, Any],
+                result: Any) -> None:
+        """Record the owner of what ``method`` just created (``result`` is its id)."""
+        if self.guard.open or not isinstance(result, int) or isinstance(result, bool):
+            return
+        ch = _id(args, "channel")
+        if method == "create_channel":
+            self._owners[(result, "", "", 0)] = principal.name
+        elif method in _CREATES_ADMIN and ch is not None:
+            self._owners[(ch, "admin", _CREATES_ADMIN[method], result)] = principal.name
+        elif method in _CREATES_PROXY and ch is not None:
+            self._owners[(ch, "proxy", _CREATES_PROXY[method], result)] = principal.name
+        else:
+            return
+        self._save()
+
+    def destroyed(self, channel: int) -> None:
+        """Forget the owners of a destroyed channel's objects."""
+        gone = [k for k in self._owners if k[0] == channel]
+        for k in gone:
+            del self._owners[k]
+        if gone:
+            self._save()
+
+
+__all__ = ["ADMIN_METHODS", "ADMIN_RIGHT", "USE_RIGHT", "ChannelAccess"]

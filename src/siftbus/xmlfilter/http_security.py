@@ -1,0 +1,323 @@
+"""The security hook of the XML filter's HTTP endpoint, kept apart from the endpoint
+itself (:mod:`siftbus.xmlfilter.http`): one ASGI middleware at the HTTP boundary that
+authenticates, authorizes and checks callback URLs before a request reaches the app.
+
+``secure_app(create_app(...), guard)`` is all a server needs; on an open guard it returns
+the app unchanged. With a secured guard:
+
+* **Authentication.** Every request carries ``Authorization: Bearer <token>`` (a token
+  of ``siftbus certs token NAME``); a missing, expired or tampered token is answered
+  with 401 and nothing else (no subscription list, no stats, no API description). TLS
+  comes from the server (``siftbus xml-filter serve --config --cert --key``).
+* **Rights** (the principal's ``services`` patterns, as on the broker):
+  ``xml.subscribe`` to register, list, inspect, renew, pause, resume and delete
+  subscriptions; ``xml.publish`` for ``POST /publish``; ``xml.stats`` for ``GET /stats``;
+  ``xml.types`` to change event types (``PUT``/``DELETE /types/...``); ``xml.admin`` to
+  see and act on everyone's subscriptions. Anything else answers 403.
+* **Ownership.** A subscription belongs to the principal that registered it: others get
+  404 for it (as if it did not exist), and ``GET /subscriptions`` lists one's own.
+* **Callback URLs.** Every receiver's ``callbackAddress`` of a registered document (or the
+  address it defaults to: ``X-Callback-Address``, else ``http://<client host>/``) must
+  start with one of the policy's ``callback_prefixes``; otherwise the whole document is
+  refused with 403 before anything is registered, so the server never calls an address
+  outside the allow-list.
+
+Every refusal is an :class:`~siftbus.errors.AuthenticationError` or
+:class:`~siftbus.errors.AccessDenied` counted and logged by the guard; the JSON body is
+the endpoint's error shape ``{"error", "type", "line", "column"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+from lxml import etree
+
+from siftbus.errors import AccessDenied, ConfigError, SecurityError, SiftbusError
+from siftbus.security.guard import Guard, check_bind
+from siftbus.security.policy import SecurityPolicy
+from siftbus.security.principal import Principal
+from siftbus.security.tls import TLSConfig
+from siftbus.security.tokens import bearer_token
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+MAX_BODY = 64 * 1024 * 1024
+"""Largest subscription document the hook reads to check its callback addresses."""
+
+_SUB_PATH = re.compile(r"^/subscriptions/([^/]+)(?:/[^/]*)?/?$")
+_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False,
+                          remove_comments=True)
+
+
+def _json(status: int, exc: SiftbusError) -> tuple[int, bytes]:
+    return status, json.dumps({"error": str(exc), "type": type(exc).__name__,
+                               "line": exc.line, "column": exc.column}).encode()
+
+
+def callback_addresses(body: bytes, default: str) -> list[str]:
+    """The callback addresses a subscription document names (``default`` for a receiver
+    without one); :class:`~siftbus.errors.AccessDenied` if the document cannot be read
+    (the hook fails closed: what it cannot check is not registered)."""
+    try:
+        root = etree.fromstring(body, _PARSER)
+    except (etree.XMLSyntaxError, ValueError) as exc:
+        raise AccessDenied(f"the subscription document cannot be checked: {exc}"[:300],
+                           action="subscribe") from None
+    out = []
+    for el in root.iter():
+        if not isinstance(el.tag, str) or etree.QName(el).localname != "receiver":
+            continue
+        addr = [c for c in el if isinstance(c.tag, str)
+                and etree.QName(c).localname == "callbackAddress"]
+        text = (addr[0].text or "").strip() if addr else ""
+        out.append(text or default)
+    if not out and etree.QName(root).localname in ("subscription", "subscriptionList"):
+        out.append(default)  # the endpoint refuses it; nothing to call either way
+    return out
+
+
+class XmlAccess:
+    """Rights, ownership and the callback allow-list of one XML endpoint."""
+
+    def __init__(self, guard: Guard) -> None:
+        self.guard = guard
+        self.owners: dict[str, str] = {}
+        """Subscription id -> the principal that registered it."""
+
+    def authenticate(self, headers: dict[str, str], peer: str) -> Principal:
+        try:
+            token = bearer_token(headers.get("authorization"))
+        except SecurityError as exc:
+            raise self.guard.refuse(exc, f"?@{peer}", "connect") from None
+        return self.guard.client(token, None, peer=peer)
+
+    def need(self, principal: Principal, right: str, what: str) -> None:
+        rights = self.guard.rights(principal)
+        if not rights.may_call("xml", right):
+            try:
+                rights.check_call("xml", right)
+            except SecurityError as exc:
+                raise self.guard.refuse(exc, principal.name, "call", what) from None
+
+    def is_admin(self, principal: Principal) -> bool:
+        return self.guard.rights(principal).may_call("xml", "admin")
+
+    def mine(self, principal: Principal, sub_id: str) -> bool:
+        return self.is_admin(principal) or self.owners.get(sub_id) == principal.name
+
+    def check_callbacks(self, principal: Principal, addresses: list[str]) -> None:
+        for url in addresses:
+            self.guard.check_callback(principal, url)
+
+
+class SecureXmlApp:
+    """The ASGI middleware (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, guard: Guard, *, max_body: int = MAX_BODY) -> None:
+        self.app = app
+        self.access = XmlAccess(guard)
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers", [])}
+        client = scope.get("client") or ("localhost", 0)
+        method, path = scope["method"], scope["path"]
+        try:
+            principal = self.access.authenticate(headers, str(client[0]))
+        except SecurityError as exc:
+            await self._answer(send, *_json(401, exc))
+            return
+        try:
+            route = self._authorize(principal, method, path)
+        except SecurityError as exc:
+            await self._answer(send, *_json(403, exc))
+            return
+        if route == "hidden":
+            await self._answer(send, 404, json.dumps({
+                "error": f"no subscription {path.split('/')[2][:100]!r}",
+                "type": "UnknownSubscriptionError", "line": None, "column": None}).encode())
+            return
+        if route == "register":
+            body = await self._body(receive)
+            if body is None:
+                await self._answer(send, 413, b'{"error": "body too large", "type": '
+                                   b'"BodyTooLargeError", "line": null, "column": null}')
+                return
+            default = headers.get("x-callback-address") or f"http://{client[0]}/"
+            try:
+                self.access.check_callbacks(principal, callback_addresses(body, default))
+            except SecurityError as exc:
+                if not isinstance(exc, AccessDenied) or not exc.principal:
+                    self.access.guard.refuse(exc, principal.name, "subscribe")
+                await self._answer(send, *_json(403, exc))
+                return
+            await self.app(scope, _replay(body, receive),
+                           self._capture(send, principal, "register"))
+            return
+        if route == "list" and not self.access.is_admin(principal):
+            await self.app(scope, receive, self._capture(send, principal, "list"))
+            return
+        if route == "own" and method == "DELETE":
+            await self.app(scope, receive, self._capture(send, principal, "delete"))
+            return
+        await self.app(scope, receive, send)
+
+    def _authorize(self, principal: Principal, method: str, path: str) -> str:
+        """The route's kind after checking the right it needs."""
+        a = self.access
+        if path.rstrip("/") == "/subscriptions":
+            a.need(principal, "subscribe", "xml.subscribe")
+            return "register" if method == "POST" else "list"
+        m = _SUB_PATH.match(path)
+        if m:
+            a.need(principal, "subscribe", "xml.subscribe")
+            sub_id = m.group(1)
+            if a.mine(principal, sub_id):
+                return "own"
+            if sub_id in a.owners:  # someone else's: counted, answered as unknown
+                a.guard.refuse(AccessDenied(
+                    f"{principal.name} may not {method} subscription {sub_id[:100]!r}: it "
+                    "belongs to another principal", principal=principal.name,
+                    action="call", object=f"xml.subscribe {sub_id[:100]}"))
+            return "hidden"
+        if path.rstrip("/") == "/publish":
+            a.need(principal, "publish", "xml.publish")
+            return "publish"
+        if path.rstrip("/") == "/stats":
+            a.need(principal, "stats", "xml.stats")
+            return "stats"
+        if path.startswith("/types"):
+            if method in ("GET", "HEAD"):
+                a.need(principal, "subscribe", "xml.subscribe")
+            else:
+                a.need(principal, "types", "xml.types")
+            return "types"
+        a.need(principal, "admin", "xml.admin")  # API descriptions and anything new
+        return "other"
+
+    async def _body(self, receive: Receive) -> bytes | None:
+        chunks, size = [], 0
+        while True:
+            msg = await receive()
+            if msg["type"] != "http.request":
+                break
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return None
+            chunks.append(chunk)
+            if not msg.get("more_body"):
+                break
+        return b"".join(chunks)
+
+    def _capture(self, send: Send, principal: Principal, kind: str) -> Send:
+        """Record the owner of registered ids, or cut a list down to the caller's."""
+        start: dict[str, Any] = {}
+        parts: list[bytes] = []
+
+        async def wrapped(msg: Message) -> None:
+            if msg["type"] == "http.response.start":
+                start.update(msg)
+                return
+            if msg["type"] != "http.response.body":
+                await send(msg)
+                return
+            parts.append(msg.get("body", b""))
+            if msg.get("more_body"):
+                return
+            body = b"".join(parts)
+            if start.get("status") in (200, 201):
+                body = self._rewrite(body, principal, kind)
+            hdrs = [(k, v) for k, v in start.get("headers", [])
+                    if k.lower() != b"content-length"]
+            hdrs.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": hdrs})
+            await send({"type": "http.response.body", "body": body})
+
+        return wrapped
+
+    def _rewrite(self, body: bytes, principal: Principal, kind: str) -> bytes:
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return body
+        if not isinstance(data, dict):
+            return body
+        if kind == "register":
+            for sid in data.get("ids", []):
+                self.access.owners.setdefault(str(sid), principal.name)
+            return body
+        if kind == "delete":
+            self.access.owners.pop(str(data.get("id")), None)
+            return body
+        for key, value in data.items():  # every list of ids: only the caller's
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                data[key] = [v for v in value if self.access.owners.get(v) == principal.name]
+        return json.dumps(data).encode()
+
+    @staticmethod
+    async def _answer(send: Send, status: int, body: bytes) -> None:
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body already read, then the connection's own messages (its disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def server_security(policy: SecurityPolicy, cert: Path | None, key: Path | None, *,
+                    host: str, insecure: bool) -> tuple[Guard, dict[str, Any]]:
+    """The guard and the uvicorn TLS keyword arguments of an XML endpoint under
+    ``policy``, after the safe-default check of its bind address (loopback only without
+    TLS and authentication, unless ``insecure``)."""
+    if (cert is None) != (key is None):
+        raise ConfigError("--cert and --key go together", field="cert")
+    if cert is not None and policy.ca is None:
+        raise ConfigError("--cert/--key need --config with a [security] ca (the CA that "
+                          "signed them, which clients trust)", field="cert")
+    if policy.ca is not None and cert is None:
+        raise ConfigError("[security] has a ca: the XML endpoint needs --cert and --key "
+                          "(siftbus certs issue NAME)", field="cert")
+    tls: dict[str, Any] = {}
+    if cert is not None and key is not None and policy.ca is not None:
+        TLSConfig(cert, key, policy.ca).check()
+        tls = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+    check_bind(host, tls=bool(tls), authenticated=policy.authenticates, insecure=insecure,
+               what="XML endpoint")
+    return Guard(policy), tls
+
+
+def secure_app(app: Any, guard: Guard, *, max_body: int = MAX_BODY) -> Any:
+    """``app`` behind the security hook (``app`` itself when ``guard`` is open). The
+    hook's state is reachable as ``returned.access`` (owners, the guard's counters)."""
+    if guard.open:
+        return app
+    return SecureXmlApp(app, guard, max_body=max_body)
+
+
+__all__ = ["SecureXmlApp", "XmlAccess", "callback_addresses", "secure_app", "server_security"]
