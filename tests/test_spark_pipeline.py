@@ -179,6 +179,39 @@ def _siftbus(*args: str) -> subprocess.CompletedProcess[str]:
 _CHECK_ERROR = re.compile(r"^siftbus: error: .*?, line (\d+), column (\d+): (.*)$", re.M)
 
 
+def test_the_hostile_event_corpus_gives_checks_errors_as_dead_letters(
+        spark: Any, tmp_path: Path) -> None:
+    # Every bad event line of the hostile corpus (test_hostile_parsers: nesting, huge
+    # numbers, bad UTF-8, surrogates, 1 MB names, ...) between good lines: `pipeline run`
+    # and `siftbus check` name the same line, column and reason for each, and the good
+    # lines still match. The corpus's 8-40 MB lines are left to the parse stage's own
+    # tests (the line limit), to keep this test quick on a shared machine.
+    from test_hostile_parsers import EVENT_LINES, GOOD_EVENT, PROFILES, SCHEMA
+
+    bad = [v for v in EVENT_LINES.values() if isinstance(v, bytes) and len(v) < 2 << 20]
+    lines = [GOOD_EVENT]
+    for b in bad:
+        lines += [b, GOOD_EVENT]
+    events = tmp_path / "hostile.jsonl"
+    events.write_bytes(b"\n".join(lines) + b"\n")
+    r = _siftbus("check", "--schema", str(SCHEMA), "--events", str(events))
+    errors = [(int(m[1]), int(m[2]), m[3]) for m in _CHECK_ERROR.finditer(r.stderr)]
+    assert len(errors) == len(bad), r.stderr[-2000:]
+    report = run_files(spark, load_schema(SCHEMA), PROFILES, [events], tmp_path / "out",
+                       engine=ENGINES[-1])
+    assert (report.events, report.bad) == (len(bad) + 1, len(bad))
+    dead = DeadLetterSink(tmp_path / "out" / "dead_letters.jsonl").read_back()
+    assert [(d["line"], d["column"], d["reason"]) for d in dead] == errors
+    (tmp_path / "good.jsonl").write_bytes(GOOD_EVENT + b"\n")
+    r = _siftbus("match", "--schema", str(SCHEMA), "--profiles", str(PROFILES), "--events",
+                 str(tmp_path / "good.jsonl"))
+    assert r.returncode == 0, r.stderr
+    want = json.loads(r.stdout)["matches"]
+    got = _read_matches(tmp_path / "out" / "matches.jsonl")
+    assert sorted(got) == [("", 2 * k) for k in range(len(bad) + 1)]  # bad lines count
+    assert all(m == want for m in got.values())
+
+
 def test_pipeline_reads_event_files_by_the_rules_of_check_and_match(
         spark: Any, tmp_path: Path) -> None:
     # One rule for every line-oriented file: a BOM at the start is skipped, \n, \r\n and a

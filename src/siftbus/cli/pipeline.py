@@ -32,6 +32,15 @@ def _session(config: Path | None, master: str | None, shuffle_partitions: int | 
     return spark
 
 
+def _check_engine(engine: str) -> None:
+    """An engine of the registry that the match stage can run (see match.engines)."""
+    from siftbus.spark.match_stage import engine_names
+
+    if engine not in engine_names():
+        raise ConfigError(f"unknown engine {engine!r}; choose one of "
+                          f"{', '.join(engine_names())}", field="engine")
+
+
 def _webhooks(specs: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for spec in specs:
@@ -122,21 +131,23 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Batch job: parse, validate, match and write notifications, counts, dead letters."""
         from siftbus.model import load_schema
-        from siftbus.spark.match_stage import engine_names
         from siftbus.spark.pipeline import Pipeline, standard_sinks
         from siftbus.spark.progress import spark_progress
-        from siftbus.spark.sources import read_source
+        from siftbus.spark.sources import SOURCE_FORMATS, existing_inputs, read_source
         from siftbus.spark.subscriptions import SubscriptionSet, profile_source
 
-        if engine not in engine_names():
-            raise ConfigError(f"unknown engine {engine!r}; choose one of "
-                              f"{', '.join(engine_names())}",
-                              field="engine")
+        # Every input is checked before Spark starts: a mistake costs no JVM start and
+        # stays one error line (Spark's start adds a line of its own).
+        _check_engine(engine)
+        if fmt not in SOURCE_FORMATS:
+            raise ConfigError(f"unknown event format {fmt!r}; choose one of "
+                              f"{', '.join(SOURCE_FORMATS)}", field="format")
+        existing_inputs(events)
+        delivery = _delivery_sinks(webhook, deliver_dir)
         sch = load_schema(schema)
         subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)
         spark = _session(config, master, shuffle_partitions, driver_memory, out)
-        pipe = Pipeline(spark, sch, subs,
-                        [*standard_sinks(out), *_delivery_sinks(webhook, deliver_dir)])
+        pipe = Pipeline(spark, sch, subs, [*standard_sinks(out), *delivery])
         try:
             with spark_progress(spark, enabled=not no_progress):
                 report = pipe.run(read_source(spark, events, fmt))
@@ -182,8 +193,11 @@ def register(app: typer.Typer) -> None:
         from siftbus.spark.sources import STREAM_FORMATS, socket_stream, watch_directory
         from siftbus.spark.subscriptions import SubscriptionSet, profile_source
 
+        _check_engine(engine)
         if (watch is None) == (socket is None):
             raise ConfigError("give either --watch DIR or --socket HOST:PORT", field="watch")
+        if watch is not None and not watch.is_dir():
+            raise ConfigError(f"watch directory {watch} does not exist", source=str(watch))
         if fmt not in STREAM_FORMATS:
             raise ConfigError(f"unknown stream format {fmt!r}; choose one of "
                               f"{', '.join(STREAM_FORMATS)}", field="format")
@@ -193,11 +207,12 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"--socket wants HOST:PORT, got {socket!r}", field="socket")
             if fmt != "jsonl":
                 raise ConfigError("a socket carries JSON lines only", field="format")
+        delivery = _delivery_sinks(webhook, deliver_dir)
         sch = load_schema(schema)
         subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)
         spark = _session(config, master, shuffle_partitions, driver_memory, out)
-        pipe = Pipeline(spark, sch, subs,
-                        [*streaming_sinks(out), *_delivery_sinks(webhook, deliver_dir)])
+        pipe = Pipeline(spark, sch, subs, [*streaming_sinks(out), *delivery])
+
         def on_batch(r: BatchReport) -> None:
             typer.echo(f"batch {r.batch_id}: {r.events} events, {r.bad} bad, "
                        f"{r.notifications} notifications, {r.profiles} profiles "

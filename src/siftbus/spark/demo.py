@@ -380,16 +380,16 @@ def print_demo(result: DemoResult) -> None:
     for sub in sorted(set(result.alarms_sent) | set(result.alarms_received or {})):
         n = result.alarms_sent.get(sub, 0)
         got = "(file)" if result.alarms_received is None else \
-            str(result.alarms_received.get(sub, 0))
+            f"{result.alarms_received.get(sub, 0):,}"
         total_sent += n
         total_got += 0 if result.alarms_received is None else \
             result.alarms_received.get(sub, 0)
-        al.add_row(sub, str(n), got)
+        al.add_row(sub, f"{n:,}", got)
     console.print(al)
     if result.alarms_received is not None:
         verdict = "all received" if total_got == total_sent else \
-            f"MISMATCH: {total_got} received of {total_sent}"
-        console.print(f"live delivery: {total_sent} alarm notifications sent, {verdict}")
+            f"MISMATCH: {total_got:,} received of {total_sent:,}"
+        console.print(f"live delivery: {total_sent:,} alarm notifications sent, {verdict}")
     o = result.out
     console.print("\n[bold]outputs[/bold]")
     for label, path in (("events", o / "events" / "building-day.jsonl"),

@@ -190,7 +190,9 @@ class JsonLinesSink:
         files = ([self.path] if self.path.is_file()
                  else sorted(self.path.rglob("*.json")) if self.path.exists() else [])
         for f in files:
-            for line in f.read_text(encoding="utf-8").splitlines():
+            # JSON lines end at "\n" only: str.splitlines() would also cut at U+2028 and
+            # \x1c, which Spark's JSON writer leaves raw inside strings (a source path).
+            for line in f.read_text(encoding="utf-8").split("\n"):
                 if line.strip():
                     d = json.loads(line)
                     out.extend((d.get("source", ""), int(d["event"]), m) for m in d["matches"])
@@ -247,10 +249,12 @@ class DeadLetterSink:
         return SinkResult(self.name, rows, str(self.path))
 
     def read_back(self) -> list[dict[str, Any]]:
+        """Every dead letter written, as dicts (lines end at "\\n" only, as in
+        :meth:`JsonLinesSink.read_back`)."""
         files = ([self.path] if self.path.is_file()
                  else sorted(self.path.rglob("*.json")) if self.path.exists() else [])
         return [json.loads(line) for f in files
-                for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+                for line in f.read_text(encoding="utf-8").split("\n") if line.strip()]
 
     def close(self) -> None:
         return None

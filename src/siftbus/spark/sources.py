@@ -47,7 +47,10 @@ class SourceFrame:
     """``text``, ``wide`` or ``keyed`` (see the module docstring)."""
 
 
-def _existing(paths: Sequence[str | Path]) -> list[str]:
+def existing_inputs(paths: Sequence[str | Path]) -> list[str]:
+    """The given event files and directories as absolute paths; an
+    :class:`~siftbus.errors.EventError` for one that does not exist or holds no files (the
+    CLI asks before it starts Spark, so that such a mistake costs no JVM start)."""
     out = []
     for p in paths:
         path = Path(p)
@@ -97,7 +100,7 @@ def read_json_lines(spark: SparkSession, paths: Sequence[str | Path]) -> SourceF
     """JSON-lines files (or directories of them), numbered by line."""
     from pyspark.sql import functions as F
 
-    raw = spark.read.text(_existing(paths)).select(
+    raw = spark.read.text(existing_inputs(paths)).select(
         _local_path(F.col("_metadata.file_path")).alias("source"), F.col("value").alias("text"))
     return SourceFrame(number_lines(raw), "text")
 
@@ -107,7 +110,7 @@ def read_parquet(spark: SparkSession, paths: Sequence[str | Path]) -> SourceFram
     attribute). Without an ``event`` column, rows are numbered in file order."""
     from pyspark.sql import functions as F
 
-    df = spark.read.parquet(*_existing(paths))
+    df = spark.read.parquet(*existing_inputs(paths))
     cols = set(df.columns)
     if "type" not in cols:
         raise EventError("a Parquet event table needs a 'type' column",
@@ -133,7 +136,7 @@ def read_xml(spark: SparkSession, paths: Sequence[str | Path]) -> SourceFrame:
     from pyspark.sql import functions as F
 
     df = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(
-        _existing(paths))
+        existing_inputs(paths))
     return SourceFrame(df.select(_local_path(F.col("path")).alias("source"), "content"), "xml")
 
 
@@ -234,6 +237,7 @@ __all__ = [
     "SOURCE_FORMATS",
     "STREAM_FORMATS",
     "SourceFrame",
+    "existing_inputs",
     "number_lines",
     "read_json_lines",
     "read_parquet",
