@@ -77,6 +77,9 @@ class BrokerStats:
     """Histogram of publish-to-notify latency at this broker: bucket upper bound -> count."""
     links: dict[str, LinkStats]
     """Per-link traffic."""
+    sessions: dict[str, Any] = field(default_factory=dict)
+    """Sessions held (attached, away, arriving), rows and bytes buffered for them,
+    rows dropped over their limits, handoffs in and out, handoff messages by kind."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

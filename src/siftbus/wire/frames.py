@@ -56,6 +56,11 @@ class MsgType(enum.IntEnum):
     PING = 11
     CALL = 12
     REPLY = 13
+    HANDOFF = 20
+    """Broker to broker: a session handoff step (``docs/mobility.md``)."""
+    SACK = 21
+    """Client to broker: session rows processed up to ``ack`` (``resend``: send again
+    what follows)."""
 
 
 @dataclass(slots=True)
