@@ -15,7 +15,7 @@ import inspect
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,11 @@ from siftbus.wire.profiles import (
     decode_profiles,
 )
 
+from .handoff import default_handoff, make_handoff
 from .protocols import Routing, make_routing
+from .session_store import SessionStore
+from .session_table import SessionTable
+from .sessions import DEFAULT_POLICY, SessionPolicy
 from .stats import BrokerStats, Counters, LinkStats
 from .store import ProfileStore
 
@@ -76,7 +80,9 @@ class BrokerNode:
                  advertisements: bool = False, neighbours: tuple[str, ...] = (),
                  rendezvous: dict[str, str | None] | None = None,
                  engine: str | None = None, store: ProfileStore | None = None,
-                 clock: Callable[[], float] = time.time, limits: Limits | None = None) -> None:
+                 clock: Callable[[], float] = time.time, limits: Limits | None = None,
+                 handoff: str | None = None, sessions: SessionPolicy | None = None,
+                 edges: Iterable[tuple[str, str]] | None = None) -> None:
         self.name = check_name(name, "broker")
         self.schema = schema
         self.protocol = protocol
@@ -105,9 +111,46 @@ class BrokerNode:
         #: called with a client's name when its connection goes (hosted services own
         #: per-connection state, e.g. the channel service's push proxies)
         self.client_down_listeners: list[Callable[[str], None]] = []
+        self._init_sessions(handoff, sessions, edges, protocol, strategy)
         if store is not None:
             for client, p in store.load(schema):
                 self._subscribe_all(client, [p], persist=False)
+
+    def _init_sessions(self, handoff: str | None, policy: SessionPolicy | None,
+                       edges: Iterable[tuple[str, str]] | None, protocol: str,
+                       strategy: str) -> None:
+        """Sessions and the handoff protocol (:mod:`.session_table`, :mod:`.handoff`);
+        the whole tree (``edges``) gives the overlay addresses a handoff travels by."""
+        #: timers: ``call_later(seconds, fn)``, set by the server or the simulator
+        self.call_later: Callable[[float, Callable[[], None]], Any] = _no_timer
+        policy = policy or DEFAULT_POLICY
+        self.sessions = SessionTable(
+            self, policy, SessionStore(self.store) if self.store is not None else None)
+        tree = list(edges) if edges is not None else [(self.name, n) for n in self.neighbours]
+        self.handoff = make_handoff(handoff or default_handoff(protocol, strategy), self, tree,
+                                    policy, protocol=protocol, strategy=strategy)
+        self.sessions.mover = self.handoff
+
+    def session_hello(self, link: str, body: Any) -> dict[str, Any]:
+        """A client's HELLO asked for a session: the status for its ACK."""
+        return self.sessions.hello(link, body)
+
+    def forget_client(self, link: str) -> None:
+        """Remove every profile and advertisement of a client (its session ended)."""
+        self.routing.unadvertise_all(link)
+        self.routing.unsubscribe_all(link)
+        if self.store is not None:
+            self.store.delete_client(link[1:])
+
+    def _gid(self, client: str, pid: str) -> str:
+        """The network-wide id of a client's profile (a session's keeps its own)."""
+        return self.sessions.gid(client, pid) or f"{self.name}/{client}/{pid}"
+
+    def _advert_gid(self, client: str, pid: str) -> str:
+        s = self.sessions.sessions.get(client)
+        if s is not None:
+            return f"~{client}/{s.epoch}/{pid}"
+        return f"{self.name}/{client}/{pid}"
 
     # ---- RoutingHost -----------------------------------------------------------------
 
@@ -123,6 +166,8 @@ class BrokerNode:
         self.transport_send(link, msg)
 
     def deliver(self, link: str, items: list[tuple[Block, np.ndarray, list[str]]]) -> None:
+        if self.sessions.deliver(link, items):
+            return  # a session client's: numbered, buffered, sent by its session
         n = sum(len(pids) for _, _, pids in items)
         if link not in self.clients:
             self.counters.dropped += n
@@ -144,6 +189,7 @@ class BrokerNode:
         self._up.add(name)
         self._up_frozen = frozenset(self._up)
         self.routing.neighbour_up(name)
+        self.handoff.link_up(name)
 
     def broker_down(self, name: str) -> None:
         if name not in self._up:
@@ -151,6 +197,7 @@ class BrokerNode:
         self._up.discard(name)
         self._up_frozen = frozenset(self._up)
         self.routing.neighbour_down(name)
+        self.handoff.link_down(name)
 
     def client_up(self, name: str) -> tuple[str, list[str]]:
         """Attach a local client; returns its link and the ids of its stored profiles."""
@@ -168,9 +215,10 @@ class BrokerNode:
         """Detach a client. Its advertisements go (it can no longer publish here);
         without a store its profiles go too, with one they stay (durable)."""
         self.clients.discard(link)
-        self.routing.unadvertise_all(link)
-        if self.store is None:
-            self.routing.unsubscribe_all(link)
+        if not self.sessions.detach(link):  # a session keeps profiles and adverts
+            self.routing.unadvertise_all(link)
+            if self.store is None:
+                self.routing.unsubscribe_all(link)
         for listener in self.client_down_listeners:
             try:
                 listener(link[1:])
@@ -200,7 +248,9 @@ class BrokerNode:
     def _from_broker(self, z: str, msg: Message) -> None:
         t, body = msg.type, msg.body
         routing = self.routing
-        if t is MsgType.PUB or t is MsgType.NOTIFY:
+        if "plane" in body:  # the handoff's control plane (ping/pong)
+            self.handoff.on_plane(z, msg)
+        elif t is MsgType.PUB or t is MsgType.NOTIFY:
             self._route(z, t, [b for b, _, _ in decode_batch(body, self.schema)])
         elif t is MsgType.SUB:  # a neighbour's (possibly merged) profiles: no request limits
             for item in get(body, "profiles", list):
@@ -218,6 +268,8 @@ class BrokerNode:
             self.check_schema(body, z)
         elif t is MsgType.PING:
             self.transport_send(z, Message(MsgType.ACK, {"corr": body.get("corr")}))
+        elif t is MsgType.HANDOFF:
+            self.handoff.receive(z, body)
         elif t not in (MsgType.ACK, MsgType.ERROR):  # the server logs a neighbour's ERROR
             raise WireError(f"{t.name} is not expected from a broker")
 
@@ -237,11 +289,14 @@ class BrokerNode:
 
     def _from_client(self, link: str, msg: Message, corr: int | None) -> None:
         t, body = msg.type, msg.body
+        if self.sessions.defer(link, msg):
+            return  # its session is still arriving: handled once it is here
         client = link[1:]
         reply: dict[str, Any] = {"corr": corr}
         if t is MsgType.PUB:
-            src = f"{self.name}/{client}"
-            blocks = [b.with_src(src) for b, _, _ in decode_batch(body, self.schema)]
+            blocks = [b for b, _, _ in decode_batch(body, self.schema)]
+            src = self.sessions.publisher_src(client, blocks) or f"{self.name}/{client}"
+            blocks = [b.with_src(src) for b in blocks]
             n = sum(len(b) for b in blocks)
             self.counters.events_published += n
             self._route(link, MsgType.PUB, blocks)
@@ -258,13 +313,17 @@ class BrokerNode:
             reply["ids"] = ids
         elif t is MsgType.ADV:
             for p in self._client_profiles(body, client, key="adverts"):
-                self.routing.advertise(link, p.with_id(f"{self.name}/{client}/{p.id}",
+                self.routing.advertise(link, p.with_id(self._advert_gid(client, p.id),
                                                        client))
         elif t is MsgType.UNADV:
             for pid in check_count(get(body, "ids", list), "ids", self.limits):
-                self.routing.unadvertise(link, f"{self.name}/{client}/{pid}")
+                self.routing.unadvertise(link, self._advert_gid(client, str(pid)))
         elif t is MsgType.PING:
             pass
+        elif t is MsgType.SACK:
+            self.sessions.ack(link, get(body, "ack", int, where="SACK"),
+                              body.get("resend") is True)
+            return
         elif t is MsgType.CALL:
             self._call(link, client, body, corr)
             return
@@ -299,7 +358,7 @@ class BrokerNode:
                 for p in profiles:
                     store.insert(client, p)
             for p in profiles:
-                gid = f"{self.name}/{client}/{p.id}"
+                gid = self._gid(client, p.id)
                 self.routing.subscribe(link, p.with_id(gid, client), local_id=p.id)
                 added.append(gid)
             if store is not None:
@@ -322,7 +381,7 @@ class BrokerNode:
                 for pid in pids:
                     store.delete(client, pid)
             for pid in pids:
-                gid = f"{self.name}/{client}/{pid}"
+                gid = self._gid(client, pid)
                 e = self.routing.table.entries.get(gid)
                 if e is None or e.src != link:
                     raise UnknownProfileError(f"{client} has no profile {pid!r}", field=pid)
@@ -399,7 +458,13 @@ class BrokerNode:
             latency_ms=c.latency_dict(),
             links={n: LinkStats(lk.messages_in, lk.messages_out, lk.bytes_in, lk.bytes_out)
                    for n, lk in sorted(c.links.items())},
+            sessions={**self.sessions.stats(), "handoff": self.handoff.name,
+                      "handoff_messages": dict(self.handoff.counts)},
         )
+
+
+def _no_timer(delay: float, fn: Callable[[], None]) -> None:
+    """Without a transport nothing runs later (the node alone has no clock to run on)."""
 
 
 def _unconnected(link: str, msg: Message) -> None:
