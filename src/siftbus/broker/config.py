@@ -9,6 +9,11 @@
     imperfect = false             # merging: also merge imperfectly (false positives filtered)
     advertisements = false        # forwarding: subscriptions follow advertisements
     engine = "index"              # matcher engine (default: index when installed)
+    handoff = "acyclic"           # pingpong | acyclic | rendezvous (docs/mobility.md)
+
+    [network.sessions]            # optional: session limits (docs/mobility.md)
+    max_count = 100000
+    expiry = 3600.0
 
     [network.limits]              # optional: what one peer may send (docs/broker.md, Limits)
     max_frame = 16777216
@@ -40,9 +45,12 @@ from siftbus.model import Schema, load_schema
 from siftbus.model.textio import parse_toml, read_text, split_lines
 from siftbus.wire.limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
+from .handoff import HANDOFFS
+from .handoff_base import check_claims
 from .node import BrokerNode, check_name, default_engine
 from .protocols import PROTOCOLS, STRATEGIES, rendezvous_directions
 from .server import BrokerServer
+from .sessions import DEFAULT_POLICY, SessionPolicy
 from .store import ProfileStore
 
 
@@ -74,6 +82,10 @@ class NetworkConfig:
     edges: tuple[tuple[str, str], ...]
     limits: Limits = DEFAULT_LIMITS
     """What every broker of the network accepts from one peer (``[network.limits]``)."""
+    handoff: str | None = None
+    """The session handoff protocol (``None``: the routing's default)."""
+    sessions: SessionPolicy = DEFAULT_POLICY
+    """Session limits and timings (``[network.sessions]``)."""
 
     def broker(self, name: str) -> BrokerConfig:
         try:
@@ -91,7 +103,8 @@ class NetworkConfig:
         return BrokerNode(name, self.schema, protocol=self.protocol, strategy=self.strategy,
                           imperfect=self.imperfect, advertisements=self.advertisements,
                           neighbours=b.neighbours, rendezvous=dirs, engine=self.engine,
-                          store=ProfileStore(b.store) if b.store else None)
+                          store=ProfileStore(b.store) if b.store else None,
+                          handoff=self.handoff, sessions=self.sessions, edges=self.edges)
 
     def server(self, name: str) -> BrokerServer:
         """The server for ``name``: listens on its port, dials earlier neighbours."""
@@ -126,7 +139,8 @@ def parse_network(text: str, *, path: Path | None = None,
     if not isinstance(net, dict):
         raise fail("[network] must be a table", "network")
     unknown = set(net) - {"schema", "protocol", "strategy", "imperfect", "advertisements",
-                          "engine", "max_frame", "rendezvous", "limits"}
+                          "engine", "max_frame", "rendezvous", "limits", "handoff",
+                          "sessions"}
     if unknown:
         key = sorted(unknown)[0]
         raise fail(f"unknown [network] key {key!r}", key, key)
@@ -164,6 +178,7 @@ def parse_network(text: str, *, path: Path | None = None,
     if not isinstance(max_frame, int) or max_frame < 1024:
         raise fail("max_frame must be an integer >= 1024", "max_frame", "max_frame")
     limits = _parse_limits(net, fail)
+    handoff, policy = _parse_sessions(net, protocol, strategy, fail)
 
     raw = data.get("brokers")
     if not isinstance(raw, dict) or not raw:
@@ -232,7 +247,28 @@ def parse_network(text: str, *, path: Path | None = None,
             raise fail(f"[network.rendezvous] names unknown event type {tname!r}", tname, tname)
     return NetworkConfig(path, schema, protocol, strategy, flags["imperfect"],
                          flags["advertisements"], engine, limits.max_frame, rendezvous,
-                         brokers, tuple(sorted(edges)), limits)
+                         brokers, tuple(sorted(edges)), limits, handoff, policy)
+
+
+def _parse_sessions(net: dict[str, Any], protocol: str, strategy: str, fail: Any
+                    ) -> tuple[str | None, SessionPolicy]:
+    """``[network] handoff`` and ``[network.sessions]``."""
+    handoff = net.get("handoff")
+    if handoff is not None:
+        if handoff not in HANDOFFS:
+            raise fail(f"handoff must be one of {', '.join(HANDOFFS)}, got {handoff!r}",
+                       "handoff", "handoff")
+        try:
+            check_claims(handoff, protocol, strategy)
+        except ConfigError as exc:
+            raise fail(exc.message, "handoff", "handoff") from None
+    table = net.get("sessions", {})
+    if not isinstance(table, dict):
+        raise fail("[network.sessions] must be a table", "sessions", "sessions")
+    try:
+        return handoff, SessionPolicy.from_mapping(table)
+    except ConfigError as exc:
+        raise fail(exc.message, exc.field or "sessions", exc.field) from None
 
 
 def _parse_limits(net: dict[str, Any], fail: Any) -> Limits:

@@ -9,8 +9,9 @@ connections themselves are :class:`~siftbus.wire.transport.FrameConnection` obje
 the shared frame transport, under the server's :class:`~siftbus.wire.limits.Limits`.
 
 Connection handshake: the first frame must be HELLO (within ``hello_timeout``). A client
-sends ``{"role": "client", "name": optional}`` and gets ACK ``{"name", "profiles"}`` (its
-durable profiles) followed by SCHEMA. A broker sends ``{"role": "broker", "name",
+sends ``{"role": "client", "name": optional, "session": optional}`` and gets ACK
+``{"name", "profiles", "session"}`` (its durable profiles, its session's status:
+``docs/mobility.md``) followed by SCHEMA. A broker sends ``{"role": "broker", "name",
 "schema"}``; the acceptor checks that it is a configured neighbour with the same schema
 and answers with its own HELLO.
 """
@@ -86,6 +87,8 @@ class BrokerServer:
 
     async def start(self) -> None:
         """Listen, and start dialing the neighbours in ``dial``."""
+        loop = asyncio.get_running_loop()
+        self.node.call_later = lambda delay, fn: loop.call_later(delay, fn)  # session timers
         await self.listener.start()
         for name, addr in self.dial.items():
             self._spawn(self._dial_loop(name, addr))
@@ -253,17 +256,26 @@ class BrokerServer:
         await self._serve(conn)
 
     def _client_hello(self, conn: FrameConnection, msg: Message) -> None:
-        name = msg.body.get("name") or f"c{next(self._client_ids)}"
+        session = msg.body.get("session")  # a session's client is named by its id
+        sid = session.get("id") if isinstance(session, dict) else None
+        name = sid or msg.body.get("name") or f"c{next(self._client_ids)}"
         if not isinstance(name, str):
             raise WireError("HELLO name must be a string", field="name")
         link, profiles = self.node.client_up(name)
+        ack: dict[str, Any] = {"corr": msg.body.get("corr"), "name": name,
+                               "broker": self.node.name, "profiles": profiles}
+        if session is not None:
+            try:  # rows it sends before this ACK go nowhere: resent below
+                ack["session"] = self.node.session_hello(link, session)
+            except BaseException:
+                self.node.client_down(link)
+                raise
         conn.link = link
         self._conns[link] = conn
-        corr = msg.body.get("corr")
-        self._send(link, Message(MsgType.ACK, {"corr": corr, "name": name,
-                                               "broker": self.node.name,
-                                               "profiles": profiles}))
+        self._send(link, Message(MsgType.ACK, ack))
         self._send(link, self.node.schema_message())
+        if session is not None:
+            self.node.sessions.resend(link)
 
     def _check_peer(self, name: str, body: dict[str, Any]) -> None:
         if name not in self.node.neighbours:

@@ -202,6 +202,7 @@ class SessionTable:
         s = self.sessions.get(sid)
         if s is not None and req.clean:
             self.end(s, "clean start")
+            self.host.forget_client(link)  # connected: end() kept its profiles
             s = None
         if s is not None and req.epoch > s.epoch:
             # the client was attached elsewhere since this state was left here: it is
@@ -343,6 +344,14 @@ class SessionTable:
         if s.acked > before and self.store is not None:
             self.store.trim(s)
         if s.state == "attached":
+            self.flush(s)
+
+    def resend(self, link: str) -> None:
+        """Send an attached client every unacknowledged row again (its connection is
+        new: what was sent on the old one, or before its ACK, is gone)."""
+        s = self.of(link)
+        if s is not None and s.state == "attached":
+            s.sent = s.acked
             self.flush(s)
 
     # ---- requests during a handoff ---------------------------------------------------------------

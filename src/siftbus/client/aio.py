@@ -55,6 +55,7 @@ from .notifications import (
     event_json,
     notify_block,
 )
+from .session import SessionState
 from .subscription import BatchCallback, Callback, Subscription, next_notification
 
 MAX_BATCH = 5000
@@ -107,20 +108,63 @@ class Client:
         self.callback_errors = 0
         """Notification callbacks that raised (each is logged; delivery goes on)."""
         self._reader_task: asyncio.Task[None] | None = None
+        self.session: SessionState | None = None
+        """The session (``connect(session=...)``), else ``None``."""
+        self.adverts: list[Profile] = []
 
     # ---- connection ---------------------------------------------------------------------
 
     @classmethod
     async def connect(cls, host: str = "127.0.0.1", port: int = 7400, *,
                       name: str | None = None, timeout: float = 10.0,
-                      queue_size: int = 10_000) -> Client:
-        """Connect, say HELLO and receive the schema."""
+                      queue_size: int = 10_000,
+                      session: str | SessionState | None = None) -> Client:
+        """Connect, say HELLO and receive the schema. With ``session`` (an id or a
+        :class:`SessionState`) the broker keeps the client's notifications while it is
+        away and resumes after the last one it acknowledged (``docs/mobility.md``)."""
+        c = cls(None, queue_size=queue_size)
+        c.session = SessionState(session) if isinstance(session, str) else session
+        await c._handshake(host, port, name, timeout, None)
+        return c
+
+    async def move(self, host: str, port: int, *, timeout: float = 10.0) -> None:
+        """Go to another broker with the same session (its notifications follow by a
+        handoff, none lost or twice); subscriptions stay valid."""
+        if self.session is None:
+            raise WireError("move needs a session (connect with session=...)",
+                            field="session")
+        with contextlib.suppress(SiftbusError, ConnectionError):
+            await self.flush()
+        old, conn, reader = self.broker, self._conn, self._reader_task
+        if conn is not None:
+            conn.close()
+            await conn.wait_closed(5.0)
+        if reader is not None:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+        self._fail_pending(ConnectionLostError(f"moved away from broker {old}"))
+        self._lost = None
+        self.ended.clear()
+        await self._handshake(host, port, self.name, timeout, old)
+
+    def ack(self) -> None:
+        """Acknowledge every session row handed out so far (with ``auto_ack=False``)."""
+        if self.session is not None and self._conn is not None:
+            self._write(Message(MsgType.SACK, {"ack": self.session.last}))
+
+    async def _handshake(self, host: str, port: int, name: str | None, timeout: float,
+                         previous: str | None) -> None:
         conn = await open_connection(host, port, CLIENT_LIMITS, timeout=timeout,
                                      what="broker")
-        c = cls(conn, queue_size=queue_size)
+        c = self
+        c._conn = conn
         hello: dict[str, Any] = {"role": "client", "corr": 0}
         if name:
             hello["name"] = name
+        if c.session is not None:
+            hello["session"] = c.session.hello(
+                previous, [s.profile for s in c.subscriptions.values()], c.adverts)
         conn.send(Message(MsgType.HELLO, hello))
         try:
             ack, _ = await conn.read(timeout)
@@ -135,9 +179,10 @@ class Client:
         c.name = str(ack.body.get("name", ""))
         c.broker = str(ack.body.get("broker", ""))
         c.restored = list(ack.body.get("profiles", []))
+        if c.session is not None:
+            c.session.on_status(ack.body.get("session"))
         c.schema = Schema.from_dict(schema_msg.body.get("schema", {}), source="broker")
         c._reader_task = asyncio.ensure_future(c._read_loop())
-        return c
 
     async def __aenter__(self) -> Client:
         return self
@@ -212,15 +257,23 @@ class Client:
         if msg.type is MsgType.NOTIFY:
             assert self.schema is not None
             blocks = decode_batch(body, self.schema, notify=True)
+            if self.session is not None:
+                blocks = self.session.accept(body, blocks)  # each number once
             if self._batch_subs:
                 self._dispatch_batches(blocks)
             else:
                 self._dispatch_each(blocks, None)
+            if self.session is not None and self.session.auto_ack:
+                self.ack()
             return
         if msg.type is MsgType.SCHEMA:
             self.schema = Schema.from_dict(body.get("schema", {}), source="broker")
             return
         corr = body.get("corr")
+        if msg.type is MsgType.REPLY and body.get("service") == "session" \
+                and self.session is not None:
+            self.session.on_status(body.get("event"))  # a handoff ended
+            return
         if msg.type is MsgType.REPLY and corr is None and "service" in body:
             q = self.service_events.setdefault(str(body["service"]), asyncio.Queue())
             q.put_nowait(body.get("event"))
@@ -386,10 +439,12 @@ class Client:
         """Announce what this client publishes (advertisement mode)."""
         p = self.profile(profile, id)
         await self._request(MsgType.ADV, {"adverts": [encode_profile(p)]})
+        self.adverts.append(p)  # a move re-announces them at the new broker
         return p.id
 
     async def unadvertise(self, id: str) -> None:
         await self._request(MsgType.UNADV, {"ids": [id]})
+        self.adverts = [p for p in self.adverts if p.id != id]
 
     # ---- publishing ---------------------------------------------------------------------------
 
