@@ -102,6 +102,9 @@ class Client:
         self.unclaimed: asyncio.Queue[Notification] = asyncio.Queue(queue_size)
         """Notifications for profiles without a :class:`Subscription` (e.g. restored)."""
         self.unclaimed_dropped = 0
+        self.unclaimed_callback: Callback | None = None
+        """If set, takes the notifications :attr:`unclaimed` would queue (synchronously,
+        before a session acknowledges them)."""
         self.service_events: dict[str, asyncio.Queue[Any]] = {}
         self.errors: list[RemoteError] = []
         """ERRORs that answered no request (e.g. about an unacknowledged publish)."""
@@ -300,6 +303,8 @@ class Client:
                 sub = subs.get(pid)
                 if sub is not None:
                     sub.deliver(n)
+                elif self.unclaimed_callback is not None:
+                    self.run_callback(self.unclaimed_callback, n)
                 else:
                     try:
                         self.unclaimed.put_nowait(n)
