@@ -80,6 +80,9 @@ class BrokerStats:
     sessions: dict[str, Any] = field(default_factory=dict)
     """Sessions held (attached, away, arriving), rows and bytes buffered for them,
     rows dropped over their limits, handoffs in and out, handoff messages by kind."""
+    denials: dict[str, int] = field(default_factory=dict)
+    """Security denials by ``kind/action`` (``authentication/connect``,
+    ``access/subscribe``, ``quota/publish``, ...); empty on an open network."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
