@@ -26,13 +26,22 @@ from siftbus.broker.simulator import Simulator
 from siftbus.errors import ConfigError
 from siftbus.model import Event, IntervalSet, Profile
 
-RENDEZVOUS_BUG = pytest.mark.xfail(strict=False, reason=(
-    "known counter-example (docs/mobility.md): rendezvous handoff, 12 brokers, a session "
-    "that moves back and forth while a session publisher moves -- 2 duplicates and a stale "
-    "copy of the session left at an old broker; 1 in ~120 scenarios"))
-SAFE = [pytest.param(h, r, marks=[RENDEZVOUS_BUG] if h == "rendezvous" else [])
-        for h, cls in HANDOFFS.items() for r in sorted(cls.claims)] + [
+SUBSCRIBER_SAFE = [("acyclic", r) for r in sorted(HANDOFFS["acyclic"].claims)] + [
     ("acyclic", "forwarding/identity"), ("acyclic", "forwarding/simple")]
+"""Protocols proven here safe for moving subscribers (publishers fixed), moves at any
+time; the rendezvous handoff is proven only for moves one at a time (below)."""
+
+KNOWN_COUNTER_EXAMPLES = [
+    # (handoff, routing, publishers move, seed, what goes wrong): found by random seeds,
+    # kept until fixed (docs/mobility.md, "Known counter-examples")
+    ("acyclic", "forwarding", True, 2777884,
+     "lost 1: a session publisher moves in while a subscriber passes through the same "
+     "broker; its replayed publication is not delivered"),
+    ("acyclic", "forwarding+advertisements", True, 12386, "lost 2 after a publisher move"),
+    ("rendezvous", "rendezvous", True, 4294967295,
+     "twice 2 and a stale copy of the session at an old broker after back-and-forth moves"),
+    ("rendezvous", "rendezvous", False, 649371, "twice 1 (subscribers only)"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -40,15 +49,37 @@ def _quiet() -> None:
     logging.getLogger("siftbus.broker").setLevel(logging.ERROR)
 
 
-@pytest.mark.parametrize(("handoff", "routing"), SAFE)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize(("handoff", "routing"), SUBSCRIBER_SAFE)
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1))
-def test_every_safe_handoff_loses_nothing_and_duplicates_nothing(
+def test_moving_subscribers_lose_nothing_and_get_nothing_twice(
         handoff: str, routing: str, seed: int) -> None:
-    out = run_mobility(random.Random(seed), handoff, routing)
+    out = run_mobility(random.Random(seed), handoff, routing, publishers_move=False)
     if seed == 0:
         assert out.moves and out.published  # the scenarios do move and publish
     assert out.safe, out.summary() + "\n" + "\n".join(out.log)
+
+
+@pytest.mark.parametrize("publishers_move", [False, True])
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_the_rendezvous_handoff_is_safe_for_moves_one_at_a_time(
+        publishers_move: bool, seed: int) -> None:
+    out = run_mobility(random.Random(seed), "rendezvous", "rendezvous", settle=True,
+                       publishers_move=publishers_move, max_brokers=10, actions=25)
+    assert out.safe, out.summary() + "\n" + "\n".join(out.log)
+
+
+@pytest.mark.parametrize(("handoff", "routing", "publishers_move", "seed", "why"),
+                         KNOWN_COUNTER_EXAMPLES)
+@pytest.mark.xfail(strict=True, reason="known counter-example, not fixed yet")
+def test_known_counter_examples(handoff: str, routing: str, publishers_move: bool,
+                                seed: int, why: str) -> None:
+    """Each fails today (strict: a fix turns it into an error to notice and un-mark)."""
+    out = run_mobility(random.Random(seed), handoff, routing,
+                       publishers_move=publishers_move)
+    assert out.safe, why
 
 
 @pytest.mark.parametrize("handoff", ["acyclic", "pingpong"])
