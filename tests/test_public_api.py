@@ -101,3 +101,10 @@ async def test_a_secured_broker_through_public_names(tmp_path) -> None:  # type:
             await client.subscribe("Temperature(room = 200)")
     assert issubclass(siftbus.AccessDenied, siftbus.SecurityError)
     assert issubclass(siftbus.QuotaExceeded, PermissionError)
+
+
+def test_sessions_and_mobility_are_public() -> None:
+    state = siftbus.SessionState("phone", limits={"max_count": 10})
+    assert state.hello(None, [], [])["limits"] == {"max_count": 10}
+    policy = siftbus.SessionPolicy.from_mapping({"max_count": 10, "handoff_timeout": 5})
+    assert policy.limits == siftbus.SessionLimits(max_count=10)
