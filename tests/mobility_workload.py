@@ -22,20 +22,9 @@ from typing import Any
 
 from siftbus.broker.simulator import Delivery, Simulator
 from siftbus.lang.profile import format_profile
-from siftbus.model import Event, IntervalSet, Profile, StringConstraint, parse_schema
+from siftbus.model import Event, IntervalSet, Profile, StringConstraint
 from siftbus.model.constraint import Constraint
-
-SCHEMA = parse_schema("""
-[T]
-a = "int[0,7]"
-b = "enum[LO,MID,HI]"
-s = "string"
-
-[U]
-x = "int[0,3]"
-""")
-T, U = SCHEMA["T"], SCHEMA["U"]
-WORDS = ["ab", "abc", "b", "ba"]
+from test_broker_sim import SCHEMA, WORDS, T, U  # the same small schema
 
 ROUTINGS: dict[str, dict[str, Any]] = {
     "flooding": dict(protocol="flooding"),

@@ -307,14 +307,24 @@ class HandoffBase:
         """The state is here (or will not come)."""
         self.host.sessions.establish(s, state)
 
-    def _on_nack(self, link: str, body: dict[str, Any]) -> None:
+    def moved_on(self, body: dict[str, Any]) -> tuple[Session, str] | None:
+        """For a ``nack`` saying the session went on to a known broker: the arriving
+        session it answers and that broker."""
         s = self.host.sessions.sessions.get(_sid(body))
-        if s is None or s.state != "arriving" or s.epoch != body.get("e"):
-            return
         moved = body.get("moved")
-        if isinstance(moved, str) and self.overlay.knows(moved) and moved != self.host.name:
-            self.begin(s, moved)
-        else:
+        if s is not None and s.state == "arriving" and s.epoch == body.get("e") \
+                and isinstance(moved, str) and self.overlay.knows(moved) \
+                and moved != self.host.name:
+            return s, moved
+        return None
+
+    def _on_nack(self, link: str, body: dict[str, Any]) -> None:
+        on = self.moved_on(body)
+        if on is not None:
+            self.begin(*on)
+            return
+        s = self.host.sessions.sessions.get(_sid(body))
+        if s is not None and s.state == "arriving" and s.epoch == body.get("e"):
             self.finish(s, None)
 
     # ---- locating a session ----------------------------------------------------------------------

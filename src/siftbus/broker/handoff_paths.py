@@ -294,14 +294,13 @@ class RendezvousPoint(HandoffBase):
         super().established(s)
 
     def _on_nack(self, link: str, body: dict[str, Any]) -> None:
-        s = self.host.sessions.sessions.get(str(body.get("s")))
-        moved = body.get("moved")
-        if s is not None and s.state == "arriving" and s.epoch == body.get("e") \
-                and isinstance(moved, str) and self.overlay.knows(moved):
-            self._open[s.id] = (s.epoch, set(), moved)
-            self.request(s, moved)
+        on = self.moved_on(body)
+        if on is None:
+            super()._on_nack(link, body)
             return
-        super()._on_nack(link, body)
+        s, moved = on
+        self._open[s.id] = (s.epoch, set(), moved)
+        self.request(s, moved)
 
 
 __all__ = ["AcyclicGraph", "RendezvousPoint"]
