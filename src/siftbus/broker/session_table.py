@@ -415,6 +415,7 @@ class SessionTable:
                            for d in transfer.get("chunks", [])])
             s.epoch, s.tag = epoch, tag
             s.pub_seq = max(pub, s.pub_seq)
+            s.renumber_above(acked)  # a stale copy must not number below the client
             if acked > s.acked:
                 s.ack(acked)
             old = Seen.from_wire(transfer.get("seen") or {}, self.host.clock())

@@ -486,6 +486,19 @@ class Session:
             self.nbytes -= c.nbytes - rest.nbytes
         self.sent = max(self.sent, n)
 
+    def renumber_above(self, n: int) -> None:
+        """Number the rows held after ``n`` when their numbers are at or below it: a copy
+        of the session that forked (moves crossing a locate wave) numbered rows the client
+        never had with numbers it has already used; they would be skipped as resent."""
+        if n < self.next:  # the usual case: this copy numbered beyond the client's ack
+            return
+        base = self.chunks[0].first if self.chunks else self.next
+        shift = n + 1 - base
+        for c in self.chunks:
+            c.first += shift
+        self.next += shift
+        self.acked = self.sent = n
+
     def unsent(self, limit: int) -> Iterator[Chunk]:
         """Buffered rows after :attr:`sent`, while fewer than ``limit`` rows are in
         flight (sent, not acknowledged)."""
