@@ -34,7 +34,9 @@ time; the rendezvous handoff is proven only for moves one at a time (below)."""
 KNOWN_COUNTER_EXAMPLES = [
     # (handoff, routing, publishers move, seed, what goes wrong): found by random seeds,
     # kept until fixed (docs/mobility.md, "Known counter-examples")
-    ("acyclic", "forwarding", True, 63365, "lost 5 after publisher moves"),
+    ("acyclic", "forwarding", True, 63365,
+     "lost 5 to static subscribers whose profiles a moving session's T() covers, while "
+     "the session publisher moves too (3 brokers)"),
     ("acyclic", "forwarding+advertisements", True, 12386, "lost 2 after a publisher move"),
     ("rendezvous", "rendezvous", True, 4294967295,
      "twice 2 and a stale copy of the session at an old broker after back-and-forth moves"),
