@@ -37,7 +37,8 @@ from siftbus.lang import (
     parse_profiles,
 )
 from siftbus.match import Matcher, ReferenceMatcher
-from siftbus.match.engines import make_matcher
+from siftbus.match.base import Snapshotting
+from siftbus.match.engines import Capability, make_matcher
 from siftbus.model import (
     DecimalDomain,
     EnumDomain,
@@ -208,6 +209,8 @@ __all__ = [
     "events_to_columns",
     "check_matcher",
     "make_matcher",
+    "Capability",
+    "Snapshotting",
     # covering and routing tables
     "covers",
     "equivalent",
