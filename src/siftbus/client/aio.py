@@ -161,9 +161,9 @@ class Client:
         with contextlib.suppress(SiftbusError, ConnectionError):
             await self.flush()
         old, conn, reader = self.broker, self._conn, self._reader_task
-        if conn is not None:
+        if conn is not None:  # unacknowledged rows come again from the new broker
             conn.close()
-            await conn.wait_closed(5.0)
+            await conn.wait_closed(1.0)
         if reader is not None:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
