@@ -129,13 +129,12 @@ async def loopback(handoff: str, routing: str, rate: int, seconds: float,
         pub = await Client.connect(port=servers["B2"].port)
         await asyncio.sleep(0.3)
         sent = 0
-        total = int(rate * seconds)
 
-        async def publish() -> None:
+        async def publish() -> None:  # paced at ``rate`` until 10 moves are done
             nonlocal sent
             t0 = time.monotonic()
-            while sent < total:
-                due = min(total, int((time.monotonic() - t0) * rate) + 1)
+            while len(lat) < 10 or time.monotonic() - t0 < seconds:
+                due = int((time.monotonic() - t0) * rate) + 1
                 if due > sent:
                     await pub.publish_batch([Event(T, (i % 100, i)) for i in range(sent, due)])
                     sent = due
