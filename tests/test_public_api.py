@@ -130,3 +130,10 @@ def test_readers_and_limits_are_public() -> None:
     with pytest.raises(siftbus.ProfileSyntaxError, match="more than 1 conditions"):
         siftbus.parse_profile("p: T(a > 1, a < 5)", schema,
                               limits=siftbus.ProfileLimits(max_conditions=1))
+
+
+def test_sessions_and_mobility_are_public() -> None:
+    state = siftbus.SessionState("phone", limits={"max_count": 10})
+    assert state.hello(None, [], [])["limits"] == {"max_count": 10}
+    policy = siftbus.SessionPolicy.from_mapping({"max_count": 10, "handoff_timeout": 5})
+    assert policy.limits == siftbus.SessionLimits(max_count=10)

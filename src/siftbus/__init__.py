@@ -65,6 +65,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.broker.config import load_network
     from siftbus.broker.node import BrokerNode
     from siftbus.broker.server import BrokerServer
+    from siftbus.broker.sessions import SessionLimits, SessionPolicy
     from siftbus.broker.simulator import Simulator
     from siftbus.channel import (
         EventChannel,
@@ -74,7 +75,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
         StructuredEvent,
     )
     from siftbus.channel.remote import ChannelClient, ChannelService
-    from siftbus.client import Client, SyncClient, client_tls, connect
+    from siftbus.client import Client, SessionState, SyncClient, client_tls, connect
     from siftbus.covering import (
         CoveringIndex,
         FilterPoset,
@@ -152,6 +153,10 @@ _LAZY = {
     "connect": "siftbus.client",
     "Limits": "siftbus.wire.limits",
     "client_tls": "siftbus.client",
+    # sessions and mobility (docs/mobility.md)
+    "SessionState": "siftbus.client",
+    "SessionPolicy": "siftbus.broker.sessions",
+    "SessionLimits": "siftbus.broker.sessions",
     # security: TLS, principals, rights, quotas (docs/security.md)
     "SecurityPolicy": "siftbus.security.policy",
     "Guard": "siftbus.security.guard",
@@ -267,6 +272,10 @@ __all__ = [
     "connect",
     "Limits",
     "client_tls",
+    # sessions and mobility
+    "SessionState",
+    "SessionPolicy",
+    "SessionLimits",
     # security
     "SecurityPolicy",
     "Guard",

@@ -9,6 +9,11 @@
     imperfect = false             # merging: also merge imperfectly (false positives filtered)
     advertisements = false        # forwarding: subscriptions follow advertisements
     engine = "index"              # matcher engine (default: index when installed)
+    handoff = "acyclic"           # pingpong | acyclic | rendezvous (docs/mobility.md)
+
+    [network.sessions]            # optional: session limits (docs/mobility.md)
+    max_count = 100000
+    expiry = 3600.0
 
     [network.limits]              # optional: what one peer may send (docs/broker.md, Limits)
     max_frame = 16777216
@@ -54,10 +59,13 @@ from siftbus.security.policy import OPEN, SecurityPolicy
 from siftbus.security.tls import ContextSet
 from siftbus.wire.limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
+from .handoff import HANDOFFS
+from .handoff_base import check_claims
 from .node import BrokerNode, check_name, default_engine
 from .protocols import PROTOCOLS, STRATEGIES, rendezvous_directions
 from .retained import DEFAULT_RETAINED_LIMITS, RetainedLimits
 from .server import BrokerServer
+from .sessions import DEFAULT_POLICY, SessionPolicy
 from .store import ProfileStore
 
 
@@ -98,6 +106,10 @@ class NetworkConfig:
     """Who may connect and do what (``[security]``; open when absent)."""
     retained: RetainedLimits = DEFAULT_RETAINED_LIMITS
     """What every broker holds of retained state (``[network.retained]``)."""
+    handoff: str | None = None
+    """The session handoff protocol (``None``: the routing's default)."""
+    sessions: SessionPolicy = DEFAULT_POLICY
+    """Session limits and timings (``[network.sessions]``)."""
 
     def broker(self, name: str) -> BrokerConfig:
         try:
@@ -117,7 +129,8 @@ class NetworkConfig:
                           imperfect=self.imperfect, advertisements=self.advertisements,
                           neighbours=b.neighbours, rendezvous=dirs, engine=self.engine,
                           store=ProfileStore(b.store) if b.store else None,
-                          guard=Guard(self.security))
+                          guard=Guard(self.security), handoff=self.handoff,
+                          sessions=self.sessions, edges=self.edges)
         node.retained.limits = self.retained
         return node
 
@@ -165,7 +178,8 @@ def parse_network(text: str, *, path: Path | None = None,
     if not isinstance(net, dict):
         raise fail("[network] must be a table", "network")
     unknown = set(net) - {"schema", "protocol", "strategy", "imperfect", "advertisements",
-                          "engine", "max_frame", "rendezvous", "limits", "retained"}
+                          "engine", "max_frame", "rendezvous", "limits", "retained",
+                          "handoff", "sessions"}
     if unknown:
         key = sorted(unknown)[0]
         raise fail(f"unknown [network] key {key!r}", key, key)
@@ -204,6 +218,7 @@ def parse_network(text: str, *, path: Path | None = None,
         raise fail("max_frame must be an integer >= 1024", "max_frame", "max_frame")
     limits = _parse_limits(net, fail)
     retained = _parse_retained(net, fail)
+    handoff, policy = _parse_sessions(net, protocol, strategy, fail)
 
     raw = data.get("brokers")
     if not isinstance(raw, dict) or not raw:
@@ -282,7 +297,29 @@ def parse_network(text: str, *, path: Path | None = None,
     security = _parse_security(data, schema, base, brokers, fail)
     return NetworkConfig(path, schema, protocol, strategy, flags["imperfect"],
                          flags["advertisements"], engine, limits.max_frame, rendezvous,
-                         brokers, tuple(sorted(edges)), limits, security, retained)
+                         brokers, tuple(sorted(edges)), limits, security, retained,
+                         handoff, policy)
+
+
+def _parse_sessions(net: dict[str, Any], protocol: str, strategy: str, fail: Any
+                    ) -> tuple[str | None, SessionPolicy]:
+    """``[network] handoff`` and ``[network.sessions]``."""
+    handoff = net.get("handoff")
+    if handoff is not None:
+        if handoff not in HANDOFFS:
+            raise fail(f"handoff must be one of {', '.join(HANDOFFS)}, got {handoff!r}",
+                       "handoff", "handoff")
+        try:
+            check_claims(handoff, protocol, strategy)
+        except ConfigError as exc:
+            raise fail(exc.message, "handoff", "handoff") from None
+    table = net.get("sessions", {})
+    if not isinstance(table, dict):
+        raise fail("[network.sessions] must be a table", "sessions", "sessions")
+    try:
+        return handoff, SessionPolicy.from_mapping(table)
+    except ConfigError as exc:
+        raise fail(exc.message, exc.field or "sessions", exc.field) from None
 
 
 def _parse_security(data: dict[str, Any], schema: Schema, base: Path,

@@ -15,7 +15,7 @@ import inspect
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -44,9 +44,13 @@ from siftbus.wire.profiles import (
 )
 
 from .access import ClientAccess
+from .handoff import default_handoff, make_handoff
 from .protocols import Routing, make_routing
 from .retained import TYPES as RETAINED_TYPES
 from .retained import RetainedState
+from .session_store import SessionStore
+from .session_table import SessionTable
+from .sessions import DEFAULT_POLICY, SessionPolicy
 from .stats import BrokerStats, Counters, LinkStats
 from .store import ProfileStore
 
@@ -81,7 +85,9 @@ class BrokerNode:
                  rendezvous: dict[str, str | None] | None = None,
                  engine: str | None = None, store: ProfileStore | None = None,
                  clock: Callable[[], float] = time.time, limits: Limits | None = None,
-                 guard: Guard | None = None) -> None:
+                 guard: Guard | None = None, handoff: str | None = None,
+                 sessions: SessionPolicy | None = None,
+                 edges: Iterable[tuple[str, str]] | None = None) -> None:
         self.name = check_name(name, "broker")
         self.schema = schema
         self.protocol = protocol
@@ -122,8 +128,46 @@ class BrokerNode:
         """gid of a narrowed profile -> the gids of its pieces (when more than one)."""
         self._adverts: dict[str, int] = {}
         """Client link -> advertisements it holds (counted in its principal's quota)."""
+        self._init_sessions(handoff, sessions, edges, protocol, strategy)
         if store is not None:
             self._restore(store)
+
+    def _init_sessions(self, handoff: str | None, policy: SessionPolicy | None,
+                       edges: Iterable[tuple[str, str]] | None, protocol: str,
+                       strategy: str) -> None:
+        """Sessions and the handoff protocol (:mod:`.session_table`, :mod:`.handoff`);
+        the whole tree (``edges``) gives the overlay addresses a handoff travels by."""
+        #: timers: ``call_later(seconds, fn)``, set by the server or the simulator
+        self.call_later: Callable[[float, Callable[[], None]], Any] = _no_timer
+        policy = policy or DEFAULT_POLICY
+        self.sessions = SessionTable(
+            self, policy, SessionStore(self.store) if self.store is not None else None)
+        tree = list(edges) if edges is not None else [(self.name, n) for n in self.neighbours]
+        self.handoff = make_handoff(handoff or default_handoff(protocol, strategy), self, tree,
+                                    policy, protocol=protocol, strategy=strategy)
+        self.sessions.mover = self.handoff
+
+    def session_hello(self, link: str, body: Any) -> dict[str, Any]:
+        """A client's HELLO asked for a session: the status for its ACK."""
+        return self.sessions.hello(link, body)
+
+    def forget_client(self, link: str) -> None:
+        """Remove every profile and advertisement of a client (its session ended)."""
+        self.routing.unadvertise_all(link)
+        self.access.release(link[1:], self._adverts.pop(link, 0))
+        self._forget_profiles(link)
+        if self.store is not None:
+            self.store.delete_client(link[1:])
+
+    def _gid(self, client: str, pid: str) -> str:
+        """The network-wide id of a client's profile (a session's keeps its own)."""
+        return self.sessions.gid(client, pid) or f"{self.name}/{client}/{pid}"
+
+    def _advert_gid(self, client: str, pid: str) -> str:
+        s = self.sessions.sessions.get(client)
+        if s is not None:
+            return f"~{client}/{s.epoch}/{pid}"
+        return f"{self.name}/{client}/{pid}"
 
     # ---- RoutingHost -----------------------------------------------------------------
 
@@ -139,6 +183,8 @@ class BrokerNode:
         self.transport_send(link, msg)
 
     def deliver(self, link: str, items: list[tuple[Block, np.ndarray, list[str]]]) -> None:
+        if self.sessions.deliver(link, items):
+            return  # a session client's: numbered, buffered, sent by its session
         n = sum(len(pids) for _, _, pids in items)
         if link not in self.clients:
             self.counters.drop("offline", n)
@@ -161,6 +207,7 @@ class BrokerNode:
         self._up_frozen = frozenset(self._up)
         self.routing.neighbour_up(name)
         self.retained.neighbour_up(name)
+        self.handoff.link_up(name)
 
     def broker_down(self, name: str) -> None:
         if name not in self._up:
@@ -169,6 +216,7 @@ class BrokerNode:
         self._up_frozen = frozenset(self._up)
         self.routing.neighbour_down(name)
         self.retained.neighbour_down(name)
+        self.handoff.link_down(name)
 
     def client_up(self, name: str, principal: Principal = ANONYMOUS, *,
                   chosen: bool = True) -> tuple[str, list[str]]:
@@ -194,10 +242,11 @@ class BrokerNode:
         """Detach a client. Its advertisements go (it can no longer publish here);
         without a store its profiles go too, with one they stay (durable)."""
         self.clients.discard(link)
-        self.routing.unadvertise_all(link)
-        self.access.release(link[1:], self._adverts.pop(link, 0))
-        if self.store is None:
-            self._forget_profiles(link)
+        if not self.sessions.detach(link):  # a session keeps profiles and adverts
+            self.routing.unadvertise_all(link)
+            self.access.release(link[1:], self._adverts.pop(link, 0))
+            if self.store is None:
+                self._forget_profiles(link)
         self.access.detach(link)
         self.retained.client_down(link)
         for listener in self.client_down_listeners:
@@ -231,7 +280,9 @@ class BrokerNode:
     def _from_broker(self, z: str, msg: Message) -> None:
         t, body = msg.type, msg.body
         routing = self.routing
-        if t is MsgType.PUB or t is MsgType.NOTIFY:
+        if "plane" in body:  # the handoff's control plane (ping/pong)
+            self.handoff.on_plane(z, msg)
+        elif t is MsgType.PUB or t is MsgType.NOTIFY:
             self._route(z, t, [b for b, _, _ in decode_batch(body, self.schema)])
         elif t is MsgType.SUB:  # a neighbour's (possibly merged) profiles: no request limits
             for item in get(body, "profiles", list):
@@ -249,6 +300,8 @@ class BrokerNode:
             self.check_schema(body, z)
         elif t is MsgType.PING:
             self.transport_send(z, Message(MsgType.ACK, {"corr": body.get("corr")}))
+        elif t is MsgType.HANDOFF:
+            self.handoff.receive(z, body)
         elif t not in (MsgType.ACK, MsgType.ERROR):  # the server logs a neighbour's ERROR
             raise WireError(f"{t.name} is not expected from a broker")
 
@@ -270,12 +323,15 @@ class BrokerNode:
 
     def _from_client(self, link: str, msg: Message, corr: int | None) -> None:
         t, body = msg.type, msg.body
+        if self.sessions.defer(link, msg):
+            return  # its session is still arriving: handled once it is here
         client = link[1:]
         reply: dict[str, Any] = {"corr": corr}
         if t is MsgType.PUB:
             # the broker stamps src: what a client wrote there is ignored
-            src = f"{self.name}/{client}"
-            blocks = [b.with_src(src) for b, _, _ in decode_batch(body, self.schema)]
+            blocks = [b for b, _, _ in decode_batch(body, self.schema)]
+            src = self.sessions.publisher_src(client, blocks) or f"{self.name}/{client}"
+            blocks = [b.with_src(src) for b in blocks]
             self.access.check_publish(link, blocks)
             n = sum(len(b) for b in blocks)
             self.counters.events_published += n
@@ -299,6 +355,10 @@ class BrokerNode:
                 self._unadvertise(link, client, str(pid))
         elif t is MsgType.PING:
             pass
+        elif t is MsgType.SACK:
+            self.sessions.ack(link, get(body, "ack", int, where="SACK"),
+                              body.get("resend") is True)
+            return
         elif t is MsgType.CALL:
             self._call(link, client, body, corr)
             return
@@ -343,7 +403,7 @@ class BrokerNode:
                 for p in profiles:
                     store.insert(client, p)
             for p, cut in zip(profiles, pieces, strict=True):
-                gid = f"{self.name}/{client}/{p.id}"
+                gid = self._gid(client, p.id)
                 gids = self._piece_gids(gid, len(cut))
                 for g, x in zip(gids, cut, strict=True):
                     self.routing.subscribe(link, x.with_id(g, client), local_id=p.id)
@@ -387,12 +447,12 @@ class BrokerNode:
         self.access.reserve(link, len(profiles))
         self._adverts[link] = self._adverts.get(link, 0) + len(profiles)
         for p in profiles:
-            self.routing.advertise(link, p.with_id(f"{self.name}/{client}/{p.id}", client))
+            self.routing.advertise(link, p.with_id(self._advert_gid(client, p.id), client))
 
     def _unadvertise(self, link: str, client: str, pid: str) -> None:
-        gid = f"{self.name}/{client}/{pid}"
-        if gid in self.routing.table.adverts_from(link):
-            self._adverts[link] -= 1
+        gid = self._advert_gid(client, pid)
+        if gid in self.routing.table.adverts_from(link) and self._adverts.get(link):
+            self._adverts[link] -= 1  # (a handoff's adverts were never counted here)
             self.access.release(client, 1)
         self.routing.unadvertise(link, gid)
 
@@ -407,7 +467,7 @@ class BrokerNode:
                 for pid in pids:
                     store.delete(client, pid)
             for pid in pids:
-                gid = f"{self.name}/{client}/{pid}"
+                gid = self._gid(client, pid)
                 e = self.routing.table.entries.get(gid)
                 if e is None or e.src != link:
                     raise UnknownProfileError(f"{client} has no profile {pid!r}", field=pid)
@@ -424,7 +484,7 @@ class BrokerNode:
                 store.rollback()
             raise
         for pid in pids:
-            self._pieces.pop(f"{self.name}/{client}/{pid}", None)
+            self._pieces.pop(self._gid(client, pid), None)
         self.access.release(client, len(pids))
 
     # ---- services ------------------------------------------------------------------------------
@@ -507,7 +567,13 @@ class BrokerNode:
             dropped_by=dict(c.dropped_by), latency_sum_s=c.latency_sum,
             route_s=c.route_dict(), route_sum_s=c.route_sum,
             denials=self.guard.audit.to_dict(),
+            sessions={**self.sessions.stats(), "handoff": self.handoff.name,
+                      "handoff_messages": dict(self.handoff.counts)},
         )
+
+
+def _no_timer(delay: float, fn: Callable[[], None]) -> None:
+    """Without a transport nothing runs later (the node alone has no clock to run on)."""
 
 
 def _unconnected(link: str, msg: Message) -> None:

@@ -34,7 +34,7 @@ from siftbus.covering.forwarding import STRATEGIES, ForwardingTable, Update
 from siftbus.covering.table import Entry
 from siftbus.errors import ConfigError
 from siftbus.match.base import Matcher
-from siftbus.model import Profile
+from siftbus.model import IntervalSet, Profile
 from siftbus.wire.events import Block, encode_block
 from siftbus.wire.frames import Message, MsgType
 from siftbus.wire.profiles import encode_profile
@@ -83,6 +83,10 @@ class Routing(abc.ABC):
                                      advertisements=advertisements, toward=self.toward,
                                      name=host.name)
         self.batch_match = BatchMatch(matcher, self.table.entries, host.is_broker)
+        self.transitional: dict[tuple[str, str], list[Profile]] = {}
+        """Extra routes kept while a session handoff moves profiles (:mod:`.handoff`):
+        ``(session, link) -> profiles`` whose events still go to ``link`` (the way they
+        went before), outside the table and its exports; see :meth:`keep_route`."""
 
     @abc.abstractmethod
     def toward(self, profile: Profile) -> Collection[str] | None:
@@ -136,21 +140,70 @@ class Routing(abc.ABC):
         self.unadvertise_all(z)
         self.unsubscribe_all(z)
 
+    def relocate(self, src: str, items: Sequence[tuple[Profile, str | None, bool]]
+                 ) -> dict[str, Update]:
+        """Make each profile (by gid) come from ``src`` (``keep``) or go (not ``keep``),
+        in one step: the session handoff's primitive (:mod:`.handoff`). Returns the net
+        change of what each neighbour must hold, **not sent**: a gid leaving and coming
+        back in the step cancels out, so neighbours that hold it before and after are
+        told nothing. ``items``: ``(profile, local_id, keep)``."""
+        steps: list[dict[str, Update]] = []
+        table = self.table
+        for profile, local_id, keep in items:
+            gid = profile.id
+            e = table.entries.get(gid)
+            if e is not None:
+                if keep and e.src == src:
+                    continue
+                steps.append(table.unsubscribe(gid, e.src))
+                self.matcher.remove(gid)
+            if keep:
+                steps.append(table.subscribe(profile, src, local_id))
+                self.matcher.add(profile)
+        return net_updates(steps)
+
+    def keep_route(self, key: str, link: str, profile: Profile) -> None:
+        """Keep sending events that match ``profile`` to ``link`` until
+        :meth:`drop_routes` (a handoff redirected ``profile`` away from ``link``, but
+        profiles it covered beyond ``link`` have not been uncovered toward us yet)."""
+        self.transitional.setdefault((key, link), []).append(profile)
+
+    def drop_routes(self, key: str, link: str | None = None) -> None:
+        """Forget the routes kept for ``key`` toward ``link`` (every link: ``None``)."""
+        for k in [k for k in self.transitional if k[0] == key and link in (None, k[1])]:
+            del self.transitional[k]
+
+    def send_updates(self, updates: dict[str, Update]) -> None:
+        """Send updates computed elsewhere (e.g. by :meth:`relocate`)."""
+        self._send(updates)
+
+    def update_messages(self, updates: dict[str, Update]
+                        ) -> tuple[list[tuple[str, Message]], list[tuple[str, Message]]]:
+        """The messages of one step: first ADV, UNADV and SUB per link, then UNSUB."""
+        first: list[tuple[str, Message]] = []
+        last: list[tuple[str, Message]] = []
+        for z, u in updates.items():
+            for a in u.advertise:
+                first.append((z, Message(MsgType.ADV, {"adverts": [encode_profile(a)]})))
+            for a in u.unadvertise:
+                first.append((z, Message(MsgType.UNADV, {"ids": [a.id]})))
+            if u.subscribe:
+                first.append((z, Message(MsgType.SUB, {
+                    "profiles": [encode_profile(p) for p in u.subscribe]})))
+            if u.unsubscribe:
+                last.append((z, Message(MsgType.UNSUB,
+                                        {"ids": [p.id for p in u.unsubscribe]})))
+        return first, last
+
     def _send(self, updates: dict[str, Update]) -> None:
         """One step's messages, per link: ADV and UNADV (one per advertisement), then
         SUB, then UNSUB."""
         send = self.host.send
-        for z, u in updates.items():
-            for a in u.advertise:
-                send(z, Message(MsgType.ADV, {"adverts": [encode_profile(a)]}))
-            for a in u.unadvertise:
-                send(z, Message(MsgType.UNADV, {"ids": [a.id]}))
-            if u.subscribe:
-                send(z, Message(MsgType.SUB, {
-                    "profiles": [encode_profile(p) for p in u.subscribe]}))
-        for z, u in updates.items():
-            if u.unsubscribe:
-                send(z, Message(MsgType.UNSUB, {"ids": [p.id for p in u.unsubscribe]}))
+        first, last = self.update_messages(updates)
+        for z, msg in first:
+            send(z, msg)
+        for z, msg in last:
+            send(z, msg)
 
     # ---- events --------------------------------------------------------------------------------
 
@@ -166,19 +219,25 @@ class Routing(abc.ABC):
         src_code = bm.code(src)
         to_brokers: dict[int, list[dict[str, Any]]] = {}
         to_clients: dict[int, list[tuple[Block, np.ndarray, list[str]]]] = {}
+        matched: list[Block] = []
         for b in blocks:
             offsets, lk, lids = bm.match(b)
             if not len(lk):
                 continue
+            matched.append(b)
             res.matches += len(lk)
             ev = np.repeat(np.arange(len(b)), np.diff(offsets))
             isb = bm.is_broker[lk]
-            if isb.any():
-                blk, bev = lk[isb], ev[isb]
-                for z in np.unique(blk).tolist():
-                    if z == src_code:
+            if isb.any() or self.transitional:
+                by_z: dict[int, np.ndarray] = {}
+                if isb.any():
+                    blk, bev = lk[isb], ev[isb]
+                    by_z = {z: np.unique(bev[blk == z]) for z in np.unique(blk).tolist()}
+                if self.transitional:
+                    self._kept_routes(b, by_z)
+                for z, rows in by_z.items():
+                    if z == src_code or not len(rows):
                         continue  # never back to the sender
-                    rows = np.unique(bev[blk == z])
                     to_brokers.setdefault(z, []).append(encode_block(b.take(rows)))
                     res.events_out += len(rows)
                 keep = ~isb
@@ -202,6 +261,16 @@ class Routing(abc.ABC):
         links = bm.links
         for z, encoded in to_brokers.items():
             self.host.send(links[z], Message(MsgType.NOTIFY, {"blocks": encoded}))
+        if self.transitional:
+            for b in blocks:  # blocks nothing in the table matched
+                if not any(b is x for x in matched):
+                    by_z = {}
+                    self._kept_routes(b, by_z)
+                    for z, rows in by_z.items():
+                        if z != src_code and len(rows):
+                            self.host.send(links[z], Message(MsgType.NOTIFY, {
+                                "blocks": [encode_block(b.take(rows))]}))
+                            res.events_out += len(rows)
         res.events_out += self.forward(src, kind, blocks)
         for c, items in to_clients.items():
             self.host.deliver(links[c], items)
@@ -210,6 +279,21 @@ class Routing(abc.ABC):
     def forward(self, src: str, kind: MsgType, blocks: Sequence[Block]) -> int:
         """Protocol-specific forwarding of the events themselves; returns events sent."""
         return 0
+
+    def _kept_routes(self, b: Block, by_z: dict[int, np.ndarray]) -> None:
+        """Add the rows of ``b`` that routes kept by :meth:`keep_route` send on."""
+        code = self.batch_match.code
+        for (_, link), profiles in self.transitional.items():
+            if link not in self.host.neighbours_up():
+                continue
+            mask = np.zeros(len(b), bool)
+            for p in profiles:
+                if p.etype.name == b.etype.name:
+                    mask |= profile_rows(p, b)
+            if mask.any():
+                z = code(link)
+                rows = np.flatnonzero(mask)
+                by_z[z] = np.union1d(by_z[z], rows) if z in by_z else rows
 
 
 class EventFlooding(Routing):
@@ -270,6 +354,57 @@ class RendezvousNodes(Routing):
         return sent
 
 
+def profile_rows(p: Profile, b: Block) -> np.ndarray:
+    """Which rows of a block ``p`` matches (vectorised on ordered attributes)."""
+    mask = np.ones(len(b), bool)
+    for c in p.conditions:
+        col = b.keys[:, c.position]
+        cons = c.constraint
+        if isinstance(cons, IntervalSet):
+            col = col.astype(np.int64) if col.dtype == object else col
+            hit = np.zeros(len(b), bool)
+            for lo, hi in cons.intervals:
+                hit |= (col >= lo) & (col <= hi)
+            mask &= hit
+        else:
+            mask &= np.fromiter((k in cons for k in col.tolist()), bool, len(b))
+    return mask
+
+
+def net_updates(steps: Sequence[dict[str, Update]]) -> dict[str, Update]:
+    """The net effect of consecutive updates per neighbour: a profile unsubscribed and
+    subscribed again (or the reverse) within them is left out."""
+    out: dict[str, Update] = {}
+    for z in dict.fromkeys(z for st in steps for z in st):  # first-seen order
+        net: dict[str, tuple[bool, Profile]] = {}
+        adv: list[Profile] = []
+        unadv: list[Profile] = []
+        for st in steps:
+            u = st.get(z)
+            if u is None:
+                continue
+            adv += u.advertise
+            unadv += u.unadvertise
+            for p in u.subscribe:
+                prev = net.get(p.id)
+                if prev is not None and not prev[0] and prev[1] == p:
+                    del net[p.id]  # it held p before and holds it after
+                else:
+                    net[p.id] = (True, p)
+            for p in u.unsubscribe:
+                prev = net.get(p.id)
+                if prev is not None and prev[0]:
+                    del net[p.id]  # it did not hold p before and does not after
+                else:
+                    net[p.id] = (False, p)
+        u = Update(tuple(p for added, p in net.values() if added),
+                   tuple(p for added, p in net.values() if not added),
+                   tuple(adv), tuple(unadv))
+        if u:
+            out[z] = u
+    return out
+
+
 def make_routing(protocol: str, host: RoutingHost, matcher: Matcher, *,
                  strategy: str = "covering", imperfect: bool = False,
                  advertisements: bool = False,
@@ -326,5 +461,6 @@ __all__ = [
     "Routing",
     "RoutingHost",
     "make_routing",
+    "net_updates",
     "rendezvous_directions",
 ]

@@ -9,8 +9,9 @@ connections themselves are :class:`~siftbus.wire.transport.FrameConnection` obje
 the shared frame transport, under the server's :class:`~siftbus.wire.limits.Limits`.
 
 Connection handshake: the first frame must be HELLO (within ``hello_timeout``). A client
-sends ``{"role": "client", "name": optional, "token": optional}`` and gets ACK ``{"name",
-"profiles"}`` (its durable profiles) followed by SCHEMA. A broker sends ``{"role":
+sends ``{"role": "client", "name": optional, "token": optional, "session": optional}`` and
+gets ACK ``{"name", "profiles", "session"}`` (its durable profiles, its session's status:
+``docs/mobility.md``) followed by SCHEMA. A broker sends ``{"role":
 "broker", "name", "schema"}``; the acceptor checks that it is a configured neighbour with
 the same schema and answers with its own HELLO.
 
@@ -124,6 +125,8 @@ class BrokerServer:
         check_bind(self.host, tls=self.tls is not None and self.tls.server is not None,
                    authenticated=self.node.guard.policy.authenticates,
                    insecure=self.insecure, what=f"broker {self.node.name}")
+        loop = asyncio.get_running_loop()
+        self.node.call_later = lambda delay, fn: loop.call_later(delay, fn)  # session timers
         await self.listener.start()
         for name, addr in self.dial.items():
             self._spawn(self._dial_loop(name, addr))
@@ -341,22 +344,32 @@ class BrokerServer:
         await self._serve(conn)
 
     def _client_hello(self, conn: FrameConnection, msg: Message) -> None:
-        """Authenticate first (a refused client learns nothing), then bind the name."""
+        """Authenticate first (a refused client learns nothing), then bind the name (a
+        session's client is named by its session id: bound to its principal alike)."""
         principal = self.node.guard.client(msg.body.get("token"), conn.ssl_object,
                                            peer=conn.peer)
-        chosen = msg.body.get("name")
+        session = msg.body.get("session")
+        sid = session.get("id") if isinstance(session, dict) else None
+        chosen = sid or msg.body.get("name")
         if chosen is not None and not isinstance(chosen, str):
             raise WireError("HELLO name must be a string", field="name")
         name = chosen or self.node.assign_name(principal)
         link, profiles = self.node.client_up(name, principal, chosen=bool(chosen))
+        ack: dict[str, Any] = {"corr": msg.body.get("corr"), "name": name,
+                               "broker": self.node.name, "profiles": profiles}
+        if session is not None:
+            try:  # rows it sends before this ACK go nowhere: resent below
+                ack["session"] = self.node.session_hello(link, session)
+            except BaseException:
+                self.node.client_down(link)
+                raise
         conn.link = link
         self._conns[link] = conn
         self._remember_client_conn(principal, conn)
-        corr = msg.body.get("corr")
-        self._send(link, Message(MsgType.ACK, {"corr": corr, "name": name,
-                                               "broker": self.node.name,
-                                               "profiles": profiles}))
+        self._send(link, Message(MsgType.ACK, ack))
         self._send(link, self.node.schema_message())
+        if session is not None:
+            self.node.sessions.resend(link)
 
     def _remember_client_conn(self, principal: Principal, conn: FrameConnection) -> None:
         """Track the principal's connections (queued-bytes quota) and close this one when

@@ -6,12 +6,20 @@ the head message of a link chosen at random (seeded), so delivery is reordered a
 links but never within one -- exactly the transport assumption of the protocols. With
 ``roundtrip=True`` every message is encoded to a frame and decoded again, so the wire
 codec is exercised too and bytes per link are counted.
+
+Sessions and mobility (``docs/mobility.md``): clients may have sessions
+(``add_client(..., session=True)``) and move between brokers (:meth:`Simulator.move`);
+timers (ping/pong's pings, the sessions' ticks) run on a virtual clock that advances a
+little with every step, and the handoff's out-of-band messages travel on direct links.
+Every message carries a logical time (one more than its sender's), so the critical path
+of a handoff is measured in hops, whatever the random schedule.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import random
-import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +33,16 @@ from siftbus.wire.profiles import encode_profile
 
 from .node import BrokerNode
 from .protocols import rendezvous_directions
+from .session_table import SessionBusy
+from .sessions import SessionPolicy
 from .stats import BrokerStats
+
+STEP_TIME = 1e-5
+"""Virtual seconds one step takes."""
+
+HORIZON = 0.5
+"""When no message is in flight, timers due within this many virtual seconds still run
+(pings); later ones (periodic ticks) do not keep the network busy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +67,24 @@ class SimClient:
     """Retained-state messages received (TNOTIFY changes, ACKs), in order."""
     seq: int = 0
     connected: bool = True
+    session: bool = False
+    """Whether the client has a session (then ``last``, ``epoch``, ``tag`` track it)."""
+    last: int = 0
+    """The highest session number handed to the application."""
+    epoch: int = 0
+    tag: int = 0
+    statuses: list[dict[str, Any]] = field(default_factory=list)
+    """Session statuses received (the HELLO's and the pushes)."""
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+    """Session numbers skipped (rows the broker dropped over a limit)."""
+    redelivered: int = 0
+    """Rows received again with a number already handed out (dropped, as the client
+    library does)."""
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    adverts: dict[str, Profile] = field(default_factory=dict)
+    auto_ack: bool = True
+    refused: int = 0
+    """Connections refused (:class:`~siftbus.broker.session_table.SessionBusy`)."""
 
     @property
     def link(self) -> str:
@@ -64,7 +99,9 @@ class Simulator:
                  strategy: str = "covering", imperfect: bool = False,
                  advertisements: bool = False, rendezvous: dict[str, str] | None = None,
                  engine: str | None = None, seed: int = 0, roundtrip: bool = False,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None,
+                 handoff: str | None = None, sessions: SessionPolicy | None = None,
+                 out_of_band: bool = True) -> None:
         self.schema = schema
         self.edges = [(a, b) for a, b in edges]
         self.rng = random.Random(seed)
@@ -86,18 +123,41 @@ class Simulator:
             node = BrokerNode(b, schema, protocol=protocol, strategy=strategy,
                               imperfect=imperfect, advertisements=advertisements,
                               neighbours=tuple(nbrs[b]), rendezvous=dirs, engine=engine,
-                              clock=clock if clock is not None else time.time)
+                              clock=clock if clock is not None else self.clock,
+                              handoff=handoff, sessions=sessions, edges=self.edges)
             node.transport_send = self._sender(b)
+            node.call_later = self.call_later
+            if out_of_band:
+                node.handoff.direct = self._direct(b)
             self.nodes[b] = node
         self.clients: dict[str, SimClient] = {}
         self.links: dict[tuple[str, str], deque[Message]] = defaultdict(deque)
         self.steps = 0
+        self.now = 0.0
+        self._timers: list[tuple[float, int, Any]] = []
+        self._tseq = itertools.count()
         for a, b in self.edges:
             self.nodes[a].broker_up(b)
             self.nodes[b].broker_up(a)
         self.run()
 
     # ---- transport ---------------------------------------------------------------------
+
+    def clock(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, fn: Any) -> None:
+        heapq.heappush(self._timers, (self.now + delay, next(self._tseq), fn))
+
+    def _fire(self, until: float) -> bool:
+        """Run the timers due by ``until``; whether one ran."""
+        ran = False
+        while self._timers and self._timers[0][0] <= until:
+            due, _, fn = heapq.heappop(self._timers)
+            self.now = max(self.now, due)
+            fn()
+            ran = True
+        return ran
 
     def _sender(self, broker: str) -> Any:
         def send(link: str, msg: Message) -> None:
@@ -109,26 +169,55 @@ class Simulator:
 
         return send
 
+    def _direct(self, broker: str) -> Any:
+        def send(dest: str, msg: Message) -> None:
+            if self.roundtrip:
+                frame = encode(msg)
+                self.nodes[broker].counters.count_out(f"{dest}~oob", len(frame))
+                msg = decode_payload(frame[4:])
+            self.links[(f"{broker}~oob", dest)].append(msg)
+
+        return send
+
     def _deliver(self, src: str, dst: str, msg: Message) -> None:
         if dst.startswith("@"):
-            self._to_client(self.clients[dst[1:]], msg)
+            self._to_client(self.clients[dst[1:]], msg, src)
             return
         node = self.nodes[dst]
+        src = src.removesuffix("~oob")
         if self.roundtrip:
             node.counters.count_in(src, len(encode(msg)))
         node.handle(src, msg)
 
-    def _to_client(self, c: SimClient, msg: Message) -> None:
-        if not c.connected:
+    def _to_client(self, c: SimClient, msg: Message, broker: str) -> None:
+        if not c.connected or broker != c.broker:
             return  # the connection is gone: nobody reads what was in flight
         if msg.type is MsgType.NOTIFY:
-            for block, counts, pids in decode_batch(msg.body, self.schema, notify=True):
+            raw = msg.body.get("blocks", [])
+            for d, (block, counts, pids) in zip(
+                    raw, decode_batch(msg.body, self.schema, notify=True), strict=True):
+                first = d.get("ss")
                 at = 0
-                for src, seq, k in zip(block.srcs(), block.seq.tolist(), counts.tolist(),
-                                       strict=True):
-                    for pid in pids[at:at + k]:
-                        c.deliveries.append(Delivery(c.name, pid, (src, seq)))
+                for i, (src, seq, k) in enumerate(zip(block.srcs(), block.seq.tolist(),
+                                                      counts.tolist(), strict=True)):
+                    row = pids[at:at + k]
                     at += k
+                    if first is not None:
+                        n = first + i
+                        if n <= c.last:
+                            c.redelivered += 1
+                            continue
+                        if n > c.last + 1:
+                            c.gaps.append((c.last + 1, n - 1))
+                        c.last = n
+                    for pid in row:
+                        c.deliveries.append(Delivery(c.name, pid, (src, seq)))
+            if c.session and c.auto_ack:
+                self.ack(c.name)
+        elif msg.type is MsgType.REPLY and msg.body.get("service") == "session":
+            st = msg.body["event"]
+            c.statuses.append(st)
+            c.epoch, c.tag = st["epoch"], st["tag"]
         elif msg.type is MsgType.ERROR:
             c.errors.append(msg.body)
         elif msg.type in (MsgType.TNOTIFY, MsgType.ACK):
@@ -136,6 +225,7 @@ class Simulator:
 
     def step(self) -> bool:
         """Deliver the head message of one non-empty link (random); ``False`` when idle."""
+        self._fire(self.now)
         busy = [k for k, q in self.links.items() if q]
         if not busy:
             return False
@@ -143,26 +233,87 @@ class Simulator:
         msg = self.links[key].popleft()
         src, dst = key
         self.steps += 1
+        self.now += STEP_TIME
         self._deliver(src, dst, msg)
         return True
 
     def run(self, max_steps: int = 10_000_000) -> int:
-        """Run until no message is in flight; returns the steps taken."""
+        """Run until no message is in flight and no timer is due soon (a ping/pong
+        handoff's next ping); returns the steps taken."""
         n = 0
-        while self.step():
-            n += 1
-            if n >= max_steps:
-                raise RuntimeError(f"network not quiescent after {max_steps} steps")
-        return n
+        while True:
+            if self.step():
+                n += 1
+                if n >= max_steps:
+                    raise RuntimeError(f"network not quiescent after {max_steps} steps")
+                continue
+            if not self._fire(self.now + HORIZON):
+                return n
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` of virtual time pass (timers due meanwhile run), then run."""
+        self._fire(self.now + seconds)
+        self.now += seconds
+        self.run()
 
     # ---- clients -------------------------------------------------------------------------
 
-    def add_client(self, name: str, broker: str) -> SimClient:
+    def add_client(self, name: str, broker: str, *, session: bool = False,
+                   limits: dict[str, Any] | None = None, clean: bool = False) -> SimClient:
+        """Connect a client; with ``session`` it has a session named like itself (a new
+        one, or resumed wherever it is held: the handoff fetches it)."""
+        c = self.clients.get(name) or SimClient(name, broker, session=session)
+        c.broker, c.connected, c.session = broker, True, session or c.session
+        self.clients[name] = c
         node = self.nodes[broker]
         node.client_up(name)
-        c = SimClient(name, broker)
-        self.clients[name] = c
+        if c.session:
+            req: dict[str, Any] = {"ack": c.last, "clean": clean}
+            if limits:
+                req["limits"] = limits
+            if c.epoch:
+                req.update(epoch=c.epoch, tag=c.tag)
+            self._hello(c, req)
         return c
+
+    def _hello(self, c: SimClient, req: dict[str, Any]) -> None:
+        st = self.nodes[c.broker].session_hello(c.link, req)
+        c.statuses.append(st)
+        c.epoch, c.tag = st["epoch"], st["tag"]
+
+    def move(self, client: str, broker: str, *, tell: bool = True) -> bool:
+        """Move a session client to ``broker``: disconnect, connect there with the same
+        session. With ``tell`` it names its last broker and its profiles (as the client
+        library does); without, the new broker has to locate the session. ``False`` if
+        the broker refused it for now (:class:`SessionBusy`): it stays disconnected."""
+        c = self.clients[client]
+        old = c.broker
+        if c.connected:
+            self.disconnect(client)
+        c.broker, c.connected = broker, True
+        node = self.nodes[broker]
+        node.client_up(client)
+        req: dict[str, Any] = {"ack": c.last, "epoch": c.epoch, "tag": c.tag,
+                               "adverts": [encode_profile(p) for p in c.adverts.values()]}
+        if tell:
+            req.update({"from": old,
+                        "profiles": [encode_profile(p) for p in c.profiles.values()]})
+        try:
+            self._hello(c, req)
+        except SessionBusy:
+            # refused (an older state of its session is still arriving there): it is
+            # not connected anywhere until it tries again
+            c.connected = False
+            c.refused += 1
+            node.client_down(c.link)
+            c.broker = old
+            return False
+        return True
+
+    def ack(self, client: str) -> None:
+        """Queue the client's acknowledgement of every row it has."""
+        c = self.clients[client]
+        self._client_send(c, Message(MsgType.SACK, {"ack": c.last}))
 
     def disconnect(self, client: str) -> None:
         """Close a client's connection: its broker handles what the client already sent
@@ -173,6 +324,7 @@ class Simulator:
         while pending:
             self.steps += 1
             self._deliver(c.link, c.broker, pending.popleft())
+        self.links.pop((c.broker, c.link), None)  # unread: gone with the connection
         c.connected = False
         self.nodes[c.broker].client_down(c.link)
 
@@ -195,21 +347,27 @@ class Simulator:
         """Queue a SUB from ``client`` (profile ids are the client's own)."""
         ps = [profiles] if isinstance(profiles, Profile) else list(profiles)
         c = self.clients[client]
+        c.profiles.update((p.id, p) for p in ps)
         self._client_send(c, Message(MsgType.SUB, {
             "profiles": [encode_profile(p) for p in ps]}))
 
     def unsubscribe(self, client: str, ids: str | Sequence[str]) -> None:
         c = self.clients[client]
+        for i in [ids] if isinstance(ids, str) else ids:
+            c.profiles.pop(i, None)
         self._client_send(c, Message(MsgType.UNSUB, {"ids": [ids] if isinstance(ids, str)
                                                      else list(ids)}))
 
     def advertise(self, client: str, adverts: Sequence[Profile]) -> None:
         c = self.clients[client]
+        c.adverts.update((p.id, p) for p in adverts)
         self._client_send(c, Message(MsgType.ADV, {
             "adverts": [encode_profile(p) for p in adverts]}))
 
     def unadvertise(self, client: str, ids: Sequence[str]) -> None:
         c = self.clients[client]
+        for i in ids:
+            c.adverts.pop(i, None)
         self._client_send(c, Message(MsgType.UNADV, {"ids": list(ids)}))
 
     def publish(self, client: str, events: Sequence[Event]) -> list[tuple[str, int]]:
@@ -220,7 +378,8 @@ class Simulator:
             envs.append(Envelope(e, client, c.seq, 0.0))
             c.seq += 1
         self._client_send(c, Message(MsgType.PUB, {"blocks": encode_envelope_blocks(envs)}))
-        return [(f"{c.broker}/{client}", env.seq) for env in envs]
+        src = f"~{client}/{c.epoch}" if c.session else f"{c.broker}/{client}"
+        return [(src, env.seq) for env in envs]
 
     # ---- observation -----------------------------------------------------------------------
 

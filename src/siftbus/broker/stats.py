@@ -97,6 +97,9 @@ class BrokerStats:
     -> count (:data:`ROUTE_BOUNDS_S`, then ``inf``)."""
     route_sum_s: float = 0.0
     """Total time spent matching and routing batches (seconds)."""
+    sessions: dict[str, Any] = field(default_factory=dict)
+    """Sessions held (attached, away, arriving), rows and bytes buffered for them,
+    rows dropped over their limits, handoffs in and out, handoff messages by kind."""
     denials: dict[str, int] = field(default_factory=dict)
     """Security denials by ``kind/action`` (``authentication/connect``,
     ``access/subscribe``, ``quota/publish``, ...); empty on an open network."""

@@ -86,6 +86,10 @@ class ProfileStore:
     def delete(self, client: str, pid: str) -> None:
         self._run("DELETE FROM profiles WHERE id = ?", (f"{client}/{pid}",))
 
+    def delete_client(self, client: str) -> None:
+        """Forget every profile of ``client`` (a session that moved to another broker)."""
+        self._run("DELETE FROM profiles WHERE subscriber = ?", (client,))
+
     def load(self, schema: Schema) -> list[tuple[str, Profile]]:
         """Every stored ``(client, profile)``, the profile under the client's own id."""
         out = []
@@ -94,6 +98,12 @@ class ProfileStore:
             p = parse_profile(text, schema, source=f"{self.path}:{sid}")
             out.append((client, p.with_id(sid[len(client) + 1:], client)))
         return out
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The database connection (the session store keeps its tables in the same
+        file, :mod:`.session_store`)."""
+        return self._db
 
     def bind_owner(self, client: str, principal: str) -> None:
         """Record that the client name ``client`` belongs to ``principal`` (on a secured

@@ -157,7 +157,8 @@ def _print_stats(stats: dict[str, Any]) -> None:
 
     t = Table(title="broker network")
     cols = ["broker", "links", "clients", "table", "local", "ev in", "ev out", "filtered",
-            "notified", "dropped", "bytes in", "bytes out", "p50 ms", "p99 ms"]
+            "notified", "dropped", "bytes in", "bytes out", "p50 ms", "p99 ms", "sessions",
+            "buffered", "handoffs in/out"]
     for col in cols:
         t.add_column(col, justify="left" if col == "broker" else "right")
     for name, s in stats.items():
@@ -170,8 +171,18 @@ def _print_stats(stats: dict[str, Any]) -> None:
                   str(s["local_profiles"]), str(s["events_in"]), str(s["events_out"]),
                   str(s["filter_ops"]), str(s["notifications"]), str(s["dropped"]),
                   str(s["bytes_in"]), str(s["bytes_out"]),
-                  "-" if p50 is None else f"<={p50:g}", "-" if p99 is None else f"<={p99:g}")
+                  "-" if p50 is None else f"<={p50:g}", "-" if p99 is None else f"<={p99:g}",
+                  *_session_cells(s.get("sessions") or {}))
     stdout.print(t)
+
+
+def _session_cells(ss: dict[str, Any]) -> list[str]:
+    """Sessions (attached/away), rows buffered (and their bytes), handoffs in/out."""
+    if not ss:
+        return ["-", "-", "-"]
+    return [f"{ss.get('sessions', 0)} ({ss.get('attached', 0)}/{ss.get('away', 0)})",
+            f"{ss.get('buffered', 0)} ({ss.get('buffered_bytes', 0)} B)",
+            f"{ss.get('handoffs_in', 0)}/{ss.get('handoffs_out', 0)}"]
 
 
 @network_app.command("stats")
@@ -303,8 +314,8 @@ def publish_cmd(
 
 
 def subscribe_cmd(
-    profiles: Annotated[list[str], typer.Argument(help="Profile lines, e.g. "
-                                                  "'Temperature(room = 12, value > 20)'.")],
+    profiles: Annotated[list[str] | None, typer.Argument(help="Profile lines, e.g. "
+                        "'Temperature(room = 12, value > 20)'.")] = None,
     broker: Annotated[str | None, typer.Option("--broker", "-b", help="host:port")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c")] = None,
     name: Annotated[str | None, typer.Option("--name", "-n", help="Broker of --config.")] =
@@ -316,42 +327,104 @@ def subscribe_cmd(
     timeout: Annotated[float, typer.Option(help="Exit after this many seconds (0: never).")]
     = 0.0,
     token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
+    session: Annotated[str | None, typer.Option(
+        "--session", help="Session id: the broker keeps what comes while this client is "
+        "away and resumes after the last acknowledged one (docs/mobility.md).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Append the notifications to this file, each with its session "
+        "number; a restart resumes after its last line (exactly once, also after kill -9)."
+        )] = None,
 ) -> None:
     """Subscribe and print each notification as a JSON line."""
+    from siftbus.errors import ConfigError, ConnectionLostError
+
     host, port = _address(config, name, broker)
     creds = _credentials(config, token, ca, cert, key)
+    if not profiles and session is None:
+        raise ConfigError("give at least one profile (or --session to resume one)",
+                          field="profiles")
+    last = _resume_point(out) if out is not None else 0
 
     async def main() -> None:
         from siftbus.client import Client
         from siftbus.client.aio import Notification, event_json
+        from siftbus.client.session import SessionState
 
-        c = await Client.connect(host, port, name=client, **creds)
+        state = SessionState(session, last=last) if session else None
+        c = await Client.connect(host, port, name=client, session=state, **creds)
+        c.unclaimed_callback = lambda n: show(n)  # the session's kept profiles
         got = 0
         done = asyncio.Event()
+        sink = out.open("a", encoding="utf-8") if out is not None else sys.stdout
 
         def show(n: Notification) -> None:
             nonlocal got
             if count and got >= count:
                 return  # the rest of the frame that reached the count
-            print(event_json(n), flush=True)
+            line = event_json(n)
+            if state is not None:  # its number: where a restart resumes
+                line = f'{{"n": {state.numbers.get((n.src, n.seq), 0)}, {line[1:]}'
+            sink.write(line + "\n")
+            sink.flush()  # in the file before the frame is acknowledged
             got += 1
             if count and got >= count:
                 done.set()
 
         try:
-            subs = await c.subscribe_many(profiles, show)
-            print(f"subscribed {', '.join(s.id for s in subs)} at {c.broker}", file=sys.stderr,
-                  flush=True)
+            subs = await c.subscribe_many(profiles or [], show)
+            for pid in c.restored if state is None else []:
+                print(f"restored {pid}", file=sys.stderr)
+            if state is not None:
+                while not c.unclaimed.empty():  # kept profiles' rows in the ACK's wake
+                    show(c.unclaimed.get_nowait())
+                st = state.status
+                print(f"session {session} {st.get('state')} at {c.broker}: resumes after "
+                      f"{state.last}, lost {st.get('lost', 0)} over its limits "
+                      f"{st.get('overflow', {})}", file=sys.stderr, flush=True)
+            print(f"subscribed {', '.join(s.id for s in subs) or '-'} at {c.broker}",
+                  file=sys.stderr, flush=True)
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, done.set)
             if timeout:
                 loop.call_later(timeout, done.set)
-            await done.wait()
+            ended = asyncio.ensure_future(c.ended.wait())
+            await asyncio.wait([asyncio.ensure_future(done.wait()), ended],
+                               return_when=asyncio.FIRST_COMPLETED)
+            if c.ended.is_set() and not done.is_set():
+                raise ConnectionLostError(f"connection to broker {c.broker} lost")
         finally:
             await c.close()
+            if sink is not sys.stdout:
+                sink.close()
 
     _run(main())
+
+
+def _resume_point(out: Path) -> int:
+    """The session number of the last complete line of ``out`` (a partial last line, cut
+    by a crash, is removed: its notification comes again)."""
+    if not out.exists():
+        return 0
+    data = out.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        with out.open("r+b") as f:
+            f.truncate(end)
+    lines = data[:end].splitlines()
+    if not lines:
+        return 0
+    try:
+        n = json.loads(lines[-1]).get("n")
+    except (ValueError, AttributeError):
+        n = None
+    if not isinstance(n, int):
+        from siftbus.errors import ConfigError
+
+        raise ConfigError("the last line has no session number \"n\"; not a file written "
+                          "by subscribe --session --out", source=str(out),
+                          line=len(lines), field="out")
+    return n
 
 
 def register(app: typer.Typer) -> None:

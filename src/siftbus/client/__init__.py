@@ -11,7 +11,8 @@ from siftbus.client.aio import (
     connect,
     parse_address,
 )
+from siftbus.client.session import SessionState
 from siftbus.client.sync import SyncClient
 
-__all__ = ["Client", "Notification", "NotificationBatch", "NotifyBlock", "Subscription",
-           "SyncClient", "client_tls", "connect", "parse_address"]
+__all__ = ["Client", "Notification", "NotificationBatch", "NotifyBlock", "SessionState",
+           "Subscription", "SyncClient", "client_tls", "connect", "parse_address"]

@@ -65,6 +65,7 @@ from .notifications import (
     notify_block,
 )
 from .retained import RetainedClient
+from .session import SessionState
 from .subscription import BatchCallback, Callback, Subscription, next_notification
 
 MAX_BATCH = 5000
@@ -112,12 +113,20 @@ class Client(RetainedClient):
         self.unclaimed: asyncio.Queue[Notification] = asyncio.Queue(queue_size)
         """Notifications for profiles without a :class:`Subscription` (e.g. restored)."""
         self.unclaimed_dropped = 0
+        self.unclaimed_callback: Callback | None = None
+        """If set, takes the notifications :attr:`unclaimed` would queue (synchronously,
+        before a session acknowledges them)."""
         self.service_events: dict[str, asyncio.Queue[Any]] = {}
         self.errors: list[RemoteError] = []
         """ERRORs that answered no request (e.g. about an unacknowledged publish)."""
         self.callback_errors = 0
         """Notification callbacks that raised (each is logged; delivery goes on)."""
         self._reader_task: asyncio.Task[None] | None = None
+        self.session: SessionState | None = None
+        """The session (``connect(session=...)``), else ``None``."""
+        self.adverts: list[Profile] = []
+        self._token: str | None = None
+        self._tls: ssl.SSLContext | None = None
 
     # ---- connection ---------------------------------------------------------------------
 
@@ -126,7 +135,8 @@ class Client(RetainedClient):
                       name: str | None = None, timeout: float = 10.0,
                       queue_size: int = 10_000, token: str | None = None,
                       tls: ssl.SSLContext | None = None,
-                      server_hostname: str | None = None) -> Client:
+                      server_hostname: str | None = None,
+                      session: str | SessionState | None = None) -> Client:
         """Connect, say HELLO and receive the schema.
 
         ``token`` authenticates the client (``siftbus certs token``); ``tls`` (see
@@ -134,15 +144,57 @@ class Client(RetainedClient):
         for ``server_hostname`` (default ``host``) and presenting the client's own
         certificate if the context has one. A broker that refuses the credentials
         answers with an error (:class:`~siftbus.errors.RemoteError` of kind
-        ``AuthenticationError``)."""
+        ``AuthenticationError``). With ``session`` (an id or a :class:`SessionState`)
+        the broker keeps the client's notifications while it is away and resumes after
+        the last one it acknowledged (``docs/mobility.md``)."""
+        c = cls(None, queue_size=queue_size)
+        c.session = SessionState(session) if isinstance(session, str) else session
+        c._token, c._tls = token, tls
+        await c._handshake(host, port, name, timeout, None, server_hostname)
+        return c
+
+    async def move(self, host: str, port: int, *, timeout: float = 10.0,
+                   server_hostname: str | None = None) -> None:
+        """Go to another broker with the same session (its notifications follow by a
+        handoff, none lost or twice); subscriptions stay valid."""
+        if self.session is None:
+            raise WireError("move needs a session (connect with session=...)",
+                            field="session")
+        with contextlib.suppress(SiftbusError, ConnectionError):
+            await self.flush()
+        old, conn, reader = self.broker, self._conn, self._reader_task
+        if conn is not None:  # unacknowledged rows come again from the new broker
+            conn.close()
+            await conn.wait_closed(1.0)
+        if reader is not None:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+        self._fail_pending(ConnectionLostError(f"moved away from broker {old}"))
+        self._lost = None
+        self.ended.clear()
+        await self._handshake(host, port, self.name, timeout, old, server_hostname)
+
+    def ack(self) -> None:
+        """Acknowledge every session row handed out so far (with ``auto_ack=False``)."""
+        if self.session is not None and self._conn is not None:
+            self._write(Message(MsgType.SACK, {"ack": self.session.last}))
+
+    async def _handshake(self, host: str, port: int, name: str | None, timeout: float,
+                         previous: str | None, server_hostname: str | None) -> None:
         conn = await open_connection(host, port, CLIENT_LIMITS, timeout=timeout,
-                                     what="broker", ssl=tls, server_hostname=server_hostname)
-        c = cls(conn, queue_size=queue_size)
+                                     what="broker", ssl=self._tls,
+                                     server_hostname=server_hostname)
+        c = self
+        c._conn = conn
         hello: dict[str, Any] = {"role": "client", "corr": 0}
         if name:
             hello["name"] = name
-        if token is not None:
-            hello["token"] = token
+        if self._token is not None:
+            hello["token"] = self._token
+        if c.session is not None:
+            hello["session"] = c.session.hello(
+                previous, [s.profile for s in c.subscriptions.values()], c.adverts)
         conn.send(Message(MsgType.HELLO, hello))
         try:
             ack, _ = await conn.read(timeout)
@@ -157,9 +209,10 @@ class Client(RetainedClient):
         c.name = str(ack.body.get("name", ""))
         c.broker = str(ack.body.get("broker", ""))
         c.restored = list(ack.body.get("profiles", []))
+        if c.session is not None:
+            c.session.on_status(ack.body.get("session"))
         c.schema = Schema.from_dict(schema_msg.body.get("schema", {}), source="broker")
         c._reader_task = asyncio.ensure_future(c._read_loop())
-        return c
 
     async def __aenter__(self) -> Client:
         return self
@@ -234,10 +287,14 @@ class Client(RetainedClient):
         if msg.type is MsgType.NOTIFY:
             assert self.schema is not None
             blocks = decode_batch(body, self.schema, notify=True)
+            if self.session is not None:
+                blocks = self.session.accept(body, blocks)  # each number once
             if self._batch_subs:
                 self._dispatch_batches(blocks)
             else:
                 self._dispatch_each(blocks, None)
+            if self.session is not None and self.session.auto_ack:
+                self.ack()
             return
         if msg.type is MsgType.SCHEMA:
             self.schema = Schema.from_dict(body.get("schema", {}), source="broker")
@@ -246,6 +303,10 @@ class Client(RetainedClient):
             self.dispatch_retained(body, self.schema)
             return
         corr = body.get("corr")
+        if msg.type is MsgType.REPLY and body.get("service") == "session" \
+                and self.session is not None:
+            self.session.on_status(body.get("event"))  # a handoff ended
+            return
         if msg.type is MsgType.REPLY and corr is None and "service" in body:
             q = self.service_events.setdefault(str(body["service"]), asyncio.Queue())
             q.put_nowait(body.get("event"))
@@ -272,6 +333,8 @@ class Client(RetainedClient):
                 sub = subs.get(pid)
                 if sub is not None:
                     sub.deliver(n)
+                elif self.unclaimed_callback is not None:
+                    self.run_callback(self.unclaimed_callback, n)
                 else:
                     try:
                         self.unclaimed.put_nowait(n)
@@ -411,10 +474,12 @@ class Client(RetainedClient):
         """Announce what this client publishes (advertisement mode)."""
         p = self.profile(profile, id)
         await self._request(MsgType.ADV, {"adverts": [encode_profile(p)]})
+        self.adverts.append(p)  # a move re-announces them at the new broker
         return p.id
 
     async def unadvertise(self, id: str) -> None:
         await self._request(MsgType.UNADV, {"ids": [id]})
+        self.adverts = [p for p in self.adverts if p.id != id]
 
     # ---- publishing ---------------------------------------------------------------------------
 

@@ -64,6 +64,11 @@ class MsgType(enum.IntEnum):
     drop and sync (``docs/temporal.md``)."""
     TNOTIFY = 17
     """Changes of a client's collections."""
+    HANDOFF = 20
+    """Broker to broker: a session handoff step (``docs/mobility.md``)."""
+    SACK = 21
+    """Client to broker: session rows processed up to ``ack`` (``resend``: send again
+    what follows)."""
 
 
 @dataclass(slots=True)

@@ -1,0 +1,494 @@
+"""What every handoff protocol shares: overlay addresses, the state transfer, locating a
+session, the publisher's probe.
+
+A handoff moves a session from its old access broker ``a`` to the new one ``b`` where its
+client has just connected. The protocols (:mod:`.handoff_paths`, :mod:`.pingpong`)
+differ in how ``b`` comes to receive the session's notifications and how it learns that
+it safely can; this base does the rest, with ``HANDOFF`` messages (body ``k``: the kind):
+
+* **overlay addresses** (Tarkoma's first enabling technique): every broker knows the
+  tree, so a message for broker ``x`` travels hop by hop toward it (``to``), never
+  flooded;
+* ``req`` (``b`` -> ``a``) asks for the state, ``xfer`` (``a`` -> ``b``, in parts of at
+  most :data:`PART_BYTES`) carries it (:meth:`SessionTable.release
+  <siftbus.broker.session_table.SessionTable.release>`), ``nack`` says it is not there
+  (with where it went, if known); a request for a session that is itself still arriving
+  waits until it is here (moves faster than handoffs chain up);
+* ``loc``/``echo``: when the client cannot say where it was (a fresh process that only
+  knows its session id), ``b`` floods a locate wave and each broker echoes the newest
+  holder in its subtree (2 messages per link);
+* ``probe``/``pecho`` (advertisement mode): a publisher that moved publishes at ``b``
+  only after a probe went to ``a`` and back behind its advertisement, so every
+  subscription that followed the old advertisement has reached ``b`` (Tarkoma §5.5.3);
+  the old advertisement stays until the probe has passed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from siftbus.errors import ConfigError, WireError
+from siftbus.model import Profile, Schema
+from siftbus.wire.frames import Message, MsgType, get
+from siftbus.wire.profiles import decode_profile, encode_profile
+
+from .protocols import Routing
+from .session_table import SessionRequest, SessionTable, session_gid
+from .sessions import SESSION_PREFIX, Session, SessionPolicy
+from .store import ProfileStore
+
+log = logging.getLogger("siftbus.broker")
+
+PART_BYTES = 4 * 1024 * 1024
+"""Bytes of buffered rows per ``xfer`` message (a session's buffer may exceed a frame)."""
+
+
+class HandoffHost(Protocol):
+    """What a handoff protocol needs from its broker node."""
+
+    name: str
+    schema: Schema
+    routing: Routing
+    store: ProfileStore | None
+    clients: set[str]
+    sessions: SessionTable
+
+    def send(self, link: str, msg: Message) -> None: ...
+
+    def neighbours_up(self) -> frozenset[str]: ...
+
+    def clock(self) -> float: ...
+
+    def call_later(self, delay: float, fn: Any) -> None: ...
+
+
+class Overlay:
+    """The tree of brokers as seen from one of them: the next hop toward any broker."""
+
+    def __init__(self, edges: Iterable[tuple[str, str]], me: str) -> None:
+        adj: dict[str, set[str]] = defaultdict(set)
+        for a, b in edges:
+            adj[a].add(b)
+            adj[b].add(a)
+        self.me = me
+        self.adjacent = {k: sorted(v) for k, v in adj.items()}
+        self._first: dict[str, str] = {}
+        frontier = [me]
+        seen = {me}
+        while frontier:
+            nxt = []
+            for u in frontier:
+                for v in self.adjacent.get(u, ()):
+                    if v not in seen:
+                        seen.add(v)
+                        self._first[v] = v if u == me else self._first[u]
+                        nxt.append(v)
+            frontier = nxt
+
+    def next_hop(self, dest: str) -> str:
+        hop = self._first.get(dest)
+        if hop is None:
+            raise WireError(f"no broker {dest!r} in the tree of {self.me}", field="to")
+        return hop
+
+    def knows(self, dest: str) -> bool:
+        return dest == self.me or dest in self._first
+
+
+class _Locate:
+    __slots__ = ("best", "parent", "sid", "waiting")
+
+    def __init__(self, sid: str, parent: str | None, waiting: set[str]) -> None:
+        self.sid = sid
+        self.parent = parent
+        self.waiting = waiting
+        self.best: list[Any] | None = None
+
+
+class HandoffBase:
+    """The common part of the handoff protocols (see the module docstring)."""
+
+    name = ""
+    claims: frozenset[str] = frozenset()
+    """The routing protocols under which this handoff claims mobility-safety (checked in
+    ``tests/test_mobility_sim.py``)."""
+    out_of_band = False
+    """Whether ``req``/``xfer`` go directly between the two brokers (ping/pong) rather
+    than along the tree; the simulator honours it, real brokers relay along the tree."""
+
+    def __init__(self, host: HandoffHost, edges: Iterable[tuple[str, str]],
+                 policy: SessionPolicy) -> None:
+        self.host = host
+        self.overlay = Overlay(edges, host.name)
+        self.policy = policy
+        self.direct: Any = None
+        """Set by a transport that can reach any broker directly: ``direct(broker, msg)``
+        (the simulator's out-of-band links)."""
+        self.counts: dict[str, int] = defaultdict(int)
+        """``HANDOFF`` messages sent (and relayed) here, by kind."""
+        self._waiting: dict[str, list[tuple[str, int]]] = {}
+        self._parts: dict[str, list[dict[str, Any]]] = {}
+        self._locates: dict[str, _Locate] = {}
+        self._lids = itertools.count(1)
+        self._probed: set[str] = set()
+        self._kept_adverts: dict[str, list[str]] = {}
+        self.handlers: dict[str, Any] = {
+            "req": self._on_req, "xfer": self._on_xfer, "nack": self._on_nack,
+            "loc": self._on_locate, "echo": self._on_echo, "probe": self._on_probe,
+            "pecho": self._on_pecho}
+        self.hop_kinds = {"loc", "echo"}
+        """Kinds every broker on the way handles (the others are relayed to ``to``)."""
+
+    # ---- messages ------------------------------------------------------------------------
+
+    def send(self, link: str, body: dict[str, Any]) -> None:
+        self.counts[body["k"]] += 1
+        self.host.send(link, Message(MsgType.HANDOFF, body))
+
+    def send_to(self, dest: str, body: dict[str, Any], oob: bool = False) -> None:
+        """Send ``body`` to broker ``dest``: along the tree, or directly with ``oob``
+        when the transport can."""
+        body["to"] = dest
+        if dest == self.host.name:
+            self.receive(dest, body)
+        elif oob and self.direct is not None:
+            self.counts[body["k"]] += 1
+            self.direct(dest, Message(MsgType.HANDOFF, body))
+        else:
+            self.send(self.overlay.next_hop(dest), body)
+
+    def receive(self, link: str, body: dict[str, Any]) -> None:
+        """A ``HANDOFF`` message from a neighbour (or from this broker itself)."""
+        kind = get(body, "k", str, where="HANDOFF")
+        handler = self.handlers.get(kind)
+        if handler is None:
+            raise WireError(f"unknown HANDOFF kind {kind!r}", field="k")
+        to = body.get("to")
+        if kind not in self.hop_kinds and to is not None and to != self.host.name:
+            self.send(self.overlay.next_hop(str(to)), body)  # relay
+            return
+        handler(link, body)
+
+    def link_up(self, z: str) -> None:
+        """A neighbour link came up (ping/pong's control plane follows the links)."""
+
+    def link_down(self, z: str) -> None:
+        """A neighbour link went."""
+
+    def on_plane(self, z: str, msg: Message) -> None:
+        """A control-plane message (only ping/pong has a control plane)."""
+        raise WireError(f"handoff {self.name} has no control plane", field="plane")
+
+    # ---- the session table's questions (Mover) --------------------------------------------------
+
+    def move_in(self, s: Session, req: SessionRequest) -> None:
+        """A client arrived with a session held elsewhere."""
+        if req.profiles is not None:
+            s.profiles = {p.id: p for p in req.profiles}
+        self.claim(s)
+        self._advertise(s, req)
+        if req.previous is not None and req.profiles is not None \
+                and self.overlay.knows(req.previous) and req.previous != self.host.name:
+            self._probe(s, req.previous)
+            self.begin(s, req.previous)
+        else:
+            self.locate(s)
+
+    def begin(self, s: Session, previous: str) -> None:
+        """Start taking the session over from ``previous`` (its profiles are known)."""
+        raise NotImplementedError
+
+    def claim(self, s: Session) -> None:
+        """The session's newest attachment is here from now on (before it is located:
+        older moves arriving meanwhile must not take its profiles away)."""
+
+    def on_away(self, s: Session) -> None:
+        """Its client left; by default nothing is done until someone asks for it."""
+
+    def on_back(self, s: Session) -> None:
+        """Its client came back here."""
+
+    def give_up(self, s: Session) -> None:
+        log.warning("%s: handoff of session %s timed out", self.host.name, s.id)
+        self.host.sessions.establish(s, None)
+
+    def established(self, s: Session) -> None:
+        """The session is here: answer the requests that waited for it."""
+        for to, epoch in self._waiting.pop(s.id, []):
+            self.hand_over(s.id, to, epoch)
+
+    # ---- the old broker's side ----------------------------------------------------------------
+
+    def request(self, s: Session, previous: str) -> None:
+        """Ask ``previous`` for the state."""
+        self.send_to(previous, {"k": "req", "s": s.id, "e": s.epoch, "o": self.host.name},
+                     oob=self.out_of_band)
+
+    def _on_req(self, link: str, body: dict[str, Any]) -> None:
+        self.hand_over(_sid(body), get(body, "o", str), get(body, "e", int))
+
+    def hand_over(self, sid: str, to: str, epoch: int) -> None:
+        """Send the state of ``sid`` to ``to`` (or say it is not here)."""
+        table = self.host.sessions
+        cur = table.sessions.get(sid)
+        if sid not in table.outgoing and cur is not None and cur.state == "arriving" \
+                and cur.epoch < epoch:
+            self._waiting.setdefault(sid, []).append((to, epoch))
+            return
+        state = table.release(sid, to, epoch)
+        if state is None:
+            gone = table.moved.get(sid)
+            self.send_to(to, {"k": "nack", "s": sid, "e": epoch,
+                              "moved": gone[0] if gone and gone[0] != to else None},
+                         oob=self.out_of_band)
+            return
+        self.after_release(sid, state)
+        chunks = state.pop("chunks")
+        parts: list[list[Any]] = [[]]
+        size = 0
+        for c in chunks:
+            if size > PART_BYTES:
+                parts.append([])
+                size = 0
+            parts[-1].append(c)
+            size += len(c.get("k", b"")) + 64 * len(c.get("p", ()))
+        for i, part in enumerate(parts):
+            body: dict[str, Any] = {"k": "xfer", "s": sid, "e": epoch, "chunks": part}
+            if i == len(parts) - 1:
+                body["state"] = state
+            self.send_to(to, body, oob=self.out_of_band)
+
+    def after_release(self, sid: str, state: dict[str, Any]) -> None:
+        """The old broker's teardown once the state is gone: the profiles still
+        registered here for the released incarnation leave (the path protocols have
+        already moved them), and so do its advertisements (after the probe)."""
+        link = "@" + sid
+        tag = state.get("tag")
+        cur = self.host.sessions.sessions.get(sid)
+        routing = self.host.routing
+        if cur is None or cur.tag != tag:
+            prefix = f"{SESSION_PREFIX}{sid}/{tag}/"
+            for e in routing.table.entries_from(link):
+                if e.id.startswith(prefix):
+                    routing.unsubscribe(link, e.id)
+            if cur is None and self.host.store is not None:
+                self.host.store.delete_client(sid)
+        adverts = [a for a in routing.table.adverts_from(link)
+                   if not a.startswith(f"{SESSION_PREFIX}{sid}/{cur.epoch}/")] \
+            if cur is not None else routing.table.adverts_from(link)
+        if adverts:
+            if sid in self._probed or not routing.table.advertisements:
+                self._probed.discard(sid)
+                for gid in adverts:
+                    routing.unadvertise(link, gid)
+            else:
+                self._kept_adverts[sid] = adverts
+
+    # ---- the new broker's side -------------------------------------------------------------------
+
+    def _on_xfer(self, link: str, body: dict[str, Any]) -> None:
+        sid = _sid(body)
+        s = self.host.sessions.sessions.get(sid)
+        if s is None or s.state != "arriving" or s.epoch != body.get("e"):
+            log.warning("%s: a transfer of session %s nobody waits for", self.host.name, sid)
+            return
+        parts = self._parts.setdefault(sid, [])
+        parts.extend(get(body, "chunks", list))
+        if "state" in body:
+            state = get(body, "state", dict)
+            state["chunks"] = self._parts.pop(sid)
+            self.finish(s, state)
+
+    def finish(self, s: Session, state: dict[str, Any] | None) -> None:
+        """The state is here (or will not come)."""
+        self.host.sessions.establish(s, state)
+
+    def moved_on(self, body: dict[str, Any]) -> tuple[Session, str] | None:
+        """For a ``nack`` saying the session went on to a known broker: the arriving
+        session it answers and that broker."""
+        s = self.host.sessions.sessions.get(_sid(body))
+        moved = body.get("moved")
+        if s is not None and s.state == "arriving" and s.epoch == body.get("e") \
+                and isinstance(moved, str) and self.overlay.knows(moved) \
+                and moved != self.host.name:
+            return s, moved
+        return None
+
+    def _on_nack(self, link: str, body: dict[str, Any]) -> None:
+        on = self.moved_on(body)
+        if on is not None:
+            self.begin(*on)
+            return
+        s = self.host.sessions.sessions.get(_sid(body))
+        if s is not None and s.state == "arriving" and s.epoch == body.get("e"):
+            self.finish(s, None)
+
+    # ---- locating a session ----------------------------------------------------------------------
+
+    def locate(self, s: Session) -> None:
+        """Find the newest holder of ``s`` with an echo wave over the tree."""
+        lid = f"{self.host.name}:{next(self._lids)}"
+        nbrs = set(self.host.neighbours_up())
+        st = self._locates[lid] = _Locate(s.id, None, nbrs)
+        st.best = self._candidate(s.id, s.epoch)
+        for z in sorted(nbrs):
+            self.send(z, {"k": "loc", "l": lid, "s": s.id, "e": s.epoch,
+                          "o": self.host.name})
+        if not nbrs:
+            self._located(lid)
+
+    def _candidate(self, sid: str, before: int) -> list[Any] | None:
+        """``[epoch, broker, tag, profiles]`` if this broker holds a state of ``sid``
+        older than epoch ``before`` (the newest such)."""
+        table = self.host.sessions
+        s = table.sessions.get(sid)
+        if s is None or s.epoch >= before:
+            s = table.outgoing.get(sid)
+        if s is None or s.epoch >= before:
+            return None
+        if s.profiles is not None and s.state == "arriving":
+            profiles = list(s.profiles.values())
+        else:
+            prefix = f"{SESSION_PREFIX}{sid}/{s.tag}/"
+            profiles = [e.profile.with_id(e.local_id, sid)
+                        for e in self.host.routing.table.entries_from(s.link)
+                        if e.id.startswith(prefix)]
+        return [s.epoch, self.host.name, s.tag, [encode_profile(p) for p in profiles]]
+
+    def _on_locate(self, link: str, body: dict[str, Any]) -> None:
+        lid = get(body, "l", str)
+        if lid in self._locates:  # a tree has no second way here; answer and stop
+            self.send(link, {"k": "echo", "l": lid, "best": None})
+            return
+        kids = set(self.host.neighbours_up()) - {link}
+        st = self._locates[lid] = _Locate(_sid(body), link, kids)
+        st.best = self._candidate(_sid(body), get(body, "e", int))
+        for z in sorted(kids):
+            self.send(z, {**body})
+        if not kids:
+            self._echo(lid)
+
+    def _on_echo(self, link: str, body: dict[str, Any]) -> None:
+        lid = get(body, "l", str)
+        st = self._locates.get(lid)
+        if st is None:
+            return
+        best = body.get("best")
+        if isinstance(best, list) and len(best) == 4 and (
+                st.best is None or best[0] > st.best[0]):
+            st.best = best
+        st.waiting.discard(link)
+        if not st.waiting:
+            self._echo(lid)
+
+    def _echo(self, lid: str) -> None:
+        st = self._locates.pop(lid)
+        if st.parent is not None:
+            self.send(st.parent, {"k": "echo", "l": lid, "best": st.best})
+        else:
+            self._located(lid, st)
+
+    def _located(self, lid: str, st: _Locate | None = None) -> None:
+        st = st or self._locates.pop(lid)
+        s = self.host.sessions.sessions.get(st.sid)
+        if s is None or s.state != "arriving":
+            return
+        best = st.best
+        if best is None:
+            s.profiles = s.profiles or {}
+            self.host.sessions.establish(s, None, outcome="new")
+            return
+        s.epoch = max(s.epoch, int(best[0]) + 1)
+        s.tag = int(best[2])
+        if s.profiles is None:
+            s.profiles = {p.id: p for p in (
+                decode_profile(x, self.host.schema, None) for x in best[3])}
+        if best[1] == self.host.name:  # an old state of it is kept here
+            self.hand_over(s.id, self.host.name, s.epoch)
+        else:
+            self._probe(s, str(best[1]))
+            self.begin(s, str(best[1]))
+
+    # ---- publishers (advertisement mode) ---------------------------------------------------------
+
+    def _advertise(self, s: Session, req: SessionRequest) -> None:
+        """Advertise what the arriving client publishes; in advertisement mode probe the
+        path to its old broker before it may publish here."""
+        routing = self.host.routing
+        for p in req.adverts:
+            routing.advertise(s.link, p.with_id(advert_gid(s.id, s.epoch, p.id), s.id))
+        s.probing = bool(req.adverts) and routing.table.advertisements
+
+    def _probe(self, s: Session, previous: str) -> None:
+        """Probe the path to the old broker behind the new advertisements (its
+        requests wait meanwhile)."""
+        if s.probing:
+            self.send_to(previous, {"k": "probe", "s": s.id, "e": s.epoch,
+                                    "o": self.host.name})
+
+    def _on_probe(self, link: str, body: dict[str, Any]) -> None:
+        sid = _sid(body)
+        kept = self._kept_adverts.pop(sid, None)
+        routing = self.host.routing
+        if kept is not None:
+            for gid in kept:
+                if gid in routing.table.adverts_from("@" + sid):
+                    routing.unadvertise("@" + sid, gid)
+        else:
+            self._probed.add(sid)
+        self.send_to(get(body, "o", str), {"k": "pecho", "s": sid, "e": body.get("e")})
+
+    def _on_pecho(self, link: str, body: dict[str, Any]) -> None:
+        s = self.host.sessions.sessions.get(_sid(body))
+        if s is None or s.epoch != body.get("e") or not s.probing:
+            return
+        s.probing = False
+        if s.state != "arriving":
+            self.host.sessions.replay(s)
+
+    # ---- helpers ---------------------------------------------------------------------------------
+
+    def session_profiles(self, s: Session, tag: int) -> list[tuple[Profile, str]]:
+        """The session's profiles under their gids of ``tag``, with the client's ids."""
+        assert s.profiles is not None
+        return [(p.with_id(session_gid(s.id, tag, pid), s.id), pid)
+                for pid, p in s.profiles.items()]
+
+    def store_profiles(self, s: Session, tag: int) -> None:
+        """Keep the session's profiles in this broker's store (they are local now)."""
+        store = self.host.store
+        if store is None or s.profiles is None:
+            return
+        store.delete_client(s.id)
+        for p in s.profiles.values():
+            store.put(s.id, p)
+
+
+def advert_gid(sid: str, epoch: int, aid: str) -> str:
+    """The network-wide id of an advertisement of a session client (per attachment, so an
+    old one still travelling never clashes with the new one)."""
+    return f"{SESSION_PREFIX}{sid}/{epoch}/{aid}"
+
+
+def _sid(body: dict[str, Any]) -> str:
+    return str(get(body, "s", str, where="HANDOFF"))
+
+
+def check_claims(handoff: str, protocol: str, strategy: str) -> None:
+    """Refuse combinations a handoff cannot work with at all."""
+    if handoff == "rendezvous" and protocol != "rendezvous":
+        raise ConfigError("handoff = \"rendezvous\" needs protocol = \"rendezvous\" (the "
+                          "handoff travels toward each type's rendezvous node)",
+                          field="handoff")
+    if strategy == "merging" and handoff in ("acyclic", "rendezvous"):
+        raise ConfigError(f"handoff = \"{handoff}\" cannot follow profiles that merging "
+                          "hides in merged ones; use strategy = \"covering\"",
+                          field="handoff")
+
+
+__all__ = ["PART_BYTES", "HandoffBase", "HandoffHost", "Overlay", "advert_gid",
+           "check_claims"]

@@ -1,0 +1,306 @@
+"""The two path handoffs of Tarkoma's chapter 5: the acyclic graph and the rendezvous point.
+
+**Acyclic graph** (§5.5.2, :class:`AcyclicGraph`). The session's profiles keep their gids
+wherever the session goes. The new broker ``b`` makes them its own and sends ``move``
+toward the old broker ``a`` along the tree; every broker on the way makes them come from
+the neighbour toward ``b`` (:meth:`Routing.relocate
+<siftbus.broker.protocols.Routing.relocate>`: one atomic step, the forwarding table
+computes what each neighbour must hold now). That is the thesis's "activate the path
+from ``b`` to the junction, tear down the rest": off the path nothing changes, since
+from there ``a`` and ``b`` lie in the same direction, and where covering already routes
+the events toward ``b`` the step changes nothing but the direction. When ``move``
+reaches ``a`` the profiles no longer lead there: ``a`` hands the buffer over (``xfer``,
+along the same path, so it arrives behind every notification ``a``'s old routes sent
+toward ``b``). Cost: one ``move`` and one ``xfer`` per hop, ``2 d(a, b)`` messages.
+
+A neighbour whose view of a profile the step changes is told with a ``move`` too (the
+profile may be held there from elsewhere: it must be redirected, not added). Moves of one
+session carry its epoch; a broker applies a move only if it is at least as new as the
+last it applied, and answers an older one with a correction carrying the newer epoch, so
+crossing moves (a client moving again before its last handoff ended, or back) leave every
+profile pointing toward the newest access broker.
+
+**Rendezvous point** (§5.6, :class:`RendezvousPoint`). With rendezvous routing the new
+broker subscribes the profiles anew (gids of a new tag), which travel toward each type's
+rendezvous node, and sends ``update`` behind them. The update stops at the rendezvous
+node or at the first broker where a *complete* subscription covers the profile
+(completeness checking: a profile is complete at a broker once an update for it reached
+a stop and the ``complete`` answer passed back through that broker; the session's old
+subscription, complete up to the rendezvous node, is such a stop). ``complete`` goes back
+to ``b``; then ``b`` asks ``a`` for the state (``req``), ``a`` sends it and unsubscribes
+the old gids. When ``b`` itself already holds a complete covering subscription, nothing
+travels before ``req`` (the covering optimisation). Cost: ``d(b, stop)`` twice plus the
+transfer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from siftbus.covering.forwarding import Update
+from siftbus.covering.relations import covers
+from siftbus.model import Profile
+from siftbus.wire.frames import get
+from siftbus.wire.profiles import decode_profile, encode_profile
+
+from .handoff_base import HandoffBase, HandoffHost
+from .protocols import RendezvousNodes
+from .sessions import SESSION_PREFIX, Session, SessionPolicy
+
+
+class AcyclicGraph(HandoffBase):
+    """Tarkoma's acyclic-graph subscriber handoff (see the module docstring)."""
+
+    name = "acyclic"
+    claims = frozenset({"flooding", "forwarding", "forwarding+advertisements", "rendezvous"})
+
+    def __init__(self, host: HandoffHost, edges: Iterable[tuple[str, str]],
+                 policy: SessionPolicy) -> None:
+        super().__init__(host, edges, policy)
+        self.epochs: dict[str, int] = {}
+        """Per session, the newest move applied here."""
+        self.handlers["move"] = self._on_move
+        self.hop_kinds.add("move")
+
+    def claim(self, s: Session) -> None:
+        self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)
+
+    def begin(self, s: Session, previous: str) -> None:
+        self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)
+        local = {p.id: pid for p, pid in self.session_profiles(s, s.tag)}
+        items = [(p, True) for p, _ in self.session_profiles(s, s.tag)]
+        self.store_profiles(s, s.tag)
+        self._step(s.id, s.epoch, s.link, items, previous, self.host.name, local)
+
+    def _step(self, sid: str, epoch: int, w: str, items: list[tuple[Profile, bool]],
+              to: str | None, origin: str, local: dict[str, str] | None = None) -> None:
+        """Apply one relocation step and send what it implies.
+
+        Each item ``(profile, held)`` says what ``w`` gives us now: the gid comes from
+        ``w`` (``held``) or from nobody (any entry of it here goes). Every neighbour whose
+        view of a gid changes -- those the table would send it to or withdraw it from, and
+        the neighbour it came from before -- is told with a ``move`` in turn (it may hold
+        the gid from elsewhere, so a plain SUB or UNSUB would not do); the ``move`` toward
+        ``to`` carries every gid, as our view has it."""
+        routing = self.host.routing
+        table = routing.table
+        rel: list[tuple[Profile, str | None, bool]] = []
+        olds: dict[str, str] = {}
+        for p, held in items:
+            e = table.entries.get(p.id)
+            if e is not None:
+                olds[p.id] = e.src
+            if held:
+                rel.append((p, (local or {}).get(p.id), True))
+            elif e is not None:
+                rel.append((p, None, False))
+        updates = routing.relocate(w, rel)
+        profiles = {p.id: p for p, _ in items}
+        for gid, u0 in olds.items():
+            # events for profiles this gid covered beyond u0 must still reach u0 until
+            # they are uncovered toward us: until the transfer passes back from there
+            if u0 != w and not u0.startswith("@"):
+                routing.keep_route(sid, u0, profiles[gid])
+        tell: dict[str, dict[str, bool]] = {}
+        clean: dict[str, Update] = {}
+        for z, u in updates.items():
+            for p in u.subscribe:
+                if p.id in profiles and z != w:
+                    tell.setdefault(z, {})[p.id] = True
+            for p in u.unsubscribe:
+                if p.id in profiles and z != w:
+                    tell.setdefault(z, {})[p.id] = False
+            clean[z] = Update(tuple(p for p in u.subscribe if p.id not in profiles),
+                              tuple(p for p in u.unsubscribe if p.id not in profiles),
+                              u.advertise, u.unadvertise)
+        me = self.host.name
+        nxt = self.overlay.next_hop(to) if to is not None and to != me else None
+        views: dict[str, set[str]] = {}
+
+        def exported(z: str) -> set[str]:
+            if z not in views:
+                views[z] = {p.id for p in table.exported(z)} if z in table.neighbours \
+                    else set()
+            return views[z]
+
+        for gid, u0 in olds.items():  # the old source must learn where the gid went
+            if u0 != w and not u0.startswith("@") and gid not in tell.get(u0, {}):
+                tell.setdefault(u0, {})[gid] = gid in exported(u0)
+        if nxt is not None:
+            told = tell.setdefault(nxt, {})
+            for gid in profiles:
+                if gid not in told:
+                    told[gid] = gid in exported(nxt)
+        first, last = routing.update_messages(clean)
+        for z, msg in first:
+            self.host.send(z, msg)
+        for z, told in tell.items():
+            body: dict[str, Any] = {"k": "move", "s": sid, "e": epoch, "o": origin,
+                                    "items": [[encode_profile(profiles[g]), h]
+                                              for g, h in told.items()]}
+            if z == nxt:
+                body["to"] = to
+            self.send(z, body)
+        for z, msg in last:
+            self.host.send(z, msg)
+
+    def receive(self, link: str, body: dict[str, Any]) -> None:
+        if body.get("k") in ("xfer", "nack") and "s" in body and link != self.host.name:
+            # everything beyond ``link`` has redirected the session's profiles and sent
+            # us what they uncovered: the routes kept toward it may go
+            self.host.routing.drop_routes(str(body["s"]), link)
+        super().receive(link, body)
+
+    def _on_move(self, w: str, body: dict[str, Any]) -> None:
+        sid = str(get(body, "s", str))
+        epoch = get(body, "e", int)
+        origin = get(body, "o", str)
+        to = body.get("to")
+        to = str(to) if to is not None else None
+        items = [(decode_profile(x[0], self.host.schema, None), bool(x[1]))
+                 for x in get(body, "items", list)]
+        mine = self.epochs.get(sid, 0)
+        routing = self.host.routing
+        if epoch >= mine:
+            self.epochs[sid] = epoch
+            self._step(sid, epoch, w, items, to, origin)
+        else:  # an older move: correct the sender, pass the request on
+            exported = {p.id for p in routing.table.exported(w)}
+            corr = [[encode_profile(p), p.id in exported] for p, _ in items]
+            if corr:
+                self.send(w, {"k": "move", "s": sid, "e": mine, "o": self.host.name,
+                              "items": corr})
+            if to is not None and to != self.host.name:
+                self.send(self.overlay.next_hop(to), {**body, "items": []})
+        if to == self.host.name:
+            self.hand_over(sid, origin, epoch)
+
+
+class RendezvousPoint(HandoffBase):
+    """Tarkoma's rendezvous-point handoff with completeness checking."""
+
+    name = "rendezvous"
+    claims = frozenset({"rendezvous"})
+
+    def __init__(self, host: HandoffHost, edges: Iterable[tuple[str, str]],
+                 policy: SessionPolicy) -> None:
+        super().__init__(host, edges, policy)
+        self.complete: set[str] = set()
+        """Gids whose subscription is known complete from here to the rendezvous node."""
+        self._open: dict[str, tuple[int, set[str], str]] = {}
+        """Arriving sessions: id -> (epoch, gids not yet complete, old broker)."""
+        self.handlers["update"] = self._on_update
+        self.handlers["complete"] = self._on_complete
+        self.hop_kinds.update({"update", "complete"})
+        self.skipped = 0
+        """Handoffs whose profiles were all complete here already (nothing travelled)."""
+
+    def _direction(self, p: Profile) -> str | None:
+        routing = self.host.routing
+        if isinstance(routing, RendezvousNodes):
+            return routing.direction(p.etype.name)
+        return None
+
+    def _complete_here(self, p: Profile) -> bool:
+        """Whether events for ``p`` reach this broker already: it is the rendezvous
+        node, or it holds ``p`` or a covering profile that is complete and came from
+        elsewhere than the direction of the rendezvous node."""
+        d = self._direction(p)
+        if d is None:
+            return True
+        table = self.host.routing.table
+        if p.id in self.complete:
+            return True
+        node = table.structure.node_of(p.id) if p.id in table else None
+        if node is None:  # covered further down: look for a complete coverer here
+            return any(g in table.entries and table.entries[g].src != d
+                       and covers(table.entries[g].profile, p) for g in self.complete)
+        if any(x.id in self.complete and x.src != d and x.id != p.id
+               for x in node.entries.values()):
+            return True
+        return any(x.id in self.complete and x.src != d
+                   for n in table.structure.coverers(node) for x in n.entries.values())
+
+    def begin(self, s: Session, previous: str) -> None:
+        routing = self.host.routing
+        s.tag = s.epoch  # new gids: the old ones stay until the old broker lets go
+        for p, pid in self.session_profiles(s, s.tag):
+            if p.id not in routing.table:
+                routing.subscribe(s.link, p, local_id=pid)
+        self.store_profiles(s, s.tag)
+        self._go(s, previous)
+
+    def _go(self, s: Session, previous: str) -> None:
+        waiting: set[str] = set()
+        by_dir: dict[str, list[list[Any]]] = {}
+        for p, _ in self.session_profiles(s, s.tag):
+            if self._complete_here(p):
+                self.complete.add(p.id)
+                continue
+            d = self._direction(p)
+            assert d is not None
+            waiting.add(p.id)
+            by_dir.setdefault(d, []).append(encode_profile(p))
+        self._open[s.id] = (s.epoch, waiting, previous)
+        for d, profiles in by_dir.items():
+            self.send(d, {"k": "update", "s": s.id, "e": s.epoch, "o": self.host.name,
+                          "items": profiles})
+        if not waiting:
+            self.skipped += 1
+            self.request(s, previous)
+
+    def _on_update(self, w: str, body: dict[str, Any]) -> None:
+        items = [decode_profile(x, self.host.schema, None) for x in get(body, "items", list)]
+        done: list[str] = []
+        on: dict[str, list[list[Any]]] = {}
+        for p in items:
+            if self._complete_here(p):
+                done.append(p.id)
+            else:
+                d = self._direction(p)
+                assert d is not None
+                on.setdefault(d, []).append(encode_profile(p))
+        for d, profiles in on.items():
+            self.send(d, {**body, "items": profiles})
+        if done:
+            self.complete.update(g for g in done if g in self.host.routing.table)
+            self.send_to(get(body, "o", str), {"k": "complete", "s": body["s"],
+                                               "e": body["e"], "gids": done})
+
+    def _on_complete(self, link: str, body: dict[str, Any]) -> None:
+        gids = [str(g) for g in get(body, "gids", list)]
+        table = self.host.routing.table
+        self.complete.update(g for g in gids if g in table)
+        if body.get("to") != self.host.name:
+            self.send(self.overlay.next_hop(str(body["to"])), body)
+            return
+        sid = str(get(body, "s", str))
+        st = self._open.get(sid)
+        s = self.host.sessions.sessions.get(sid)
+        if st is None or s is None or st[0] != body.get("e"):
+            return
+        st[1].difference_update(gids)
+        if not st[1]:
+            self.request(s, st[2])
+
+    def established(self, s: Session) -> None:
+        self._open.pop(s.id, None)
+        self.complete.difference_update(
+            g for g in list(self.complete) if g not in self.host.routing.table)
+        prefix = f"{SESSION_PREFIX}{s.id}/{s.tag}/"
+        self.complete.update(e.id for e in self.host.routing.table.entries_from(s.link)
+                             if e.id.startswith(prefix))
+        super().established(s)
+
+    def _on_nack(self, link: str, body: dict[str, Any]) -> None:
+        on = self.moved_on(body)
+        if on is None:
+            super()._on_nack(link, body)
+            return
+        s, moved = on
+        self._open[s.id] = (s.epoch, set(), moved)
+        self.request(s, moved)
+
+
+__all__ = ["AcyclicGraph", "RendezvousPoint"]

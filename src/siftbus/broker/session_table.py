@@ -1,0 +1,517 @@
+"""The sessions of one broker: attach, detach, buffer, acknowledge, hand over.
+
+:class:`SessionTable` is the broker node's part of :mod:`.sessions`: the node calls it
+from small hooks (a client's HELLO with a session, its connection going, a notification
+for a session client, an acknowledgement, a request while a handoff runs, a timer) and
+it keeps every :class:`~siftbus.broker.sessions.Session` of the broker, its buffer and,
+with a store, its durable copy. Moving a session between brokers is the business of the
+handoff protocol (:mod:`.handoff`), which calls back :meth:`SessionTable.release` at the
+old broker and :meth:`SessionTable.establish` at the new one.
+
+A session client's link is ``@`` + the session id; its profiles have gids
+``~id/tag/pid`` (they keep them wherever the session moves, unless a protocol moves by
+subscribing anew under a new tag), and what it publishes has the source ``~id/epoch``:
+numbered without restart, so rows it publishes twice (after a broker crash) are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from siftbus.errors import ConfigError, SiftbusError, WireError
+from siftbus.model import Profile, Schema
+from siftbus.wire.events import Block, encode_block
+from siftbus.wire.frames import Message, MsgType
+from siftbus.wire.limits import Limits
+from siftbus.wire.profiles import decode_profiles
+
+from .session_store import SessionStore
+from .sessions import (
+    DEFAULT_POLICY,
+    SESSION_PREFIX,
+    Chunk,
+    Seen,
+    Session,
+    SessionLimits,
+    SessionPolicy,
+)
+from .stats import Counters
+
+log = logging.getLogger("siftbus.broker")
+
+TICK = 1.0
+"""Seconds between checks of expiry, row age and handoff time-outs."""
+
+
+class SessionBusy(ConfigError):
+    """A client came back to a broker that still fetches an older state of its session
+    (its move before last has not finished): it should connect again shortly."""
+
+
+class SessionHost(Protocol):
+    """What the session table needs from its broker node."""
+
+    name: str
+    schema: Schema
+    counters: Counters
+    limits: Limits
+    clients: set[str]
+
+    def clock(self) -> float: ...
+
+    def transport_send(self, link: str, msg: Message) -> None: ...
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> None: ...
+
+    def handle(self, link: str, msg: Message) -> None: ...
+
+    def forget_client(self, link: str) -> None:
+        """Remove a client's profiles and advertisements (its session ended)."""
+
+
+class Mover(Protocol):
+    """What the session table asks of the handoff protocol (:mod:`.handoff`)."""
+
+    def move_in(self, s: Session, req: SessionRequest) -> None:
+        """A client arrived with a session held elsewhere: fetch it."""
+
+    def on_away(self, s: Session) -> None:
+        """A session's client left (it may come back here or elsewhere)."""
+
+    def on_back(self, s: Session) -> None:
+        """A session's client came back to this broker."""
+
+    def give_up(self, s: Session) -> None:
+        """An arriving session waited too long for its state."""
+
+    def established(self, s: Session) -> None:
+        """An arriving session's state is here (requests for it may now be answered)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRequest:
+    """The ``session`` map of a client's HELLO, checked."""
+
+    id: str
+    clean: bool = False
+    """Start afresh: drop whatever this broker keeps under the id."""
+    previous: str | None = None
+    """The broker the client was attached to last (``from``)."""
+    ack: int | None = None
+    """The last number the client has processed (its own durable record)."""
+    epoch: int = 0
+    tag: int = 0
+    limits: SessionLimits | None = None
+    profiles: tuple[Profile, ...] | None = None
+    """The client's profiles under its own ids (it knows them; the new broker needs
+    them to take the session over), or ``None`` (the old broker is asked)."""
+    adverts: tuple[Profile, ...] = ()
+
+    @classmethod
+    def parse(cls, body: Any, sid: str, schema: Schema, limits: Limits) -> SessionRequest:
+        if not isinstance(body, dict):
+            raise WireError("HELLO session must be a map", field="session")
+
+        def opt_int(key: str) -> int | None:
+            v = body.get(key)
+            if v is None:
+                return None
+            if type(v) is not int or v < 0:
+                raise WireError(f"HELLO session {key} must be a whole number", field=key)
+            return v
+
+        prev = body.get("from")
+        if prev is not None and not isinstance(prev, str):
+            raise WireError("HELLO session from must be a broker name", field="from")
+        lim = body.get("limits")
+        if lim is not None and not isinstance(lim, dict):
+            raise WireError("HELLO session limits must be a map", field="limits")
+        profiles = body.get("profiles")
+        adverts = body.get("adverts") or []
+        return cls(
+            sid, bool(body.get("clean", False)), prev, opt_int("ack"),
+            opt_int("epoch") or 0, opt_int("tag") or 0,
+            SessionLimits.from_mapping(lim) if lim else None,
+            None if profiles is None else tuple(decode_profiles(
+                profiles, schema, limits, what="profiles")),
+            tuple(decode_profiles(adverts, schema, limits, what="adverts")))
+
+
+class SessionTable:
+    """Every session of one broker node."""
+
+    def __init__(self, host: SessionHost, policy: SessionPolicy = DEFAULT_POLICY,
+                 store: SessionStore | None = None) -> None:
+        self.host = host
+        self.policy = policy
+        self.store = store
+        self.sessions: dict[str, Session] = {}
+        """Sessions held here (attached, away or arriving), by id."""
+        self.outgoing: dict[str, Session] = {}
+        """Old states kept for a handoff already announced (the client came back here
+        after a move and this broker waits to hand its old state on)."""
+        self.moved: dict[str, tuple[str, int, float]] = {}
+        """Sessions handed over: id -> (new broker, epoch, when)."""
+        self.deferred: dict[str, list[Message]] = {}
+        self.mover: Mover | None = None
+        self.counts = {"handoffs_in": 0, "handoffs_out": 0, "handoffs_failed": 0,
+                       "duplicates_dropped": 0, "expired": 0, "resumed": 0}
+        self._ticking = False
+        if store is not None:
+            for s in store.load(host.schema, policy.limits, host.clock()):
+                self.sessions[s.id] = s
+            if self.sessions:
+                self._arm()
+
+    # ---- lookups -------------------------------------------------------------------------
+
+    def of(self, link: str) -> Session | None:
+        """The session of a client link (``@id``), if the client has one here."""
+        return self.sessions.get(link[1:]) if link.startswith("@") else None
+
+    def gid(self, client: str, pid: str) -> str | None:
+        """The gid of a session client's profile, or ``None`` for other clients."""
+        s = self.sessions.get(client)
+        return None if s is None else session_gid(client, s.tag, pid)
+
+    def publisher_src(self, client: str, blocks: list[Block]) -> str | None:
+        """The source stamped on what a session client publishes (``~id/epoch``), and
+        the publication numbers it has used (so a restart continues above them)."""
+        s = self.sessions.get(client)
+        if s is None:
+            return None
+        for b in blocks:
+            if len(b):
+                s.pub_seq = max(s.pub_seq, int(b.seq.max()) + 1)
+        return f"{SESSION_PREFIX}{client}/{s.epoch}"
+
+    # ---- attach and detach ----------------------------------------------------------------
+
+    def hello(self, link: str, body: Any) -> dict[str, Any]:
+        """A client connected with a session (``body``: the HELLO's ``session`` map);
+        returns the status for its ACK."""
+        sid = link[1:]
+        req = SessionRequest.parse(body, sid, self.host.schema, self.host.limits)
+        now = self.host.clock()
+        limits = (req.limits or self.policy.limits).capped(self.policy.limits)
+        s = self.sessions.get(sid)
+        if s is not None and req.clean:
+            self.end(s, "clean start")
+            self.host.forget_client(link)  # connected: end() kept its profiles
+            s = None
+        if s is not None and req.epoch > s.epoch:
+            # the client was attached elsewhere since this state was left here: it is
+            # an old state, to be handed on when the newer broker asks for it
+            if s.state == "arriving" or sid in self.outgoing:
+                raise SessionBusy(f"session {sid} is still arriving at broker "
+                                  f"{self.host.name} from an earlier move; connect again "
+                                  "in a moment", field="session_busy")
+            self.sessions.pop(sid)
+            self.outgoing[sid] = s
+            s = None
+        if s is not None:
+            s.state = "attached" if s.state != "arriving" else "arriving"
+            s.away_since = None
+            s.limits = limits
+            if s.state == "attached":
+                self.counts["resumed"] += 1
+                s.sent = s.acked
+                if req.ack is not None and req.ack > s.acked:
+                    s.ack(req.ack)
+                    if self.store is not None:
+                        self.store.trim(s)
+                if self.mover is not None:
+                    self.mover.on_back(s)
+                self.flush(s)
+            return {**s.status(), "state": s.state}
+        if len(self.sessions) >= self.policy.max_sessions:
+            raise ConfigError(f"broker {self.host.name} holds {len(self.sessions)} "
+                              "sessions, its limit (max_sessions)", field="max_sessions")
+        s = Session(sid, limits, now)
+        s.away_since = None
+        s.epoch = max(req.epoch, self._known_epoch(sid)) + 1
+        s.pub_seq = int(now * 1e6)  # above what any earlier process of it published
+        self.sessions[sid] = s
+        if req.clean or self.mover is None:
+            s.state = "attached"
+            s.tag = s.epoch
+            self._persist_meta(s)
+            return {**s.status(), "state": "new"}
+        # it may be held elsewhere: the handoff protocol fetches it (or finds nothing)
+        s.state = "arriving"
+        s.tag = req.tag
+        if req.ack is not None:
+            s.acked = req.ack
+        s.deadline = now + self.policy.handoff_timeout
+        self._arm()
+        self.mover.move_in(s, req)
+        return {**s.status(), "state": s.state}
+
+    def _known_epoch(self, sid: str) -> int:
+        gone = self.moved.get(sid)
+        old = self.outgoing.get(sid)
+        return max(gone[1] if gone else 0, old.epoch if old else 0)
+
+    def detach(self, link: str) -> bool:
+        """A client's connection went; ``True`` if it has a session (its profiles and
+        advertisements then stay)."""
+        s = self.of(link)
+        if s is None:
+            return False
+        s.away_since = self.host.clock()
+        if s.state == "attached":
+            s.state = "away"
+        s.sent = s.acked
+        if s.state == "attached" or (s.state == "away" and not s.probing):
+            self.deferred.pop(s.id, None)
+        # requests held for an arriving session are still handled once it is here
+        self._persist_meta(s)
+        if self.mover is not None and s.state == "away":
+            self.mover.on_away(s)
+        self._arm()
+        return True
+
+    def end(self, s: Session, why: str) -> None:
+        """Forget a session here (expired, clean start): its rows, profiles, adverts."""
+        self.sessions.pop(s.id, None)
+        if self.store is not None:
+            self.store.delete(s.id)
+        if s.link not in self.host.clients:
+            self.host.forget_client(s.link)
+        log.info("%s: session %s ends (%s)", self.host.name, s.id, why)
+
+    # ---- rows ------------------------------------------------------------------------------------
+
+    def deliver(self, link: str, items: list[tuple[Block, np.ndarray, list[str]]]) -> bool:
+        """Take notifications for a session client; ``False`` if ``link`` has none."""
+        s = self.of(link)
+        if s is None:
+            return False
+        now = self.host.clock()
+        c = self.host.counters
+        if s.state == "arriving":
+            s.hold(items, now)
+            return True
+        added = s.append(items, now)
+        if not added:
+            return True
+        c.notifications += sum(len(x.pids) for x in added)
+        gone = s.enforce(now)
+        if self.store is not None:
+            self.store.append(s, [x for x in added if x.last > s.lost])
+            if any(gone.values()):
+                self.store.trim(s)
+        if s.state == "attached":
+            self.flush(s)
+        return True
+
+    def flush(self, s: Session) -> None:
+        """Send the connected client what it has not had, within the in-flight window."""
+        if s.link not in self.host.clients:
+            return
+        blocks = []
+        now = self.host.clock()
+        counters = self.host.counters
+        for c in s.unsent(self.policy.max_inflight):
+            d = encode_block(c.block.take(np.arange(len(c))) if c.block.at is not None
+                             else c.block, c.counts, c.pids)
+            d.pop("at", None)  # a session's order is its numbers' order
+            d["ss"] = c.first
+            blocks.append(d)
+            s.sent = c.last
+            counters.observe_latencies(now - c.block.ts, c.counts)
+        if blocks:
+            self.host.transport_send(s.link, Message(MsgType.NOTIFY, {"blocks": blocks}))
+
+    def ack(self, link: str, n: int, resend: bool = False) -> None:
+        """The client has processed every row up to ``n`` (``resend``: it missed rows
+        after ``n`` and wants them again)."""
+        s = self.of(link)
+        if s is None:
+            raise WireError("SACK from a client without a session", field="session")
+        if s.state == "arriving":
+            s.acked = max(s.acked, n)
+            return
+        before = s.acked
+        s.ack(n)
+        if resend:
+            s.sent = s.acked
+        if s.acked > before and self.store is not None:
+            self.store.trim(s)
+        if s.state == "attached":
+            self.flush(s)
+
+    def resend(self, link: str) -> None:
+        """Send an attached client every unacknowledged row again (its connection is
+        new: what was sent on the old one, or before its ACK, is gone)."""
+        s = self.of(link)
+        if s is not None and s.state == "attached":
+            s.sent = s.acked
+            self.flush(s)
+
+    # ---- requests during a handoff ---------------------------------------------------------------
+
+    def defer(self, link: str, msg: Message) -> bool:
+        """Hold a request of a client whose session is arriving, or whose publisher probe
+        is out (replayed in order once it is here); ``False`` to handle it now."""
+        s = self.of(link)
+        if s is None or (s.state != "arriving" and not s.probing) \
+                or msg.type is MsgType.SACK:
+            return False
+        q = self.deferred.setdefault(s.id, [])
+        if len(q) >= self.policy.max_deferred:
+            raise WireError(f"{len(q)} requests wait for session {s.id}'s handoff, the "
+                            "limit (max_deferred)", field="max_deferred")
+        q.append(msg)
+        return True
+
+    def replay(self, s: Session) -> None:
+        for msg in self.deferred.pop(s.id, []):
+            self.host.handle(s.link, msg)
+
+    # ---- handoff --------------------------------------------------------------------------------
+
+    def release(self, sid: str, to: str, epoch: int) -> dict[str, Any] | None:
+        """Hand the state of ``sid`` over to broker ``to`` (the old broker's last step):
+        returns the transfer (``Session.to_wire``) or ``None`` if nothing is held."""
+        s = self.outgoing.pop(sid, None)
+        if s is None:
+            s = self.sessions.get(sid)
+            if s is None or s.epoch >= epoch:
+                return None
+            self.sessions.pop(sid)
+            if s.link in self.host.clients:  # still connected here: the client moved on
+                self.host.transport_send(s.link, Message(MsgType.ERROR, {
+                    "message": f"session {sid} moved to broker {to}", "kind": "SessionMoved",
+                    "field": "session"}))
+        self.moved[sid] = (to, epoch, self.host.clock())
+        if s.probing:  # what it published meanwhile goes out before the state leaves
+            s.probing = False
+            self.replay(s)
+        if self.store is not None:
+            self.store.delete(sid)
+        self.counts["handoffs_out"] += 1
+        return s.to_wire()
+
+    def establish(self, s: Session, transfer: dict[str, Any] | None,
+                  outcome: str | None = None) -> None:
+        """The state of an arriving session is here (``None``: it could not be had, or
+        with ``outcome="new"`` there was none): take it, number the rows held meanwhile,
+        resume the client."""
+        if s.state != "arriving":
+            return
+        failed = transfer is None and outcome != "new"
+        if transfer is None and not failed:
+            s.tag = s.epoch if s.tag == 0 else s.tag
+        if transfer is not None:
+            acked, tag, epoch, pub = s.acked, s.tag, s.epoch, s.pub_seq
+            s.load_meta(transfer, self.host.clock())
+            s.load_chunks([Chunk.from_wire(d, self.host.schema)
+                           for d in transfer.get("chunks", [])])
+            s.epoch, s.tag = epoch, tag
+            s.pub_seq = max(pub, s.pub_seq)
+            s.renumber_above(acked)  # a stale copy must not number below the client
+            if acked > s.acked:
+                s.ack(acked)
+            old = Seen.from_wire(transfer.get("seen") or {}, self.host.clock())
+            s.seen.merge(old, self.host.clock())  # the old broker's memory is its own
+            self.counts["handoffs_in"] += 1
+        else:
+            old = Seen()
+            self.counts["handoffs_failed"] += failed
+        self.counts["duplicates_dropped"] += s.merge_pending(old)
+        s.enforce(self.host.clock())
+        s.state = "attached" if s.link in self.host.clients else "away"
+        if s.state == "away":
+            s.away_since = self.host.clock()
+        s.sent = s.acked
+        if self.store is not None:
+            self.store.replace(s)
+        if s.state == "attached":
+            self.host.transport_send(s.link, Message(MsgType.REPLY, {
+                "service": "session", "event": {**s.status(), "state": (
+                    outcome or ("handoff_failed" if failed else "ready"))}}))
+        if not s.probing:
+            self.replay(s)
+        if s.state == "attached":
+            self.flush(s)
+        if self.mover is not None:
+            self.mover.established(s)
+            if s.state == "away":
+                self.mover.on_away(s)
+
+    # ---- time ----------------------------------------------------------------------------------
+
+    def kick(self) -> None:
+        """Start the timers (a transport that can run them has just been attached)."""
+        self._ticking = False
+        if self.sessions or self.outgoing or self.moved:
+            self._arm()
+
+    def _arm(self) -> None:
+        if not self._ticking:
+            self._ticking = True
+            self.host.call_later(TICK, self.tick)
+
+    def tick(self) -> None:
+        """Expire sessions away too long, drop rows too old, give up late handoffs."""
+        self._ticking = False
+        now = self.host.clock()
+        for s in list(self.sessions.values()):
+            if s.state == "away" and s.away_since is not None \
+                    and now - s.away_since > s.limits.expiry:
+                self.counts["expired"] += 1
+                self.end(s, "expired")
+                continue
+            if s.state == "arriving":
+                if now > s.deadline and self.mover is not None:
+                    self.mover.give_up(s)
+                continue
+            gone = s.enforce(now)
+            s.seen.prune(now, self.policy.dedupe_window)
+            if any(gone.values()) and self.store is not None:
+                self.store.trim(s)
+        for sid, (_, _, t) in list(self.moved.items()):
+            if now - t > self.policy.limits.expiry:
+                del self.moved[sid]
+        for sid, s in list(self.outgoing.items()):
+            if s.away_since is not None and now - s.away_since > s.limits.expiry:
+                del self.outgoing[sid]
+        if self.sessions or self.outgoing or self.moved:
+            self._arm()
+
+    # ---- persistence and stats -------------------------------------------------------------------
+
+    def _persist_meta(self, s: Session) -> None:
+        if self.store is not None and s.state != "arriving":
+            try:
+                self.store.put_meta(s)
+            except SiftbusError:
+                log.exception("%s: session %s not stored", self.host.name, s.id)
+
+    def stats(self) -> dict[str, Any]:
+        """Sessions by state, buffered rows and bytes, overflow, handoffs."""
+        by: dict[str, int] = {"attached": 0, "away": 0, "arriving": 0}
+        rows = nbytes = 0
+        overflow = 0
+        for s in self.sessions.values():
+            by[s.state] = by.get(s.state, 0) + 1
+            rows += s.count + s.pending_rows
+            nbytes += s.nbytes
+            overflow += sum(s.overflow.values())
+        return {"sessions": len(self.sessions), **by, "buffered": rows,
+                "buffered_bytes": nbytes, "overflow": overflow, **self.counts}
+
+
+def session_gid(sid: str, tag: int, pid: str) -> str:
+    """The network-wide id of a session's profile."""
+    return f"{SESSION_PREFIX}{sid}/{tag}/{pid}"
+
+
+__all__ = ["TICK", "Mover", "SessionBusy", "SessionHost", "SessionRequest", "SessionTable",
+           "session_gid"]

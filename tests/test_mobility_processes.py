@@ -1,0 +1,148 @@
+"""Exactly once with real processes: a broker with a store (``siftbus broker``) and a
+``siftbus subscribe --session ID --out FILE`` subscriber, each killed with SIGKILL and
+started again while a publisher sends; FILE ends up with every matching event once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from siftbus.client import Client
+
+SCHEMA = '[T]\na = "int[0,99]"\nb = "int[0,1000000]"\n'
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Procs:
+    """Child processes of one test, each killed at the end."""
+
+    def __init__(self) -> None:
+        self.all: list[subprocess.Popen[str]] = []
+
+    def start(self, *args: str, log: Path) -> subprocess.Popen[str]:
+        p = subprocess.Popen([sys.executable, "-m", "siftbus", *args], text=True,
+                             stdout=log.open("a"), stderr=subprocess.STDOUT)
+        self.all.append(p)
+        return p
+
+    def stop(self) -> None:
+        for p in self.all:
+            if p.poll() is None:
+                p.kill()
+            p.wait(10)
+
+
+@pytest.fixture
+def procs() -> object:
+    ps = Procs()
+    yield ps
+    ps.stop()
+
+
+def lines(path: Path) -> list[dict[str, object]]:
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.endswith("}")]
+
+
+async def publish(port: int, first: int, n: int) -> None:
+    """Publish events ``b = first .. first+n-1`` (acknowledged by the broker)."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            c = await Client.connect(port=port, timeout=2)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+    try:
+        for i in range(first, first + n, 50):
+            batch = [{"type": "T", "a": j % 100, "b": j} for j in range(i, min(i + 50,
+                                                                              first + n))]
+            await c.publish_batch(batch, ack=True)
+            await asyncio.sleep(0.005)
+    finally:
+        await c.close()
+
+
+async def wait_lines(out: Path, k: int, timeout: float = 30) -> None:
+    end = time.monotonic() + timeout
+    while len(lines(out)) < k:
+        if time.monotonic() > end:
+            raise AssertionError(f"{len(lines(out))} of {k} lines in {out}")
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.slow
+async def test_exactly_once_across_kill_9_of_the_subscriber_and_the_broker(
+        tmp_path: Path, procs: Procs) -> None:
+    port = free_port()
+    (tmp_path / "schema.toml").write_text(SCHEMA)
+    cfg = tmp_path / "net.toml"
+    cfg.write_text(f'[network]\nschema = "schema.toml"\n\n[network.sessions]\n'
+                   f'max_count = 100000\n\n[brokers.B0]\nport = {port}\n'
+                   f'store = "b0.sqlite"\n')
+    out, log = tmp_path / "got.jsonl", tmp_path / "log.txt"
+
+    def broker() -> subprocess.Popen[str]:
+        p = procs.start("broker", "--config", str(cfg), "--name", "B0", "-v", log=log)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    return p
+            time.sleep(0.1)
+        raise AssertionError(log.read_text())
+
+    def subscriber(*profiles: str) -> subprocess.Popen[str]:
+        return procs.start("subscribe", *profiles, "--broker", f"127.0.0.1:{port}",
+                           "--session", "s1", "--out", str(out), log=log)
+
+    b = broker()
+    sub = subscriber("f: T(a < 50)")
+    end = time.monotonic() + 60  # start-up is slow on a loaded machine
+    while "subscribed f" not in log.read_text():
+        assert time.monotonic() < end and sub.poll() is None, log.read_text()
+        await asyncio.sleep(0.1)
+    await publish(port, 0, 1000)
+    await wait_lines(out, 200)
+    sub.send_signal(signal.SIGKILL)  # the subscriber dies mid-stream
+    sub.wait(10)
+    await publish(port, 1000, 1000)  # buffered while it is away
+    sub = subscriber()  # resumes after its file's last line
+    await wait_lines(out, 700)
+    b.send_signal(signal.SIGKILL)  # the broker dies: its store keeps the session
+    b.wait(10)
+    sub.wait(20)  # its connection went: it exits
+    b = broker()
+    await publish(port, 2000, 1000)
+    sub = subscriber()
+    await wait_lines(out, 1500)
+    await asyncio.sleep(0.5)
+    got = Counter(int(x["event"]["b"]) for x in lines(out))  # type: ignore[index, call-overload]
+    want = {i for i in range(3000) if i % 100 < 50}
+    assert set(got) == want, (sorted(want - set(got))[:20], log.read_text()[-2000:])
+    assert max(got.values()) == 1
+    nums = [int(x["n"]) for x in lines(out)]  # type: ignore[call-overload]
+    assert nums == list(range(1, 1501))
+    sub.send_signal(signal.SIGTERM)
+    assert sub.wait(10) == 0
+    b.send_signal(signal.SIGTERM)
+    b.wait(10)
+    assert os.path.getsize(out) > 0
