@@ -117,6 +117,10 @@ class Simulator:
             for t in schema.names:
                 rn.setdefault(t, brokers[0])
         self.nodes: dict[str, BrokerNode] = {}
+        # the virtual clock first: a node reads its clock while it is made
+        self.now = 0.0
+        self._timers: list[tuple[float, int, Any]] = []
+        self._tseq = itertools.count()
         for b in brokers:
             dirs = rendezvous_directions(self.edges, b, rn) if protocol == "rendezvous" \
                 else None
@@ -133,9 +137,6 @@ class Simulator:
         self.clients: dict[str, SimClient] = {}
         self.links: dict[tuple[str, str], deque[Message]] = defaultdict(deque)
         self.steps = 0
-        self.now = 0.0
-        self._timers: list[tuple[float, int, Any]] = []
-        self._tseq = itertools.count()
         for a, b in self.edges:
             self.nodes[a].broker_up(b)
             self.nodes[b].broker_up(a)
