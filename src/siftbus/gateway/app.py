@@ -8,7 +8,7 @@ disturbs another. ``/openapi.json`` and ``/docs`` describe the API.
 
 from __future__ import annotations
 
-from importlib import resources
+from importlib import metadata, resources
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
@@ -58,9 +58,9 @@ def static_dir() -> str:
 
 def create_app(gw: Gateway) -> FastAPI:
     """The FastAPI app of gateway ``gw`` (see the module docstring)."""
-    from siftbus import __version__
-
-    app = FastAPI(title="siftbus gateway", version=__version__,
+    # the installed distribution's version: importing the package's face from inside a
+    # layer would make every layer depend on every other
+    app = FastAPI(title="siftbus gateway", version=metadata.version("siftbus"),
                   description="Publish, subscribe and inspect a siftbus broker network "
                   "over HTTP, WebSocket and Server-Sent Events.")
 
