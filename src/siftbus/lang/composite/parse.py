@@ -158,9 +158,6 @@ class _Builder:
                 consumption = Consumption(str(child.children[0]).lower())
         pattern = self.pattern(pattern_tree, 1, window)
         comps = list(iter_components(pattern))
-        if len(comps) > self.limits.max_components:
-            raise self.error(f"a composite profile has at most {self.limits.max_components} "
-                             f"components, this one {len(comps)}", pattern_tree)
         n_alt = alternatives(pattern)
         if n_alt > self.limits.max_alternatives:
             raise self.error(f"the pattern has {n_alt} alternatives once every 'or' is "
@@ -219,6 +216,9 @@ class _Builder:
         else:
             label = str(type_tok)
             where = type_tok
+        if len(self.labels) >= self.limits.max_components:
+            raise self.error(f"a composite profile has at most {self.limits.max_components} "
+                             "components", where)
         if label in self.labels:
             raise self.error(f"label {label!r} is used twice (name the components: "
                              f"a={type_tok}(...) -> b={type_tok}(...))", where)
@@ -239,6 +239,8 @@ class _Builder:
         assert isinstance(tree, Tree)
         num, unit = tree.children
         assert isinstance(num, Token) and isinstance(unit, Token)
+        if len(num) > 24:
+            raise self.error(f"the window {str(num)[:12]}... has more than 24 digits", num)
         value = Decimal(str(num))
         if value < 0:
             raise self.error(f"a window cannot be negative: {num} {unit}", num)
