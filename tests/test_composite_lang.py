@@ -209,8 +209,8 @@ def test_print_parse_round_trip(c: CompositeProfile, policy: tuple[Select, Consu
 
 
 ALPHABET = st.sampled_from([
-    *"AB()=-> notandorwithin1s same k,v<>", "->", " not ", " and ", " or ", " within ", " same ", "A(", "B(v = 1)", "select each",
-    "consume", "x:", "(", ")", " 2 s", "ms", "\x00"])
+    *"AB()=-> notandorwithin1s same k,v<>", "->", " not ", " and ", " or ", " within ",
+    " same ", "A(", "B(v = 1)", "select each", "consume", "x:", "(", ")", " 2 s", "ms", "\x00"])
 
 
 @settings(max_examples=500, deadline=None)
