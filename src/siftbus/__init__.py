@@ -26,7 +26,15 @@ from siftbus.errors import (
     XmlFilterError,
 )
 from siftbus.lang import format_profile, load_profiles, parse_profile, parse_profiles
+from siftbus.lang.composite import (
+    CompositeProfile,
+    format_composite,
+    load_composites,
+    parse_composite,
+    parse_composites,
+)
 from siftbus.match import Matcher, ReferenceMatcher
+from siftbus.match.composite import CompositeEngine, CompositeMatch, EngineLimits, StampedEvent
 from siftbus.match.engines import make_matcher
 from siftbus.model import (
     DecimalDomain,
@@ -162,6 +170,11 @@ __all__ = [
     "load_profiles",
     "parse_profile",
     "parse_profiles",
+    "CompositeProfile",
+    "format_composite",
+    "load_composites",
+    "parse_composite",
+    "parse_composites",
     # matching
     "Matcher",
     "ReferenceMatcher",
@@ -172,6 +185,10 @@ __all__ = [
     "events_to_columns",
     "check_matcher",
     "make_matcher",
+    "CompositeEngine",
+    "CompositeMatch",
+    "EngineLimits",
+    "StampedEvent",
     # covering and routing tables
     "covers",
     "equivalent",
