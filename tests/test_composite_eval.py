@@ -126,6 +126,48 @@ def test_many_profiles_in_one_engine(profiles: list[CompositeProfile],
         assert keys([m for m in out if m.profile == p.id]) == keys(reference_matches(p, stream))
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(composites(), min_size=1, max_size=3), streams(), st.data())
+def test_equal_profiles_share_an_automaton_and_survive_removals(
+        profiles: list[CompositeProfile], stream: list[StampedEvent], data: st.DataObject
+        ) -> None:
+    """Subscribers with the same rule share one automaton; each gets every match under
+    its own id; removing members mid-stream (the first one too) leaves the others exact,
+    and removing everything leaves nothing behind."""
+    copies = []
+    for i, p in enumerate(profiles):
+        for j in range(data.draw(st.integers(1, 3))):
+            line = format_composite(p, with_id=False)
+            copies.append(parse_composite(f"x{i}-{j}@sub{j}: {line}", SCHEMA))
+    engine = CompositeEngine(matcher="reference")
+    for c in copies:
+        engine.add(c)
+    assert engine.stats().automata == len({format_composite(c, with_id=False)
+                                           for c in copies})
+    cut = data.draw(st.integers(0, len(stream)))
+    leaving = data.draw(st.lists(st.sampled_from(copies), unique_by=lambda c: c.id))
+    out: list[CompositeMatch] = []
+    for e in stream[:cut]:
+        out.extend(engine.offer(e))
+    for c in leaving:
+        assert engine.remove(c.id) == c
+    for e in stream[cut:]:
+        out.extend(engine.offer(e))
+    out.extend(engine.flush())
+    for c in copies:
+        if c in leaving:
+            continue
+        mine = [m for m in out if m.profile == c.id]
+        assert keys(mine) == [dataclasses.replace(m, profile=c.id, subscriber=c.owner).key()
+                              for m in reference_matches(c, stream)]
+        assert {m.subscriber for m in mine} <= {c.owner}
+    for c in copies:
+        if c not in leaving:
+            engine.remove(c.id)
+    assert len(engine) == 0 and len(engine.matcher) == 0
+    assert engine.stats().automata == 0 and list(engine.component_profiles()) == []
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(composites(), streams())
 def test_component_ids_from_outside_give_the_same_result(profile: CompositeProfile,

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from lark import Lark, Token, Tree
@@ -43,7 +43,7 @@ from siftbus.lang.composite.syntax import (
     iter_components,
 )
 from siftbus.lang.profile import parse_profile
-from siftbus.model import Schema
+from siftbus.model import Profile, Schema
 
 _ID_PREFIX = re.compile(r"\s*+([\w.\-/]++)(?:@([\w.\-/]++))?\s*+:(?!=)")
 
@@ -74,6 +74,13 @@ def _parser() -> Lark:
     return Lark.open_from_package("siftbus.lang", "composite/composite.lark", ("",),
                                   parser="lalr", propagate_positions=True,
                                   maybe_placeholders=False, import_paths=[loader])
+
+
+@lru_cache(maxsize=8192)
+def _component_profile(text: str, schema: Schema) -> Profile:
+    """A component's profile (id ``_``): rule sets repeat their components (the same
+    condition for many rooms or subscribers), so each distinct text is parsed once."""
+    return parse_profile(text, schema, id="_")
 
 
 def _valid_id(text: str) -> bool:
@@ -227,13 +234,13 @@ class _Builder:
         end = native.meta.end_pos
         text = self.body[start:end]
         try:
-            profile = parse_profile(text, self.schema, id=component_id(self.pid, label),
-                                    source=self.source, line=self.lineno)
+            profile = _component_profile(text, self.schema)
         except SiftbusError as exc:
             exc.column = self.offset + start + (exc.column or 1)
-            exc.line = self.lineno
+            exc.line, exc.source = self.lineno, self.source
             raise
-        return Component(label, profile.with_id(profile.id, self.subscriber))
+        return Component(label, profile.with_id(component_id(self.pid, label),
+                                                self.subscriber))
 
     def duration(self, tree: Tree | Token) -> int:
         assert isinstance(tree, Tree)

@@ -2,11 +2,13 @@
 
 The components of every profile sit in one primitive matcher (ids
 ``<composite id>/<label>``); each event is matched once, and only the automata whose
-components it matched see it. A reorder buffer turns arrival order into position order
-within the *lateness bound*: the watermark is ``W = latest time seen - lateness``, events
-before ``W`` are evaluated in position order, and an event that arrives with a time before
-``W`` (or before an event already evaluated) is *late*: counted, handed to ``on_late``,
-not evaluated. Timers close the windows of automata that see no more events.
+components it matched see it. Profiles that differ only in id and subscriber share one
+automaton and get each match under their own id. A reorder buffer turns arrival order
+into position order within the *lateness bound*: the watermark is
+``W = latest time seen - lateness``, events before ``W`` are evaluated in position order,
+and an event that arrives with a time before ``W`` (or before an event already evaluated)
+is *late*: counted, handed to ``on_late``, not evaluated. Timers close the windows of
+automata that see no more events.
 
 A broker hands over the component ids its routing table matched (``components=``), so
 the engine's own matcher is then only the id directory.
@@ -20,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
-from siftbus.lang.composite import CompositeProfile
+from siftbus.lang.composite import CompositeProfile, format_composite
 from siftbus.match.base import Matcher
 from siftbus.match.composite.automaton import AutomatonStats, CompositeAutomaton
 from siftbus.match.composite.base import CompositeMatch, Position, StampedEvent
@@ -58,6 +60,8 @@ class EngineStats:
 
     profiles: int
     """Composite profiles registered."""
+    automata: int
+    """Automata evaluating them (equal profiles of different subscribers share one)."""
     offered: int
     """Events offered."""
     evaluated: int
@@ -75,7 +79,7 @@ class EngineStats:
     shed: int
     """Runs shed by the state limit, all profiles."""
     matches: int
-    """Matches emitted, all profiles."""
+    """Matches emitted, all profiles (each subscriber's copy counted)."""
 
 
 class CompositeEngine:
@@ -88,7 +92,10 @@ class CompositeEngine:
         self.matcher = make_matcher(matcher) if isinstance(matcher, str) else matcher
         self.on_late = on_late
         self._handles = itertools.count()
-        self._ids: dict[str, int] = {}
+        self._profiles: dict[str, tuple[int, CompositeProfile]] = {}
+        self._shared: dict[str, int] = {}  # signature (the line without id) -> handle
+        self._signatures: dict[int, str] = {}
+        self._members: dict[int, list[CompositeProfile]] = {}
         self._automata: dict[int, CompositeAutomaton] = {}
         self._components: dict[str, tuple[int, int]] = {}  # component id -> (handle, bit)
         self._buffer: list[tuple[int, object, int, StampedEvent, dict[int, int]]] = []
@@ -103,76 +110,106 @@ class CompositeEngine:
         self.evaluated = 0
         self.late = 0
         self.forced = 0
+        self.emitted = 0
 
     # ---- the profile set -----------------------------------------------------------
     def add(self, profile: CompositeProfile) -> None:
-        """Register a composite profile (its components go into the matcher)."""
-        if profile.id in self._ids:
+        """Register a composite profile.
+
+        Profiles that differ only in id and subscriber share one automaton (a building
+        has many subscribers with the same rule); the components of the first of them
+        stand in the matcher for all, and every member receives each match.
+        """
+        if profile.id in self._profiles:
             raise DuplicateProfileError(f"composite profile id {profile.id!r} is already "
                                         "registered", field=profile.id)
-        plan = compile_plan(profile)
-        handle = next(self._handles)
+        signature = format_composite(profile, with_id=False)
+        handle = self._shared.get(signature)
+        if handle is None:
+            plan = compile_plan(profile)
+            handle = next(self._handles)
+            self._register_components(handle, profile)
+            self._shared[signature] = handle
+            self._signatures[handle] = signature
+            self._automata[handle] = CompositeAutomaton(plan,
+                                                        state_limit=self.limits.state_limit)
+            self._members[handle] = []
+        for i, c in enumerate(profile.components()):
+            self._components[c.profile.id] = (handle, 1 << i)
+        self._members[handle].append(profile)
+        self._profiles[profile.id] = (handle, profile)
+
+    def _register_components(self, handle: int, profile: CompositeProfile) -> None:
         added: list[str] = []
         try:
-            for i, c in enumerate(plan.components):
+            for c in profile.components():
                 self.matcher.add(c.profile)
                 added.append(c.profile.id)
-                self._components[c.profile.id] = (handle, 1 << i)
         except Exception:
             for cid in added:
                 self.matcher.remove(cid)
-                self._components.pop(cid, None)
             raise
-        self._ids[profile.id] = handle
-        self._automata[handle] = CompositeAutomaton(plan, state_limit=self.limits.state_limit)
 
     def remove(self, profile_id: str) -> CompositeProfile:
-        """Unregister a composite profile and drop its state."""
-        handle = self._ids.pop(profile_id, None)
-        if handle is None:
+        """Unregister a composite profile (its automaton goes with its last member)."""
+        entry = self._profiles.pop(profile_id, None)
+        if entry is None:
             raise UnknownProfileError(f"no composite profile with id {profile_id!r}",
                                       field=profile_id)
-        automaton = self._automata.pop(handle)
-        for c in automaton.plan.components:
-            self.matcher.remove(c.profile.id)
+        handle, profile = entry
+        members = self._members[handle]
+        first = members[0] is profile
+        members.remove(profile)
+        for c in profile.components():
             del self._components[c.profile.id]
-        self._scheduled.pop(handle, None)
-        return automaton.profile
+        if first:
+            for c in profile.components():
+                self.matcher.remove(c.profile.id)
+            if members:
+                self._register_components(handle, members[0])
+        if not members:
+            del self._members[handle], self._automata[handle]
+            del self._shared[self._signatures.pop(handle)]
+            self._scheduled.pop(handle, None)
+        return profile
 
     def get(self, profile_id: str) -> CompositeProfile:
         try:
-            return self._automata[self._ids[profile_id]].profile
+            return self._profiles[profile_id][1]
         except KeyError:
             raise UnknownProfileError(f"no composite profile with id {profile_id!r}",
                                       field=profile_id) from None
 
     def profiles(self) -> Iterator[CompositeProfile]:
-        return iter([a.profile for a in self._automata.values()])
+        return iter([p for _, p in self._profiles.values()])
 
     def component_profiles(self) -> Iterator[Profile]:
-        """The primitive profiles of every component (what a broker routes)."""
-        return iter([c.profile for a in self._automata.values() for c in a.plan.components])
+        """The primitive profiles of every component of every profile (what a broker
+        routes: each subscriber's components under their own ids)."""
+        return iter([c.profile for _, p in self._profiles.values() for c in p.components()])
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._profiles)
 
     def __contains__(self, profile_id: object) -> bool:
-        return profile_id in self._ids
+        return profile_id in self._profiles
 
     def profile_stats(self, profile_id: str) -> AutomatonStats:
-        """The counters of one profile's automaton (runs held, shed, ...)."""
+        """The counters of the automaton that evaluates this profile (shared with the
+        profiles that differ from it only in id and subscriber)."""
         try:
-            return self._automata[self._ids[profile_id]].stats()
+            return self._automata[self._profiles[profile_id][0]].stats()
         except KeyError:
             raise UnknownProfileError(f"no composite profile with id {profile_id!r}",
                                       field=profile_id) from None
 
     def stats(self) -> EngineStats:
         per = [a.stats() for a in self._automata.values()]
-        return EngineStats(len(self._ids), self.offered, self.evaluated, self.late,
-                           self.forced, len(self._buffer), sum(s.runs for s in per),
-                           sum(s.expired for s in per), sum(s.killed for s in per),
-                           sum(s.shed for s in per), sum(s.matches for s in per))
+        return EngineStats(len(self._profiles), len(self._automata), self.offered,
+                           self.evaluated, self.late, self.forced, len(self._buffer),
+                           sum(s.runs for s in per), sum(s.expired for s in per),
+                           sum(s.killed for s in per), sum(s.shed for s in per),
+                           self.emitted)
 
     @property
     def watermark(self) -> int | None:
@@ -263,8 +300,18 @@ class CompositeEngine:
         for handle, mask in masks.items():
             a = self._automata.get(handle)
             if a is not None:
-                out.extend(a.on_event(ev, mask))
+                found = a.on_event(ev, mask)
+                if found:
+                    out.extend(self._fan_out(handle, found))
                 self._schedule(handle, a)
+        return out
+
+    def _fan_out(self, handle: int, found: list[CompositeMatch]) -> list[CompositeMatch]:
+        """One copy of each match per member of the automaton, under its id."""
+        members = self._members[handle]
+        out = [CompositeMatch(p.id, p.owner, m.bindings, m.completed)
+               for m in found for p in members]
+        self.emitted += len(out)
         return out
 
     def _schedule(self, handle: int, a: CompositeAutomaton) -> None:
@@ -286,7 +333,9 @@ class CompositeEngine:
                 continue  # superseded by an earlier deadline, or the profile is gone
             del self._scheduled[handle]
             a = self._automata[handle]
-            out.extend(a.on_time(now))
+            found = a.on_time(now)
+            if found:
+                out.extend(self._fan_out(handle, found))
             self._schedule(handle, a)
         return out
 
