@@ -168,6 +168,8 @@ def memory(lines: list[str], schema: Schema, events: list[StampedEvent]) -> dict
             runs_max = max(runs_max, engine.stats().runs)
     gc.collect()
     held_end = tracemalloc.get_traced_memory()[0] - built
+    held_max = max(held_max, held_end)
+    runs_max = max(runs_max, engine.stats().runs)
     tracemalloc.stop()
     st = engine.stats()
     per_profile_runs = [engine.profile_stats(p.id).runs for p in profiles]
@@ -190,7 +192,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profiles", type=int, default=10_000)
     ap.add_argument("--events", type=int, default=100_000)
-    ap.add_argument("--naive-events", type=int, default=1_000)
+    ap.add_argument("--naive-events", type=int, default=2_000)
     ap.add_argument("--memory-events", type=int, default=30_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--lateness", type=float, default=2.0, help="seconds, shuffled run")
@@ -218,6 +220,7 @@ def main() -> None:
         engine, profiles, bwall, bcpu = build(lines, schema)
         out, wall, cpu = feed(engine, stream)
         st = engine.stats()
+        engine_automata = st.automata
         runs["engine"].append({"build_wall": bwall, "build_cpu": bcpu, "wall": wall,
                                "cpu": cpu, "matches": len(out), "shed": st.shed,
                                "runs_end": st.runs})
@@ -260,6 +263,7 @@ def main() -> None:
         "engine": {"events_per_s": e_rate, "events_per_cpu_s": e_cpu_rate,
                    "build_s": med("engine", "build_wall"),
                    "profiles_per_s": args.profiles / med("engine", "build_wall"),
+                   "automata": engine_automata,
                    "matches": matches, "runs": runs["engine"]},
         "engine_shuffled": {"events_per_s": s_rate,
                             "events_per_cpu_s": args.events / med("shuffled", "cpu"),
@@ -275,6 +279,10 @@ def main() -> None:
     print(f"\n{args.profiles:,} composite profiles, building workload, "
           f"load average {load_start[0]:.1f} -> {load_end[0]:.1f}, "
           f"medians of {args.repeats}\n")
+    st_end = runs["engine"][-1]
+    print(f"automata: {engine_automata:,} for {args.profiles:,} profiles (equal rules of "
+          f"different subscribers share one); runs held at the end {st_end['runs_end']:,}, "
+          f"shed {st_end['shed']}\n")
     print("| evaluator | events | events/s | events/CPU-s | matches | x naive |")
     print("|---|---:|---:|---:|---:|---:|")
     print(f"| engine (index + automata) | {args.events:,} | {e_rate:,.0f} | {e_cpu_rate:,.0f} "

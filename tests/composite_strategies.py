@@ -40,6 +40,38 @@ k = "int[0,1]"
 v = "int[0,2]"
 """)
 TYPES = ("A", "B", "C")
+
+# The building of the worked examples (docs/composite.md), with the types they name.
+BUILDING = parse_schema("""
+[GlassBreak]
+room = "int[1,300]"
+level = "int[0,10]"
+[Motion]
+room = "int[1,300]"
+present = "int[0,1]"
+[Heater]
+room = "int[1,300]"
+on = "int[0,1]"
+[Temperature]
+room = "int[1,300]"
+value = "decimal[-40,60,1]"
+[WindowContact]
+room = "int[1,300]"
+open = "int[0,1]"
+[Door]
+room = "int[1,300]"
+forced = "int[0,1]"
+[Badge]
+room = "int[1,300]"
+[LampStatus]
+room = "int[1,300]"
+state = "enum[OK,DEGRADED,FAILED]"
+[Button]
+room = "int[1,300]"
+action = "enum[PRESS,HOLD,RELEASE]"
+[Sensor]
+room = "int[0,300]"
+""")
 S = 1_000_000  # microseconds per second
 POLICIES = [(s, c) for s in Select for c in Consumption]
 

@@ -15,7 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from composite_strategies import POLICIES, SCHEMA, S, composites, shuffle_within, streams
+from composite_strategies import (
+    BUILDING,
+    POLICIES,
+    SCHEMA,
+    S,
+    composites,
+    shuffle_within,
+    streams,
+)
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.lang.composite import CompositeProfile, format_composite, parse_composite
 from siftbus.match.composite import (
@@ -25,7 +33,7 @@ from siftbus.match.composite import (
     StampedEvent,
     reference_matches,
 )
-from siftbus.model import Event, parse_schema
+from siftbus.model import Event
 
 SLOW = settings(max_examples=150, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -187,20 +195,6 @@ def test_component_ids_from_outside_give_the_same_result(profile: CompositeProfi
 
 # ---- worked examples (docs/composite.md) ------------------------------------------
 
-BUILDING = parse_schema("""
-[GlassBreak]
-room = "int[1,300]"
-level = "int[0,10]"
-[Motion]
-room = "int[1,300]"
-present = "int[0,1]"
-[Heater]
-room = "int[1,300]"
-on = "int[0,1]"
-[Temperature]
-room = "int[1,300]"
-value = "decimal[-40,60,1]"
-""")
 
 
 def ev(t: float, i: int, tname: str, **values: object) -> StampedEvent:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from composite_strategies import POLICIES, SCHEMA, composites
+from composite_strategies import BUILDING, POLICIES, SCHEMA, composites
 from siftbus.errors import InputError, ProfileError, ProfileSyntaxError, SchemaError, SiftbusError
 from siftbus.lang.composite import (
     CompositeLimits,
@@ -34,37 +34,6 @@ from siftbus.lang.composite import (
 from siftbus.match.composite import event_time, stamp
 from siftbus.model import Event, parse_schema
 from siftbus.model.schema import Schema
-
-BUILDING = parse_schema("""
-[GlassBreak]
-room = "int[1,300]"
-level = "int[0,10]"
-[Motion]
-room = "int[1,300]"
-present = "int[0,1]"
-[Heater]
-room = "int[1,300]"
-on = "int[0,1]"
-[Temperature]
-room = "int[1,300]"
-value = "decimal[-40,60,1]"
-[WindowContact]
-room = "int[1,300]"
-open = "int[0,1]"
-[Door]
-room = "int[1,300]"
-forced = "int[0,1]"
-[Badge]
-room = "int[1,300]"
-[LampStatus]
-room = "int[1,300]"
-state = "enum[OK,DEGRADED,FAILED]"
-[Button]
-room = "int[1,300]"
-action = "enum[PRESS,HOLD,RELEASE]"
-[Sensor]
-room = "int[0,300]"
-""")
 
 
 def doc_examples() -> list[str]:
