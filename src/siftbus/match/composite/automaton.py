@@ -127,29 +127,35 @@ class CompositeAutomaton:
     def on_event(self, ev: StampedEvent, labels: int) -> list[CompositeMatch]:
         """Evaluate ``ev``, which matched the components in mask ``labels``; returns the
         matches emitted (first those whose windows closed before ``ev.time``)."""
-        out = self.on_time(ev.time)
+        t = ev.time
+        window = self.window
+        pending, starts = self._pending, self._starts
+        if (pending and pending[0][0] < t) or (starts and starts[0][0] + window < t):
+            out = self.on_time(t)
+        else:
+            out = []
         plan = self.plan
-        key = tuple(ev.event.keys[p] for p in plan.same[ev.event.etype.name])
+        same = plan.same[ev.event.etype.name]
+        key = tuple(map(ev.event.keys.__getitem__, same)) if same else ()
         old = self._parts.get(key, [])
-        positive = labels & ~plan.negated
+        positive = _bits(labels & ~plan.negated)
         negated = labels & plan.negated
         kept: list[_Run] = []
         new: list[_Run] = []
-        window = self.window
         for r in old:
             if not r.alive:
                 continue
-            if r.end is None and ev.time - r.evs[0][1].time > window:
+            if r.end is None and t - r.evs[0][1].time > window:
                 self.expired += 1
                 continue
             kept.append(r)
             if positive and r.end is None:
-                for y in _bits(positive):
+                for y in positive:
                     r2 = self._extend(r, y, ev)
                     if r2 is not None:
                         new.append(r2)
         fresh = False
-        for y in _bits(positive):
+        for y in positive:
             r2 = self._extend(_EMPTY, y, ev, self._all)
             if r2 is not None:
                 new.append(r2)
