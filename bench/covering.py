@@ -17,9 +17,12 @@ table:
 * covering queries (:class:`CoveringIndex` over all n profiles): ``covering(p)`` and
   ``covered(p)`` per query, against the linear scan answering the same question
   (results checked equal);
-* peer-to-peer forwarding (``Forwarder``, neighbours N1..N3 plus local clients, each
-  profile from one of them at random): subscribe/unsubscribe cost, and per neighbour the
-  size of out(Y) against forwarding every profile not from Y (no covering).
+* peer-to-peer forwarding (``ForwardingTable``, the broker's routing table; neighbours
+  N1..N3 plus local clients, each profile from one of them at random):
+  subscribe/unsubscribe cost and messages, and per neighbour the size of out(Y) against
+  forwarding every profile not from Y (no covering), for the ``covering`` strategy on
+  the poset (the broker's choice) and the forest, ``merging``, and ``simple`` (no
+  covering: the same-run baseline).
 
 The baseline for insert and delete is what a broker without a covering structure does:
 a linear scan of every stored profile with ``covers`` (is the new profile covered? which
@@ -48,10 +51,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from siftbus.covering.forest import PosetForest
+from siftbus.covering.forwarding import ForwardingTable
 from siftbus.covering.poset import FilterPoset
 from siftbus.covering.query import CoveringIndex
 from siftbus.covering.relations import covers
-from siftbus.covering.routing import Forwarder
 from siftbus.covering.table import TableBase
 from siftbus.match.reference import ReferenceMatcher
 from siftbus.model import Event, Profile
@@ -171,11 +174,21 @@ def measure_queries(base: list[Profile], probes: list[Profile], k: int,
     return out
 
 
-def measure_forwarder(cls: type[TableBase], base: list[Profile], victims: list[Profile],
+FORWARDING = {  # row name -> ForwardingTable arguments
+    "simple": {"strategy": "simple"},
+    "poset": {"strategy": "covering", "structure": FilterPoset},
+    "forest": {"strategy": "covering", "structure": PosetForest},
+    "merging": {"strategy": "merging"},
+}
+
+
+def measure_forwarder(variant: str, base: list[Profile], victims: list[Profile],
                       repeat: int) -> dict[str, Any]:
     rng = random.Random(len(base))
     iface = {p.id: rng.choice([*NEIGHBOURS, "local"]) for p in base}
-    fwd = Forwarder(cls(), NEIGHBOURS)
+    kw = dict(FORWARDING[variant])
+    structure = kw.pop("structure", None)
+    fwd = ForwardingTable(NEIGHBOURS, structure=structure() if structure else None, **kw)
     t0 = time.perf_counter()
     for p in base:
         fwd.subscribe(p, iface[p.id])
@@ -192,7 +205,7 @@ def measure_forwarder(cls: type[TableBase], base: list[Profile], victims: list[P
         for p in victims:
             fwd.subscribe(p, iface[p.id])
     return {
-        "structure": "poset" if cls is FilterPoset else "forest",
+        "structure": variant,
         "subscribe_us": sub_us,
         "unsubscribe_us": _median_us(rounds, len(victims)),
         "messages_per_unsubscribe": msgs / max(1, repeat * len(victims)),
@@ -241,8 +254,8 @@ def run(sizes: list[int], sample: int, repeat: int, n_events: int, walk_upto: in
             qr.update(workload=name, profiles=n)
             query_rows.append(qr)
             if n <= fwd_upto:
-                for cls in (FilterPoset, PosetForest):
-                    f = measure_forwarder(cls, base, victims, repeat)
+                for variant in FORWARDING:
+                    f = measure_forwarder(variant, base, victims, repeat)
                     f.update(workload=name, profiles=n)
                     fwd_rows.append(f)
     return rows
@@ -300,7 +313,8 @@ def main() -> None:
         print(f"| {r['workload']} | {r['profiles']} | {r['covering_us']:.0f} | "
               f"{r['covering_speedup']:.0f} | {r['covered_us']:.0f} | "
               f"{r['covered_speedup']:.0f} |")
-    print("\nPeer-to-peer forwarding (3 neighbours + local clients), per neighbour:\n")
+    print("\nPeer-to-peer forwarding (ForwardingTable, the broker's table; 3 neighbours + "
+          "local clients), per neighbour:\n")
     print(FWD_HEADER)
     for r in fwd_rows:
         print(_fwd_row(r))

@@ -215,7 +215,7 @@ def bytes_per_entry() -> float:
     tracemalloc.start()
     a = tracemalloc.get_traced_memory()[0]
     for p in profiles:
-        node._subscribe_local("c", p)
+        node._subscribe_all("c", [p])
     b = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     return (b - a) / len(profiles)
@@ -737,7 +737,7 @@ def client_dispatch_cpu(profiles: list[Profile], events: list[Event],
                                                                        pids)]}))[4:]
     out: dict[str, Any] = {"events": len(evs), "notifications": len(pids)}
     for mode in ("each", "batch"):
-        c = Client(None, None)  # type: ignore[arg-type]  # never connected
+        c = Client(None)  # never connected
         c.schema = workload_schema()
         seen = [0]
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from siftbus.broker.node import BrokerNode
-from siftbus.broker.routing import rendezvous_directions
+from siftbus.broker.protocols import rendezvous_directions
 from siftbus.broker.server import BrokerServer, read_frame
 from siftbus.broker.simulator import Delivery
 from siftbus.client import Client, SyncClient
@@ -28,7 +28,8 @@ T = SCHEMA["T"]
 
 async def start_network(names: list[str], edges: list[tuple[str, str]], protocol: str,
                         strategy: str = "covering",
-                        rendezvous: dict[str, str] | None = None) -> dict[str, BrokerServer]:
+                        rendezvous: dict[str, str] | None = None,
+                        advertisements: bool = False) -> dict[str, BrokerServer]:
     """Brokers of a tree, each its own server; a broker dials its neighbours listed
     before it (as ``siftbus network up`` does)."""
     servers: dict[str, BrokerServer] = {}
@@ -36,7 +37,7 @@ async def start_network(names: list[str], edges: list[tuple[str, str]], protocol
         nbrs = tuple(x for a, c in edges for x in (a, c) if b in (a, c) and x != b)
         dirs = rendezvous_directions(edges, b, rendezvous) if rendezvous else None
         node = BrokerNode(b, SCHEMA, protocol=protocol, strategy=strategy, neighbours=nbrs,
-                          rendezvous=dirs)
+                          rendezvous=dirs, advertisements=advertisements)
         dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs if names.index(n) < i}
         srv = BrokerServer(node, dial=dial)
         await srv.start()
@@ -317,8 +318,9 @@ async def test_a_closing_connection_gets_nothing_written(broker: BrokerServer) -
     async with await Client.connect(port=broker.port, name="gone") as c:
         await c.subscribe("p: T(a = 1)")
         conn = broker._conns["@gone"]
-        conn.writer.transport.close()
-        assert conn.writer.transport.is_closing() and not conn.closed
+        assert conn.transport is not None
+        conn.transport.close()
+        assert conn.transport.is_closing() and "@gone" in broker._conns
         counters = broker.node.counters
         before, sent = counters.dropped, counters.links["@gone"].bytes_out
         broker._send("@gone", Message(MsgType.NOTIFY, {"blocks": [{"p": ["p", "p"]}]}))
@@ -392,3 +394,265 @@ def test_real_network_delivers_exactly_the_oracle(protocol: str, strategy: str,
 def test_frames_are_msgpack_maps() -> None:
     frame = encode(Message(MsgType.PING, {"corr": 1}))
     assert msgpack.unpackb(frame[6:]) == {"corr": 1}
+
+
+# ---- limits, atomic subscriptions, a handler bug (issue 13) ----------------------------
+
+from siftbus.errors import DuplicateProfileError, EnvironmentProblem  # noqa: E402
+from siftbus.wire.frames import decode_error  # noqa: E402
+from siftbus.wire.limits import Limits  # noqa: E402
+
+
+async def _hello(port: int, name: str | None = None
+                 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    w.write(encode(Message(MsgType.HELLO, {"role": "client", **({"name": name} if name
+                                                                  else {})})))
+    assert (await read_frame(r))[0].type is MsgType.ACK
+    assert (await read_frame(r))[0].type is MsgType.SCHEMA
+    return r, w
+
+
+async def _error_then_close(r: asyncio.StreamReader, timeout: float = 5.0) -> Any:
+    """The ERROR a refused connection gets, after which the server closes it."""
+    msg, _ = await asyncio.wait_for(read_frame(r), timeout)
+    assert msg.type is MsgType.ERROR, msg
+    assert await asyncio.wait_for(r.read(), timeout) == b""
+    return decode_error(msg.body)
+
+
+async def _connections(srv: BrokerServer, n: int) -> None:
+    """Wait until the server holds ``n`` connections (refused ones linger a moment)."""
+    for _ in range(250):
+        if srv.transport_stats().connections == n:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{srv.transport_stats().connections} connections, not {n}")
+
+
+async def _request(r: asyncio.StreamReader, w: asyncio.StreamWriter, t: MsgType,
+                   body: dict[str, Any]) -> Message:
+    w.write(encode(Message(t, {**body, "corr": 77})))
+    msg, _ = await asyncio.wait_for(read_frame(r), 5)
+    return msg
+
+
+async def test_each_limit_is_answered_with_one_error_and_counted() -> None:
+    lim = Limits(frame_timeout=0.6, hello_timeout=0.3, max_connections=3, max_frame=4096,
+                 max_buffered=8192, max_string=100, max_profiles=2, max_conditions=3,
+                 max_profile_text=50)
+    srv = BrokerServer(BrokerNode("B1", SCHEMA), limits=lim)
+    await srv.start()
+    try:
+        async with await Client.connect(port=srv.port, name="good") as good, \
+                await Client.connect(port=srv.port, name="pub") as pub:
+            sub = await good.subscribe("T(a = 1)")
+            # the handshake: nothing, or half a HELLO
+            for first in (b"", encode(Message(MsgType.HELLO, {"role": "client"}))[:7]):
+                r, w = await asyncio.open_connection("127.0.0.1", srv.port)
+                w.write(first)
+                assert (await _error_then_close(r)).field == "hello_timeout"
+                w.close()
+                await _connections(srv, 2)
+            # frame-level limits close only that connection
+            ping = encode(Message(MsgType.PING, {"corr": 1}))
+            for data, limit in ((ping[:5], "frame_timeout"),
+                                (struct.pack(">I", 5000), "max_frame"),
+                                (encode(Message(MsgType.SUB, {"texts": ["x" * 101]})),
+                                 "max_string")):
+                r, w = await _hello(srv.port)
+                w.write(data)
+                assert (await _error_then_close(r)).field == limit
+                w.close()
+                await _connections(srv, 2)
+            # request-level limits: an ERROR answers the request, the connection stays
+            r, w = await _hello(srv.port, "req")
+            three = [f"p{i}: T(a = 1)" for i in range(3)]
+            for t, body, limit in (
+                    (MsgType.SUB, {"texts": three}, "max_profiles"),
+                    (MsgType.UNSUB, {"ids": ["a", "b", "c"]}, "max_profiles"),
+                    (MsgType.SUB, {"texts": ["p: T(a in {1, 3, 5, 7})"]}, "max_conditions"),
+                    (MsgType.SUB, {"texts": ["p: T(s = \"" + "y" * 50 + "\")"]},
+                     "max_profile_text")):
+                msg = await _request(r, w, t, body)
+                err = decode_error(msg.body)
+                assert (msg.type, err.field, err.corr) == (MsgType.ERROR, limit, 77), err
+            assert (await _request(r, w, MsgType.PING, {})).type is MsgType.ACK
+            # one connection over max_connections (good, pub, req are open)
+            r2, w2 = await asyncio.open_connection("127.0.0.1", srv.port)
+            assert (await _error_then_close(r2)).field == "max_connections"
+            w2.close()
+            w.close()
+            await _connections(srv, 2)  # "req" is gone: there is room again
+            _, w3 = await _hello(srv.port)
+            w3.close()
+            # everyone else was served throughout
+            await pub.publish_batch([Event(T, (1, 0, "x"))], ack=True)
+            assert (await sub.get(5)).event["a"] == 1
+            refused = srv.transport_stats().refused
+            assert refused == {"hello_timeout": 2, "frame_timeout": 1, "max_frame": 1,
+                               "max_string": 1, "max_connections": 1}, refused
+            assert srv.errors_sent == 6
+            info = await good.call("broker", "transport")
+            assert info["limits"]["max_profiles"] == 2 and info["refused"] == refused
+    finally:
+        await srv.close()
+
+
+async def test_held_partial_frames_share_one_memory_budget() -> None:
+    """Connections holding partial frames stop being read once max_buffered bytes are
+    held over all of them, and are refused when their frames time out."""
+    lim = Limits(max_frame=64 * 1024, max_buffered=100 * 1024, frame_timeout=1.0)
+    srv = BrokerServer(BrokerNode("B1", SCHEMA), limits=lim)
+    await srv.start()
+    try:
+        conns = [await _hello(srv.port) for _ in range(4)]
+        part = struct.pack(">IBB", 60 * 1024, VERSION, int(MsgType.PING)) + b"\x80" * 49_994
+        for i in range(0, len(part), 5000):  # 4 x 50 KB of partial frames, in 5 KB steps
+            for _, w in conns:
+                w.write(part[i:i + 5000])
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
+        stats = srv.transport_stats()
+        # over the budget by at most the chunks in flight when it was crossed
+        assert lim.max_buffered <= stats.buffered <= lim.max_buffered + 4 * 5000, stats
+        for r, w in conns:
+            assert (await _error_then_close(r)).field == "frame_timeout"
+            w.close()
+        async with await Client.connect(port=srv.port) as c:
+            await c.ping()
+        assert srv.transport_stats().buffered == 0
+    finally:
+        await srv.close()
+
+
+async def test_a_lone_surrogate_leaves_store_and_memory_agreeing(tmp_path: Any) -> None:
+    """Issue 13: a profile holding "\\ud800" sent to a broker with a durable store used
+    to raise UnicodeEncodeError, drop the connection and stay in memory only."""
+    from siftbus.broker.store import ProfileStore
+
+    path = tmp_path / "b1.sqlite"
+    srv = BrokerServer(BrokerNode("B1", SCHEMA, store=ProfileStore(path)))
+    await srv.start()
+    try:
+        async with await Client.connect(port=srv.port, name="dur") as c:
+            await c.subscribe("ok: T(a = 1)")
+            with pytest.raises(RemoteError, match="lone surrogate") as info:
+                await c._request(MsgType.SUB, {"texts": ['ok2: T(a = 2)',
+                                                         'bad: T(s = "\\ud800")']})
+            assert info.value.kind == "WireError" and info.value.source is None
+            await c.ping()  # the connection stays
+            assert (await c.stats())["table_size"] == 1
+            assert [p["id"] for p in await c.call("broker", "profiles")] == ["B1/dur/ok"]
+    finally:
+        await srv.close()
+    srv = BrokerServer(BrokerNode("B1", SCHEMA, store=ProfileStore(path)))
+    await srv.start()
+    try:
+        async with await Client.connect(port=srv.port, name="dur") as c:
+            assert c.restored == ["ok"]
+    finally:
+        await srv.close()
+
+
+class FailingStore:
+    """A store whose ``fail`` operation raises (a disk error) once armed."""
+
+    def __init__(self, path: Any, fail: str) -> None:
+        from siftbus.broker.store import ProfileStore
+
+        self.inner = ProfileStore(path)
+        self.fail = fail
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name != self.fail:
+            return attr
+
+        def failing(*args: Any) -> Any:
+            if self.armed:
+                raise EnvironmentProblem(f"disk full during {name}")
+            return attr(*args)
+
+        return failing
+
+
+@pytest.mark.parametrize("fail", ["insert", "commit", "delete"])
+async def test_subscribe_and_unsubscribe_are_atomic_on_store_failures(
+        tmp_path: Any, fail: str) -> None:
+    store = FailingStore(tmp_path / "s.sqlite", fail)
+    srv = BrokerServer(BrokerNode("B1", SCHEMA, store=store))  # type: ignore[arg-type]
+    await srv.start()
+    try:
+        async with await Client.connect(port=srv.port, name="k") as c:
+            await c.subscribe_many(["a: T(a = 1)", "b: T(a = 2)"])
+            store.armed = True
+            with pytest.raises(RemoteError, match="disk full"):
+                if fail == "delete":
+                    await c.unsubscribe("a", "b")
+                else:
+                    await c.subscribe_many(["x: T(a = 3)", "y: T(a = 4)"])
+            store.armed = False
+            await c.ping()
+            ids = sorted(p["id"] for p in await c.call("broker", "profiles"))
+            assert ids == ["B1/k/a", "B1/k/b"]
+            assert sorted(p.id for _, p in store.inner.load(SCHEMA)) == ["a", "b"]
+            # re-subscribing a stored id is refused and replaces nothing
+            with pytest.raises(RemoteError) as info:
+                await c._request(MsgType.SUB, {"texts": ["a: T(a = 7)"]})
+            assert info.value.kind == DuplicateProfileError.__name__
+            assert next(p for _, p in store.inner.load(SCHEMA) if p.id == "a").matches(
+                Event(T, (1, 0, "x")))
+    finally:
+        await srv.close()
+
+
+async def test_a_failing_handler_is_answered_and_the_connection_stays(
+        broker: BrokerServer, caplog: pytest.LogCaptureFixture) -> None:
+    def buggy(method: str, args: dict[str, Any], caller: str) -> Any:
+        return {}["missing"]
+
+    broker.register_service("buggy", buggy)
+    async with await Client.connect(port=broker.port) as c:
+        with pytest.raises(RemoteError) as info:
+            await c.call("buggy", "x")
+        assert info.value.kind == "KeyError"
+        await c.ping()
+    assert "handling CALL" in caplog.text
+
+
+async def test_a_subscription_needs_only_its_owners_public_surface() -> None:
+    from siftbus.client.notifications import Notification
+    from siftbus.client.subscription import Subscription
+
+    class Owner:
+        def __init__(self) -> None:
+            self.subscriptions: dict[str, Subscription] = {}
+            self.ended = asyncio.Event()
+            self.called: list[Any] = []
+            self.gone: list[Any] = []
+
+        def run_callback(self, fn: Any, arg: Any) -> None:
+            self.called.append(arg)
+
+        async def unsubscribe(self, *ids: Any) -> None:
+            self.gone.extend(ids)
+
+    owner = Owner()
+    p = Profile.build("p", T, [])
+    sub = Subscription(owner, p, None, 2)
+    owner.subscriptions["p"] = sub
+    notes = [Notification("p", Event(T, (i, 0, "x")), "B/c", i, 0.0) for i in range(3)]
+    for n in notes:
+        sub.deliver(n)
+    assert (sub.received, sub.dropped) == (3, 1)
+    assert await sub.get(1) == notes[0]
+    owner.ended.set()
+    assert [n async for n in sub] == [notes[1]]  # what came before the end, then stop
+    async with sub:
+        pass
+    assert owner.gone == ["p"]
+    cb = Subscription(owner, p, owner.called.append, 2)
+    cb.deliver(notes[2])
+    assert owner.called == [notes[2]]

@@ -107,7 +107,11 @@ def oracle(active: dict[tuple[str, str], Profile],
 
 
 def run_scenario(data: st.DataObject, config: dict[str, Any], max_brokers: int = 9,
-                 roundtrip: bool = False, policy: str = "auto") -> None:
+                 roundtrip: bool = False, policy: str = "auto",
+                 leave: str = "unsubscribe") -> None:
+    """``leave``: how clients end, ``unsubscribe`` (every profile and advertisement
+    withdrawn one by one) or ``disconnect`` (one client goes half-way, all at the end;
+    their brokers have no store, so nothing of theirs may stay anywhere)."""
     n = data.draw(st.integers(1, max_brokers), label="brokers")
     names = [f"B{i}" for i in range(n)]
     edges = [(names[data.draw(st.integers(0, i - 1))], names[i]) for i in range(1, n)]
@@ -171,14 +175,25 @@ def run_scenario(data: st.DataObject, config: dict[str, Any], max_brokers: int =
 
     churn(data.draw(st.integers(1, 14), label="ops"))
     publish_and_check()
+    if leave == "disconnect" and len(clients) > 1:
+        gone = data.draw(st.sampled_from(clients), label="leaves")
+        sim.disconnect(gone)
+        clients.remove(gone)
+        adverts.pop(gone, None)
+        for key in [k for k in active if k[0] == gone]:
+            del active[key]
     churn(data.draw(st.integers(0, 8), label="more ops"))
     publish_and_check()
     # remove everything: every table must be empty
-    for (c, pid) in sorted(active):
-        sim.unsubscribe(c, pid)
+    if leave == "disconnect":
+        for c in clients:
+            sim.disconnect(c)
+    else:
+        for (c, pid) in sorted(active):
+            sim.unsubscribe(c, pid)
+        for c in adverts:
+            sim.unadvertise(c, ["adv"])
     active.clear()
-    for c in adverts:
-        sim.unadvertise(c, ["adv"])
     sim.run()
     assert sim.table_sizes() == {b: 0 for b in names}
     for node in sim.nodes.values():
@@ -193,6 +208,17 @@ def run_scenario(data: st.DataObject, config: dict[str, Any], max_brokers: int =
 def test_network_delivers_exactly_the_oracle(config: dict[str, Any],
                                              data: st.DataObject) -> None:
     run_scenario(data, config)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(
+    str(v) if not isinstance(v, bool) else k for k, v in c.items()))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_clients_that_disconnect_leave_nothing_behind(config: dict[str, Any],
+                                                      data: st.DataObject) -> None:
+    """Issue 13: a client that goes (publisher or subscriber, no store) takes its
+    profiles and advertisements out of every broker; deliveries stay exact."""
+    run_scenario(data, config, max_brokers=6, leave="disconnect")
 
 
 @pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[3], CONFIGS[5], CONFIGS[7]],
@@ -319,3 +345,31 @@ def test_unsubscribe_resends_the_covered_profile_before_the_unsub() -> None:
     assert sent[0].body["profiles"][0][0] == "B2/sB2/p3"
     sim.run()
     assert sim.table_sizes() == {"B0": 1, "B1": 1, "B2": 1}
+
+
+def test_a_publisher_that_disconnects_withdraws_its_advertisements() -> None:
+    """Issue 13: a publisher's advertisements leave every broker with it, and
+    subscriptions stop being forwarded toward it; a new publisher draws them again."""
+    sim = line_sim("forwarding", n=3, advertisements=True)
+    everything = Profile.from_constraints("adv", U, {})
+    sim.advertise("pB0", [everything])
+    sim.subscribe("sB2", [_eq("a", 1)])
+    sim.run()
+    adverts = {b: n.routing.table.advert_count for b, n in sim.nodes.items()}
+    assert adverts == {"B0": 1, "B1": 1, "B2": 1}
+    assert sim.table_sizes() == {"B0": 1, "B1": 1, "B2": 1}  # forwarded toward pB0
+    sim.disconnect("pB0")
+    sim.run()
+    adverts = {b: n.routing.table.advert_count for b, n in sim.nodes.items()}
+    assert adverts == {"B0": 0, "B1": 0, "B2": 0}
+    assert sim.table_sizes() == {"B0": 0, "B1": 0, "B2": 1}  # withdrawn toward it
+    sim.subscribe("sB2", [_eq("b", 2)])
+    sim.run()
+    assert sim.table_sizes() == {"B0": 0, "B1": 0, "B2": 2}  # and no longer sent there
+    sim.advertise("pB1", [everything])
+    sim.run()
+    assert sim.table_sizes() == {"B0": 0, "B1": 2, "B2": 2}
+    got = sim.publish("pB1", [Event(U, (1,)), Event(U, (2,)), Event(U, (3,))])
+    sim.run()
+    assert sorted(sim.deliveries(), key=lambda d: d.profile) == [
+        Delivery("sB2", "a", got[0]), Delivery("sB2", "b", got[1])]

@@ -234,3 +234,278 @@ def test_fuzzed_blocks_give_a_block_or_an_error(d: dict[str, object]) -> None:
                 block, counts, pids = decode_block(d, schema, notify=notify)
                 assert len(block.envelopes()) == len(block) == d["n"]
                 assert len(pids) == int(counts.sum())
+
+
+# ---- every decoder, fuzzed: a value or a WireError, nothing else ----------------------
+
+from siftbus.wire.events import decode_events  # noqa: E402
+from siftbus.wire.frames import ErrorReply, decode_error, error_body, excerpt  # noqa: E402
+from siftbus.wire.limits import Limits  # noqa: E402
+from siftbus.wire.profiles import (  # noqa: E402
+    check_profile,
+    decode_profile_texts,
+    decode_profiles,
+)
+
+# msgpack-able values shaped like bodies: small ints near the domains, short strings
+# (also the schema's names), bytes, floats, nesting
+_LEAVES = (st.none() | st.booleans() | st.integers(-3, 120) | st.integers(-2**63, 2**64 - 1)
+           | st.sampled_from(["T", "O", "U", "a", "s", "x", "p", ""]) | st.text(max_size=4)
+           | st.binary(max_size=24) | st.floats(allow_nan=False))
+WIRE_VALUES = st.recursive(
+    _LEAVES, lambda inner: st.lists(inner, max_size=6)
+    | st.dictionaries(st.sampled_from(["t", "n", "k", "src", "seq", "ts", "at", "np", "p",
+                                       "blocks", "events", "profiles", "texts", "ids",
+                                       "corr", "message", "kind", "line", "field"]),
+                      inner, max_size=6), max_leaves=30)
+
+
+def _only_wire_errors(fn: object, *args: object, **kw: object) -> object:
+    try:
+        return fn(*args, **kw)  # type: ignore[operator]
+    except WireError:
+        return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(WIRE_VALUES)
+def test_fuzzed_bodies_through_every_structured_decoder(data: object) -> None:
+    """Envelopes, event lists, blocks, batches and profiles: a value or a WireError."""
+    for schema in (SCHEMA, ORD):
+        _only_wire_errors(decode_envelope, data, schema)
+        _only_wire_errors(decode_events, data, schema)
+        _only_wire_errors(decode_profile, data, schema)
+        _only_wire_errors(decode_profile, data, schema, None)
+        _only_wire_errors(decode_profiles, data, schema)
+        for notify in (False, True):
+            _only_wire_errors(decode_block, data, schema, notify=notify)
+            if isinstance(data, dict):
+                got = _only_wire_errors(decode_batch, data, schema, notify=notify)
+                for block, counts, pids in got or []:  # type: ignore[attr-defined]
+                    assert len(block.envelopes()) == len(block)
+                    assert len(pids) == (int(counts.sum()) if notify else 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(list(MsgType)), WIRE_VALUES, st.integers(0, 12))
+def test_fuzzed_frames_decode_to_a_message_or_a_wire_error(t: MsgType, body: object,
+                                                           cut: int) -> None:
+    """Whole frames with arbitrary bodies, also cut short or with a byte changed."""
+    raw = struct.pack(">IBB", 0, VERSION, int(t)) + msgpack.packb(body, use_bin_type=True)
+    frame = struct.pack(">I", len(raw) - 4) + raw[4:]
+    for data in (frame, frame[:len(frame) - cut], frame[:6] + bytes([cut]) + frame[7:]):
+        dec = FrameDecoder(limits=Limits(max_string=8))
+        try:
+            for msg in dec.feed(data):
+                assert isinstance(msg.body, dict) and msg.type is t
+        except WireError:
+            pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=30) | st.sampled_from(PROFILES), max_size=4))
+def test_fuzzed_profile_texts_give_profiles_or_a_siftbus_error(texts: list[str]) -> None:
+    with contextlib.suppress(SiftbusError):
+        for p in decode_profile_texts(texts, SCHEMA):
+            assert check_profile(p) is p
+
+
+@settings(max_examples=200, deadline=None)
+@given(WIRE_VALUES)
+def test_the_error_reply_decoder_never_raises(body: object) -> None:
+    reply = decode_error(body)
+    assert isinstance(reply, ErrorReply) and len(reply.message) <= 1000
+    err = reply.to_error()
+    assert err.kind == reply.kind and err.message == reply.message
+
+
+def test_error_replies_round_trip_and_are_cut_to_an_excerpt() -> None:
+    exc = WireError("x" * 5000, line=3, column=7, field="max_string")
+    body = _wire(error_body(exc, corr=9))
+    reply = decode_error(body)
+    assert (reply.kind, reply.line, reply.column, reply.field, reply.corr) == (
+        "WireError", 3, 7, "max_string", 9)
+    assert len(reply.message) <= 1000 and reply.message.endswith("more characters)")
+    assert excerpt("short") == "short"
+    odd = decode_error({"message": 5, "line": True, "column": "2", "field": 3})
+    assert (odd.message, odd.line, odd.column, odd.field) == ("5", None, None, "3")
+
+
+# ---- limits of one request (issue 13, item 2) ------------------------------------------
+
+
+def test_a_string_over_max_string_is_refused_before_it_is_built() -> None:
+    frame = encode(Message(MsgType.SUB, {"texts": ["x" * 2000]}))
+    with pytest.raises(WireError, match="over the limit of 1000 bytes") as info:
+        list(FrameDecoder(limits=Limits(max_string=1000)).feed(frame))
+    assert info.value.field == "max_string"
+    assert list(FrameDecoder(limits=Limits(max_string=3000)).feed(frame))
+
+
+def test_profiles_conditions_and_text_have_limits() -> None:
+    lim = Limits(max_profiles=3, max_conditions=5, max_profile_text=60)
+    p = parse_profile("p: T(a in {1, 3, 5}, s in {\"x\", \"y\"})", SCHEMA)
+    wire = encode_profile(p)
+    assert decode_profiles([wire] * 3, SCHEMA, lim) == [p] * 3
+    with pytest.raises(WireError, match="4 profiles in one request") as info:
+        decode_profiles([wire] * 4, SCHEMA, lim)
+    assert info.value.field == "max_profiles"
+    big = parse_profile("p: T(a in {1, 3, 5}, s in {\"x\", \"y\", \"z\"})", SCHEMA)
+    for data in (encode_profile(big), ["p", "", "T", [[0, [0] + [1, 1, 3, 3, 5, 5] * 2]]],
+                 ["p", "", "T", [[3, [1, [str(i) for i in range(6)], "", []]]]]):
+        with pytest.raises(WireError, match="over the limit of 5") as info:
+            decode_profile(data, SCHEMA, lim)
+        assert info.value.field == "max_conditions"
+    assert decode_profile(encode_profile(big), SCHEMA, None) == big  # neighbours: unchecked
+    with pytest.raises(WireError) as info:
+        decode_profile_texts(["p: T(a = 1)", "q: T(s prefix \"" + "y" * 60 + "\")"],
+                             SCHEMA, lim)
+    assert info.value.field == "max_profile_text"
+
+
+def test_a_lone_surrogate_is_refused_by_the_wire_decoder() -> None:
+    """Issue 13: a profile holding "\\ud800" (a profile line's escape makes it) cannot
+    be stored as UTF-8: the decoder refuses it, naming the place."""
+    with pytest.raises(WireError, match=r"lone surrogate U\+D800 at character 2") as info:
+        decode_profile_texts(['p: T(a = 1)', 'q: T(s in {"ok", "x\\ud800"})'], SCHEMA)
+    assert info.value.source == "profile 2" and info.value.field == "string"
+    with pytest.raises(WireError, match="surrogate"):
+        decode_profile_texts(['q: T(s prefix "\\udfff")'], SCHEMA)
+    assert decode_profile_texts(['q: T(s = "\\u00e9\\ud83d\\ude00")'], SCHEMA)[0].matches(
+        Event.of(T, {"a": 1, "d": 0, "e": "X", "s": "\u00e9\U0001F600"}))
+
+
+def test_limits_are_checked_when_made() -> None:
+    from siftbus.errors import ConfigError
+
+    assert Limits().replace(frame_timeout=0.5).frame_timeout == 0.5
+    for bad in ({"max_frame": 0}, {"frame_timeout": -1}, {"max_string": True},
+                {"max_buffered": 1000}):
+        with pytest.raises(ConfigError):
+            Limits(**bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="unknown limit 'max_conection'"):
+        Limits.from_mapping({"max_conection": 3})
+
+
+# ---- the frame transport's reader against the incremental decoder (the reference) ----
+
+import asyncio  # noqa: E402
+
+from siftbus.wire.transport import READ_HIGH_WATER, FrameConnection  # noqa: E402
+
+
+class FakeTransport:
+    """Just enough of an asyncio transport to drive a FrameConnection by hand."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.closing = False
+        self.out = bytearray()
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    abort = close
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(list(MsgType)), WIRE_VALUES), max_size=8),
+       st.lists(st.integers(1, 300), min_size=1, max_size=20), st.booleans())
+def test_the_connection_reads_what_the_reference_decoder_reads(
+        msgs: list[tuple[MsgType, object]], cuts: list[int], bad_tail: bool) -> None:
+    """Frames cut into random chunks: the connection hands out exactly the messages of
+    FrameDecoder, in order, then the same WireError (an oversized tail) or nothing."""
+    data = b"".join(encode(Message(t, {"v": v})) for t, v in msgs)
+    if bad_tail:
+        data += struct.pack(">IBB", 5000, VERSION, 1)
+    lim = Limits(max_frame=4000, max_buffered=8000)
+    want: list[object] = []
+    try:
+        want.extend(FrameDecoder(limits=lim).feed(data))
+    except WireError as exc:
+        want.append(exc.field)
+
+    async def run() -> list[object]:
+        conn = FrameConnection(lim)
+        conn.connection_made(FakeTransport())  # type: ignore[arg-type]
+        i = 0
+        for c in cuts * (len(data) // max(sum(cuts), 1) + 1):
+            conn.data_received(data[i:i + c])
+            i += c
+            if i >= len(data):
+                break
+        conn.eof_received()
+        got: list[object] = []
+        while True:
+            try:
+                got.append((await conn.read())[0])
+            except WireError as exc:
+                got.append(exc.field)
+                break
+            except ConnectionError:
+                break
+        assert conn.counters.buffered == len(data) - sum(
+            len(encode(m)) for m in got if isinstance(m, Message))
+        return got
+
+    assert asyncio.run(run()) == want
+
+
+def test_the_connection_stops_reading_a_peer_its_owner_does_not_keep_up_with() -> None:
+    async def run() -> None:
+        conn = FrameConnection(Limits())
+        t = FakeTransport()
+        conn.connection_made(t)  # type: ignore[arg-type]
+        frame = encode(Message(MsgType.PING, {"pad": b"x" * 1000}))
+        n = READ_HIGH_WATER // len(frame) + 2
+        for _ in range(n):
+            conn.data_received(frame)
+        assert t.paused  # complete frames pile up: the socket is no longer read
+        for _ in range(n):
+            await conn.read()
+        assert not t.paused and conn.counters.buffered == 0 and conn.frames_in == n
+        conn.data_received(struct.pack(">I", 1 << 30))  # oversized: refused from the header
+        assert t.paused
+        with pytest.raises(WireError, match="exceeds the limit") as info:
+            await conn.read()
+        assert info.value.field == "max_frame"
+
+    asyncio.run(run())
+
+
+def test_a_half_sent_frame_times_out_and_idle_time_does_not() -> None:
+    async def run() -> None:
+        conn = FrameConnection(Limits(frame_timeout=0.2))
+        conn.connection_made(FakeTransport())  # type: ignore[arg-type]
+        frame = encode(Message(MsgType.PING, {"corr": 1}))
+        await asyncio.sleep(0.3)  # idle before a frame: fine
+        conn.data_received(frame[:3])
+        await asyncio.sleep(0.1)
+        conn.data_received(frame[3:] + frame[:5])  # completes one, starts the next
+        assert (await conn.read())[0].body == {"corr": 1}
+        await asyncio.sleep(0.15)  # the second frame's own clock: not expired yet
+        conn.data_received(frame[5:7])
+        with pytest.raises(WireError, match=r"not completed within 0.2 s \(7 of 13 bytes") \
+                as info:
+            await asyncio.wait_for(conn.read(), 2)
+        assert info.value.field == "frame_timeout"
+
+    asyncio.run(run())

@@ -84,3 +84,39 @@ def test_bad_profile_is_one_clear_line_and_exit_2() -> None:
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "vlue" in r.stderr and "column" in r.stderr
+
+
+def test_forward_prints_what_each_neighbour_holds(tmp_path: Path) -> None:
+    """The broker's forwarding table: never back to the neighbour a profile came from,
+    never what a sent filter covers; merging sends fewer, wider profiles."""
+    profiles = tmp_path / "p.txt"
+    profiles.write_text("wide@B: OutdoorTemp(value > 20)\n"
+                        "narrow@c1: OutdoorTemp(value > 25)\n"
+                        "r1@c2: Temperature(room = 1)\n"
+                        "r2@c2: Temperature(room = 2)\n")
+    data = json.loads(run("forward", str(profiles), "--schema", SCHEMA, "-n", "B", "-n", "C"))
+    got = {y: v["profiles"] for y, v in data["neighbours"].items()}
+    assert got == {
+        "B": ["narrow@c1: OutdoorTemp(value > 25.0)", "r1@c2: Temperature(room = 1)",
+              "r2@c2: Temperature(room = 2)"],
+        "C": ["wide@B: OutdoorTemp(value > 20.0)", "r1@c2: Temperature(room = 1)",
+              "r2@c2: Temperature(room = 2)"],
+    }
+    assert data["neighbours"]["B"]["without_covering"] == 3
+    merged = json.loads(run("forward", str(profiles), "--schema", SCHEMA, "-n", "C",
+                            "--strategy", "merging"))["neighbours"]["C"]
+    assert merged["count"] == 2 and merged["without_covering"] == 4
+    assert any(line.endswith("Temperature(room < 3)") for line in merged["profiles"])
+    simple = json.loads(run("forward", str(profiles), "--schema", SCHEMA, "-n", "C",
+                            "--strategy", "simple"))["neighbours"]["C"]
+    assert simple["count"] == 4
+
+
+def test_forward_bad_profile_file_is_one_clear_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("ok: OutdoorTemp(value > 20)\nbad: OutdoorTemp(vlue > 1)\n")
+    r = subprocess.run([sys.executable, "-m", "siftbus", "covering", "forward", str(bad),
+                        "--schema", SCHEMA, "-n", "B"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "line 2" in r.stderr and "vlue" in r.stderr

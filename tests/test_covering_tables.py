@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from siftbus.covering.flat import FlatTable
 from siftbus.covering.forest import PosetForest
+from siftbus.covering.forwarding import ForwardingTable, Update
 from siftbus.covering.poset import FilterPoset
 from siftbus.covering.relations import covers
-from siftbus.covering.routing import Forwarder, Update
-from siftbus.covering.table import FilterNode, TableBase
+from siftbus.covering.table import NO_LINKS, FilterNode, TableBase
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.lang.profile import parse_profile
 from siftbus.match.reference import ReferenceMatcher
@@ -106,7 +109,7 @@ def check_structure(posets: list[FilterPoset], forests: list[PosetForest],
         assert len(table) == len(live)
         assert {_key(n) for n in table.nodes()} == set(brute.keys)
         for n in table.nodes():
-            assert {pid: i for pid, (_, i) in n.entries.items()} == {
+            assert {pid: e.src for pid, e in n.entries.items()} == {
                 pid: i for pid, (p, i) in live.items() if p.filter_key == _key(n)}
     roots = brute.out(None)
     hasse = brute.hasse()
@@ -145,10 +148,10 @@ def test_random_insert_delete_keeps_both_structures_exact(
     posets = [FilterPoset(), FilterPoset(indexed=False)]
     forests = [PosetForest(), PosetForest(indexed=False)]
     tables: list[TableBase] = [*posets, *forests]
-    fwd = {"poset": Forwarder(FilterPoset(), NEIGHBOURS),
-           "forest": Forwarder(PosetForest(), NEIGHBOURS),
-           "poset-walk": Forwarder(FilterPoset(indexed=False), NEIGHBOURS),
-           "forest-walk": Forwarder(PosetForest(indexed=False), NEIGHBOURS)}
+    fwd = {"poset": ForwardingTable(NEIGHBOURS, structure=FilterPoset()),
+           "forest": ForwardingTable(NEIGHBOURS, structure=PosetForest()),
+           "poset-walk": ForwardingTable(NEIGHBOURS, structure=FilterPoset(indexed=False)),
+           "forest-walk": ForwardingTable(NEIGHBOURS, structure=PosetForest(indexed=False))}
     # What each neighbour holds from us, built only from the updates we sent.
     remote: dict[str, dict[str, dict[str, Profile]]] = {
         name: {y: {} for y in NEIGHBOURS} for name in fwd}
@@ -225,7 +228,7 @@ def _p(text: str) -> Profile:
 @pytest.mark.parametrize("cls", [FilterPoset, PosetForest])
 def test_tarkoma_forwarding_trace(cls: type[TableBase], indexed: bool) -> None:
     """Tarkoma Figs. 3.1-3.3: router S with neighbours I1, I2, I3."""
-    fwd = Forwarder(cls(indexed=indexed), ["I1", "I2", "I3"])
+    fwd = ForwardingTable(["I1", "I2", "I3"], structure=cls(indexed=indexed))
     a = _p("a: T(a <= 4)")
     b = _p("b: T(b <= 2)")
     c = _p("c: T(a <= 3)")
@@ -236,10 +239,10 @@ def test_tarkoma_forwarding_trace(cls: type[TableBase], indexed: bool) -> None:
     # c and d come from I2: covered for I3 by I1's filters, but I1 must get them.
     assert fwd.subscribe(c, "I2") == {"I1": Update((c,))}
     assert fwd.subscribe(d, "I2") == {"I1": Update((d,))}
-    assert fwd.table.forwards_of("c", ["I1", "I2", "I3"]) == {"I1"}
+    assert fwd.structure.forwards_of("c", ["I1", "I2", "I3"]) == {"I1"}
     # e is covered from both sides: sent nowhere.
     assert fwd.subscribe(e, "I3") == {}
-    assert fwd.table.forwards_of("e", ["I1", "I2", "I3"]) == frozenset()
+    assert fwd.structure.forwards_of("e", ["I1", "I2", "I3"]) == frozenset()
     # Unsub(a) goes to I2 and I3; c is uncovered for I3, e for I2.
     assert fwd.unsubscribe("a") == {"I2": Update((e,), (a,)), "I3": Update((c,), (a,))}
     assert [p.id for p in fwd.exported("I1")] == ["c", "d"]
@@ -249,13 +252,13 @@ def test_tarkoma_forwarding_trace(cls: type[TableBase], indexed: bool) -> None:
 
 @pytest.mark.parametrize("cls", [FilterPoset, PosetForest])
 def test_equal_filters_share_a_node_and_representatives_move(cls: type[TableBase]) -> None:
-    fwd = Forwarder(cls(), ["up"])
+    fwd = ForwardingTable(["up"], structure=cls())
     p1 = _p("h1: T(a > 3)")
     p2 = _p("h2: T(a in {4, 5})")  # the same filter, written differently
     assert fwd.subscribe(p1, "r1") == {"up": Update((p1,))}
     assert fwd.subscribe(p2, "r2") == {}
-    assert fwd.table.node_of("h1") is fwd.table.node_of("h2")
-    assert fwd.table.node_of("h1").subscribers == {"r1", "r2"}
+    assert fwd.structure.node_of("h1") is fwd.structure.node_of("h2")
+    assert fwd.structure.node_of("h1").subscribers == {"r1", "r2"}
     # Removing the profile that stood for the filter sends its twin instead.
     assert fwd.unsubscribe("h1") == {"up": Update((p2,), (p1,))}
     assert fwd.unsubscribe("h2") == {"up": Update((), (p2,))}
@@ -294,3 +297,93 @@ def test_forest_deletion_reinserts_subtree_and_poset_reconnects() -> None:
     parent = forest.parent_of("s0")
     assert parent is not None and covers(parent, forest.get("s0"))
     assert forest.depth() >= 5
+
+
+def check_invariants(t: TableBase) -> None:
+    """What every structure promises, checked pairwise on its nodes."""
+    nodes = t.nodes()
+    roots = set(t.root_nodes())
+    assert sum(len(n.entries) for n in nodes) == len(t) == len(t.entries)
+    for n in nodes:
+        assert n.entries and all(t.node_of(pid) is n for pid in n.entries)
+        assert all(t.entries[pid] is e for pid, e in n.entries.items())
+        for y in [None, *IFACES]:
+            assert n.in_scope(y) == any(e.src != y for e in n.entries.values())
+    flat = isinstance(t, FlatTable)
+    for a, b in itertools.permutations(nodes, 2):
+        if not flat:
+            assert not (covers(a.filter, b.filter) and covers(b.filter, a.filter)), \
+                "equivalent filters share one node"
+        if a in roots and b in roots and not flat:
+            assert not covers(a.filter, b.filter), "roots are pairwise incomparable"
+    for n in nodes:
+        covered = any(m is not n and covers(m.filter, n.filter) for m in nodes)
+        assert (n in roots) == (flat or not covered), "the roots are the maximal filters"
+    for u, v in t.edges():
+        assert covers(u.filter, v.filter) and not covers(v.filter, u.filter)
+    if isinstance(t, FilterPoset):
+        for n in nodes:
+            assert all(n in p.succs for p in n.preds) and all(n in c.preds for c in n.succs)
+        edges = set(t.edges())
+        for (u, v), (v2, w) in itertools.product(edges, edges):
+            assert v is not v2 or (u, w) not in edges, "only immediate covers are edges"
+        for n in nodes:  # and every cover is a path: the descendants are what n covers
+            below: set[FilterNode] = set()
+            stack = list(n.succs)
+            while stack:
+                c = stack.pop()
+                if c not in below:
+                    below.add(c)
+                    stack.extend(c.succs)
+            assert below == {m for m in nodes if m is not n and covers(n.filter, m.filter)}
+    if isinstance(t, PosetForest):
+        for n in nodes:
+            assert (n.parent is None) == (n in roots), "a parent covers its child"
+            assert all(c.parent is n for c in n.children)
+        seen: list[FilterNode] = []
+        stack = list(roots)
+        while stack:
+            n = stack.pop()
+            seen.append(n)
+            stack.extend(n.children)
+        assert sorted(seen, key=lambda n: n.seq) == nodes, "every node once under a root"
+    if flat:
+        assert not t.edges() and roots == set(nodes)
+
+
+STRUCTURES: dict[str, Callable[[], TableBase]] = {
+    "poset": FilterPoset, "forest": PosetForest,
+    "poset-walk": partial(FilterPoset, indexed=False),
+    "forest-walk": partial(PosetForest, indexed=False),
+    "flat-id": partial(FlatTable, by="id"), "flat-filter": partial(FlatTable, by="filter"),
+}
+
+
+@pytest.mark.parametrize("name", list(STRUCTURES))
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32), steps=st.integers(10, 70))
+def test_invariants_hold_after_random_insert_delete_and_all_is_gone_at_the_end(
+        name: str, seed: int, steps: int) -> None:
+    """Parent covers child, roots pairwise incomparable and maximal, poset edges exactly
+    the immediate covers, entries and interface counts consistent, after every insert
+    and delete; after deleting everything nothing is left, not even in the indexes."""
+    rng = random.Random(seed)
+    t = STRUCTURES[name]()
+    live: list[str] = []
+    for i in range(steps):
+        if live and rng.random() < 0.4:
+            t.remove(live.pop(rng.randrange(len(live))))
+        else:
+            p = random_profile(rng, f"p{i}")
+            if live and rng.random() < 0.3:  # an equal copy: joins a node (or not, flat)
+                p = t.get(rng.choice(live)).with_id(f"p{i}")
+            t.add(p, rng.choice(IFACES))
+            live.append(p.id)
+        check_invariants(t)
+    for pid in rng.sample(live, len(live)):
+        t.remove(pid)
+        check_invariants(t)
+    assert len(t) == 0 and not t.nodes() and not t.root_nodes() and not t.edges()
+    assert not t.entries and not t._by_key and not t._roots
+    assert not NO_LINKS, "the shared empty link set stays empty"
+    assert t._index is None or len(t._index) == 0

@@ -171,9 +171,31 @@ async def client(channel_server: tuple[int, int]) -> AsyncIterator[Any]:
 
 
 NETWORK_CONSTRAINTS = [c for name, c, _ in BAD_CONSTRAINTS if name != "invalid UTF-8"] + [
-    "$x == '" + "a" * 8 * MB + "'",  # raised the server to 4.1 GB
     " and ".join(["$x == 1"] * 5000),  # longer than the limit
 ]
+
+
+async def test_an_8_mb_constraint_is_refused_at_the_wire_and_the_server_keeps_serving(
+        channel_server: tuple[int, int]) -> None:
+    """The string once raised the server to 4.1 GB; the frame transport's max_string now
+    refuses the request before any ETCL parsing, and ends only that connection."""
+    server = psutil.Process(channel_server[1])
+    before = server.memory_info().rss
+    c = await siftbus.ChannelClient.connect("127.0.0.1", channel_server[0])
+    try:
+        cid = await c.call("create_channel")
+        with pytest.raises(SiftbusError):
+            await asyncio.wait_for(c.call("add_filter", channel=cid, admin=0, side="consumer",
+                                          constraints=[[[], "$x == '" + "a" * 8 * MB + "'"]]),
+                                   60)
+    finally:
+        await c.close()
+    other = await siftbus.ChannelClient.connect("127.0.0.1", channel_server[0])
+    try:
+        assert await other.call("get_qos", channel=cid) is not None
+    finally:
+        await other.close()
+    assert server.memory_info().rss - before < 300 * MB
 
 
 async def test_bad_constraints_over_the_network(client: Any,

@@ -73,7 +73,9 @@ async def test_broker_quick_start_from_the_readme() -> None:
     import asyncio
 
     schema = siftbus.load_schema("examples/building/schema.toml")
-    async with (siftbus.BrokerServer(siftbus.BrokerNode("B1", schema), port=0) as server,
+    limits = siftbus.Limits(max_connections=100)  # every server limit has a default
+    async with (siftbus.BrokerServer(siftbus.BrokerNode("B1", schema), port=0,
+                                     limits=limits) as server,
                 await siftbus.connect(port=server.port) as client):
         sub = await client.subscribe("Temperature(room = 12, value > 20)")
         await client.publish({"type": "Temperature", "sensor": 1, "room": 12,

@@ -72,7 +72,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.covering import (
         CoveringIndex,
         FilterPoset,
-        Forwarder,
+        ForwardingTable,
         PosetForest,
         Relation,
         Update,
@@ -87,6 +87,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.match.counting import CountingMatcher
     from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
     from siftbus.spark.pipeline import Pipeline, run_files
+    from siftbus.wire.limits import Limits
     from siftbus.xmlfilter import XmlEventFilter, parse_subscriptions
 
 __version__ = "0.1.0"
@@ -110,7 +111,7 @@ _LAZY = {
     "CoveringIndex": "siftbus.covering",
     "FilterPoset": "siftbus.covering",
     "PosetForest": "siftbus.covering",
-    "Forwarder": "siftbus.covering",
+    "ForwardingTable": "siftbus.covering",
     "Update": "siftbus.covering",
     # broker network and its client library
     "BrokerNode": "siftbus.broker.node",
@@ -120,6 +121,7 @@ _LAZY = {
     "Client": "siftbus.client",
     "SyncClient": "siftbus.client",
     "connect": "siftbus.client",
+    "Limits": "siftbus.wire.limits",
     # notification channels (CORBA Notification Service model, ETCL filters)
     "EventChannelFactory": "siftbus.channel",
     "EventChannel": "siftbus.channel",
@@ -200,7 +202,7 @@ __all__ = [
     "CoveringIndex",
     "FilterPoset",
     "PosetForest",
-    "Forwarder",
+    "ForwardingTable",
     "Update",
     # broker network and client library
     "BrokerNode",
@@ -210,6 +212,7 @@ __all__ = [
     "Client",
     "SyncClient",
     "connect",
+    "Limits",
     # notification channels
     "EventChannelFactory",
     "EventChannel",

@@ -10,6 +10,10 @@
     advertisements = false        # forwarding: subscriptions follow advertisements
     engine = "index"              # matcher engine (default: index when installed)
 
+    [network.limits]              # optional: what one peer may send (docs/broker.md, Limits)
+    max_frame = 16777216
+    frame_timeout = 30.0
+
     [network.rendezvous]          # rendezvous: the RN of each event type (default: first broker)
     Temperature = "B2"
 
@@ -35,10 +39,10 @@ from typing import Any
 from siftbus.errors import ConfigError, SiftbusError
 from siftbus.match.engines import ENGINES
 from siftbus.model import Schema, load_schema
-from siftbus.wire.frames import MAX_FRAME
+from siftbus.wire.limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
 from .node import BrokerNode, check_name, default_engine
-from .routing import PROTOCOLS, STRATEGIES, rendezvous_directions
+from .protocols import PROTOCOLS, STRATEGIES, rendezvous_directions
 from .server import BrokerServer
 from .store import ProfileStore
 
@@ -69,6 +73,8 @@ class NetworkConfig:
     rendezvous: Mapping[str, str]
     brokers: Mapping[str, BrokerConfig]
     edges: tuple[tuple[str, str], ...]
+    limits: Limits = DEFAULT_LIMITS
+    """What every broker of the network accepts from one peer (``[network.limits]``)."""
 
     def broker(self, name: str) -> BrokerConfig:
         try:
@@ -94,8 +100,7 @@ class NetworkConfig:
         order = list(self.brokers)
         dial = {n: (self.brokers[n].host, self.brokers[n].port) for n in b.neighbours
                 if order.index(n) < order.index(name)}
-        return BrokerServer(self.node(name), b.host, b.port, dial=dial,
-                            max_frame=self.max_frame)
+        return BrokerServer(self.node(name), b.host, b.port, dial=dial, limits=self.limits)
 
 
 def _src(path: Path | None) -> str | None:
@@ -131,7 +136,7 @@ def parse_network(text: str, *, path: Path | None = None,
     if not isinstance(net, dict):
         raise fail("[network] must be a table", "network")
     unknown = set(net) - {"schema", "protocol", "strategy", "imperfect", "advertisements",
-                          "engine", "max_frame", "rendezvous"}
+                          "engine", "max_frame", "rendezvous", "limits"}
     if unknown:
         key = sorted(unknown)[0]
         raise fail(f"unknown [network] key {key!r}", key, key)
@@ -168,6 +173,7 @@ def parse_network(text: str, *, path: Path | None = None,
     max_frame = net.get("max_frame", MAX_FRAME)
     if not isinstance(max_frame, int) or max_frame < 1024:
         raise fail("max_frame must be an integer >= 1024", "max_frame", "max_frame")
+    limits = _parse_limits(net, fail)
 
     raw = data.get("brokers")
     if not isinstance(raw, dict) or not raw:
@@ -235,8 +241,32 @@ def parse_network(text: str, *, path: Path | None = None,
         if tname not in schema:
             raise fail(f"[network.rendezvous] names unknown event type {tname!r}", tname, tname)
     return NetworkConfig(path, schema, protocol, strategy, flags["imperfect"],
-                         flags["advertisements"], engine, max_frame, rendezvous, brokers,
-                         tuple(sorted(edges)))
+                         flags["advertisements"], engine, limits.max_frame, rendezvous,
+                         brokers, tuple(sorted(edges)), limits)
+
+
+def _parse_limits(net: dict[str, Any], fail: Any) -> Limits:
+    """``[network.limits]`` (and the older ``[network] max_frame``) as :class:`Limits`."""
+    table = net.get("limits", {})
+    if not isinstance(table, dict):
+        raise fail("[network.limits] must be a table of limits", "limits", "limits")
+    if "max_frame" in net and "max_frame" in table:
+        raise fail("max_frame is given in [network] and in [network.limits]: keep one",
+                   "max_frame", "max_frame")
+    base = DEFAULT_LIMITS.replace(max_frame=net.get("max_frame", MAX_FRAME))
+    for key, value in table.items():
+        kind = (int, float) if key.endswith("timeout") else int
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise fail(f"[network.limits] {key} must be a "
+                       f"{'number of seconds' if key.endswith('timeout') else 'whole number'}",
+                       key, key)
+    if table.get("max_frame", 1024) < 1024:
+        raise fail("max_frame must be an integer >= 1024", "max_frame", "max_frame")
+    try:
+        return Limits.from_mapping(table, base)
+    except ConfigError as exc:
+        raise fail(f"[network.limits] {exc.message}", exc.field or "limits", exc.field) \
+            from None
 
 
 def _check_tree(names: list[str], edges: list[tuple[str, str]], fail: Any) -> None:

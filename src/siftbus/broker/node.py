@@ -26,15 +26,21 @@ from siftbus.errors import (
     UnknownProfileError,
     WireError,
 )
-from siftbus.lang.profile import format_profile, parse_profile
+from siftbus.lang.profile import format_profile
 from siftbus.match.base import Matcher
 from siftbus.match.engines import make_matcher
 from siftbus.model import Profile, Schema
 from siftbus.wire.events import Block, decode_batch, encode_block
 from siftbus.wire.frames import Message, MsgType, error_body, get
-from siftbus.wire.profiles import decode_profile
+from siftbus.wire.limits import DEFAULT_LIMITS, Limits
+from siftbus.wire.profiles import (
+    check_count,
+    decode_profile,
+    decode_profile_texts,
+    decode_profiles,
+)
 
-from .routing import Routing, make_routing
+from .protocols import Routing, make_routing
 from .stats import BrokerStats, Counters, LinkStats
 from .store import ProfileStore
 
@@ -70,7 +76,7 @@ class BrokerNode:
                  advertisements: bool = False, neighbours: tuple[str, ...] = (),
                  rendezvous: dict[str, str | None] | None = None,
                  engine: str | None = None, store: ProfileStore | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, limits: Limits | None = None) -> None:
         self.name = check_name(name, "broker")
         self.schema = schema
         self.protocol = protocol
@@ -81,6 +87,9 @@ class BrokerNode:
         self.counters = Counters()
         self.clock = clock
         self.store = store
+        #: what one client request may hold (profiles, conditions, text); the server
+        #: sets its own limits here
+        self.limits = limits or DEFAULT_LIMITS
         self.engine = engine or default_engine()
         matcher: Matcher = make_matcher(self.engine)
         if protocol == "flooding":
@@ -91,13 +100,14 @@ class BrokerNode:
         #: transport hooks, set by the server or the simulator
         self.transport_send: Callable[[str, Message], None] = _unconnected
         self.run_async: Callable[[Awaitable[Any], str, int | None], None] = _no_async
+        self.transport_stats: Callable[[], dict[str, Any]] = dict
         self.services: dict[str, ServiceHandler] = {"broker": self._broker_service}
         #: called with a client's name when its connection goes (hosted services own
         #: per-connection state, e.g. the channel service's push proxies)
         self.client_down_listeners: list[Callable[[str], None]] = []
         if store is not None:
             for client, p in store.load(schema):
-                self._subscribe_local(client, p, persist=False)
+                self._subscribe_all(client, [p], persist=False)
 
     # ---- RoutingHost -----------------------------------------------------------------
 
@@ -133,14 +143,14 @@ class BrokerNode:
             raise ConfigError(f"{name} is not a neighbour of {self.name}", field="neighbours")
         self._up.add(name)
         self._up_frozen = frozenset(self._up)
-        self.routing.table.neighbour_up(name)
+        self.routing.neighbour_up(name)
 
     def broker_down(self, name: str) -> None:
         if name not in self._up:
             return
         self._up.discard(name)
         self._up_frozen = frozenset(self._up)
-        self.routing.table.neighbour_down(name)
+        self.routing.neighbour_down(name)
 
     def client_up(self, name: str) -> tuple[str, list[str]]:
         """Attach a local client; returns its link and the ids of its stored profiles."""
@@ -155,10 +165,12 @@ class BrokerNode:
         return link, mine
 
     def client_down(self, link: str) -> None:
-        """Detach a client. Without a store its profiles go; with one they stay (durable)."""
+        """Detach a client. Its advertisements go (it can no longer publish here);
+        without a store its profiles go too, with one they stay (durable)."""
         self.clients.discard(link)
+        self.routing.unadvertise_all(link)
         if self.store is None:
-            self.routing.table.remove_source(link)
+            self.routing.unsubscribe_all(link)
         for listener in self.client_down_listeners:
             try:
                 listener(link[1:])
@@ -187,21 +199,21 @@ class BrokerNode:
 
     def _from_broker(self, z: str, msg: Message) -> None:
         t, body = msg.type, msg.body
-        table = self.routing.table
+        routing = self.routing
         if t is MsgType.PUB or t is MsgType.NOTIFY:
             self._route(z, t, [b for b, _, _ in decode_batch(body, self.schema)])
-        elif t is MsgType.SUB:
+        elif t is MsgType.SUB:  # a neighbour's (possibly merged) profiles: no request limits
             for item in get(body, "profiles", list):
-                table.add(z, decode_profile(item, self.schema))
+                routing.subscribe(z, decode_profile(item, self.schema, None))
         elif t is MsgType.UNSUB:
             for gid in get(body, "ids", list):
-                table.remove(z, str(gid))
+                routing.unsubscribe(z, str(gid))
         elif t is MsgType.ADV:
             for item in get(body, "adverts", list):
-                table.advertise(z, decode_profile(item, self.schema))
+                routing.advertise(z, decode_profile(item, self.schema, None))
         elif t is MsgType.UNADV:
             for gid in get(body, "ids", list):
-                table.unadvertise(z, str(gid))
+                routing.unadvertise(z, str(gid))
         elif t is MsgType.SCHEMA:
             self.check_schema(body, z)
         elif t is MsgType.PING:
@@ -237,23 +249,20 @@ class BrokerNode:
                 return
             reply["count"] = n
         elif t is MsgType.SUB:
-            ids = []
-            for p in self._client_profiles(body, client):
-                self._subscribe_local(client, p)
-                ids.append(p.id)
-            reply["ids"] = ids
+            profiles = self._client_profiles(body, client)
+            self._subscribe_all(client, profiles)
+            reply["ids"] = [p.id for p in profiles]
         elif t is MsgType.UNSUB:
-            ids = [str(i) for i in get(body, "ids", list)]
-            for pid in ids:
-                self._unsubscribe_local(client, pid)
+            ids = [str(i) for i in check_count(get(body, "ids", list), "ids", self.limits)]
+            self._unsubscribe_all(client, ids)
             reply["ids"] = ids
         elif t is MsgType.ADV:
             for p in self._client_profiles(body, client, key="adverts"):
-                self.routing.table.advertise(link, p.with_id(f"{self.name}/{client}/{p.id}",
-                                                             client))
+                self.routing.advertise(link, p.with_id(f"{self.name}/{client}/{p.id}",
+                                                       client))
         elif t is MsgType.UNADV:
-            for pid in get(body, "ids", list):
-                self.routing.table.unadvertise(link, f"{self.name}/{client}/{pid}")
+            for pid in check_count(get(body, "ids", list), "ids", self.limits):
+                self.routing.unadvertise(link, f"{self.name}/{client}/{pid}")
         elif t is MsgType.PING:
             pass
         elif t is MsgType.CALL:
@@ -269,33 +278,64 @@ class BrokerNode:
 
     def _client_profiles(self, body: dict[str, Any], client: str,
                          key: str = "profiles") -> list[Profile]:
-        out = []
+        """The profiles of a client's SUB or ADV, checked against :attr:`limits`."""
         if "texts" in body:
-            for i, text in enumerate(get(body, "texts", list)):
-                if not isinstance(text, str):
-                    raise WireError("profile texts must be strings", field="texts")
-                try:
-                    out.append(parse_profile(text, self.schema))
-                except SiftbusError as exc:
-                    raise exc.located(source=f"profile {i + 1}") from None
+            out = decode_profile_texts(body["texts"], self.schema, self.limits)
         else:
-            out = [decode_profile(item, self.schema) for item in get(body, key, list)]
+            out = decode_profiles(get(body, key, list), self.schema, self.limits, what=key)
         return [p.with_id(p.id, client) for p in out]
 
-    def _subscribe_local(self, client: str, p: Profile, persist: bool = True) -> None:
+    def _subscribe_all(self, client: str, profiles: list[Profile],
+                       persist: bool = True) -> None:
+        """Subscribe every profile or none (one store transaction): on any failure --
+        a duplicate id, a store error -- the table and the store are left as they
+        were, so they never disagree."""
         link = "@" + client
-        gid = f"{self.name}/{client}/{p.id}"
-        self.routing.table.add(link, p.with_id(gid, client), local_id=p.id)
-        if persist and self.store is not None:
-            self.store.put(client, p)
-
-    def _unsubscribe_local(self, client: str, pid: str) -> None:
+        store = self.store if persist else None
+        added: list[str] = []
         try:
-            self.routing.table.remove("@" + client, f"{self.name}/{client}/{pid}")
-        except UnknownProfileError:
-            raise UnknownProfileError(f"{client} has no profile {pid!r}", field=pid) from None
-        if self.store is not None:
-            self.store.delete(client, pid)
+            if store is not None:
+                store.begin()
+                for p in profiles:
+                    store.insert(client, p)
+            for p in profiles:
+                gid = f"{self.name}/{client}/{p.id}"
+                self.routing.subscribe(link, p.with_id(gid, client), local_id=p.id)
+                added.append(gid)
+            if store is not None:
+                store.commit()
+        except BaseException:
+            for gid in reversed(added):
+                self.routing.unsubscribe(link, gid)
+            if store is not None:
+                store.rollback()
+            raise
+
+    def _unsubscribe_all(self, client: str, pids: list[str]) -> None:
+        """Remove every profile or none (as :meth:`_subscribe_all`)."""
+        link = "@" + client
+        store = self.store
+        removed: list[tuple[str, Profile]] = []
+        try:
+            if store is not None:
+                store.begin()
+                for pid in pids:
+                    store.delete(client, pid)
+            for pid in pids:
+                gid = f"{self.name}/{client}/{pid}"
+                e = self.routing.table.entries.get(gid)
+                if e is None or e.src != link:
+                    raise UnknownProfileError(f"{client} has no profile {pid!r}", field=pid)
+                self.routing.unsubscribe(link, gid)
+                removed.append((pid, e.profile))
+            if store is not None:
+                store.commit()
+        except BaseException:
+            for pid, p in reversed(removed):
+                self.routing.subscribe(link, p, local_id=pid)
+            if store is not None:
+                store.rollback()
+            raise
 
     # ---- services ------------------------------------------------------------------------------
 
@@ -329,12 +369,14 @@ class BrokerNode:
         if method == "stats":
             return self.stats().to_dict()
         if method == "profiles":
-            return [{"id": e.gid, "source": e.src, "text": format_profile(e.profile)}
+            return [{"id": e.id, "source": e.src, "text": format_profile(e.profile)}
                     for e in self.routing.table.entries.values()]
         if method == "schema":
             return self.schema.to_dict()
+        if method == "transport":
+            return {**self.transport_stats(), "limits": self.limits.to_dict()}
         raise WireError(f"the broker service has no method {method!r} "
-                        "(stats, profiles, schema)", field="method")
+                        "(stats, profiles, schema, transport)", field="method")
 
     # ---- stats -----------------------------------------------------------------------------
 

@@ -4,10 +4,12 @@ One event loop per broker process; every frame is handled by the node in one ato
 synchronous step, so handling is single-threaded per broker. The server accepts clients
 and neighbour brokers on one port, dials the neighbours it is told to (retrying with
 exponential backoff), and turns frame-level problems (malformed, oversized, unknown
-type) into an ERROR followed by closing only that connection.
+type, a limit exceeded) into an ERROR followed by closing only that connection. The
+connections themselves are :class:`~siftbus.wire.transport.FrameConnection` objects of
+the shared frame transport, under the server's :class:`~siftbus.wire.limits.Limits`.
 
-Connection handshake: the first frame must be HELLO. A client sends
-``{"role": "client", "name": optional}`` and gets ACK ``{"name", "profiles"}`` (its
+Connection handshake: the first frame must be HELLO (within ``hello_timeout``). A client
+sends ``{"role": "client", "name": optional}`` and gets ACK ``{"name", "profiles"}`` (its
 durable profiles) followed by SCHEMA. A broker sends ``{"role": "broker", "name",
 "schema"}``; the acceptor checks that it is a configured neighbour with the same schema
 and answers with its own HELLO.
@@ -22,50 +24,61 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from siftbus.errors import ConfigError, SiftbusError, WireError
+from siftbus.errors import ConfigError, EnvironmentProblem, SiftbusError, WireError
 from siftbus.wire.events import notify_count, split_block
-from siftbus.wire.frames import MAX_FRAME, Message, MsgType, encode, error_body, get
-from siftbus.wire.transport import read_frame
+from siftbus.wire.frames import Message, MsgType, encode, error_body, get
+from siftbus.wire.limits import DEFAULT_LIMITS, Limits
+from siftbus.wire.listener import Listener
+from siftbus.wire.transport import (
+    ConnectionClosed,
+    FrameConnection,
+    TransportStats,
+    connect,
+    read_frame,
+)
 
 from .node import BrokerNode, ServiceHandler
 
 log = logging.getLogger("siftbus.broker")
 
-CLIENT_BUFFER_LIMIT = 64 * 1024 * 1024
-"""Bytes queued for one client beyond which notifications to it are dropped (counted)."""
+CLIENT_BUFFER_LIMIT = DEFAULT_LIMITS.max_out_buffer
+"""Default bytes queued for one client beyond which notifications to it are dropped
+(counted); ``Limits.max_out_buffer`` sets it per server."""
 
 BROKER_HIGH_WATER = 4 * 1024 * 1024
 """Bytes queued toward a neighbour beyond which a reader waits for the link to drain."""
 
-class _Conn:
-    __slots__ = ("closed", "link", "writer")
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
-        self.link = ""
-        self.closed = False
-
 
 class BrokerServer:
-    """Serve one broker node on TCP (clients and neighbour brokers on the same port)."""
+    """Serve one broker node on TCP (clients and neighbour brokers on the same port).
+
+    ``limits`` bound what each peer may send (see :class:`~siftbus.wire.limits.Limits`);
+    ``max_frame`` is a shorthand for ``limits.max_frame``.
+    """
 
     def __init__(self, node: BrokerNode, host: str = "127.0.0.1", port: int = 0, *,
                  dial: dict[str, tuple[str, int]] | None = None,
-                 max_frame: int = MAX_FRAME, retry_max: float = 2.0) -> None:
+                 max_frame: int | None = None, retry_max: float = 2.0,
+                 limits: Limits | None = None) -> None:
+        limits = limits or DEFAULT_LIMITS
+        if max_frame is not None:
+            limits = limits.replace(max_frame=max_frame)
         self.node = node
         self.host = host
-        self._port = port
         self.dial = dict(dial or {})
-        self.max_frame = max_frame
+        self.limits = limits
+        self.max_frame = limits.max_frame
         self.retry_max = retry_max
-        self._server: asyncio.Server | None = None
-        self._conns: dict[str, _Conn] = {}
+        self.listener = Listener(self._accept, host, port, limits, name=f"broker {node.name}")
+        self._conns: dict[str, FrameConnection] = {}
+        self._dialed: set[FrameConnection] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._client_ids = itertools.count(1)
+        node.limits = limits
         node.transport_send = self._send
         node.run_async = self._run_async
-        self.errors_sent = 0
+        node.transport_stats = lambda: self.transport_stats().to_dict()
         #: set whenever a neighbour link comes up (for waiters)
         self.links_changed = asyncio.Event()
 
@@ -73,36 +86,35 @@ class BrokerServer:
 
     async def start(self) -> None:
         """Listen, and start dialing the neighbours in ``dial``."""
-        try:
-            self._server = await asyncio.start_server(self._accept, self.host, self._port,
-                                                      limit=self.max_frame + 8)
-        except OSError as exc:
-            from siftbus.errors import EnvironmentProblem
-
-            raise EnvironmentProblem(f"broker {self.node.name} cannot listen on "
-                                     f"{self.host}:{self._port}: {exc.strerror}") from None
+        await self.listener.start()
         for name, addr in self.dial.items():
             self._spawn(self._dial_loop(name, addr))
 
     @property
     def port(self) -> int:
-        assert self._server is not None, "server not started"
-        return int(self._server.sockets[0].getsockname()[1])
+        return self.listener.port
+
+    @property
+    def errors_sent(self) -> int:
+        """ERRORs that closed a connection (malformed frames, exceeded limits)."""
+        return sum(self.listener.counters.refused.values())
+
+    def transport_stats(self) -> TransportStats:
+        """Connections, refusals by limit, dropped frames, buffered bytes."""
+        return self.listener.stats()
 
     async def close(self) -> None:
         self._closing = True
-        if self._server is not None:
-            self._server.close()
-        for conn in list(self._conns.values()):
-            self._drop(conn)
+        for conn in list(self._dialed):
+            conn.close()
+        await self.listener.close()
         for t in list(self._tasks):
             t.cancel()
         for t in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+        for conn in list(self._dialed):
+            await conn.wait_closed(2.0)
         if self.node.store is not None:
             self.node.store.close()
 
@@ -124,8 +136,6 @@ class BrokerServer:
             await asyncio.wait_for(wait(), timeout)
         except TimeoutError:
             missing = set(self.node.neighbours) - self.node.neighbours_up()
-            from siftbus.errors import EnvironmentProblem
-
             raise EnvironmentProblem(f"broker {self.node.name}: neighbours "
                                      f"{', '.join(sorted(missing))} not connected after "
                                      f"{timeout:g}s") from None
@@ -152,23 +162,21 @@ class BrokerServer:
 
     def _send(self, link: str, msg: Message) -> None:
         conn = self._conns.get(link)
+        notify = msg.type is MsgType.NOTIFY and link.startswith("@")
         # a transport already closing (the peer went while this step runs, e.g. UNSUBs
         # sent on while a broker shuts down) is as good as gone: writing raises on uvloop
-        if conn is None or conn.closed or conn.writer.transport.is_closing():
-            if msg.type is MsgType.NOTIFY and link.startswith("@"):
+        if conn is None or conn.closing or (notify and conn.congested):
+            if notify:
                 self.node.counters.dropped += notify_count(msg.body)
-            return
-        transport = conn.writer.transport
-        if (link.startswith("@") and msg.type is MsgType.NOTIFY
-                and transport.get_write_buffer_size() > CLIENT_BUFFER_LIMIT):
-            self.node.counters.dropped += notify_count(msg.body)
+                if conn is not None:
+                    conn.count_dropped()
             return
         frame = encode(msg)
         if len(frame) - 4 > self.max_frame:
             self._split_send(link, msg)
             return
         self.node.counters.count_out(link, len(frame))
-        conn.writer.write(frame)
+        conn.write(frame)
 
     def _split_send(self, link: str, msg: Message) -> None:
         key = "blocks" if "blocks" in msg.body else "events"
@@ -204,20 +212,21 @@ class BrokerServer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _backpressure(self) -> None:
+    async def _backpressure(self, conn: FrameConnection) -> None:
+        """Wait for congested neighbour links, and for a client's own connection when
+        more than ``max_out_buffer`` waits toward it (its requests are not read
+        meanwhile)."""
         for name in self.node.neighbours_up():
-            conn = self._conns.get(name)
-            if conn is not None and \
-                    conn.writer.transport.get_write_buffer_size() > BROKER_HIGH_WATER:
+            out = self._conns.get(name)
+            if out is not None and out.buffered > BROKER_HIGH_WATER:
                 with contextlib.suppress(ConnectionError):
-                    await conn.writer.drain()
+                    await out.drain()
+        if conn.congested:
+            await conn.drain()
 
     # ---- connections -----------------------------------------------------------------------
 
-    def _drop(self, conn: _Conn) -> None:
-        if conn.closed:
-            return
-        conn.closed = True
+    def _drop(self, conn: FrameConnection) -> None:
         link = conn.link
         if link and self._conns.get(link) is conn:
             del self._conns[link]
@@ -226,42 +235,24 @@ class BrokerServer:
             else:
                 self.node.broker_down(link)
                 self.links_changed.set()
-        with contextlib.suppress(Exception):
-            conn.writer.close()
+        conn.close()
 
-    def _refuse(self, conn: _Conn, exc: BaseException) -> None:
-        self.errors_sent += 1
-        with contextlib.suppress(Exception):
-            conn.writer.write(encode(Message(MsgType.ERROR, error_body(exc))))
-        self._drop(conn)
+    async def _accept(self, conn: FrameConnection) -> None:
+        msg = await conn.read_hello()
+        role = get(msg.body, "role", str, where="HELLO")
+        if role == "client":
+            self._client_hello(conn, msg)
+        elif role == "broker":
+            name = get(msg.body, "name", str, where="HELLO")
+            self._check_peer(name, msg.body)
+            conn.send(Message(MsgType.HELLO, {
+                **self.node.hello_body(), "schema": self.node.schema.to_dict()}))
+            self._link_up(conn, name)
+        else:
+            raise WireError(f"HELLO role must be 'client' or 'broker', got {role!r}")
+        await self._serve(conn)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-                      ) -> None:
-        conn = _Conn(writer)
-        try:
-            msg, _ = await asyncio.wait_for(read_frame(reader, self.max_frame), 30)
-            if msg.type is not MsgType.HELLO:
-                raise WireError(f"the first frame must be HELLO, got {msg.type.name}")
-            role = get(msg.body, "role", str, where="HELLO")
-            if role == "client":
-                self._client_hello(conn, msg)
-            elif role == "broker":
-                name = get(msg.body, "name", str, where="HELLO")
-                self._check_peer(name, msg.body)
-                writer.write(encode(Message(MsgType.HELLO, {
-                    **self.node.hello_body(), "schema": self.node.schema.to_dict()})))
-                self._link_up(conn, name)
-            else:
-                raise WireError(f"HELLO role must be 'client' or 'broker', got {role!r}")
-        except SiftbusError as exc:
-            self._refuse(conn, exc)
-            return
-        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
-            self._drop(conn)
-            return
-        await self._serve(conn, reader)
-
-    def _client_hello(self, conn: _Conn, msg: Message) -> None:
+    def _client_hello(self, conn: FrameConnection, msg: Message) -> None:
         name = msg.body.get("name") or f"c{next(self._client_ids)}"
         if not isinstance(name, str):
             raise WireError("HELLO name must be a string", field="name")
@@ -281,31 +272,38 @@ class BrokerServer:
             raise ConfigError(f"{name} is already connected to {self.node.name}", field="name")
         self.node.check_schema(body, name)
 
-    def _link_up(self, conn: _Conn, name: str) -> None:
+    def _link_up(self, conn: FrameConnection, name: str) -> None:
         conn.link = name
         self._conns[name] = conn
         self.node.broker_up(name)
         self.links_changed.set()
         log.info("%s: link to %s is up", self.node.name, name)
 
-    async def _serve(self, conn: _Conn, reader: asyncio.StreamReader) -> None:
+    async def _serve(self, conn: FrameConnection) -> None:
         node = self.node
         link = conn.link
         is_broker = not link.startswith("@")
         try:
-            while not conn.closed:
+            while True:
                 try:
-                    msg, size = await read_frame(reader, self.max_frame)
+                    msg, size = await conn.read()
                 except WireError as exc:
-                    self._refuse(conn, exc)
+                    conn.refuse(exc)
                     return
                 node.counters.count_in(link, size)
                 if is_broker and msg.type is MsgType.ERROR:
                     log.warning("%s: neighbour %s reports: %s", node.name, link,
                                 msg.body.get("message"))
-                node.handle(link, msg)
-                await self._backpressure()
-        except (ConnectionError, asyncio.IncompleteReadError):
+                try:
+                    node.handle(link, msg)
+                except Exception as exc:  # a bug: answer it, keep serving this peer
+                    log.exception("%s: handling %s from %s failed", node.name,
+                                  msg.type.name, link)
+                    corr = msg.body.get("corr")
+                    conn.send(Message(MsgType.ERROR, error_body(
+                        exc, corr if isinstance(corr, int) else None)))
+                await self._backpressure(conn)
+        except ConnectionError:
             pass
         finally:
             self._drop(conn)
@@ -314,17 +312,22 @@ class BrokerServer:
         delay = 0.02
         while not self._closing:
             try:
-                reader, writer = await asyncio.open_connection(addr[0], addr[1],
-                                                               limit=self.max_frame + 8)
-            except OSError:
+                conn = await connect(addr[0], addr[1], self.limits, what=f"broker {name}",
+                                     counters=self.listener.counters)
+            except SiftbusError:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.retry_max)
                 continue
-            conn = _Conn(writer)
+            self._dialed.add(conn)
             try:
-                writer.write(encode(Message(MsgType.HELLO, {
-                    **self.node.hello_body(), "schema": self.node.schema.to_dict()})))
-                msg, _ = await asyncio.wait_for(read_frame(reader, self.max_frame), 30)
+                conn.send(Message(MsgType.HELLO, {
+                    **self.node.hello_body(), "schema": self.node.schema.to_dict()}))
+                try:
+                    msg, _ = await conn.read(self.limits.hello_timeout)
+                except TimeoutError:
+                    raise WireError(f"{name} did not answer HELLO within "
+                                    f"{self.limits.hello_timeout:g} s",
+                                    field="hello_timeout") from None
                 if msg.type is MsgType.ERROR:
                     raise ConfigError(f"{name} refused the link: {msg.body.get('message')}")
                 if msg.type is not MsgType.HELLO:
@@ -336,16 +339,21 @@ class BrokerServer:
                 self._link_up(conn, name)
             except SiftbusError as exc:
                 log.error("%s: link to %s failed: %s", self.node.name, name, exc)
-                self._refuse(conn, exc)
+                conn.refuse(exc)
+                self._dialed.discard(conn)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.retry_max)
                 continue
-            except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
-                self._drop(conn)
+            except ConnectionClosed:
+                conn.close()
+                self._dialed.discard(conn)
                 await asyncio.sleep(delay)
                 continue
             delay = 0.02
-            await self._serve(conn, reader)
+            try:
+                await self._serve(conn)
+            finally:
+                self._dialed.discard(conn)
 
 
 def install_uvloop() -> bool:

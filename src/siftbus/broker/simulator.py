@@ -23,7 +23,7 @@ from siftbus.wire.frames import Message, MsgType, decode_payload, encode
 from siftbus.wire.profiles import encode_profile
 
 from .node import BrokerNode
-from .routing import rendezvous_directions
+from .protocols import rendezvous_directions
 from .stats import BrokerStats
 
 
@@ -46,6 +46,7 @@ class SimClient:
     deliveries: list[Delivery] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
     seq: int = 0
+    connected: bool = True
 
     @property
     def link(self) -> str:
@@ -113,6 +114,8 @@ class Simulator:
         node.handle(src, msg)
 
     def _to_client(self, c: SimClient, msg: Message) -> None:
+        if not c.connected:
+            return  # the connection is gone: nobody reads what was in flight
         if msg.type is MsgType.NOTIFY:
             for block, counts, pids in decode_batch(msg.body, self.schema, notify=True):
                 at = 0
@@ -153,6 +156,18 @@ class Simulator:
         c = SimClient(name, broker)
         self.clients[name] = c
         return c
+
+    def disconnect(self, client: str) -> None:
+        """Close a client's connection: its broker handles what the client already sent
+        (a server reads a connection to its end), then detaches it
+        (:meth:`~siftbus.broker.node.BrokerNode.client_down`)."""
+        c = self.clients[client]
+        pending = self.links[(c.link, c.broker)]
+        while pending:
+            self.steps += 1
+            self._deliver(c.link, c.broker, pending.popleft())
+        c.connected = False
+        self.nodes[c.broker].client_down(c.link)
 
     def _client_send(self, c: SimClient, msg: Message) -> None:
         if self.roundtrip:

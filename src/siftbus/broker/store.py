@@ -4,6 +4,12 @@ The table is ``profiles(id TEXT PRIMARY KEY, subscriber TEXT NOT NULL, type TEXT
 text TEXT NOT NULL)`` where ``id`` is ``<client>/<profile id>`` and ``text`` is
 ``format_profile`` of the profile under that id (so other tools, e.g. the Spark pipeline,
 can read the table as a subscription source with ``parse_profile``).
+
+Changes of one request go in one transaction (:meth:`ProfileStore.begin`,
+:meth:`~ProfileStore.commit`, :meth:`~ProfileStore.rollback`): the broker applies them
+to its table only when the store took them, and undoes both on any failure, so the
+table in memory and the store never disagree. Every failure is a
+:class:`~siftbus.errors.SiftbusError`.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from siftbus.errors import ConfigError
+from siftbus.errors import ConfigError, DuplicateProfileError, EnvironmentProblem, WireError
 from siftbus.lang.profile import format_profile, parse_profile
 from siftbus.model import Profile, Schema
 
@@ -33,15 +39,47 @@ class ProfileStore:
             raise ConfigError(f"cannot open subscription store: {exc}",
                               source=str(self.path)) from None
 
+    def _run(self, sql: str, args: tuple[str, ...] = ()) -> None:
+        try:
+            self._db.execute(sql, args)
+        except sqlite3.IntegrityError:
+            raise DuplicateProfileError(f"profile {args[0][:200]!r} is already stored",
+                                        field=args[0][:200]) from None
+        except UnicodeEncodeError as exc:
+            raise WireError(f"profile {args[0][:200]!r} holds text that is not valid "
+                            f"Unicode ({exc.reason})", field="string") from None
+        except sqlite3.Error as exc:
+            raise EnvironmentProblem(f"subscription store {self.path}: {exc}") from None
+
+    def begin(self) -> None:
+        """Start a transaction (ended by :meth:`commit` or :meth:`rollback`)."""
+        self._run("BEGIN")
+
+    def commit(self) -> None:
+        self._run("COMMIT")
+
+    def rollback(self) -> None:
+        """Undo the open transaction (nothing happens when none is open)."""
+        if self._db.in_transaction:
+            self._run("ROLLBACK")
+
+    def insert(self, client: str, profile: Profile) -> None:
+        """Store a new ``profile`` of ``client`` (its id is the client's id);
+        :class:`~siftbus.errors.DuplicateProfileError` if the client has one by that id."""
+        self._write("INSERT", client, profile)
+
     def put(self, client: str, profile: Profile) -> None:
         """Store (or replace) ``profile`` of ``client``; its id is the client's id."""
+        self._write("INSERT OR REPLACE", client, profile)
+
+    def _write(self, verb: str, client: str, profile: Profile) -> None:
         sid = f"{client}/{profile.id}"
         text = format_profile(profile.with_id(sid, client))
-        self._db.execute("INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?)",
-                         (sid, client, profile.etype.name, text))
+        self._run(f"{verb} INTO profiles VALUES (?, ?, ?, ?)",
+                  (sid, client, profile.etype.name, text))
 
     def delete(self, client: str, pid: str) -> None:
-        self._db.execute("DELETE FROM profiles WHERE id = ?", (f"{client}/{pid}",))
+        self._run("DELETE FROM profiles WHERE id = ?", (f"{client}/{pid}",))
 
     def load(self, schema: Schema) -> list[tuple[str, Profile]]:
         """Every stored ``(client, profile)``, the profile under the client's own id."""

@@ -25,64 +25,65 @@ from typing import Any
 
 from siftbus.channel.core import EventChannelFactory
 from siftbus.channel.service import SERVICE_NAME, ChannelService
-from siftbus.errors import EnvironmentProblem, SiftbusError, WireError
-from siftbus.wire.frames import MAX_FRAME, Message, MsgType, encode, error_body
-from siftbus.wire.transport import read_frame
+from siftbus.errors import SiftbusError, WireError
+from siftbus.wire.frames import Message, MsgType, error_body
+from siftbus.wire.limits import DEFAULT_LIMITS, Limits
+from siftbus.wire.listener import Listener
+from siftbus.wire.transport import FrameConnection, read_frame
 
 log = logging.getLogger("siftbus.channel")
+
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+"""Bytes queued toward a caller beyond which its next request waits for it to read."""
+
+
 class ChannelServer:
-    """Serve a :class:`ChannelService` on TCP."""
+    """Serve a :class:`ChannelService` on TCP (the shared frame transport, under
+    ``limits``; ``max_frame`` is a shorthand for ``limits.max_frame``)."""
 
     def __init__(self, service: ChannelService, host: str = "127.0.0.1", port: int = 0, *,
-                 max_frame: int = MAX_FRAME) -> None:
+                 max_frame: int | None = None, limits: Limits | None = None) -> None:
+        limits = limits or DEFAULT_LIMITS
+        if max_frame is not None:
+            limits = limits.replace(max_frame=max_frame)
         self.service = service
         self.host = host
-        self._port = port
-        self.max_frame = max_frame
-        self._server: asyncio.Server | None = None
+        self.limits = limits
+        self.max_frame = limits.max_frame
+        self.listener = Listener(self._serve, host, port, limits, name="channel server")
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._callers: dict[str, asyncio.StreamWriter] = {}
+        self._callers: dict[str, FrameConnection] = {}
         self._caller_ids = itertools.count(1)
-        self.errors_sent = 0
+        self.request_errors = 0
+        """Requests answered with ERROR (the connection stays)."""
         service.set_transport(self._push, self._callers.__contains__)
+
+    @property
+    def errors_sent(self) -> int:
+        """ERRORs sent: to bad requests and to refused frames and connections."""
+        return self.request_errors + sum(self.listener.counters.refused.values())
 
     def _push(self, caller: str, payload: Any) -> bool:
         """An unsolicited frame to one connection (push delivery); False if it is gone."""
-        writer = self._callers.get(caller)
-        if writer is None or writer.is_closing():
+        conn = self._callers.get(caller)
+        if conn is None or conn.closing:
             return False
-        writer.write(encode(Message(MsgType.REPLY, {"service": SERVICE_NAME,
-                                                    "event": payload})))
-        return True
+        return conn.send(Message(MsgType.REPLY, {"service": SERVICE_NAME, "event": payload}))
 
     async def start(self) -> None:
-        try:
-            self._server = await asyncio.start_server(self._accept, self.host, self._port,
-                                                      limit=self.max_frame + 8)
-        except OSError as exc:
-            raise EnvironmentProblem(f"channel server cannot listen on {self.host}:"
-                                     f"{self._port}: {exc.strerror}") from None
+        await self.listener.start()
 
     @property
     def port(self) -> int:
-        assert self._server is not None, "server not started"
-        return int(self._server.sockets[0].getsockname()[1])
+        return self.listener.port
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for w in list(self._writers):
-            with contextlib.suppress(Exception):
-                w.close()
+        await self.listener.close()
         for t in list(self._tasks):
             t.cancel()
         for t in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
 
     async def __aenter__(self) -> ChannelServer:
         await self.start()
@@ -91,48 +92,36 @@ class ChannelServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-                      ) -> None:
-        self._writers.add(writer)
+    async def _serve(self, conn: FrameConnection) -> None:
         caller = f"conn{next(self._caller_ids)}"
+        msg = await conn.read_hello()  # a bad first frame: the listener answers ERROR
+        conn.send(Message(MsgType.ACK, {"corr": msg.body.get("corr"),
+                                        "name": msg.body.get("name") or "",
+                                        "broker": "channel-server"}))
+        self._callers[caller] = conn
         try:
-            try:
-                msg, _ = await asyncio.wait_for(read_frame(reader, self.max_frame), 30)
-                if msg.type is not MsgType.HELLO:
-                    raise WireError(f"the first frame must be HELLO, got {msg.type.name}")
-            except SiftbusError as exc:
-                self.errors_sent += 1
-                writer.write(encode(Message(MsgType.ERROR, error_body(exc))))
-                return
-            writer.write(encode(Message(MsgType.ACK, {"corr": msg.body.get("corr"),
-                                                      "name": msg.body.get("name") or "",
-                                                      "broker": "channel-server"})))
-            self._callers[caller] = writer
             while True:
                 try:
-                    msg, _ = await read_frame(reader, self.max_frame)
+                    msg, _ = await conn.read()
                 except SiftbusError as exc:  # malformed frame: answer, close this one
-                    self.errors_sent += 1
-                    writer.write(encode(Message(MsgType.ERROR, error_body(exc))))
+                    conn.refuse(exc)
                     return
-                self._handle(msg, writer, caller)
-                if writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
-                    await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+                self._handle(msg, conn, caller)
+                if conn.buffered > WRITE_HIGH_WATER:
+                    await conn.drain()
+        except ConnectionError:
             pass
         finally:
-            self._writers.discard(writer)
             if self._callers.pop(caller, None) is not None:
                 self.service.connection_lost(caller)
-            with contextlib.suppress(Exception):
-                writer.close()
+            conn.close()
 
-    def _handle(self, msg: Message, writer: asyncio.StreamWriter, caller: str) -> None:
+    def _handle(self, msg: Message, conn: FrameConnection, caller: str) -> None:
         body = msg.body if isinstance(msg.body, dict) else {}
         corr = body.get("corr")
         try:
             if msg.type is MsgType.PING:
-                writer.write(encode(Message(MsgType.ACK, {"corr": corr})))
+                conn.send(Message(MsgType.ACK, {"corr": corr}))
                 return
             if msg.type is not MsgType.CALL:
                 raise WireError(f"the channel server takes CALL frames, not {msg.type.name}")
@@ -144,32 +133,31 @@ class ChannelServer:
                 raise WireError("CALL lacks a method", field="method")
             result = self.service(method, body.get("args") or {}, caller)
         except SiftbusError as exc:
-            self._error(writer, exc, corr)
+            self._error(conn, exc, corr)
             return
         except Exception as exc:  # a service bug must not kill the server
             log.exception("channel service call failed")
-            self._error(writer, exc, corr)
+            self._error(conn, exc, corr)
             return
         if inspect.isawaitable(result):
-            task = asyncio.ensure_future(self._finish(result, writer, corr))
+            task = asyncio.ensure_future(self._finish(result, conn, corr))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             return
-        writer.write(encode(Message(MsgType.REPLY, {"corr": corr, "result": result})))
+        conn.send(Message(MsgType.REPLY, {"corr": corr, "result": result}))
 
-    async def _finish(self, result: Any, writer: asyncio.StreamWriter, corr: Any) -> None:
+    async def _finish(self, result: Any, conn: FrameConnection, corr: Any) -> None:
         try:
             value = await result
         except Exception as exc:
-            self._error(writer, exc, corr)
+            self._error(conn, exc, corr)
             return
         with contextlib.suppress(Exception):
-            writer.write(encode(Message(MsgType.REPLY, {"corr": corr, "result": value})))
+            conn.send(Message(MsgType.REPLY, {"corr": corr, "result": value}))
 
-    def _error(self, writer: asyncio.StreamWriter, exc: BaseException, corr: Any) -> None:
-        self.errors_sent += 1
-        with contextlib.suppress(Exception):
-            writer.write(encode(Message(MsgType.ERROR, error_body(exc, corr))))
+    def _error(self, conn: FrameConnection, exc: BaseException, corr: Any) -> None:
+        self.request_errors += 1
+        conn.send(Message(MsgType.ERROR, error_body(exc, corr)))
 
 
 def register_with_broker(broker_server: Any, factory: EventChannelFactory) -> ChannelService:

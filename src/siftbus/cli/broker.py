@@ -62,15 +62,16 @@ def broker_cmd(
                         format=f"%(asctime)s {name} %(levelname)s %(message)s")
 
     async def main() -> None:
+        from siftbus.wire.signals import stop_on_signals
+
+        stop = asyncio.Event()
+        # SIGTERM/SIGINT stop the broker even while a request keeps its loop busy
+        stop_on_signals(asyncio.get_running_loop(), stop.set, name=f"broker {name}")
         server = net.server(name)
         await server.start()
         b = net.broker(name)
         print(f"broker {name} ({net.protocol}/{net.strategy}) listening on "
               f"{b.host}:{server.port}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await server.close()
 
@@ -263,6 +264,8 @@ def subscribe_cmd(
 
         def show(n: Notification) -> None:
             nonlocal got
+            if count and got >= count:
+                return  # the rest of the frame that reached the count
             print(event_json(n), flush=True)
             got += 1
             if count and got >= count:

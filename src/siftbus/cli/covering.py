@@ -1,4 +1,5 @@
-"""``siftbus covering``: relations between two profiles, covering queries, poset/forest dumps."""
+"""``siftbus covering``: relations between two profiles, covering queries, poset/forest
+dumps, and what the forwarding algorithm sends each neighbour."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ class Format(StrEnum):
     dot = "dot"
 
 
+class Strategy(StrEnum):
+    simple = "simple"
+    identity = "identity"
+    covering = "covering"
+    merging = "merging"
+
+
 def _profile(text: str, schema: Schema, default_id: str, what: str) -> Profile:
     """A profile from the command line; the id may be left out."""
     from siftbus.lang.profile import parse_profile, parse_profile_text
@@ -38,7 +46,8 @@ def _profile(text: str, schema: Schema, default_id: str, what: str) -> Profile:
 
 def register(app: typer.Typer) -> None:
     cov = typer.Typer(help="Covering, overlap and merging of profiles; filters poset and "
-                      "poset-derived forest.", no_args_is_help=True)
+                      "poset-derived forest; forwarding to neighbours.",
+                      no_args_is_help=True)
     app.add_typer(cov, name="covering")
 
     @cov.command("relation")
@@ -127,3 +136,47 @@ def register(app: typer.Typer) -> None:
             "equivalent": [x.id for x in index.equivalent(pp)],
         }
         typer.echo(json.dumps(result))
+
+    @cov.command("forward")
+    def forward_cmd(
+        profiles: Annotated[Path, typer.Argument(help="profile file")],
+        schema: Annotated[Path, typer.Option(help="schema TOML file")],
+        neighbour: Annotated[list[str], typer.Option(
+            "--neighbour", "-n", help="a neighbour broker (repeat the option)")],
+        strategy: Annotated[Strategy, typer.Option(help="forwarding strategy")]
+        = Strategy.covering,
+        imperfect: Annotated[bool, typer.Option(
+            help="merging: merge into per-attribute hulls (false positives)")] = False,
+        structure: Annotated[Structure, typer.Option(
+            help="covering structure of covering and merging")] = Structure.poset,
+    ) -> None:
+        """Print (JSON) what each neighbour must hold from a broker holding PROFILES.
+
+        This is the broker's own forwarding table. A profile comes from its subscriber
+        (``id@B: ...`` comes from neighbour B, so it is never sent back to B), else from
+        a local client named like its id.
+        """
+        from siftbus.covering.forest import PosetForest
+        from siftbus.covering.forwarding import ForwardingTable
+        from siftbus.covering.poset import FilterPoset
+        from siftbus.lang.profile import format_profile, load_profiles
+        from siftbus.model import load_schema
+
+        sch = load_schema(schema)
+        loaded = load_profiles(profiles, sch)
+        table = ForwardingTable(
+            dict.fromkeys(neighbour), strategy=strategy.value, imperfect=imperfect,
+            structure=FilterPoset() if structure is Structure.poset else PosetForest(),
+            name="merged")
+        for prof in loaded:
+            table.subscribe(prof)
+        result = {
+            "strategy": strategy.value,
+            "profiles": len(loaded),
+            "neighbours": {y: {
+                "count": len(sent := table.exported(y)),
+                "without_covering": sum(1 for q in loaded if q.owner != y),
+                "profiles": [format_profile(q) for q in sent],
+            } for y in table.neighbours},
+        }
+        typer.echo(json.dumps(result, indent=1, ensure_ascii=False))

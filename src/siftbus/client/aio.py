@@ -22,20 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import time
 from collections import Counter
-from collections.abc import (
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -50,251 +40,43 @@ from siftbus.errors import (
     WireError,
 )
 from siftbus.lang.profile import parse_profile_text, resolve
-from siftbus.model import Event, EventType, Profile, Schema, event_from_dict, parse_event
+from siftbus.model import Event, Profile, Schema, event_from_dict, parse_event
 from siftbus.wire.events import Block, decode_batch, encode_block, group_by_type, in_order
-from siftbus.wire.frames import Message, MsgType, encode
+from siftbus.wire.frames import Message, MsgType, decode_error, encode
+from siftbus.wire.limits import CLIENT_LIMITS
 from siftbus.wire.profiles import encode_profile
-from siftbus.wire.transport import read_frame
+from siftbus.wire.transport import FrameConnection
+from siftbus.wire.transport import connect as open_connection
+
+from .notifications import (
+    Notification,
+    NotificationBatch,
+    NotifyBlock,
+    event_json,
+    notify_block,
+)
+from .subscription import BatchCallback, Callback, Subscription, next_notification
 
 MAX_BATCH = 5000
 """Events per PUB frame when publishing a large batch."""
 
-
-@dataclass(frozen=True, slots=True)
-class Notification:
-    """An event delivered for one of this client's profiles."""
-
-    profile: str
-    """The id of the matching profile (the client's own id)."""
-    event: Event
-    src: str
-    """The publisher (``broker/client``)."""
-    seq: int
-    """The publication's sequence number at its publisher."""
-    ts: float
-    """The publisher's clock at publication (seconds)."""
-
-    @property
-    def latency(self) -> float:
-        """Seconds from publication to now (same-machine clocks)."""
-        return time.time() - self.ts
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    """``a`` made read-only (a view when it is writable), so a batch is immutable."""
-    if a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
-
-
-@dataclass(frozen=True, slots=True)
-class NotifyBlock:
-    """Consecutive notified events of one type in columnar form, with the ids of this
-    client's profiles that each row matched (one block of a NOTIFY frame).
-
-    The arrays are read-only; row ``i`` matched ``counts[i]`` profiles, whose ids are
-    ``ids[offsets[i]:offsets[i + 1]]`` (sorted within a row).
-    """
-
-    block: Block
-    """The event rows (keys, publishers, sequence numbers, stamps, positions)."""
-    counts: np.ndarray
-    """int32: how many of this client's profiles each row matched (at least one)."""
-    ids: tuple[str, ...]
-    """The matching profile ids, row after row."""
-
-    @property
-    def etype(self) -> EventType:
-        return self.block.etype
-
-    @property
-    def keys(self) -> np.ndarray:
-        """``[rows, attributes]`` keys in schema order (int64 when every attribute is
-        ordered, else an object array of ints and strs)."""
-        return self.block.keys
-
-    @property
-    def src(self) -> str | list[str]:
-        """The publisher (``broker/client``) of every row, or one per row."""
-        return self.block.src
-
-    @property
-    def seq(self) -> np.ndarray:
-        """int64 sequence numbers at the publishers."""
-        return self.block.seq
-
-    @property
-    def ts(self) -> np.ndarray:
-        """float64 publication times (seconds since the epoch)."""
-        return self.block.ts
-
-    @property
-    def at(self) -> np.ndarray | None:
-        """The rows' positions in the frame's publication order (several blocks only)."""
-        return self.block.at
-
-    def __len__(self) -> int:
-        """Notifications (profile ids) in this block."""
-        return len(self.ids)
-
-    @property
-    def offsets(self) -> np.ndarray:
-        """int64 ``[rows + 1]``: where each row's ids start in :attr:`ids`."""
-        out = np.zeros(len(self.counts) + 1, np.int64)
-        np.cumsum(self.counts, out=out[1:])
-        return out
-
-    def rows(self) -> np.ndarray:
-        """int64: the row of each notification (aligned with :attr:`ids`)."""
-        return np.repeat(np.arange(len(self.counts), dtype=np.int64), self.counts)
-
-    def _filtered(self, keep: np.ndarray) -> NotifyBlock | None:
-        """The notifications where ``keep`` (aligned with :attr:`ids`) is true, without
-        rows left with none; ``None`` when nothing is kept."""
-        if not keep.any():
-            return None
-        if keep.all() and int(self.counts.min()) > 0:
-            return self
-        counts = np.bincount(self.rows()[keep], minlength=len(self.counts))
-        live = np.flatnonzero(counts)
-        ids = tuple(p for p, k in zip(self.ids, keep.tolist(), strict=True) if k)
-        return _notify_block(self.block.take(live), counts[live].astype(np.int32), ids)
-
-
-def _notify_block(block: Block, counts: np.ndarray, ids: Sequence[str]) -> NotifyBlock:
-    b = Block(block.etype, _frozen(block.keys), block.src, _frozen(block.seq),
-              _frozen(block.ts), None if block.at is None else _frozen(block.at))
-    return NotifyBlock(b, _frozen(counts), tuple(ids))
-
-
-@dataclass(frozen=True, slots=True)
-class NotificationBatch:
-    """The notifications of one NOTIFY frame for one batch consumer, in columnar form.
-
-    It is what a ``batch_callback`` receives: no Python object is built per
-    notification until asked for. ``len(batch)`` is the number of notifications;
-    iterating yields :class:`Notification` values lazily in publication order (within
-    an event, profile ids sorted) -- exactly what the per-notification API would have
-    delivered for the same profiles.
-    """
-
-    blocks: tuple[NotifyBlock, ...]
-    """One block per event type in the frame (rows without a match for this consumer
-    are left out)."""
-
-    def __len__(self) -> int:
-        return sum(len(b.ids) for b in self.blocks)
-
-    @property
-    def n_events(self) -> int:
-        """Distinct notified events (rows) in the batch."""
-        return sum(len(b.counts) for b in self.blocks)
-
-    def _ordered(self) -> Iterator[tuple[Event, str, int, float, list[str]]]:
-        return in_order([(b.block, b.counts, list(b.ids)) for b in self.blocks])
-
-    def __iter__(self) -> Iterator[Notification]:
-        for ev, src, seq, ts, pids in self._ordered():
-            for pid in pids:
-                yield Notification(pid, ev, src, seq, ts)
-
-    def to_events(self) -> list[Event]:
-        """The notified events, each once, in publication order."""
-        return [row[0] for row in self._ordered()]
-
-    def ids(self) -> list[str]:
-        """The profile id of every notification (block after block, as :meth:`stamps`)."""
-        return [p for b in self.blocks for p in b.ids]
-
-    def stamps(self) -> np.ndarray:
-        """float64: the publication time of every notification (block after block)."""
-        if not self.blocks:
-            return np.zeros(0, np.float64)
-        return np.concatenate([np.repeat(b.ts, b.counts) for b in self.blocks])
-
-
-def remote_error(body: dict[str, Any]) -> RemoteError:
-    """The :class:`RemoteError` for an ERROR body."""
-    def opt_int(v: Any) -> int | None:
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-    return RemoteError(str(body.get("message", "error")), kind=str(body.get("kind", "")),
-                       line=opt_int(body.get("line")), column=opt_int(body.get("column")),
-                       field=str(body["field"]) if body.get("field") is not None else None)
-
+MAX_SUB_BATCH = 5000
+"""Profiles per SUB frame (the broker's ``max_profiles`` limit is 10,000 by default)."""
 
 log = logging.getLogger("siftbus.client")
 
-Callback = Callable[[Notification], Any]
-BatchCallback = Callable[[NotificationBatch], Any]
 
-
-class Subscription:
-    """One profile of this client: an async iterator of its notifications.
-
-    The queue is bounded; when it is full new notifications are dropped and counted in
-    :attr:`dropped` (a slow consumer is visible, not silent). With a callback, the
-    notifications go to the callback instead of the queue. With a batch callback they
-    reach it as part of a :class:`NotificationBatch` per frame (shared by every
-    subscription with the same batch callback), and neither queue nor callback is used.
-    """
-
-    def __init__(self, client: Client, profile: Profile, callback: Callback | None,
-                 maxsize: int, batch_callback: BatchCallback | None = None) -> None:
-        if callback is not None and batch_callback is not None:
-            raise ValueError("give a callback or a batch_callback, not both")
-        self.client = client
-        self.profile = profile
-        self.callback = callback
-        self.batch_callback = batch_callback
-        self.queue: asyncio.Queue[Notification] = asyncio.Queue(maxsize)
-        self.dropped = 0
-        self.received = 0
-        """Notifications delivered for this profile (queued, called back or batched)."""
-
-    @property
-    def id(self) -> str:
-        return self.profile.id
-
-    def _put(self, n: Notification) -> None:
-        self.received += 1
-        if self.callback is not None:
-            self.client._call_user(self.callback, n)
-            return
-        try:
-            self.queue.put_nowait(n)
-        except asyncio.QueueFull:
-            self.dropped += 1
-
-    def __aiter__(self) -> AsyncIterator[Notification]:
-        return self
-
-    async def __anext__(self) -> Notification:
-        return await self.client._next(self.queue)
-
-    async def get(self, timeout: float | None = None) -> Notification:
-        """The next notification (``TimeoutError`` after ``timeout`` seconds)."""
-        return await asyncio.wait_for(self.__anext__(), timeout)
-
-    async def unsubscribe(self) -> None:
-        await self.client.unsubscribe(self.id)
-
-    async def __aenter__(self) -> Subscription:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self.id in self.client.subscriptions:
-            await self.unsubscribe()
+def remote_error(body: dict[str, Any]) -> RemoteError:
+    """The :class:`RemoteError` for an ERROR body (decoded by the wire layer's one
+    error-reply decoder, :func:`siftbus.wire.frames.decode_error`)."""
+    return decode_error(body).to_error()
 
 
 class Client:
     """A connection to one broker (publisher, subscriber, or both)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
-                 queue_size: int = 10_000) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self, conn: FrameConnection | None, *, queue_size: int = 10_000) -> None:
+        self._conn = conn
         self.queue_size = queue_size
         self.name = ""
         self.broker = ""
@@ -313,6 +95,8 @@ class Client:
         self._flush_scheduled = False
         self._closed = False
         self._lost: BaseException | None = None
+        self.ended = asyncio.Event()
+        """Set when the connection is closed or lost (subscriptions then stop)."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self.unclaimed: asyncio.Queue[Notification] = asyncio.Queue(queue_size)
         """Notifications for profiles without a :class:`Subscription` (e.g. restored)."""
@@ -331,25 +115,21 @@ class Client:
                       name: str | None = None, timeout: float = 10.0,
                       queue_size: int = 10_000) -> Client:
         """Connect, say HELLO and receive the schema."""
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
-                                                    timeout)
-        except (OSError, TimeoutError) as exc:
-            raise ConnectionLostError(f"cannot connect to broker at {host}:{port}: "
-                                      f"{getattr(exc, 'strerror', None) or exc}") from None
-        c = cls(reader, writer, queue_size=queue_size)
+        conn = await open_connection(host, port, CLIENT_LIMITS, timeout=timeout,
+                                     what="broker")
+        c = cls(conn, queue_size=queue_size)
         hello: dict[str, Any] = {"role": "client", "corr": 0}
         if name:
             hello["name"] = name
-        writer.write(encode(Message(MsgType.HELLO, hello)))
+        conn.send(Message(MsgType.HELLO, hello))
         try:
-            ack, _ = await asyncio.wait_for(read_frame(reader), timeout)
+            ack, _ = await conn.read(timeout)
             if ack.type is MsgType.ERROR:
-                writer.close()
+                conn.close()
                 raise remote_error(ack.body)
-            schema_msg, _ = await asyncio.wait_for(read_frame(reader), timeout)
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            writer.close()
+            schema_msg, _ = await conn.read(timeout)
+        except (TimeoutError, ConnectionError, WireError) as exc:
+            conn.close()
             raise ConnectionLostError(f"broker at {host}:{port} did not complete the "
                                       f"handshake: {exc!r}") from None
         c.name = str(ack.body.get("name", ""))
@@ -372,9 +152,10 @@ class Client:
         with contextlib.suppress(SiftbusError, ConnectionError):
             await self.flush()
         self._closed = True
-        self._writer.close()
-        with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
+        self.ended.set()
+        if self._conn is not None:
+            self._conn.close()
+            await self._conn.wait_closed(5.0)
         if self._reader_task is not None:
             self._reader_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -383,7 +164,7 @@ class Client:
             t.cancel()
         self._fail_pending(ConnectionLostError("client closed"))
 
-    def _call_user(self, fn: Callable[[Any], Any], arg: Any) -> None:
+    def run_callback(self, fn: Callable[[Any], Any], arg: Any) -> None:
         """Run a notification callback. Its failure is logged and counted in
         :attr:`callback_errors`; it never stops the reader, so other subscriptions of this
         client keep receiving."""
@@ -415,13 +196,15 @@ class Client:
         self._pending.clear()
 
     async def _read_loop(self) -> None:
+        assert self._conn is not None
         try:
             while True:
-                msg, _ = await read_frame(self._reader)
+                msg, _ = await self._conn.read()
                 self._dispatch(msg)
-        except (asyncio.IncompleteReadError, ConnectionError, WireError) as exc:
+        except (ConnectionError, WireError) as exc:
             self._lost = ConnectionLostError(f"connection to broker {self.broker} lost: "
                                              f"{exc!r}")
+            self.ended.set()
             self._fail_pending(self._lost)
 
     def _dispatch(self, msg: Message) -> None:
@@ -463,7 +246,7 @@ class Client:
                 n = Notification(pid, ev, src, seq, ts)
                 sub = subs.get(pid)
                 if sub is not None:
-                    sub._put(n)
+                    sub.deliver(n)
                 else:
                     try:
                         self.unclaimed.put_nowait(n)
@@ -499,25 +282,15 @@ class Client:
             for block, counts, pids in blocks:
                 keep = (np.ones(len(pids), bool) if single else
                         np.fromiter((p in ids for p in pids), bool, len(pids)))
-                nb = _notify_block(block, counts, pids)._filtered(keep)
+                nb = notify_block(block, counts, pids)._filtered(keep)
                 if nb is not None:
                     out.append(nb)
             if out:
-                self._call_user(cb, NotificationBatch(tuple(out)))
+                self.run_callback(cb, NotificationBatch(tuple(out)))
 
-    async def _next(self, queue: asyncio.Queue[Notification]) -> Notification:
-        if self._lost is not None and queue.empty():
-            raise StopAsyncIteration
-        getter = asyncio.ensure_future(queue.get())
-        try:
-            while True:
-                done, _ = await asyncio.wait({getter}, timeout=0.5)
-                if done:
-                    return getter.result()
-                if self._lost is not None or self._closed:
-                    raise StopAsyncIteration
-        finally:
-            getter.cancel()
+    def _write(self, msg: Message) -> None:
+        assert self._conn is not None, "not connected"
+        self._conn.write(encode(msg))
 
     async def _request(self, mtype: MsgType, body: dict[str, Any],
                        timeout: float | None = 60.0) -> dict[str, Any]:
@@ -529,7 +302,7 @@ class Client:
         corr = next(self._corr)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[corr] = fut
-        self._writer.write(encode(Message(mtype, {**body, "corr": corr})))
+        self._write(Message(mtype, {**body, "corr": corr}))
         return await asyncio.wait_for(fut, timeout)
 
     # ---- profiles ------------------------------------------------------------------------------
@@ -576,9 +349,16 @@ class Client:
                 for p in ps]
         for s in subs:  # registered first: notifications may overtake the ACK
             self._register(s)
-        try:
-            await self._request(MsgType.SUB, {"profiles": [encode_profile(p) for p in ps]})
+        done = 0
+        try:  # each SUB frame is atomic at the broker; more than one is undone here
+            for i in range(0, len(ps), MAX_SUB_BATCH):
+                part = ps[i:i + MAX_SUB_BATCH]
+                await self._request(MsgType.SUB, {"profiles": [encode_profile(p) for p in part]})
+                done = i + len(part)
         except BaseException:
+            if done:
+                with contextlib.suppress(SiftbusError, ConnectionError, TimeoutError):
+                    await self._request(MsgType.UNSUB, {"ids": [p.id for p in ps[:done]]})
             for s in subs:
                 self._forget(s.id)
             raise
@@ -674,9 +454,13 @@ class Client:
             if ack:
                 await self._request(MsgType.PUB, body)
             else:
-                self._writer.write(encode(Message(MsgType.PUB, body)))
-        await self._writer.drain()
+                self._write(Message(MsgType.PUB, body))
+        await self._drain()
         return len(evs)
+
+    async def _drain(self) -> None:
+        assert self._conn is not None, "not connected"
+        await self._conn.drain()
 
     def _flush_now(self) -> None:
         self._flush_scheduled = False
@@ -684,12 +468,12 @@ class Client:
             body = {"blocks": self._blocks(self._buffer, self._buffer_ts)}
             self._buffer = []
             self._buffer_ts = []
-            self._writer.write(encode(Message(MsgType.PUB, body)))
+            self._write(Message(MsgType.PUB, body))
 
     async def flush(self) -> None:
         """Send buffered events and wait until the socket buffer drains."""
         self._flush_now()
-        await self._writer.drain()
+        await self._drain()
 
     async def ping(self, timeout: float = 30.0) -> None:
         """Round trip to the broker: everything sent before has been handled there."""
@@ -714,7 +498,7 @@ class Client:
         """Notifications for profiles that have no :class:`Subscription` object."""
         while True:
             try:
-                yield await self._next(self.unclaimed)
+                yield await next_notification(self.unclaimed, self.ended)
             except StopAsyncIteration:
                 return
 
@@ -734,11 +518,6 @@ def parse_address(text: str) -> tuple[str, int]:
         raise EnvironmentProblem(f"bad broker address {text!r}: use host:port") from None
 
 
-def event_json(n: Notification) -> str:
-    """One JSON line for a notification (what ``siftbus subscribe`` prints)."""
-    return json.dumps({"profile": n.profile, "src": n.src, "seq": n.seq,
-                       "event": json.loads(n.event.to_json())})
-
-
-__all__ = ["BatchCallback", "Client", "Notification", "NotificationBatch", "NotifyBlock",
-           "RemoteError", "Subscription", "connect", "event_json", "parse_address"]
+__all__ = ["BatchCallback", "Callback", "Client", "Notification", "NotificationBatch",
+           "NotifyBlock", "RemoteError", "Subscription", "connect", "event_json",
+           "parse_address", "remote_error"]

@@ -31,8 +31,8 @@ def _node_json(n: FilterNode, roots: set[FilterNode]) -> dict[str, Any]:
         "node": n.seq,
         "filter": format_profile(n.filter, with_id=False),
         "root": n in roots,
-        "profiles": [{"id": pid, "iface": iface} for pid, (_, iface) in n.entries.items()],
-        "subscribers": sorted(n.ifaces),
+        "profiles": [{"id": pid, "iface": e.src} for pid, e in n.entries.items()],
+        "subscribers": sorted(n.subscribers),
     }
 
 
@@ -61,7 +61,7 @@ def table_to_dot(table: CoveringTable, *, max_profiles: int = 5) -> str:
     lines = [f"digraph {structure_name(table)} {{", "  rankdir=TB;",
              '  node [shape=box, fontname="monospace"];']
     for n in table.nodes():
-        ids = [f"{pid}@{iface}" for pid, (_, iface) in n.entries.items()]
+        ids = [f"{pid}@{e.src}" for pid, e in n.entries.items()]
         shown = ", ".join(ids[:max_profiles])
         if len(ids) > max_profiles:
             shown += f", … (+{len(ids) - max_profiles})"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from siftbus.covering.relations import overlaps
-from siftbus.covering.table import FilterNode, TableBase
+from siftbus.covering.table import NO_LINKS, FilterNode, TableBase
 from siftbus.model import Profile
 
 
@@ -37,6 +37,8 @@ class PosetForest(TableBase):
 
     def _attach(self, parent: FilterNode | None, node: FilterNode) -> None:
         node.parent = parent
+        if parent is not None and parent.children is NO_LINKS:
+            parent.children = {}
         self._children(parent)[node] = None
 
     def _detach(self, node: FilterNode) -> None:
@@ -153,7 +155,7 @@ class PosetForest(TableBase):
             if self._covers(f, n.filter):
                 inside.append(n)
                 continue
-            self.comparisons += 1
+            self._comparisons += 1
             if overlaps(f, n.filter):
                 outside.extend(c for c in n.children if c is not node)
         while inside:

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from siftbus.covering.relations import overlaps
-from siftbus.covering.table import FilterNode, TableBase
+from siftbus.covering.table import NO_LINKS, FilterNode, TableBase
 from siftbus.model import Profile
 
 
@@ -65,7 +65,7 @@ class FilterPoset(TableBase):
             if self._covers(f, c.filter):
                 cand.append(c)
                 continue
-            self.comparisons += 1
+            self._comparisons += 1
             if not overlaps(f, c.filter):
                 continue  # nothing below c can lie inside f either
             for d in c.succs:
@@ -207,6 +207,10 @@ class FilterPoset(TableBase):
 
 
 def _connect(upper: FilterNode, lower: FilterNode) -> None:
+    if upper.succs is NO_LINKS:
+        upper.succs = {}
+    if lower.preds is NO_LINKS:
+        lower.preds = {}
     upper.succs[lower] = None
     lower.preds[upper] = None
 

@@ -17,7 +17,7 @@ Equivalence is a hash lookup: normalised profiles with equal filters have equal 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 
 import numpy as np
 
@@ -27,6 +27,41 @@ from siftbus.model import EventType, IntervalSet, Profile, StringConstraint
 from siftbus.model.domain import StringDomain
 
 _WORD = 63  # attributes whose constrained/free flags share one int64 signature
+
+
+class _SlotSet:
+    """The slots of one signature group as a growable int64 array: adding and removing
+    a slot cost O(1) (removal moves the last slot into the gap), and queries read the
+    array as it is, instead of rebuilding it after every change."""
+
+    __slots__ = ("arr", "n", "pos")
+
+    def __init__(self) -> None:
+        self.arr = np.empty(8, dtype=np.int64)
+        self.n = 0
+        self.pos: dict[int, int] = {}  # slot -> its index in arr
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, slot: int) -> None:
+        if self.n == len(self.arr):
+            self.arr = np.concatenate((self.arr, np.empty(self.n, dtype=np.int64)))
+        self.arr[self.n] = slot
+        self.pos[slot] = self.n
+        self.n += 1
+
+    def remove(self, slot: int) -> None:
+        i = self.pos.pop(slot)
+        self.n -= 1
+        if i != self.n:
+            moved = int(self.arr[self.n])
+            self.arr[i] = moved
+            self.pos[moved] = i
+
+    def view(self) -> np.ndarray:
+        """The slots, in no particular order (a view: read it, never change it)."""
+        return self.arr[:self.n]
 
 
 class _TypeStore:
@@ -55,12 +90,12 @@ class _TypeStore:
         self.cons_high = np.zeros((max(0, len(etype.attributes) - _WORD), cap), dtype=bool)
         self.alive = np.zeros(cap, dtype=bool)
         self.profiles: list[Profile | None] = [None] * cap
+        self.keys: list[Hashable] = [None] * cap  # what names each slot's profile
         self.free: list[int] = list(range(cap - 1, -1, -1))
         self.top = 0  # slots at and above are unused: queries look at [:top] only
         # Live slots by their full signature (every attribute, any count): a profile
         # covering p constrains a subset of p's attributes, so only those groups count.
-        self.groups: dict[int, dict[int, None]] = {}
-        self.group_arrays: dict[int, np.ndarray] = {}  # slots of a group, built on demand
+        self.groups: dict[int, _SlotSet] = {}
         self.slot_sig: dict[int, int] = {}
 
     def _grow(self) -> None:
@@ -75,6 +110,7 @@ class _TypeStore:
         self.lo, self.hi, self.sig = widen(self.lo), widen(self.hi), widen(self.sig)
         self.cons_high, self.alive = widen(self.cons_high), widen(self.alive)
         self.profiles.extend([None] * old)
+        self.keys.extend([None] * old)
         self.free.extend(range(cap - 1, old - 1, -1))
 
     @staticmethod
@@ -85,7 +121,7 @@ class _TypeStore:
                 sig |= 1 << c.position
         return sig
 
-    def add(self, p: Profile) -> int:
+    def add(self, p: Profile, key: Hashable) -> int:
         if not self.free:
             self._grow()
         slot = self.free.pop()
@@ -104,20 +140,23 @@ class _TypeStore:
                 self.hi[r, slot] = c.constraint.hi
         self.alive[slot] = True
         self.profiles[slot] = p
+        self.keys[slot] = key
         full = self.full_signature(p)
-        self.groups.setdefault(full, {})[slot] = None
-        self.group_arrays.pop(full, None)
+        group = self.groups.get(full)
+        if group is None:
+            group = self.groups[full] = _SlotSet()
+        group.add(slot)
         self.slot_sig[slot] = full
         return slot
 
     def remove(self, slot: int) -> None:
         self.alive[slot] = False
         self.profiles[slot] = None
+        self.keys[slot] = None
         self.free.append(slot)
         full = self.slot_sig.pop(slot)
         group = self.groups[full]
-        del group[slot]
-        self.group_arrays.pop(full, None)
+        group.remove(slot)
         if not group:
             del self.groups[full]
 
@@ -142,13 +181,7 @@ class _TypeStore:
                 sub = (sub - 1) & psig
         else:
             sigs = [sig for sig in self.groups if not sig & ~psig]
-        arrays = []
-        for sig in sigs:
-            arr = self.group_arrays.get(sig)
-            if arr is None:
-                arr = self.group_arrays[sig] = np.fromiter(self.groups[sig], dtype=np.int64,
-                                                           count=len(self.groups[sig]))
-            arrays.append(arr)
+        arrays = [self.groups[sig].view() for sig in sigs]
         if not arrays:
             return np.empty(0, dtype=np.int64)
         return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
@@ -227,36 +260,44 @@ def _breadth(p: Profile) -> float:
 
 
 class CoveringIndex:
-    """A profile set answering covering queries; profiles may be added and removed."""
+    """A profile set answering covering queries; profiles may be added and removed.
+
+    A profile is named by its id, or by the ``key`` it was added with (a structure
+    indexing its own nodes: :meth:`covering_keys` and :meth:`covered_keys` then answer
+    those keys, with no copy of the profile under a made-up id).
+    """
 
     def __init__(self, profiles: Iterable[Profile] = ()) -> None:
         # By type name, then by the type itself: two schemas may use one name for
         # different types (and hashing a whole EventType per query would cost more).
         self._stores: dict[str, list[_TypeStore]] = {}
-        self._slots: dict[str, tuple[_TypeStore, int]] = {}
-        self._by_key: dict[object, dict[str, Profile]] = {}
+        self._slots: dict[Hashable, tuple[_TypeStore, int]] = {}
+        self._by_key: dict[object, dict[Hashable, Profile]] = {}
         self.exact_tests = 0
         """Exact covering tests run on candidates (the rest were pruned by hulls)."""
         for p in profiles:
             self.add(p)
 
-    def add(self, profile: Profile) -> None:
-        if profile.id in self._slots:
-            raise DuplicateProfileError(f"profile id {profile.id!r} is already registered",
-                                        field=profile.id)
+    def add(self, profile: Profile, key: Hashable = None) -> None:
+        """Add ``profile`` under ``key`` (default: its id)."""
+        k = profile.id if key is None else key
+        if k in self._slots:
+            raise DuplicateProfileError(f"profile id {k!r} is already registered",
+                                        field=str(k))
         store = self._store_for(profile)
         if store is None:
             store = _TypeStore(profile.etype)
             self._stores.setdefault(profile.type_name, []).append(store)
-        self._slots[profile.id] = (store, store.add(profile))
-        self._by_key.setdefault(profile.filter_key, {})[profile.id] = profile
+        self._slots[k] = (store, store.add(profile, k))
+        self._by_key.setdefault(profile.filter_key, {})[k] = profile
 
-    def remove(self, profile_id: str) -> Profile:
+    def remove(self, profile_id: Hashable) -> Profile:
+        """Remove the profile added under this id (or key)."""
         try:
             store, slot = self._slots.pop(profile_id)
         except KeyError:
             raise UnknownProfileError(f"no profile with id {profile_id!r}",
-                                      field=profile_id) from None
+                                      field=str(profile_id)) from None
         p = store.profiles[slot]
         assert p is not None
         store.remove(slot)
@@ -266,12 +307,12 @@ class CoveringIndex:
             del self._by_key[p.filter_key]
         return p
 
-    def get(self, profile_id: str) -> Profile:
+    def get(self, profile_id: Hashable) -> Profile:
         try:
             store, slot = self._slots[profile_id]
         except KeyError:
             raise UnknownProfileError(f"no profile with id {profile_id!r}",
-                                      field=profile_id) from None
+                                      field=str(profile_id)) from None
         p = store.profiles[slot]
         assert p is not None
         return p
@@ -341,6 +382,39 @@ class CoveringIndex:
         same = self._by_key.get(p.filter_key, {})
         return sorted((q for q in same.values() if q.id != p.id and q.etype == p.etype),
                       key=lambda q: q.id)
+
+    def covering_keys(self, p: Profile, *, exclude: Hashable = None) -> list[Hashable]:
+        """The keys of every stored profile covering ``p`` (equivalent ones included),
+        but ``exclude``; in no particular order."""
+        store = self._store_for(p)
+        if store is None:
+            return []
+        return self._keys(store, store.candidates_covering(p), lambda q: covers(q, p),
+                          exclude)
+
+    def covered_keys(self, p: Profile, *, exclude: Hashable = None) -> list[Hashable]:
+        """The keys of every stored profile ``p`` covers (equivalent ones included), but
+        ``exclude``; in no particular order."""
+        store = self._store_for(p)
+        if store is None:
+            return []
+        return self._keys(store, store.candidates_covered(p), lambda q: covers(p, q),
+                          exclude)
+
+    def _keys(self, store: _TypeStore, slots: np.ndarray, test: Callable[[Profile], bool],
+              exclude: Hashable) -> list[Hashable]:
+        out = []
+        profiles, keys = store.profiles, store.keys
+        for s in slots.tolist():
+            k = keys[s]
+            if k is exclude or k == exclude:
+                continue
+            q = profiles[s]
+            assert q is not None
+            self.exact_tests += 1
+            if test(q):
+                out.append(k)
+        return out
 
     def directly_covered(self, p: Profile) -> list[Profile]:
         """Profiles ``p`` strictly covers with no stored profile strictly in between

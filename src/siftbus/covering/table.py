@@ -1,10 +1,12 @@
-"""What the filters poset and the poset-derived forest share: nodes, entries, interfaces.
+"""What every covering table shares: entries, filter nodes, interfaces, router queries.
 
-A *covering table* holds profiles, each registered for one *interface* (the neighbour
-broker or local client it came from; by default the profile's owner). Profiles with the
-same filter share one :class:`FilterNode`. The structures differ only in which covering
-edges they keep (all immediate ones: poset; one parent per node: forest), so the
-queries a router needs are written once here on top of a few structural primitives:
+A *covering table* holds profiles as :class:`Entry` values, each registered for one
+*interface* (the neighbour broker or local client it came from; by default the
+profile's owner). Profiles with the same filter share one :class:`FilterNode`. The
+structures differ only in which covering edges they keep (all immediate ones: poset;
+one parent per node: forest; none: the flat tables of the ``simple`` and ``identity``
+strategies), so the queries a router needs are written once here on top of a few
+structural primitives:
 
 * ``roots()``: the minimal cover (the filters nothing else covers);
 * ``forwards(Y)``: out(Y), the minimal cover of the filters some interface other than
@@ -16,8 +18,9 @@ from __future__ import annotations
 
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Protocol, runtime_checkable
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol, cast, runtime_checkable
 
 from siftbus.covering.query import CoveringIndex
 from siftbus.covering.relations import covers
@@ -25,12 +28,25 @@ from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.model import Event, Profile
 
 
-def in_scope(ifaces: Mapping[str, int], neighbour: str | None) -> bool:
-    """Whether a filter held by ``ifaces`` must reach ``neighbour``: some holder is not
-    the neighbour itself (a filter is never sent back where it came from)."""
-    if neighbour is None:
-        return bool(ifaces)
-    return len(ifaces) > 1 or (len(ifaces) == 1 and neighbour not in ifaces)
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One profile registered in a table, and where it came from."""
+
+    profile: Profile
+    """The profile; its id is the table-wide id (a broker's network-wide gid)."""
+    src: str
+    """The interface it came from: a neighbour broker or a local client."""
+    local_id: str
+    """The id its subscriber knows (a broker's client entries), else the profile id."""
+
+    @property
+    def id(self) -> str:
+        return self.profile.id
+
+
+NO_LINKS: dict[FilterNode, None] = {}
+"""The link set of every node without links (most nodes of a table where little covers
+anything): shared, so it is never changed; a node gets its own at its first link."""
 
 
 class FilterNode:
@@ -40,23 +56,20 @@ class FilterNode:
     forest) are maintained by the owning table; read them, never change them.
     """
 
-    __slots__ = ("children", "entries", "filter", "ifaces", "keys", "parent", "preds", "seq",
-                 "succs")
+    __slots__ = ("children", "entries", "filter", "keys", "parent", "preds", "seq", "succs")
 
     def __init__(self, seq: int, filter: Profile) -> None:
         self.seq = seq
         #: the first profile registered here; its conditions are the node's filter
         self.filter = filter
-        #: profile id -> (profile, interface), oldest first
-        self.entries: dict[str, tuple[Profile, str]] = {}
+        #: profile id -> entry, oldest first
+        self.entries: dict[str, Entry] = {}
         #: the filter keys indexing this node
-        self.keys: list[object] = []
-        #: interface -> number of entries it holds here
-        self.ifaces: dict[str, int] = {}
-        self.preds: dict[FilterNode, None] = {}
-        self.succs: dict[FilterNode, None] = {}
+        self.keys: tuple[Hashable, ...] = ()
+        self.preds: dict[FilterNode, None] = NO_LINKS
+        self.succs: dict[FilterNode, None] = NO_LINKS
         self.parent: FilterNode | None = None
-        self.children: dict[FilterNode, None] = {}
+        self.children: dict[FilterNode, None] = NO_LINKS
 
     def __repr__(self) -> str:
         return f"FilterNode(#{self.seq}, {sorted(self.entries)})"
@@ -64,17 +77,25 @@ class FilterNode:
     @property
     def subscribers(self) -> frozenset[str]:
         """The interfaces holding this filter."""
-        return frozenset(self.ifaces)
+        return frozenset(e.src for e in self.entries.values())
 
-    def in_scope(self, neighbour: str | None) -> bool:
-        """Whether some interface other than ``neighbour`` holds this filter."""
-        return in_scope(self.ifaces, neighbour)
+    def in_scope(self, neighbour: str | None, *, without: str | None = None) -> bool:
+        """Whether some interface other than ``neighbour`` holds this filter (a filter is
+        never sent back where it came from), not counting the profile ``without``.
+
+        A scan that stops at the first entry from elsewhere: the entries from one
+        interface outnumber one only where one client subscribes one filter many times.
+        """
+        for pid, e in self.entries.items():  # noqa: SIM110 (a loop is 4x faster than any())
+            if e.src != neighbour and pid != without:
+                return True
+        return False
 
     def rep_for(self, neighbour: str | None) -> Profile:
         """The profile to forward to ``neighbour``: the oldest entry not from it."""
-        for profile, iface in self.entries.values():
-            if iface != neighbour:
-                return profile
+        for e in self.entries.values():
+            if e.src != neighbour:
+                return e.profile
         raise LookupError(f"no entry of {self!r} is held by an interface other than "
                           f"{neighbour!r}")
 
@@ -83,13 +104,22 @@ class FilterNode:
 class CoveringTable(Protocol):
     """A routing table of profiles organised by covering (poset or forest)."""
 
-    def add(self, profile: Profile, iface: str | None = None) -> FilterNode:
+    def add(self, profile: Profile, iface: str | None = None,
+            local_id: str | None = None) -> FilterNode:
         """Register ``profile`` for ``iface`` (default: its owner); returns its node."""
 
     def remove(self, profile_id: str) -> Profile:
         """Unregister a profile; a node left empty leaves the structure."""
 
+    @property
+    def entries(self) -> Mapping[str, Entry]: ...
+
+    @property
+    def comparisons(self) -> int: ...
+
     def get(self, profile_id: str) -> Profile: ...
+
+    def entry(self, profile_id: str) -> Entry: ...
 
     def iface_of(self, profile_id: str) -> str: ...
 
@@ -128,7 +158,7 @@ class CoveringTable(Protocol):
 
 
 class TableBase(ABC):
-    """Entry bookkeeping shared by :class:`FilterPoset` and :class:`PosetForest`."""
+    """Entry bookkeeping shared by every structure (poset, forest, flat)."""
 
     def __init__(self, *, indexed: bool = True) -> None:
         """With ``indexed`` (the default) the table keeps a :class:`CoveringIndex` of its
@@ -136,13 +166,25 @@ class TableBase(ABC):
         vectorised pass instead of a walk that tests each root; ``indexed=False`` runs
         the literature's walks literally (a reference, and the benchmark's contrast)."""
         self._index: CoveringIndex | None = CoveringIndex() if indexed else None
-        self._node_by_fid: dict[str, FilterNode] = {}
-        self._entries: dict[str, FilterNode] = {}
-        self._by_key: dict[object, FilterNode] = {}
+        self._entries: dict[str, Entry] = {}
+        self._by_key: dict[Hashable, FilterNode] = {}
         self._roots: dict[FilterNode, None] = {}
         self._seq = itertools.count()
-        self.comparisons = 0
+        self._comparisons = 0
+
+    @property
+    def comparisons(self) -> int:
         """Covering tests run so far (the cost measure of the literature)."""
+        return self._comparisons
+
+    @property
+    def entries(self) -> Mapping[str, Entry]:
+        """Every entry by profile id, oldest first (read it, never change it)."""
+        return self._entries
+
+    def _key(self, profile: Profile) -> Hashable:
+        """Profiles with equal keys share a node: equal filters (flat tables: ids)."""
+        return profile.filter_key
 
     # --- structure, per subclass ----------------------------------------------------
 
@@ -182,7 +224,7 @@ class TableBase(ABC):
         """Every structural edge (upper, lower), in creation order."""
 
     def _covers(self, a: Profile, b: Profile) -> bool:
-        self.comparisons += 1
+        self._comparisons += 1
         return covers(a, b)
 
     def _new_node(self, filter: Profile) -> FilterNode:
@@ -194,88 +236,85 @@ class TableBase(ABC):
 
     def _index_add(self, node: FilterNode) -> None:
         if self._index is not None:
-            fid = f"#{node.seq}"  # '#' never occurs in a profile id
-            self._node_by_fid[fid] = node
-            self._index.add(node.filter.with_id(fid))
+            self._index.add(node.filter, key=node)  # the index answers nodes
 
     def _index_remove(self, node: FilterNode) -> None:
         if self._index is not None:
-            fid = f"#{node.seq}"
-            del self._node_by_fid[fid]
-            self._index.remove(fid)
+            self._index.remove(node)
 
     def _all_covering(self, f: Profile) -> list[FilterNode]:
         """Every node whose filter covers ``f`` (equivalent ones included)."""
         assert self._index is not None
         before = self._index.exact_tests
-        found = [self._node_by_fid[q.id] for q in self._index.covering(f)]
-        self.comparisons += self._index.exact_tests - before
+        found = cast(list[FilterNode], self._index.covering_keys(f))
+        self._comparisons += self._index.exact_tests - before
         return found
 
     def _all_covered(self, f: Profile) -> list[FilterNode]:
         """Every node whose filter ``f`` covers (equivalent ones included)."""
         assert self._index is not None
         before = self._index.exact_tests
-        found = [self._node_by_fid[q.id] for q in self._index.covered(f)]
-        self.comparisons += self._index.exact_tests - before
+        found = cast(list[FilterNode], self._index.covered_keys(f))
+        self._comparisons += self._index.exact_tests - before
         return found
 
     # --- entries ------------------------------------------------------------------
 
-    def add(self, profile: Profile, iface: str | None = None) -> FilterNode:
-        """Register ``profile`` for ``iface`` (default: ``profile.owner``)."""
+    def add(self, profile: Profile, iface: str | None = None,
+            local_id: str | None = None) -> FilterNode:
+        """Register ``profile`` for ``iface`` (default: ``profile.owner``); ``local_id``
+        is the id its subscriber knows (default: the profile id)."""
         if profile.id in self._entries:
             raise DuplicateProfileError(f"profile id {profile.id!r} is already registered",
                                         field=profile.id)
-        node = self._by_key.get(profile.filter_key)
+        key = self._key(profile)
+        node = self._by_key.get(key)
         if node is None:
             node = self._insert_filter(profile)
             # An equivalent filter written differently joins the node under a second key.
-            node.keys.append(profile.filter_key)
-            self._by_key[profile.filter_key] = node
-        holder = profile.owner if iface is None else iface
-        node.entries[profile.id] = (profile, holder)
-        node.ifaces[holder] = node.ifaces.get(holder, 0) + 1
-        self._entries[profile.id] = node
+            node.keys += (key,)
+            self._by_key[key] = node
+        e = Entry(profile, profile.owner if iface is None else iface,
+                  profile.id if local_id is None else local_id)
+        node.entries[profile.id] = e
+        self._entries[profile.id] = e
         return node
 
     def remove(self, profile_id: str) -> Profile:
         """Unregister and return a profile; its node goes when it holds no profile."""
-        node = self._entries.pop(profile_id, None)
-        if node is None:
-            raise UnknownProfileError(f"no profile with id {profile_id!r}", field=profile_id)
-        profile, holder = node.entries.pop(profile_id)
-        left = node.ifaces[holder] - 1
-        if left:
-            node.ifaces[holder] = left
-        else:
-            del node.ifaces[holder]
+        node = self.node_of(profile_id)
+        e = self._entries.pop(profile_id)
+        del node.entries[profile_id]
         if not node.entries:
             self._delete_node(node)
             for key in node.keys:
                 del self._by_key[key]
-        return profile
+        return e.profile
 
     def get(self, profile_id: str) -> Profile:
-        return self.node_of(profile_id).entries[profile_id][0]
+        return self.entry(profile_id).profile
 
-    def iface_of(self, profile_id: str) -> str:
-        """The interface the profile was registered for."""
-        return self.node_of(profile_id).entries[profile_id][1]
-
-    def node_of(self, profile_id: str) -> FilterNode:
+    def entry(self, profile_id: str) -> Entry:
         try:
             return self._entries[profile_id]
         except KeyError:
             raise UnknownProfileError(f"no profile with id {profile_id!r}",
                                       field=profile_id) from None
 
+    def iface_of(self, profile_id: str) -> str:
+        """The interface the profile was registered for."""
+        return self.entry(profile_id).src
+
+    def node_of(self, profile_id: str) -> FilterNode:
+        # Every key a node was registered under leads to it while it lives.
+        return self._by_key[self._key(self.entry(profile_id).profile)]
+
     def profiles(self) -> Iterator[Profile]:
-        return iter([p for n in self.nodes() for p, _ in n.entries.values()])
+        return iter([e.profile for n in self.nodes() for e in n.entries.values()])
 
     def nodes(self) -> list[FilterNode]:
         """Every node, oldest first."""
-        return sorted(set(self._entries.values()), key=lambda n: n.seq)
+        return sorted(set(self._by_key.values()), key=lambda n: n.seq)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -286,7 +325,7 @@ class TableBase(ABC):
     @property
     def node_count(self) -> int:
         """Distinct filters held."""
-        return len(set(self._entries.values()))
+        return len(set(self._by_key.values()))
 
     # --- queries ------------------------------------------------------------------
 
@@ -348,4 +387,4 @@ class TableBase(ABC):
                          if node.in_scope(y) and not self.covered_by_other(node, y))
 
 
-__all__ = ["CoveringTable", "FilterNode", "TableBase", "in_scope"]
+__all__ = ["NO_LINKS", "CoveringTable", "Entry", "FilterNode", "TableBase"]

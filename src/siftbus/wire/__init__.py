@@ -1,6 +1,8 @@
 """The wire layer: frames and codecs (no I/O) and the asyncio frame transport.
 
-``frames`` defines the frame header, message types and bodies; ``events`` and
-``profiles`` the payloads they carry; ``transport`` reads and writes frames on asyncio
-streams for every server and client of siftbus.
+``frames`` defines the frame header, message types and bodies (and the one decoder of
+ERROR replies); ``events`` and ``profiles`` the payloads they carry; ``limits`` what one
+peer may send. ``transport`` (connections, :func:`~siftbus.wire.transport.connect`) and
+``listener`` (accepting) read and write frames for every server and client of siftbus;
+``signals`` stops a server process on SIGTERM/SIGINT.
 """

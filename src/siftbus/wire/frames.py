@@ -9,9 +9,10 @@ A frame is::
 ``length`` counts the bytes after itself (version + type + body). The version byte is
 :data:`VERSION`; the type byte is a :class:`MsgType`; the body is a msgpack map whose
 shape depends on the type (see ``docs/broker.md``). A frame that is malformed, longer
-than the receiver's limit, of another version or of an unknown type raises
-:class:`~siftbus.errors.WireError`; a server answers it with ERROR and closes only that
-connection.
+than the receiver's limit (:class:`~siftbus.wire.limits.Limits`), of another version or
+of an unknown type raises :class:`~siftbus.errors.WireError`; a server answers it with
+ERROR and closes only that connection. An ERROR body is made by :func:`error_body` and
+read by :func:`decode_error`, the one decoder of error replies.
 See :mod:`siftbus.wire.events` and :mod:`siftbus.wire.profiles` for the bodies' payloads.
 """
 
@@ -25,13 +26,15 @@ from typing import Any
 
 import msgpack
 
-from siftbus.errors import SiftbusError, WireError
+from siftbus.errors import RemoteError, SiftbusError, WireError
+
+from .limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
 VERSION = 1
 """The wire protocol version carried in every frame."""
 
-MAX_FRAME = 16 * 1024 * 1024
-"""Default limit on a frame's length (bytes after the length prefix)."""
+MAX_ERROR_MESSAGE = 1000
+"""Characters of an ERROR's message: a readable excerpt, never the whole bad input."""
 
 _HEADER = struct.Struct(">IBB")
 _LEN = struct.Struct(">I")
@@ -69,8 +72,13 @@ def encode(msg: Message) -> bytes:
     return _HEADER.pack(len(payload) + 2, VERSION, int(msg.type)) + payload
 
 
-def decode_payload(data: bytes | memoryview) -> Message:
-    """Decode the bytes after the length prefix (version, type, body)."""
+def decode_payload(data: bytes | bytearray | memoryview,
+                   limits: Limits = DEFAULT_LIMITS) -> Message:
+    """Decode the bytes after the length prefix (version, type, body).
+
+    Every string of the body is bounded by ``limits.max_string``; msgpack refuses a
+    longer one from its length header, before building it.
+    """
     if len(data) < 2:
         raise WireError(f"frame of {len(data)} bytes is too short for version and type")
     version, mtype = data[0], data[1]
@@ -81,7 +89,13 @@ def decode_payload(data: bytes | memoryview) -> Message:
     except ValueError:
         raise WireError(f"unknown message type {mtype}") from None
     try:
-        body = msgpack.unpackb(data[2:], raw=False, strict_map_key=True)
+        body = msgpack.unpackb(data[2:], raw=False, strict_map_key=True,
+                               max_str_len=limits.max_string, max_bin_len=limits.max_frame)
+    except ValueError as exc:
+        if "max_str_len" in str(exc):
+            raise WireError(f"{t.name} frame holds a string over the limit of "
+                            f"{limits.max_string} bytes", field="max_string") from None
+        raise WireError(f"{t.name} frame body is not valid msgpack: {exc}") from None
     except Exception as exc:  # msgpack raises several unrelated exception types
         raise WireError(f"{t.name} frame body is not valid msgpack: {exc}") from None
     if not isinstance(body, dict):
@@ -92,7 +106,8 @@ def decode_payload(data: bytes | memoryview) -> Message:
 def check_length(n: int, limit: int = MAX_FRAME) -> None:
     """Refuse a frame length over ``limit`` before reading its bytes."""
     if n > limit:
-        raise WireError(f"frame of {n} bytes exceeds the limit of {limit} bytes")
+        raise WireError(f"frame of {n} bytes exceeds the limit of {limit} bytes",
+                        field="max_frame")
     if n < 2:
         raise WireError(f"frame of {n} bytes is too short for version and type")
 
@@ -100,8 +115,9 @@ def check_length(n: int, limit: int = MAX_FRAME) -> None:
 class FrameDecoder:
     """Incremental decoder: feed bytes, get whole messages (for sockets and tests)."""
 
-    def __init__(self, limit: int = MAX_FRAME) -> None:
-        self.limit = limit
+    def __init__(self, limit: int | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
+        self.limits = limits if limit is None else limits.replace(max_frame=limit)
+        self.limit = self.limits.max_frame
         self._buf = bytearray()
 
     def feed(self, data: bytes) -> Iterator[Message]:
@@ -114,7 +130,7 @@ class FrameDecoder:
                 return
             payload = bytes(self._buf[4:4 + n])
             del self._buf[:4 + n]
-            yield decode_payload(payload)
+            yield decode_payload(payload, self.limits)
 
     @property
     def pending(self) -> int:
@@ -139,15 +155,63 @@ def get(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *,
     return value
 
 
+def excerpt(text: str, limit: int = MAX_ERROR_MESSAGE) -> str:
+    """``text`` cut to ``limit`` characters (marked), for messages about bad input."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 40]}... ({len(text) - limit + 40} more characters)"
+
+
 def error_body(exc: BaseException, corr: int | None = None) -> dict[str, Any]:
     """The ERROR body for an exception (location fields when it is a SiftbusError)."""
-    body: dict[str, Any] = {"message": str(exc), "kind": type(exc).__name__}
+    body: dict[str, Any] = {"message": excerpt(str(exc)), "kind": type(exc).__name__}
     if isinstance(exc, SiftbusError):
         for name in ("line", "column", "field"):
             v = getattr(exc, name)
             if v is not None:
-                body[name] = v
-        body["message"] = exc.message
+                body[name] = excerpt(v, 200) if isinstance(v, str) else v
+        body["message"] = excerpt(exc.message)
     if corr is not None:
         body["corr"] = corr
     return body
+
+
+def _opt_int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReply:
+    """A decoded ERROR body: what went wrong at the peer, and where."""
+
+    message: str
+    kind: str = ""
+    """The peer's error class name (e.g. ``ProfileSyntaxError``), ``""`` if not given."""
+    line: int | None = None
+    column: int | None = None
+    field: str | None = None
+    """The offending field, attribute or exceeded limit (e.g. ``max_frame``)."""
+    corr: int | None = None
+    """The request this answers (``None``: no request, e.g. a refused frame)."""
+
+    def location(self) -> dict[str, Any]:
+        """``line``, ``column`` and ``field`` where given (keyword arguments of an error)."""
+        loc = {"line": self.line, "column": self.column, "field": self.field}
+        return {k: v for k, v in loc.items() if v is not None}
+
+    def to_error(self) -> RemoteError:
+        """The :class:`~siftbus.errors.RemoteError` a client raises for this reply."""
+        return RemoteError(self.message, kind=self.kind, **self.location())
+
+
+def decode_error(body: Any) -> ErrorReply:
+    """Read an ERROR body; never raises (missing or odd fields are left out, the message
+    is cut to an excerpt)."""
+    if not isinstance(body, dict):
+        return ErrorReply("malformed ERROR frame")
+    field = body.get("field")
+    return ErrorReply(excerpt(str(body.get("message", "error"))),
+                      excerpt(str(body.get("kind", "")), 100),
+                      _opt_int(body.get("line")), _opt_int(body.get("column")),
+                      excerpt(str(field), 200) if field is not None else None,
+                      _opt_int(body.get("corr")))
