@@ -41,6 +41,28 @@ v = "int[0,2]"
 """)
 TYPES = ("A", "B", "C")
 
+# The same types with a declared event time (whole seconds), and a heartbeat type Z.
+TIMED = parse_schema("""
+[A]
+k = "int[0,1]"
+v = "int[0,2]"
+t = "int[0,100000000]"
+"@time" = "t"
+[B]
+k = "int[0,1]"
+v = "int[0,2]"
+t = "int[0,100000000]"
+"@time" = "t"
+[C]
+k = "int[0,1]"
+v = "int[0,2]"
+t = "int[0,100000000]"
+"@time" = "t"
+[Z]
+t = "int[0,100000000]"
+"@time" = "t"
+""")
+
 # The building of the worked examples (docs/composite.md), with the types they name.
 BUILDING = parse_schema("""
 [GlassBreak]
@@ -169,6 +191,11 @@ def streams(draw: st.DrawFn, max_events: int = 12, max_time: int = 6) -> list[St
         ev = Event.of(etype, {"k": draw(st.integers(0, 1)), "v": draw(st.integers(0, 2))})
         out.append(StampedEvent(ev, t * S, (i,)))
     return out
+
+
+def timed(e: StampedEvent) -> Event:
+    """The event of ``e`` in :data:`TIMED`, its time (whole seconds) as attribute ``t``."""
+    return Event.of(TIMED[e.event.etype.name], {**e.event.values(), "t": e.time // S})
 
 
 def shuffle_within(events: list[StampedEvent], lateness: int, seed: int

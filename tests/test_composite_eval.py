@@ -176,6 +176,30 @@ def test_equal_profiles_share_an_automaton_and_survive_removals(
     assert engine.stats().automata == 0 and list(engine.component_profiles()) == []
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(composites(), streams(), st.data())
+def test_a_profile_added_mid_stream_sees_only_later_events(
+        profile: CompositeProfile, stream: list[StampedEvent], data: st.DataObject) -> None:
+    """An equal profile added after events were evaluated gets an automaton of its own:
+    it must not receive matches of events from before it came."""
+    first = parse_composite(f"early@a: {format_composite(profile, with_id=False)}", SCHEMA)
+    late = parse_composite(f"late@b: {format_composite(profile, with_id=False)}", SCHEMA)
+    cut = data.draw(st.integers(0, len(stream)))
+    engine = CompositeEngine(matcher="reference")
+    engine.add(first)
+    out: list[CompositeMatch] = []
+    for e in stream[:cut]:
+        out.extend(engine.offer(e))
+    engine.add(late)
+    for e in stream[cut:]:
+        out.extend(engine.offer(e))
+    out.extend(engine.flush())
+    assert keys([m for m in out if m.profile == "early"]) == keys(reference_matches(first,
+                                                                                    stream))
+    assert keys([m for m in out if m.profile == "late"]) == keys(
+        reference_matches(late, stream[cut:]))
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(composites(), streams())
 def test_component_ids_from_outside_give_the_same_result(profile: CompositeProfile,
@@ -303,6 +327,20 @@ def test_buffer_limit_forces_evaluation_and_later_older_events_are_late() -> Non
     assert engine.stats().forced == 2
     assert engine.offer(ev(0.5, 99, "GlassBreak", room=1, level=1)) == []
     assert engine.stats().late == 1
+
+
+def test_an_equal_profile_added_while_an_event_waits_gets_its_own_automaton() -> None:
+    early = parse_composite("early@a: GlassBreak() within 1 s", BUILDING)
+    late = parse_composite("late@b: GlassBreak() within 1 s", BUILDING)
+    engine = CompositeEngine(matcher="reference")
+    engine.add(early)
+    out = engine.offer(ev(0, 0, "GlassBreak", room=1, level=1))  # waits for the watermark
+    engine.add(late)
+    out += engine.offer(ev(5, 1, "GlassBreak", room=1, level=1))
+    out += engine.flush()
+    assert [(m.profile, m.start.order) for m in out] == [
+        ("early", (0,)), ("early", (1,)), ("late", (1,))]
+    assert engine.stats().automata == 2
 
 
 def test_profile_set_errors() -> None:

@@ -14,6 +14,10 @@
     max_frame = 16777216
     frame_timeout = 30.0
 
+    [network.composite]           # optional: composite profiles (docs/composite.md, Limits)
+    lateness = 2.0                # seconds an event may arrive late and still count
+    clock = true                  # the brokers' clocks move the watermark
+
     [network.rendezvous]          # rendezvous: the RN of each event type (default: first broker)
     Temperature = "B2"
 
@@ -41,6 +45,7 @@ from siftbus.match.engines import ENGINES
 from siftbus.model import Schema, load_schema
 from siftbus.wire.limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
+from .composite import COMPOSITE_DEFAULTS, CompositeSettings
 from .node import BrokerNode, check_name, default_engine
 from .protocols import PROTOCOLS, STRATEGIES, rendezvous_directions
 from .server import BrokerServer
@@ -75,6 +80,8 @@ class NetworkConfig:
     edges: tuple[tuple[str, str], ...]
     limits: Limits = DEFAULT_LIMITS
     """What every broker of the network accepts from one peer (``[network.limits]``)."""
+    composite: CompositeSettings = COMPOSITE_DEFAULTS
+    """How the brokers evaluate composite profiles (``[network.composite]``)."""
 
     def broker(self, name: str) -> BrokerConfig:
         try:
@@ -92,7 +99,8 @@ class NetworkConfig:
         return BrokerNode(name, self.schema, protocol=self.protocol, strategy=self.strategy,
                           imperfect=self.imperfect, advertisements=self.advertisements,
                           neighbours=b.neighbours, rendezvous=dirs, engine=self.engine,
-                          store=ProfileStore(b.store) if b.store else None)
+                          store=ProfileStore(b.store) if b.store else None,
+                          composite=self.composite)
 
     def server(self, name: str) -> BrokerServer:
         """The server for ``name``: listens on its port, dials earlier neighbours."""
@@ -136,7 +144,7 @@ def parse_network(text: str, *, path: Path | None = None,
     if not isinstance(net, dict):
         raise fail("[network] must be a table", "network")
     unknown = set(net) - {"schema", "protocol", "strategy", "imperfect", "advertisements",
-                          "engine", "max_frame", "rendezvous", "limits"}
+                          "engine", "max_frame", "rendezvous", "limits", "composite"}
     if unknown:
         key = sorted(unknown)[0]
         raise fail(f"unknown [network] key {key!r}", key, key)
@@ -240,9 +248,16 @@ def parse_network(text: str, *, path: Path | None = None,
     for tname in rn_raw:
         if tname not in schema:
             raise fail(f"[network.rendezvous] names unknown event type {tname!r}", tname, tname)
+    composite = net.get("composite", {})
+    if not isinstance(composite, dict):
+        raise fail("[network.composite] must be a table", "composite", "composite")
+    try:
+        settings = CompositeSettings.from_mapping(composite)
+    except ConfigError as exc:
+        raise fail(exc.message, exc.field or "composite", exc.field) from None
     return NetworkConfig(path, schema, protocol, strategy, flags["imperfect"],
                          flags["advertisements"], engine, limits.max_frame, rendezvous,
-                         brokers, tuple(sorted(edges)), limits)
+                         brokers, tuple(sorted(edges)), limits, settings)
 
 
 def _parse_limits(net: dict[str, Any], fail: Any) -> Limits:

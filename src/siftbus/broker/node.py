@@ -40,6 +40,8 @@ from siftbus.wire.profiles import (
     decode_profiles,
 )
 
+from .composite import SERVICE as COMPOSITE_SERVICE
+from .composite import CompositeService, CompositeSettings
 from .protocols import Routing, make_routing
 from .stats import BrokerStats, Counters, LinkStats
 from .store import ProfileStore
@@ -76,7 +78,8 @@ class BrokerNode:
                  advertisements: bool = False, neighbours: tuple[str, ...] = (),
                  rendezvous: dict[str, str | None] | None = None,
                  engine: str | None = None, store: ProfileStore | None = None,
-                 clock: Callable[[], float] = time.time, limits: Limits | None = None) -> None:
+                 clock: Callable[[], float] = time.time, limits: Limits | None = None,
+                 composite: CompositeSettings | None = None) -> None:
         self.name = check_name(name, "broker")
         self.schema = schema
         self.protocol = protocol
@@ -105,6 +108,13 @@ class BrokerNode:
         #: called with a client's name when its connection goes (hosted services own
         #: per-connection state, e.g. the channel service's push proxies)
         self.client_down_listeners: list[Callable[[str], None]] = []
+        #: called with the clock's time by the server's timer (``tick_interval``)
+        self.tickers: list[Callable[[float], None]] = []
+        #: composite profiles of the local clients (docs/composite.md)
+        self.composites = CompositeService(self, composite)
+        self.services[COMPOSITE_SERVICE] = self.composites.handle
+        self.client_down_listeners.append(self.composites.client_down)
+        self.tickers.append(self.composites.tick)
         if store is not None:
             for client, p in store.load(schema):
                 self._subscribe_all(client, [p], persist=False)
@@ -123,6 +133,9 @@ class BrokerNode:
         self.transport_send(link, msg)
 
     def deliver(self, link: str, items: list[tuple[Block, np.ndarray, list[str]]]) -> None:
+        items = self.composites.intercept(link, items)  # component rows feed the automata
+        if not items:
+            return
         n = sum(len(pids) for _, _, pids in items)
         if link not in self.clients:
             self.counters.dropped += n
@@ -231,6 +244,7 @@ class BrokerNode:
         c = self.counters
         c.events_in += sum(len(b) for b in blocks)
         res = self.routing.route(src, kind, blocks)
+        self.composites.end_step()  # the step's component rows, once per event
         c.filter_ops += res.filtered
         c.matches += res.matches
         c.events_out += res.events_out

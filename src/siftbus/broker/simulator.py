@@ -22,6 +22,7 @@ from siftbus.wire.events import Envelope, decode_batch, encode_envelope_blocks
 from siftbus.wire.frames import Message, MsgType, decode_payload, encode
 from siftbus.wire.profiles import encode_profile
 
+from .composite import CompositeSettings
 from .node import BrokerNode
 from .protocols import rendezvous_directions
 from .stats import BrokerStats
@@ -45,6 +46,8 @@ class SimClient:
     broker: str
     deliveries: list[Delivery] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
+    replies: list[dict[str, Any]] = field(default_factory=list)
+    """REPLY bodies: answers to calls and service pushes (``service``, ``event``)."""
     seq: int = 0
     connected: bool = True
 
@@ -60,7 +63,8 @@ class Simulator:
                  edges: Iterable[tuple[str, str]], *, protocol: str = "forwarding",
                  strategy: str = "covering", imperfect: bool = False,
                  advertisements: bool = False, rendezvous: dict[str, str] | None = None,
-                 engine: str | None = None, seed: int = 0, roundtrip: bool = False) -> None:
+                 engine: str | None = None, seed: int = 0, roundtrip: bool = False,
+                 composite: CompositeSettings | None = None) -> None:
         self.schema = schema
         self.edges = [(a, b) for a, b in edges]
         self.rng = random.Random(seed)
@@ -81,7 +85,8 @@ class Simulator:
                 else None
             node = BrokerNode(b, schema, protocol=protocol, strategy=strategy,
                               imperfect=imperfect, advertisements=advertisements,
-                              neighbours=tuple(nbrs[b]), rendezvous=dirs, engine=engine)
+                              neighbours=tuple(nbrs[b]), rendezvous=dirs, engine=engine,
+                              composite=composite)
             node.transport_send = self._sender(b)
             self.nodes[b] = node
         self.clients: dict[str, SimClient] = {}
@@ -126,6 +131,8 @@ class Simulator:
                     at += k
         elif msg.type is MsgType.ERROR:
             c.errors.append(msg.body)
+        elif msg.type is MsgType.REPLY:
+            c.replies.append(msg.body)
 
     def step(self) -> bool:
         """Deliver the head message of one non-empty link (random); ``False`` when idle."""
@@ -194,6 +201,12 @@ class Simulator:
     def unadvertise(self, client: str, ids: Sequence[str]) -> None:
         c = self.clients[client]
         self._client_send(c, Message(MsgType.UNADV, {"ids": list(ids)}))
+
+    def call(self, client: str, service: str, method: str, **args: Any) -> None:
+        """Queue a CALL of a broker-hosted service (the answer lands in ``replies``)."""
+        c = self.clients[client]
+        self._client_send(c, Message(MsgType.CALL, {"service": service, "method": method,
+                                                    "args": args, "corr": 0}))
 
     def publish(self, client: str, events: Sequence[Event]) -> list[tuple[str, int]]:
         """Queue a PUB batch; returns the publication identities the network will use."""

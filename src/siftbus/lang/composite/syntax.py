@@ -9,6 +9,7 @@ a label), :class:`FollowedBy` (``->``, a sequence; its steps may be :class:`Nega
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -118,12 +119,36 @@ class CompositeProfile:
         """The negated components, in written order."""
         return [c for c, negated in iter_components(self.pattern) if negated]
 
+    def with_id(self, id: str, subscriber: str | None = None) -> CompositeProfile:
+        """The same profile under another id (and subscriber); components follow."""
+        sub = self.subscriber if subscriber is None else subscriber
+        return dataclasses.replace(self, id=id, subscriber=sub,
+                                   pattern=_renamed(self.pattern, id, sub))
+
     def component(self, label: str) -> Component:
         """The component with this label; ``KeyError`` if there is none."""
         for c in self.components():
             if c.label == label:
                 return c
         raise KeyError(label)
+
+
+def _renamed(node: Pattern, id: str, subscriber: str) -> Pattern:
+    def step(n: Pattern | Negation) -> Pattern | Negation:
+        if isinstance(n, Negation):
+            return Negation(_renamed(n.component, id, subscriber))  # type: ignore[arg-type]
+        return _renamed(n, id, subscriber)
+
+    if isinstance(node, Component):
+        return Component(node.label, node.profile.with_id(component_id(id, node.label),
+                                                          subscriber))
+    if isinstance(node, FollowedBy):
+        return FollowedBy(tuple(step(s) for s in node.steps))
+    if isinstance(node, Conjunction):
+        return Conjunction(tuple(_renamed(o, id, subscriber) for o in node.operands))
+    if isinstance(node, Disjunction):
+        return Disjunction(tuple(_renamed(o, id, subscriber) for o in node.operands))
+    return Windowed(_renamed(node.pattern, id, subscriber), node.window)
 
 
 def iter_components(node: Node) -> Iterator[tuple[Component, bool]]:

@@ -93,8 +93,11 @@ class CompositeEngine:
         self.on_late = on_late
         self._handles = itertools.count()
         self._profiles: dict[str, tuple[int, CompositeProfile]] = {}
-        self._shared: dict[str, int] = {}  # signature (the line without id) -> handle
+        # signature (the line without id) -> the automaton new equal profiles may join:
+        # only one that has seen no event yet, so every member sees the same stream
+        self._shared: dict[str, int] = {}
         self._signatures: dict[int, str] = {}
+        self._open: set[int] = set()
         self._members: dict[int, list[CompositeProfile]] = {}
         self._automata: dict[int, CompositeAutomaton] = {}
         self._components: dict[str, tuple[int, int]] = {}  # component id -> (handle, bit)
@@ -117,8 +120,10 @@ class CompositeEngine:
         """Register a composite profile.
 
         Profiles that differ only in id and subscriber share one automaton (a building
-        has many subscribers with the same rule); the components of the first of them
-        stand in the matcher for all, and every member receives each match.
+        has many subscribers with the same rule) as long as it has seen no event (a
+        later member would otherwise get matches of events from before it came); the
+        components of the first member stand in the matcher for all, and every member
+        receives each match.
         """
         if profile.id in self._profiles:
             raise DuplicateProfileError(f"composite profile id {profile.id!r} is already "
@@ -131,6 +136,7 @@ class CompositeEngine:
             self._register_components(handle, profile)
             self._shared[signature] = handle
             self._signatures[handle] = signature
+            self._open.add(handle)
             self._automata[handle] = CompositeAutomaton(plan,
                                                         state_limit=self.limits.state_limit)
             self._members[handle] = []
@@ -169,7 +175,8 @@ class CompositeEngine:
                 self._register_components(handle, members[0])
         if not members:
             del self._members[handle], self._automata[handle]
-            del self._shared[self._signatures.pop(handle)]
+            self._close_sharing(handle)
+            del self._signatures[handle]
             self._scheduled.pop(handle, None)
         return profile
 
@@ -272,6 +279,9 @@ class CompositeEngine:
                 self.on_late(ev)
             return []
         if masks:
+            for handle in masks:
+                if handle in self._open:  # its first event: no member may join now
+                    self._close_sharing(handle)
             heapq.heappush(self._buffer, (ev.time, ev.order, next(self._seq), ev, masks))
         self._see(ev.time)
         out = self._release()
@@ -305,6 +315,13 @@ class CompositeEngine:
                     out.extend(self._fan_out(handle, found))
                 self._schedule(handle, a)
         return out
+
+    def _close_sharing(self, handle: int) -> None:
+        """No new member may join this automaton any more."""
+        self._open.discard(handle)
+        sig = self._signatures[handle]
+        if self._shared.get(sig) == handle:
+            del self._shared[sig]
 
     def _fan_out(self, handle: int, found: list[CompositeMatch]) -> list[CompositeMatch]:
         """One copy of each match per member of the automaton, under its id."""

@@ -1,0 +1,309 @@
+"""Composite profiles in the broker network, against the reference evaluator.
+
+The components are ordinary profiles routed by every protocol and strategy; the
+subscriber's access broker evaluates the automata and pushes each match with its
+component events. In the deterministic simulator (random trees, random placement, every
+routing configuration, events published out of order from several brokers) and on real
+brokers on 127.0.0.1, each subscriber must receive exactly the matches
+``reference_matches`` computes from the whole stream, and nothing of a composite profile
+may stay in any table once it is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from composite_strategies import TIMED, S, composites, streams, timed
+from siftbus.broker.composite import CompositeSettings
+from siftbus.broker.node import BrokerNode
+from siftbus.broker.protocols import rendezvous_directions
+from siftbus.broker.server import BrokerServer
+from siftbus.broker.simulator import Delivery, Simulator
+from siftbus.client import Client
+from siftbus.client.composite import decode_matches
+from siftbus.errors import RemoteError
+from siftbus.lang.composite import CompositeProfile, format_composite, parse_composite
+from siftbus.match.composite import CompositeMatch, EngineLimits, StampedEvent, reference_matches
+from siftbus.model import Event, Profile, parse_schema
+from test_broker_server import settle
+
+CONFIGS = [
+    dict(protocol="flooding"),
+    dict(protocol="forwarding", strategy="simple"),
+    dict(protocol="forwarding", strategy="identity"),
+    dict(protocol="forwarding", strategy="covering"),
+    dict(protocol="forwarding", strategy="merging"),
+    dict(protocol="forwarding", strategy="merging", imperfect=True),
+    dict(protocol="forwarding", strategy="covering", advertisements=True),
+    dict(protocol="rendezvous", strategy="covering"),
+    dict(protocol="rendezvous", strategy="identity"),
+]
+# nothing is late (the tests flush at the end), and no clock: the event times are a replay
+PATIENT = CompositeSettings(EngineLimits(lateness=10**12), clock=False)
+
+
+def expected(c: CompositeProfile, stream: list[StampedEvent]) -> list[Any]:
+    return [m.key() for m in reference_matches(c, stream)]
+
+
+def pushed(replies: list[dict[str, Any]], client: str) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for body in replies:
+        if body.get("service") != "composite":
+            continue
+        for m in decode_matches(body["event"], TIMED, client):
+            out.setdefault(m.profile, []).append(m.key())
+    return out
+
+
+def run_sim(data: st.DataObject, config: dict[str, Any]) -> None:
+    n = data.draw(st.integers(1, 6), label="brokers")
+    names = [f"B{i}" for i in range(n)]
+    edges = [(names[data.draw(st.integers(0, i - 1))], names[i]) for i in range(1, n)]
+    rn = ({t: data.draw(st.sampled_from(names)) for t in TIMED.names}
+          if config["protocol"] == "rendezvous" else None)
+    sim = Simulator(TIMED, names, edges, rendezvous=rn, seed=data.draw(st.integers(0, 99)),
+                    roundtrip=data.draw(st.booleans()), composite=PATIENT, **config)
+    subs = [sim.add_client(f"s{i}", data.draw(st.sampled_from(names)))
+            for i in range(data.draw(st.integers(1, 3)))]
+    pubs = [sim.add_client(f"p{i}", data.draw(st.sampled_from(names)))
+            for i in range(data.draw(st.integers(1, 3)))]
+    if config.get("advertisements"):
+        for p in pubs:
+            sim.advertise(p.name, [Profile.from_constraints(f"all-{t}", TIMED[t], {})
+                                   for t in TIMED.names])
+        sim.run()
+    mine: dict[str, list[CompositeProfile]] = {}
+    plain: dict[tuple[str, str], Profile] = {}
+    for j, s in enumerate(subs):
+        cs = [data.draw(composites(cid=f"x{j}{i}")) for i in range(data.draw(st.integers(1, 3)))]
+        cs = [parse_composite(format_composite(c), TIMED) for c in cs]
+        mine[s.name] = cs
+        sim.call(s.name, "composite", "subscribe", texts=[format_composite(c) for c in cs])
+        if data.draw(st.booleans()):  # an ordinary profile beside: it keeps its notifications
+            p = Profile.from_constraints("plain", TIMED["A"], {})
+            plain[(s.name, "plain")] = p
+            sim.subscribe(s.name, p)
+    sim.run()
+    for s in subs:
+        assert not s.errors, s.errors
+    stream = data.draw(streams())
+    owner = [data.draw(st.sampled_from(pubs)) for _ in stream]
+    order = data.draw(st.permutations(range(len(stream))))  # published out of time order
+    stamped: dict[int, StampedEvent] = {}
+    for i in order:
+        ev = timed(stream[i])
+        (ident,) = sim.publish(owner[i].name, [ev])
+        stamped[i] = StampedEvent(ev, stream[i].time, ident)
+        if data.draw(st.integers(0, 3)) == 0:
+            sim.run()
+    sim.run()
+    for node in sim.nodes.values():
+        node.composites.flush()
+    sim.run()
+    full = [stamped[i] for i in range(len(stream))]
+    for s in subs:
+        got = pushed(s.replies, s.name)
+        want = {c.id: expected(c, full) for c in mine[s.name]}
+        assert {k: v for k, v in got.items()} == {k: v for k, v in want.items() if v}, s.name
+    got_plain = Counter(d for s in subs for d in s.deliveries)
+    want_plain = Counter(Delivery(cl, pid, e.order) for (cl, pid), p in plain.items()
+                         for e in full if p.matches(e.event))
+    assert got_plain == want_plain
+    # leaving: half unsubscribe, the others disconnect; nothing may stay anywhere
+    for s in subs:
+        if data.draw(st.booleans()):
+            sim.call(s.name, "composite", "unsubscribe", ids=[c.id for c in mine[s.name]])
+            if (s.name, "plain") in plain:
+                sim.unsubscribe(s.name, "plain")
+            sim.run()
+        else:
+            sim.disconnect(s.name)
+    sim.run()
+    assert {b: len(node.routing.table) for b, node in sim.nodes.items()} == \
+        {b: 0 for b in names}
+    for node in sim.nodes.values():
+        assert len(node.composites.engine) == 0
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(str(v) for v in c.values()))
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_simulated_networks_deliver_the_reference_matches(config: dict[str, Any],
+                                                          data: st.DataObject) -> None:
+    run_sim(data, config)
+
+
+def test_the_service_refuses_bad_requests_and_keeps_the_rest() -> None:
+    sim = Simulator(TIMED, ["B0"], [])
+    c = sim.add_client("c", "B0")
+    sim.call("c", "composite", "subscribe", texts=["ok: A() -> B() within 1 s",
+                                                    "bad: A() -> within 1 s"])
+    sim.call("c", "composite", "subscribe", texts="not a list")
+    sim.call("c", "composite", "unsubscribe", ids=["nope"])
+    sim.call("c", "composite", "frobnicate")
+    sim.call("c", "composite", "subscribe", texts=["ok: A() within 1 s"])
+    sim.call("c", "composite", "subscribe", texts=["ok: A() within 1 s"])
+    sim.call("c", "composite", "list")
+    sim.run()
+    msgs = [e["message"] for e in c.errors]
+    assert "unexpected" in msgs[0]
+    assert (c.errors[0]["line"], c.errors[0]["column"]) == (2, 20)  # the second line
+    assert "texts" in msgs[1] and "nope" in msgs[2] and "frobnicate" in msgs[3]
+    assert "already has a composite profile 'ok'" in msgs[4]
+    results = [r["result"] for r in c.replies if "result" in r]
+    assert results[0] == {"ids": ["ok"]}
+    assert results[1] == [{"id": "ok", "text": "ok@c: A() within 1 s select first reuse"}]
+    assert len(sim.nodes["B0"].routing.table) == 1  # the first request left nothing behind
+
+
+# ---- real brokers on 127.0.0.1 -----------------------------------------------------
+
+async def start(names: list[str], edges: list[tuple[str, str]], protocol: str,
+                strategy: str, rn: dict[str, str] | None,
+                settings: CompositeSettings) -> dict[str, BrokerServer]:
+    servers: dict[str, BrokerServer] = {}
+    for i, b in enumerate(names):
+        nbrs = tuple(x for a, c in edges for x in (a, c) if b in (a, c) and x != b)
+        dirs = rendezvous_directions(edges, b, rn) if rn else None
+        node = BrokerNode(b, TIMED, protocol=protocol, strategy=strategy, neighbours=nbrs,
+                          rendezvous=dirs, composite=settings)
+        dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs if names.index(n) < i}
+        srv = BrokerServer(node, dial=dial)
+        await srv.start()
+        servers[b] = srv
+    for srv in servers.values():
+        await srv.wait_neighbours(10)
+    return servers
+
+
+async def collect(sub: Any, n: int, timeout: float = 10.0) -> list[CompositeMatch]:
+    return [await sub.get(timeout) for _ in range(n)]
+
+
+async def run_real(data: st.DataObject, protocol: str, strategy: str) -> None:
+    n = data.draw(st.integers(1, 3), label="brokers")
+    names = [f"B{i}" for i in range(n)]
+    edges = [(names[data.draw(st.integers(0, i - 1))], names[i]) for i in range(1, n)]
+    rn = ({t: data.draw(st.sampled_from(names)) for t in TIMED.names}
+          if protocol == "rendezvous" else None)
+    servers = await start(names, edges, protocol, strategy, rn, PATIENT)
+    clients: list[Client] = []
+    try:
+        sub = await Client.connect(port=servers[data.draw(st.sampled_from(names))].port,
+                                   name="sub")
+        pubs = [await Client.connect(port=servers[data.draw(st.sampled_from(names))].port,
+                                     name=f"pub{i}") for i in range(2)]
+        clients = [sub, *pubs]
+        cs = [parse_composite(format_composite(data.draw(composites(cid=f"x{i}"))), TIMED)
+              for i in range(data.draw(st.integers(1, 3)))]
+        subs = {c.id: await sub.subscribe_composite(format_composite(c)) for c in cs}
+        # the heartbeat: a composite on Z whose events move the watermark past the stream
+        beat = await sub.subscribe_composite("beat: Z() within 0 s")
+        await settle(servers, clients)
+        stream = data.draw(streams())
+        full: list[StampedEvent] = []
+        for i, e in enumerate(stream):
+            p = pubs[i % 2]
+            ev = timed(e)
+            seq = await p.publish(ev)
+            full.append(StampedEvent(ev, e.time, (f"{p.broker}/{p.name}", seq)))
+        for p in pubs:
+            await p.flush()
+        await settle(servers, clients)
+        # two heartbeats far ahead: the watermark passes the stream and the first beat
+        await pubs[0].publish(Event.of(TIMED["Z"], {"t": 5 * 10**7}))
+        await pubs[0].publish(Event.of(TIMED["Z"], {"t": 10**8}))
+        await pubs[0].flush()
+        assert (await beat.get(10)).event("Z").time == 5 * 10**7 * S
+        await settle(servers, clients)
+        for c in cs:
+            want = expected(c, full)
+            got = await collect(subs[c.id], len(want))
+            assert [m.key() for m in got] == [(c.id, *k[1:]) for k in want]
+            assert subs[c.id].queue.empty()
+            for m in got:
+                assert m.subscriber == "sub"
+                for _, e in m.bindings:  # the component events arrive whole
+                    assert e.event == next(x.event for x in full if x.order == e.order)
+        for c in cs:
+            await subs[c.id].unsubscribe()
+        await beat.unsubscribe()
+        await settle(servers, clients)
+        assert {b: len(s.node.routing.table) for b, s in servers.items()} == \
+            {b: 0 for b in names}
+    finally:
+        for c in clients:
+            await c.close()
+        for srv in servers.values():
+            await srv.close()
+
+
+@pytest.mark.parametrize(("protocol", "strategy"), [
+    ("flooding", "simple"), ("forwarding", "covering"), ("forwarding", "merging"),
+    ("rendezvous", "covering")])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_real_brokers_push_the_reference_matches(protocol: str, strategy: str,
+                                                 data: st.DataObject) -> None:
+    asyncio.run(run_real(data, protocol, strategy))
+
+
+BUILDING = parse_schema("""
+[Heater]
+room = "int[1,300]"
+on = "int[0,1]"
+[Temperature]
+room = "int[1,300]"
+value = "decimal[-40,60,1]"
+""")
+
+
+async def test_clock_ticks_close_windows_of_publish_stamped_events() -> None:
+    """Types without "@time": the publication stamp is the event time and the broker's
+    clock closes the heating fault's window without any further event."""
+    node = BrokerNode("B0", BUILDING,
+                      composite=CompositeSettings(EngineLimits(lateness=100_000)))
+    async with BrokerServer(node) as srv, \
+            await Client.connect(port=srv.port, name="facility") as sub, \
+            await Client.connect(port=srv.port, name="heaters") as pub:
+        fault = await sub.subscribe_composite(
+            "fault: heat=Heater(on = 1) -> not Temperature(value > 19.0) within 300 ms "
+            "same room")
+        warm = await sub.subscribe("Temperature(room = 2)")
+        t0 = time.time()
+        await pub.publish({"type": "Heater", "room": 1, "on": 1})
+        await pub.publish({"type": "Heater", "room": 2, "on": 1})
+        await pub.flush()
+        await asyncio.sleep(0.05)
+        await pub.publish({"type": "Temperature", "room": 2, "value": 21.5})
+        await pub.flush()
+        m = await fault.get(5)
+        assert time.time() - t0 >= 0.3  # not before the window closed
+        assert [lab for lab, _ in m.bindings] == ["heat"]
+        assert m.event("heat").event["room"] == 1
+        assert (await warm.get(5)).event["room"] == 2  # ordinary notifications still flow
+        with pytest.raises(asyncio.TimeoutError):
+            await fault.get(0.6)  # room 2 warmed up: no fault
+        stats = await sub.call("composite", "stats")
+        assert stats["pushed"] == 1 and stats["profiles"] == 1
+
+
+async def test_a_bad_composite_line_is_refused_with_its_location() -> None:
+    async with BrokerServer(BrokerNode("B0", BUILDING)) as srv, \
+            await Client.connect(port=srv.port) as c:
+        with pytest.raises(RemoteError) as err:
+            await c.subscribe_composite("x: Heater(on = 7) -> Temperature() within 1 s")
+        assert "on: 7 is outside the domain" in str(err.value)
+        assert err.value.column == 11  # "on" in the line
+        ok = await c.subscribe_composite("y: Heater() within 1 s")
+        assert ok.id == "y"
+        assert len(srv.node.routing.table) == 1
