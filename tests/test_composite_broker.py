@@ -12,8 +12,12 @@ may stay in any table once it is gone.
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from composite_strategies import TIMED, S, composites, streams, timed
+from hostile import run_bad
 from siftbus.broker.composite import CompositeSettings
 from siftbus.broker.node import BrokerNode
 from siftbus.broker.protocols import rendezvous_directions
@@ -28,10 +33,11 @@ from siftbus.broker.server import BrokerServer
 from siftbus.broker.simulator import Delivery, Simulator
 from siftbus.client import Client
 from siftbus.client.composite import decode_matches
-from siftbus.errors import RemoteError
+from siftbus.errors import ConfigError, RemoteError
 from siftbus.lang.composite import CompositeProfile, format_composite, parse_composite
 from siftbus.match.composite import CompositeMatch, EngineLimits, StampedEvent, reference_matches
 from siftbus.model import Event, Profile, parse_schema
+from test_broker_cli import broker_process, run_cli
 from test_broker_server import settle
 
 CONFIGS = [
@@ -307,3 +313,68 @@ async def test_a_bad_composite_line_is_refused_with_its_location() -> None:
         ok = await c.subscribe_composite("y: Heater() within 1 s")
         assert ok.id == "y"
         assert len(srv.node.routing.table) == 1
+
+
+# ---- the command line ------------------------------------------------------------------
+
+COMPOSITE_CONFIG = """
+[network.composite]
+lateness = 0.2
+"""
+
+
+def test_siftbus_subscribe_composite_prints_matches(tmp_path: Path) -> None:
+    with broker_process(tmp_path, COMPOSITE_CONFIG) as b:
+        sub = subprocess.Popen(
+            [sys.executable, "-m", "siftbus", "subscribe", "--broker", f"127.0.0.1:{b.port}",
+             "--composite", "alarm: glass=GlassBreak(level > 5) -> motion=Motion(present = 1)"
+             " within 60 s same room", "--count", "1", "--timeout", "60"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert sub.stderr is not None
+        assert "subscribed alarm at B0" in sub.stderr.readline()
+        events = tmp_path / "ev.jsonl"
+        events.write_text(
+            '{"type": "GlassBreak", "sensor": 1, "room": 3, "zone": "north", "level": 9}\n'
+            '{"type": "Motion", "sensor": 2, "room": 4, "present": 1}\n'
+            '{"type": "Motion", "sensor": 3, "room": 3, "present": 1}\n')
+        r = run_cli("publish", "--broker", f"127.0.0.1:{b.port}", str(events))
+        assert r.returncode == 0, r.stderr
+        out, _ = sub.communicate(timeout=60)
+        (line,) = out.splitlines()
+        m = json.loads(line)
+        assert m["profile"] == "alarm"
+        assert [(e["label"], e["event"]["type"], e["event"]["room"], e["seq"])
+                for e in m["events"]] == [("glass", "GlassBreak", 3, 0), ("motion", "Motion", 3, 2)]
+        b.stop()
+
+
+@pytest.mark.parametrize(("line", "where"), [
+    ("x: GlassBreak( within 1 s", "column 23"),
+    ("x: GlassBreak() -> Motion()", "within"),
+    ("x: " + " -> ".join(f"a{i}=Motion()" for i in range(40)) + " within 1 s", "16 components"),
+    ("x: Motion(room = 9999) within 1 s", "outside the domain"),
+    ("x: Motion() within 1 s" + " " * 20000, "16384"),
+])
+def test_siftbus_subscribe_composite_refuses_bad_lines(tmp_path: Path, line: str,
+                                                       where: str) -> None:
+    with broker_process(tmp_path) as b:
+        run_bad(["subscribe", "--broker", f"127.0.0.1:{b.port}", "--composite", line],
+                where=where)
+        b.stop()
+
+
+def test_network_config_composite_settings(tmp_path: Path) -> None:
+    from siftbus.broker.config import parse_network
+
+    base = ('[network]\nschema = "{schema}"\n[brokers.B0]\nport = 7400\n'
+            .format(schema=Path("examples/building/schema.toml").resolve()))
+    net = parse_network(base + "[network.composite]\nlateness = 1.5\nstate_limit = 99\n"
+                        "clock = false\n")
+    assert net.composite == CompositeSettings(EngineLimits(lateness=1_500_000,
+                                                           state_limit=99), clock=False)
+    assert net.node("B0").composites.limits.lateness == 1_500_000
+    for bad, field in [("lateness = -1", "lateness"), ("clock = 3", "clock"),
+                       ("state_limit = 0", "state_limit"), ("nope = 1", "nope")]:
+        with pytest.raises(ConfigError) as err:
+            parse_network(base + f"[network.composite]\n{bad}\n")
+        assert err.value.field == field and err.value.line is not None

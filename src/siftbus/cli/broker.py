@@ -250,9 +250,15 @@ def subscribe_cmd(
     = 0,
     timeout: Annotated[float, typer.Option(help="Exit after this many seconds (0: never).")]
     = 0.0,
+    composite: Annotated[bool, typer.Option("--composite", help="The lines are composite "
+                                            "profiles ('alarm: A(...) -> B(...) within 60 s "
+                                            "same room', docs/composite.md).")] = False,
 ) -> None:
-    """Subscribe and print each notification as a JSON line."""
+    """Subscribe and print each notification (or composite match) as a JSON line."""
     host, port = _address(config, name, broker)
+    if composite:
+        _run(_subscribe_composite(host, port, profiles, client, count, timeout))
+        return
 
     async def main() -> None:
         from siftbus.client import Client
@@ -285,6 +291,42 @@ def subscribe_cmd(
             await c.close()
 
     _run(main())
+
+
+async def _subscribe_composite(host: str, port: int, lines: list[str], client: str | None,
+                               count: int, timeout: float) -> None:
+    from siftbus.client import Client
+    from siftbus.client.composite import CompositeClient, CompositeSubscription, match_json
+
+    c = await Client.connect(host, port, name=client)
+    done = asyncio.Event()
+    got = 0
+
+    async def pump(sub: CompositeSubscription) -> None:
+        nonlocal got
+        async for m in sub:
+            if count and got >= count:
+                return
+            print(match_json(m), flush=True)
+            got += 1
+            if count and got >= count:
+                done.set()
+
+    try:
+        subs = await CompositeClient.of(c).subscribe(*lines)
+        print(f"subscribed {', '.join(s.id for s in subs)} at {c.broker}", file=sys.stderr,
+              flush=True)
+        tasks = [asyncio.ensure_future(pump(s)) for s in subs]
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, done.set)
+        if timeout:
+            loop.call_later(timeout, done.set)
+        await done.wait()
+        for t in tasks:
+            t.cancel()
+    finally:
+        await c.close()
 
 
 def register(app: typer.Typer) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import weakref
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar, Protocol
@@ -69,6 +70,15 @@ def decode_matches(event: Any, schema: Schema, subscriber: str = "") -> list[Com
                                                  (src, seq))))
         out.append(CompositeMatch(m["profile"], subscriber, tuple(bindings), m["completed"]))
     return out
+
+
+def match_json(m: CompositeMatch) -> str:
+    """One match as a JSON line (times in seconds): ``{"profile", "completed",
+    "events": [{"label", "time", "src", "seq", "event"}]}``."""
+    events = [{"label": label, "time": e.time / 1e6, "src": e.order[0], "seq": e.order[1],
+               "event": e.event.to_json_dict()} for label, e in m.bindings]
+    return json.dumps({"profile": m.profile, "completed": m.completed / 1e6,
+                       "events": events})
 
 
 class CompositeSubscription:
@@ -175,4 +185,4 @@ class CompositeClient:
                 await ended
 
 
-__all__ = ["CompositeClient", "CompositeSubscription", "decode_matches"]
+__all__ = ["CompositeClient", "CompositeSubscription", "decode_matches", "match_json"]
