@@ -91,9 +91,9 @@ def test_check_reports_every_error(tmp_path: Path) -> None:
                   '"irradiance": 5}\nnot json\n')
     r = siftbus("check", "--schema", str(BUILDING / "schema.toml"), "--profiles", str(prof),
                 "--events", str(ev))
-    assert r.returncode == 1
-    errors = [x for x in r.stderr.splitlines() if x.startswith("error")]
-    assert len(errors) == 5, r.stderr
+    assert r.returncode == 2  # bad input, as for every command
+    errors = r.stderr.splitlines()
+    assert len(errors) == 5 and all(x.startswith("siftbus: error: ") for x in errors), r.stderr
     assert f"{prof}, line 2, column 8" in errors[0]
     assert f"{prof}, line 3, column 3" in errors[1]
     assert "already used on line 1" in errors[2]
@@ -169,3 +169,22 @@ def test_version_and_literal_brackets_in_help() -> None:
     # help texts quote TOML tables and JSON: brackets must survive (no markup parsing)
     assert '"matches": [ids...]' in " ".join(siftbus("match", "--help").stdout.split())
     assert "[spark] table" in " ".join(siftbus("pipeline", "run", "--help").stdout.split())
+
+
+@pytest.mark.parametrize(("bom", "end"), [(b"", b"\r"), (b"\xef\xbb\xbf", b"\n"),
+                                          (b"\xef\xbb\xbf", b"\r\n"), (b"\xef\xbb\xbf", b"\r")])
+def test_check_and_match_read_files_by_one_rule(tmp_path: Path, bom: bytes, end: bytes) -> None:
+    # check accepted CR-only line ends and match refused them; both refused a BOM, which
+    # the pipeline (Spark's text reader) skips: now one rule everywhere.
+    events = tmp_path / "e.jsonl"
+    events.write_bytes(bom + (BUILDING / "events.jsonl").read_bytes().replace(b"\n", end))
+    profiles = tmp_path / "p.txt"
+    profiles.write_bytes(bom + (BUILDING / "profiles.txt").read_bytes().replace(b"\n", end))
+    r = siftbus("check", "--schema", str(BUILDING / "schema.toml"), "--profiles",
+                str(profiles), "--events", str(events))
+    assert r.returncode == 0, r.stderr
+    assert "537 profiles" in r.stdout and "34 events" in r.stdout
+    r = siftbus("match", "--schema", str(BUILDING / "schema.toml"), "--profiles",
+                str(profiles), "--events", str(events))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (BUILDING / "expected-matches.jsonl").read_text()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from siftbus.channel.event import StructuredEvent
-from siftbus.channel.values import MAX_VALUE_DEPTH, from_json_value, loads, to_json_value
+from siftbus.channel.values import MAX_VALUE_DEPTH, from_json_value, to_json_value
 from siftbus.errors import EventError, SiftbusError
 from siftbus.lang.etcl import Struct, Union, parse_constraint
 
@@ -65,18 +65,28 @@ def test_malformed_tagged_forms_are_event_errors(value: Any, message: str) -> No
     assert message in info.value.message
 
 
-def test_loads_turns_every_bad_text_into_one_event_error() -> None:
-    with pytest.raises(EventError, match=r"invalid UTF-8 \(byte 0xff\)") as info:
-        loads(b'{"a":\n "x\xff"}')
-    assert (info.value.line, info.value.column) == (2, 4)
-    with pytest.raises(EventError, match="nests deeper than"):
-        loads("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(EventError, match="invalid JSON"):
-        loads("1" * 5000)  # more digits than Python converts
-    with pytest.raises(EventError, match="invalid JSON: Expecting value") as info:
-        loads("{\"a\": }")
+def test_event_lines_turn_every_bad_text_into_one_event_error(tmp_path: Any) -> None:
+    """``etcl eval`` reads event lines by the one rule for text (siftbus.model.textio)."""
+    from siftbus.cli.etcl import _lines, read_event
+
+    bad = tmp_path / "e.jsonl"
+    bad.write_bytes(b'{"any": 1}\n{"a": "x\xff"}\n')
+    with pytest.raises(EventError, match=r"0xff") as info:
+        list(_lines(bad))
+    assert (info.value.line, info.value.column) == (2, 9)
+    with pytest.raises(EventError, match="nest"):
+        read_event("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(EventError, match="digits"):
+        read_event("1" * 5000)
+    with pytest.raises(EventError) as info:
+        read_event("{\"a\": }")
     assert info.value.column == 7
-    assert loads(b'{"a": [1, "\xc3\xa9"]}') == {"a": [1, "é"]}
+    assert read_event('{"any": [1, "\u00e9"]}') == [1, "é"]
+    deep: Any = 1
+    for _ in range(MAX_VALUE_DEPTH - 1):
+        deep = [deep]
+    assert read_event(json.dumps({"any": deep})) == deep
+
 
 
 JSON = st.recursive(
@@ -116,8 +126,10 @@ def test_fuzz_decoder_gives_a_value_or_a_siftbus_error(value: Any) -> None:
                  st.tuples(st.integers(0, 5000), st.sampled_from([b"[", b'{"a":'])).map(
                      lambda t: t[1] * t[0])))
 def test_fuzz_text_decoder(data: bytes) -> None:
+    from siftbus.cli.etcl import read_event
+    from siftbus.model.textio import decode_line
+
     try:
-        value = loads(data)
-        from_json_value(value)
+        read_event(decode_line(data, kind=EventError))
     except SiftbusError as exc:
         assert len(str(exc)) < 300

@@ -84,8 +84,43 @@ def test_parse_domain(spec: str, expected: object) -> None:
 @pytest.mark.parametrize(
     "spec",
     ["int[5,1]", "int[1]", "float", "decimal[0,1]", "decimal[0,1,20]", "decimal[0.05,1,1]",
-     "enum[]", "enum[A,A]", "enum[A,1B]", "enum[MIN,B]", "str", ""],
+     "enum[]", "enum[A,A]", "enum[A,1B]", "enum[in,B]", "str", ""],
 )
 def test_bad_domain_specs_are_schema_errors(spec: str) -> None:
     with pytest.raises(SchemaError):
         parse_domain(spec)
+
+
+def test_min_and_max_are_enum_labels_like_any_other() -> None:
+    d = parse_domain("enum[LOW,MID,HIGH,MAX]")
+    assert isinstance(d, EnumDomain) and d.key("MAX") == 3 and d.value(0) == "LOW"
+    assert parse_domain("enum[MIN,MAX]").spec == "enum[MIN,MAX]"
+    for reserved in ("in", "prefix", "exists", "TYPE", "type"):  # still not labels
+        with pytest.raises(SchemaError):
+            parse_domain(f"enum[A,{reserved}]")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), Decimal("NaN"), Decimal("sNaN"),
+                                   Decimal("-Infinity"), Decimal("1e999999999"),
+                                   Decimal("-1e999999999")])
+def test_non_finite_and_huge_values_are_domain_errors_at_once(value: object) -> None:
+    # int(Decimal("1e999999999")) would build a billion-digit number (minutes, GBs)
+    for domain in (IntDomain(0, 9), DecimalDomain(Decimal(0), Decimal(9), 1)):
+        with pytest.raises(DomainError) as info:
+            domain.key(value)
+        assert len(str(info.value)) < 100
+
+
+@pytest.mark.parametrize("spec", ["int[0," + "9" * 5000 + "]", "int[-" + "9" * 41 + ",0]",
+                                  "decimal[0," + "1" * 30 + ",1]"])
+def test_numbers_in_a_spec_are_bounded(spec: str) -> None:
+    with pytest.raises(SchemaError) as info:
+        parse_domain(spec)
+    assert len(str(info.value)) < 200
+
+
+def test_messages_quote_a_short_excerpt_of_huge_values() -> None:
+    d = parse_domain("enum[A,B]")
+    with pytest.raises(DomainError) as info:
+        d.key("x" * 10_000_000)
+    assert len(str(info.value)) < 150 and "10000002 characters" in str(info.value)

@@ -4,9 +4,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from siftbus.errors import DomainError, EventError, SchemaError
-from siftbus.model import Event, load_schema, parse_event, parse_schema, read_events
+from siftbus.errors import DomainError, EventError, SchemaError, SiftbusError
+from siftbus.model import Event, Schema, load_schema, parse_event, parse_schema, read_events
+from strategies import event_types, events
 
 SCHEMA = """
 [Temperature]
@@ -53,7 +56,7 @@ def test_bad_schemas(text: str) -> None:
 
 
 def test_missing_schema_file(tmp_path: Path) -> None:
-    with pytest.raises(SchemaError, match="cannot read schema"):
+    with pytest.raises(SchemaError, match="cannot read"):
         load_schema(tmp_path / "nope.toml")
 
 
@@ -109,3 +112,120 @@ def test_events_are_immutable_values(schema) -> None:  # type: ignore[no-untyped
     assert hash(e) == hash(Event.of(schema["Lamp"], {"name": "hall", "state": "FAILED"}))
     with pytest.raises(AttributeError):
         e.keys = ()  # type: ignore[misc]
+
+
+# --- hostile schemas and events --------------------------------------------------------
+
+def test_a_valid_schema_looks_up_no_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Looking up each key's line (tomllib keeps none) made 10,000 types take 15 s and more:
+    # lines are found only for an error.
+    import siftbus.model.schema as schema_module
+
+    def no_lookup(*args: object) -> None:
+        raise AssertionError("line lookup on the success path")
+
+    monkeypatch.setattr(schema_module, "_find_line", no_lookup)
+    text = "".join(f'[T{i}]\na = "int[0,9]"\nb = "enum[X,MAX]"\n' for i in range(10_000))
+    assert len(parse_schema(text)) == 10_000
+
+
+@pytest.mark.parametrize(("text", "line", "fragment"), [
+    ("[T]\na = " + "[" * 100_000, 2, "nested deeper than 32"),
+    ("[T]\na = " + "{b = " * 100_000, 2, "nested deeper than 32"),
+    ("[" + ".".join(["T"] * 100_000) + "]", 1, "more parts than 32"),
+    ("[T]\n" + ".".join(["a"] * 100_000) + ' = "int[0,1]"', 2, "more parts than 32"),
+    ('[T]\na = "int[0,' + "9" * 5000 + ']"', 2, "longer than 40 characters"),
+    ("[T]\na = " + "9" * 5000, 2, "more than 4300 digits"),
+    ('[T]\na = "enum[' + ",".join(["A"] * 100_000) + ']"', 2, "enum labels repeat: A"),
+    ("[" + "-" * 1_000_000 + ']\na = "int[0,1]"', 1, "is not a plain identifier"),
+    ("[T]\nb = \"int[0,1]\"\na = { x = 1 }", 3, "type must be a string"),
+])
+def test_hostile_schemas_give_one_short_located_error(text: str, line: int,
+                                                      fragment: str) -> None:
+    with pytest.raises(SchemaError) as info:
+        parse_schema(text, source="s.toml")
+    assert (info.value.source, info.value.line) == ("s.toml", line), str(info.value)
+    assert fragment in str(info.value) and len(str(info.value)) < 500
+
+
+def test_schema_files_read_by_the_one_rule(tmp_path: Path) -> None:
+    p = tmp_path / "s.toml"
+    p.write_bytes(b'\xef\xbb\xbf[T]\ra = "int[0,1]"\r\nb = "string"\n')
+    assert load_schema(p)["T"].names == ("a", "b")
+    p.write_bytes(b'[T]\na = "int[0,1]"\nb = "\xff"\n')
+    with pytest.raises(SchemaError) as info:
+        load_schema(p)
+    assert (info.value.line, info.value.column) == (3, 6) and "not UTF-8" in str(info.value)
+
+
+@pytest.mark.parametrize(("line", "column", "fragment"), [
+    ('{"type": "Lamp", "state": ' + "[" * 100_000, 90, "nested deeper than 64"),
+    ('{"type": "Temperature", "sensor": ' + "9" * 5000 + ', "value": 1}', 35,
+     "more than 1000 digits"),
+    ('{"type": "Temperature", "sensor": 1e999999999, "value": 1}', 25, "outside the domain"),
+    ('{"type": "Temperature", "sensor": 1, "value": NaN}', 47, "NaN is not a JSON value"),
+    ('{"type": "Lamp", "state": "OK", "name": "\\ud800"}', 42, "lone UTF-16 surrogate"),
+    ('{"type": "Lamp", "state": "' + "X" * 10_000_000 + '", "name": ""}', 18,
+     "is not one of enum[OK,DEGRADED,FAILED]"),
+    ('{"type": "' + "T" * 1_000_000 + '"}', 2, "unknown event type"),
+    ('{"type": "Lamp", ' + ", ".join(f'"k{i}": 1' for i in range(100_000)) + "}", 18,
+     "lacks attribute(s) state, name and has unknown attribute(s) k0, k1"),
+])
+def test_hostile_events_give_one_short_located_error(schema, line: str, column: int,  # type: ignore[no-untyped-def]
+                                                     fragment: str) -> None:
+    with pytest.raises(SiftbusError) as info:  # EventError or DomainError
+        parse_event(line, schema, source="e.jsonl", lineno=2)
+    err = info.value
+    assert (err.source, err.line, err.column) == ("e.jsonl", 2, column), str(err)[:300]
+    assert fragment in str(err) and len(str(err)) < 500, str(err)[:600]
+
+
+def test_event_files_read_by_the_one_rule(schema, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    p = tmp_path / "e.jsonl"
+    good = b'{"type": "Temperature", "sensor": 1, "value": 2.5}'
+    p.write_bytes(b"\xef\xbb\xbf" + good + b"\r" + good + b"\r\n\r\n" + good)
+    assert len(list(read_events(p, schema))) == 3
+    p.write_bytes(good + b"\r" + good.replace(b"2.5", b"\xff"))
+    with pytest.raises(EventError) as info:
+        list(read_events(p, schema))
+    assert (info.value.line, info.value.column) == (2, 47)
+    errors: list[Exception] = []
+    assert len(list(read_events(p, schema, on_error=errors.append))) == 1 and len(errors) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_mutated_events_give_an_event_or_a_siftbus_error(data: st.DataObject) -> None:
+    etype = data.draw(event_types(max_attrs=4))
+    schema = Schema((etype,))
+    text = data.draw(events(etype)).to_json()
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(text)))
+        cut = data.draw(st.integers(0, 3))
+        piece = data.draw(st.sampled_from(['"', "\\", "[", "{", "}", ",", ":", "1e999999",
+                                           "NaN", "-", "9" * 30, "\ud800", "\\ud800", "\x00",
+                                           "null", "true", '"type"', " "]))
+        text = text[:at] + piece + text[at + cut:]
+    try:
+        parse_event(text, schema, source="e", lineno=1)
+    except SiftbusError as exc:
+        assert exc.line == 1 and exc.column is not None and 1 <= exc.column <= len(text) + 1
+        assert len(str(exc)) < 500
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_mutated_schemas_give_a_schema_or_a_siftbus_error(data: st.DataObject) -> None:
+    etype = data.draw(event_types(max_attrs=4))
+    text = Schema((etype,)).to_toml()
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(text)))
+        cut = data.draw(st.integers(0, 3))
+        piece = data.draw(st.sampled_from(['"', "[", "]", "{", "}", ",", "=", ".", "\n",
+                                           "MIN", "MAX", "9" * 50, "\ud800", "'", "#", " ",
+                                           "enum[", "int[", "decimal[", "string"]))
+        text = text[:at] + piece + text[at + cut:]
+    try:
+        parse_schema(text, source="s")
+    except SiftbusError as exc:
+        assert exc.source == "s" and len(str(exc)) < 500

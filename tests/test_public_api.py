@@ -87,3 +87,15 @@ async def test_broker_quick_start_from_the_readme() -> None:
         assert note.event.key("value") == 215  # decimals are keyed by their places
         with pytest.raises(asyncio.TimeoutError):  # the 19.0 event matched nothing
             await sub.get(timeout=0.3)
+
+
+def test_readers_and_limits_are_public() -> None:
+    import io
+
+    assert list(siftbus.read_lines(io.BytesIO(b"\xef\xbb\xbfa\rb"))) == [(1, "a"), (2, "b")]
+    with pytest.raises(siftbus.InputError, match="nested deeper than 3"):
+        siftbus.parse_json_line("[[[[1]]]]", limits=siftbus.TextLimits(max_json_depth=3))
+    schema = siftbus.parse_schema('[T]\na = "int[0,9]"\n')
+    with pytest.raises(siftbus.ProfileSyntaxError, match="more than 1 conditions"):
+        siftbus.parse_profile("p: T(a > 1, a < 5)", schema,
+                              limits=siftbus.ProfileLimits(max_conditions=1))

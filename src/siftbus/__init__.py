@@ -25,7 +25,13 @@ from siftbus.errors import (
     WireError,
     XmlFilterError,
 )
-from siftbus.lang import format_profile, load_profiles, parse_profile, parse_profiles
+from siftbus.lang import (
+    ProfileLimits,
+    format_profile,
+    load_profiles,
+    parse_profile,
+    parse_profiles,
+)
 from siftbus.lang.composite import (
     CompositeProfile,
     format_composite,
@@ -49,10 +55,13 @@ from siftbus.model import (
     Schema,
     StringConstraint,
     StringDomain,
+    TextLimits,
     load_schema,
     parse_event,
+    parse_json_line,
     parse_schema,
     read_events,
+    read_lines,
 )
 
 if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and editors
@@ -167,7 +176,12 @@ __all__ = [
     "parse_event",
     "parse_schema",
     "read_events",
+    # reading text input: one rule for line files, safe JSON, limits
+    "TextLimits",
+    "read_lines",
+    "parse_json_line",
     # languages
+    "ProfileLimits",
     "format_profile",
     "load_profiles",
     "parse_profile",

@@ -33,9 +33,61 @@ counted from 1, as editors do) and whether retrying the same operation can help.
     │   ├── AccessDenied                   a principal's rights do not allow the action
     │   └── QuotaExceeded (retriable)      a principal's quota is used up for now
     └── EnvironmentProblem (RuntimeError)  missing Java, port in use, …
+
+An error's text is always one readable line: the message is cut to
+:data:`MAX_MESSAGE` characters (its start and its end, with the length of the whole)
+and control characters are escaped, whatever the input held. A 100 MB bad value
+gives a short error line, and a hostile value cannot move a terminal's cursor. The cut is
+made here, once, for every layer; :func:`excerpt` shortens a single value inside a
+message.
 """
 
 from __future__ import annotations
+
+import re
+
+MAX_MESSAGE = 360
+"""Longest error message kept (characters); longer ones keep their start and end."""
+
+MAX_SOURCE = 160
+"""Longest source name kept (characters); longer ones keep their end (the file name)."""
+
+# Every character str.splitlines() breaks on, every other C0/C1 control, and DEL: shown
+# escaped so that an error is one line and cannot drive a terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def excerpt(text: str, width: int = 60) -> str:
+    """``text`` as one line of at most ``width`` characters (``width`` >= 30).
+
+    Longer text keeps its start and end around ``… (N characters) …``, N being the length
+    of the whole text; control characters are escaped (``\\x0a``). Only the kept parts
+    are looked at, so a value of any size costs the same. Used for values quoted inside
+    error messages, and by every error for its whole message.
+    """
+    if len(text) <= width:
+        escaped = _CONTROL.sub(_escape, text)
+        if len(escaped) <= width:
+            return escaped
+    marker = f"… ({len(text)} characters) …"
+    tail = max((width - len(marker)) // 3, 1)
+    head = max(width - len(marker) - tail, 1)
+    # escaping never shortens text, so escaping `width` characters of each end is enough
+    return (_CONTROL.sub(_escape, text[:width])[:head] + marker
+            + _CONTROL.sub(_escape, text[-width:])[-tail:])
+
+
+def _source_name(source: str) -> str:
+    """A source name of at most :data:`MAX_SOURCE` characters, keeping its end."""
+    escaped = _CONTROL.sub(_escape, source[-MAX_SOURCE:])
+    if len(source) <= MAX_SOURCE and len(escaped) <= MAX_SOURCE:
+        return escaped
+    return "…" + escaped[-(MAX_SOURCE - 1):]
 
 
 class SiftbusError(Exception):
@@ -52,9 +104,10 @@ class SiftbusError(Exception):
         column: int | None = None,
         field: str | None = None,
     ) -> None:
+        message = excerpt(message, MAX_MESSAGE)
         super().__init__(message)
         self.message = message
-        self.source = source
+        self.source = _source_name(source) if source else source
         self.line = line
         self.column = column
         #: the offending field (attribute, key) when the error is about one
@@ -69,7 +122,7 @@ class SiftbusError(Exception):
     ) -> SiftbusError:
         """Fill in location fields that are still unknown; returns ``self``."""
         if self.source is None and source is not None:
-            self.source = source
+            self.source = _source_name(source)
         if self.line is None and line is not None:
             self.line = line
         if self.column is None and column is not None:

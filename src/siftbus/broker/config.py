@@ -33,8 +33,6 @@ form a tree. A broker dials the neighbours declared before it and accepts the ot
 
 from __future__ import annotations
 
-import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +41,7 @@ from typing import Any
 from siftbus.errors import ConfigError, SiftbusError
 from siftbus.match.engines import ENGINES
 from siftbus.model import Schema, load_schema
+from siftbus.model.textio import parse_toml, read_text, split_lines
 from siftbus.wire.limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
 from .composite import COMPOSITE_DEFAULTS, CompositeSettings
@@ -116,26 +115,17 @@ def _src(path: Path | None) -> str | None:
 
 
 def _line_of(text: str, needle: str) -> int | None:
-    for i, line in enumerate(text.splitlines(), start=1):
+    for i, line in split_lines(text):
         if needle in line:
             return i
     return None
-
-
-_TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
 def parse_network(text: str, *, path: Path | None = None,
                   schema: Schema | None = None) -> NetworkConfig:
     """Parse and validate config text; errors carry the file and line."""
     src = _src(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = _TOML_POS.search(str(exc))
-        raise ConfigError(f"invalid TOML: {_TOML_POS.sub('', str(exc)).strip()}", source=src,
-                          line=int(m[1]) if m else None,
-                          column=int(m[2]) if m else None) from None
+    data = parse_toml(text, source=src, kind=ConfigError)  # bounded nesting, located errors
 
     def fail(msg: str, needle: str, field: str | None = None) -> ConfigError:
         return ConfigError(msg, source=src, line=_line_of(text, needle), field=field)
@@ -306,14 +296,9 @@ def _check_tree(names: list[str], edges: list[tuple[str, str]], fail: Any) -> No
 
 
 def load_network(path: str | Path) -> NetworkConfig:
-    """Read and validate a network config file."""
+    """Read and validate a network config file (strict UTF-8, one rule for text files)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read network config: {exc.strerror}", source=str(p)) \
-            from None
-    return parse_network(text, path=p)
+    return parse_network(read_text(p, kind=ConfigError), path=p)
 
 
 __all__ = ["BrokerConfig", "NetworkConfig", "load_network", "parse_network"]

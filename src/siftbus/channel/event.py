@@ -33,6 +33,7 @@ import msgpack
 
 from siftbus.channel.values import from_json_value, to_json_value
 from siftbus.errors import EventError
+from siftbus.model.textio import parse_json_line
 
 Properties = tuple[tuple[str, Any], ...]
 
@@ -131,12 +132,7 @@ class StructuredEvent:
 
     @classmethod
     def from_json(cls, text: str) -> StructuredEvent:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise EventError(f"invalid JSON: {exc.msg}", line=exc.lineno,
-                             column=exc.colno) from None
-        return cls.from_dict(data)
+        return cls.from_dict(parse_json_line(text, kind=EventError))
 
     def to_msgpack(self) -> bytes:
         return msgpack.packb(self.to_dict(), use_bin_type=True)

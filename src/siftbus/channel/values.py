@@ -11,13 +11,12 @@ a named struct and a union travel in tagged form; everything else is itself::
 
 Decoding is bounded: a value nests at most :data:`MAX_VALUE_DEPTH` containers deep
 (deeper input is an :class:`~siftbus.errors.EventError`, never a RecursionError), and a
-malformed tagged form is an EventError too. Decoding JSON text as a whole
-(:func:`loads`) also turns invalid UTF-8 and over-deep JSON into one EventError.
+malformed tagged form is an EventError too. JSON text is read by
+:func:`siftbus.model.textio.parse_json_line`, the one loader of outside JSON.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from siftbus.errors import EventError
@@ -126,30 +125,4 @@ def to_json_value(value: Any) -> Any:
     return value
 
 
-def loads(data: str | bytes) -> Any:
-    """Parse one JSON text (UTF-8 when bytes) into plain JSON values; raises
-    :class:`EventError` with line and column for invalid UTF-8, invalid JSON and JSON
-    nested deeper than Python's parser goes (anys are then decoded by
-    :func:`from_json_value`)."""
-    if isinstance(data, bytes):
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = data.count(b"\n", 0, exc.start) + 1
-            column = exc.start - data.rfind(b"\n", 0, exc.start)
-            raise EventError(f"invalid UTF-8 (byte 0x{data[exc.start]:02x})", line=line,
-                             column=column) from None
-    else:
-        text = data
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise EventError(f"invalid JSON: {exc.msg}", line=exc.lineno,
-                         column=exc.colno) from None
-    except RecursionError:
-        raise EventError(f"JSON nests deeper than {MAX_VALUE_DEPTH} levels") from None
-    except ValueError as exc:  # an integer of more digits than Python converts
-        raise EventError(f"invalid JSON: {str(exc)[:120]}") from None
-
-
-__all__ = ["MAX_VALUE_DEPTH", "Struct", "Union", "from_json_value", "loads", "to_json_value"]
+__all__ = ["MAX_VALUE_DEPTH", "Struct", "Union", "from_json_value", "to_json_value"]

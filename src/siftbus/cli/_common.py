@@ -7,13 +7,23 @@ from pathlib import Path
 
 from rich.console import Console
 
+from siftbus.errors import SiftbusError, excerpt
+
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 stdout = Console(highlight=False, soft_wrap=True)
+
+MAX_ERROR_LINE = 560
+"""Longest error line printed (an error is one readable line, never the whole input)."""
+
+
+def print_error(error: SiftbusError | str) -> None:
+    """Print one ``siftbus: error: ...`` line: one line, of readable length, always."""
+    print(f"siftbus: error: {excerpt(str(error), MAX_ERROR_LINE)}", file=sys.stderr)
 
 
 def fail(message: str, code: int = 2) -> None:
     """Print one clear error line and exit non-zero."""
-    print(f"siftbus: error: {message}", file=sys.stderr)
+    print_error(message)
     raise SystemExit(code)
 
 

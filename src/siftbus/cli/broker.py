@@ -211,22 +211,19 @@ def publish_cmd(
 
     async def main() -> int:
         from siftbus.client import Client
-        from siftbus.model import iter_event_lines
+        from siftbus.model import read_events
 
         c = await Client.connect(host, port)
         n = 0
         try:
             assert c.schema is not None
-            stream = sys.stdin if str(events) == "-" else events.open(encoding="utf-8")
             buf = []
-            with stream:
-                for item in iter_event_lines(stream, c.schema, source=str(events)):
-                    if isinstance(item, Exception):
-                        raise item
-                    buf.append(item)
-                    if len(buf) >= batch:
-                        n += await c.publish_batch(buf, ack=True)
-                        buf = []
+            source = sys.stdin.buffer if str(events) == "-" else events
+            for item in read_events(source, c.schema, source=str(events)):
+                buf.append(item)
+                if len(buf) >= batch:
+                    n += await c.publish_batch(buf, ack=True)
+                    buf = []
             if buf:
                 n += await c.publish_batch(buf, ack=True)
         finally:

@@ -11,16 +11,13 @@ from typing import Annotated, Any
 import typer
 
 from siftbus.errors import ConfigError
+from siftbus.model.textio import parse_json_line
 
 
 def _json_option(text: str | None, what: str) -> dict[str, Any]:
     if not text:
         return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--{what} is not JSON: {exc.msg}", column=exc.colno,
-                          field=what) from None
+    value = parse_json_line(text, source=f"--{what}", kind=ConfigError)
     if not isinstance(value, dict):
         raise ConfigError(f"--{what} must be a JSON object", field=what)
     return value

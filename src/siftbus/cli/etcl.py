@@ -5,32 +5,36 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO
+from typing import Annotated, Any
 
 import typer
 
 from siftbus.errors import ConfigError, EventError, SiftbusError
 
 
-def _lines(events: Path) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes) of each line of the file or of stdin (``-``)."""
+def _lines(events: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line of the file or of stdin (``-``), by the one rule
+    for text input (strict UTF-8, BOM, line ends: ``siftbus.model.textio``)."""
+    from siftbus.model.textio import read_lines
+
     if str(events) == "-":
-        yield from enumerate(sys.stdin.buffer, start=1)
+        yield from read_lines(sys.stdin.buffer, source="<stdin>", kind=EventError)
         return
     if not events.is_file():
         raise EventError(f"event file {events} does not exist", source=str(events))
-    fh: BinaryIO
-    with events.open("rb") as fh:
-        yield from enumerate(fh, start=1)
+    yield from read_lines(events, kind=EventError)
 
 
-def read_event(line: bytes) -> Any:
+def read_event(line: str) -> Any:
     """One event line: ``{"any": v}`` is an any event, anything else a structured event
     (IDL or flat form); raises :class:`EventError` (column within the line)."""
     from siftbus.channel.event import StructuredEvent
-    from siftbus.channel.values import from_json_value, loads
+    from siftbus.channel.values import MAX_VALUE_DEPTH, from_json_value
+    from siftbus.model.textio import TextLimits, parse_json_line
 
-    data = loads(line)
+    # the any form wraps each value in a tagged object: allow its nesting
+    data = parse_json_line(line, kind=EventError,
+                           limits=TextLimits(max_json_depth=2 * MAX_VALUE_DEPTH + 2))
     if isinstance(data, dict) and set(data) == {"any"}:
         return from_json_value(data["any"])
     return StructuredEvent.from_dict(data)
@@ -66,7 +70,7 @@ def register(app: typer.Typer) -> None:
             if not line.strip():
                 continue
             try:
-                e = read_event(line.rstrip(b"\r\n"))
+                e = read_event(line)
             except SiftbusError as exc:
                 # the line's own line number is 1: the file's is n
                 exc.line = n

@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
         (exit 0 on a match, 1 otherwise)."""
         sch = load_schema(schema)
         try:
-            ev = parse_event(event, sch, source="--event")
+            ev = parse_event(event, sch, source="--event", lineno=1)
         except SiftbusError as exc:
             raise exc.located(source="--event") from None
         try:

@@ -5,18 +5,16 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, BinaryIO, TextIO
+from typing import Annotated, TextIO
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from siftbus.cli._common import existing_file, stderr
-from siftbus.errors import EventError, SiftbusError
 from siftbus.lang.profile import load_profiles
 from siftbus.match.engines import DEFAULT_ENGINE, ENGINES, make_matcher
-from siftbus.model import Event, Schema, iter_event_lines, load_schema
+from siftbus.model import Event, Schema, load_schema, read_events
 
 #: inputs above this many bytes get a progress bar on stderr
 PROGRESS_THRESHOLD = 1 << 20
@@ -48,28 +46,15 @@ def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: Tex
                   TimeRemainingColumn(), console=stderr, disable=not progress,
                   transient=True) as bar, events_path.open("rb") as raw:
         task = bar.add_task("match", total=total, events=0)
-        lines = _decoded_lines(raw, str(events_path),
-                               lambda n: bar.update(task, advance=n, events=n_events))
-        for item in iter_event_lines(lines, schema, source=str(events_path)):
-            if isinstance(item, SiftbusError):
-                raise item
-            batch.append(item)
+        # read_events: the one rule for event files (UTF-8, BOM, line ends, limits); the
+        # first bad line raises an EventError with its line and column.
+        for event in read_events(raw, schema, source=str(events_path)):
+            batch.append(event)
             if len(batch) >= BATCH:
                 flush()
+                bar.update(task, completed=raw.tell(), events=n_events)
         flush()
     return n_events, n_matches
-
-
-def _decoded_lines(raw: BinaryIO, source: str, advance: Callable[[int], object]
-                   ) -> Iterator[str]:
-    # Read bytes so the progress bar can count them; decode per line to report the line.
-    for n, line in enumerate(raw, start=1):
-        advance(len(line))
-        try:
-            yield line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise EventError(f"not UTF-8: {exc.reason}", source=source, line=n,
-                             column=exc.start + 1) from None
 
 
 def register(app: typer.Typer) -> None:

@@ -6,17 +6,23 @@ Two surface forms, the same conditions::
     heater-1: PROFILE(PRI(value>20,TYPE=OutdoorTemp))
 
 ``ID`` (and the optional ``@SUBSCRIBER``) precede a colon; bare words in value position
-are enum labels or ``MIN``/``MAX`` (the least and greatest value of the domain); strings
-are double-quoted. In Bittner's form ``MIN``/``MAX`` after ``>``/``<`` are his *virtual*
-elements just outside the domain, so ``a > MIN`` and ``a < MAX`` accept every value.
+are enum labels or ``MIN``/``MAX`` (the least and greatest value of the domain; a label
+the schema declares wins: on ``enum[LOW,HIGH,MAX]`` the word ``MAX`` is that label);
+strings are double-quoted. In Bittner's form ``MIN``/``MAX`` after ``>``/``<`` are his
+*virtual* elements just outside the domain, so ``a > MIN`` and ``a < MAX`` accept every
+value.
+
+Hostile lines cost bounded time and memory: :class:`ProfileLimits` caps the length of a
+line, of a string and of a number, and the number of conditions, each refused with a
+:class:`~siftbus.errors.ProfileSyntaxError` at its column before the work it would cause.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import cache
 from importlib.resources import files
@@ -25,7 +31,7 @@ from pathlib import Path
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from siftbus.errors import ProfileError, ProfileSyntaxError, SiftbusError
+from siftbus.errors import InputError, ProfileError, ProfileSyntaxError, SiftbusError
 from siftbus.model import (
     EventType,
     Extreme,
@@ -35,23 +41,62 @@ from siftbus.model import (
     Schema,
     StringDomain,
 )
-from siftbus.model.domain import AnyDomain
+from siftbus.model.domain import AnyDomain, EnumDomain
 from siftbus.model.predicate import Operand
+from siftbus.model.textio import TEXT_LIMITS, parse_json_line, read_lines, split_lines
 
-_ID_PREFIX = re.compile(r"\s*([\w.\-/]+)(?:@([\w.\-/]+))?\s*:(?!=)")
+# possessive (++): no backtracking over a long id that is not followed by a colon
+_ID_PREFIX = re.compile(r"\s*+([\w.\-/]++)(?:@([\w.\-/]++))?\s*+:(?!=)")
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileLimits:
+    """Limits on one profile line (``docs/profile-language.md``, section "Limits").
+
+    The parser's memory and time grow with the tokens of a line (a few hundred bytes and
+    microseconds per token), so the line length bounds both; the other limits refuse what
+    no real profile needs. Pass ``limits=`` to the parse and load functions to change them.
+    """
+
+    max_line: int = 65536
+    """Longest profile line, in characters."""
+    max_string: int = 16384
+    """Longest string literal, in characters as written (quotes and escapes included)."""
+    max_number: int = 1000
+    """Longest number literal, in characters."""
+    max_conditions: int = 256
+    """Most conditions written in one profile."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_line", "max_string", "max_number", "max_conditions"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"ProfileLimits.{name} must be a positive integer, "
+                                 f"got {value!r}")
+
+
+PROFILE_LIMITS = ProfileLimits()
+"""The default limits."""
 
 
 @cache
 def _parser() -> Lark:
     grammar = files("siftbus.lang").joinpath("profile.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+    # Tokens carry their columns; tree positions (propagate_positions) would double the
+    # parse time and are not used.
+    return Lark(grammar, parser="lalr", maybe_placeholders=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Bare:
-    """An unquoted word in value position (enum label, MIN or MAX)."""
+    """An unquoted word in value position (enum label, MIN or MAX).
+
+    ``virtual`` marks Bittner's ``> MIN`` and ``< MAX``: unless the attribute declares a
+    label of that name, they mean "every value".
+    """
 
     word: str
+    virtual: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +118,16 @@ class ProfileText:
     type_column: int
     conditions: tuple[WrittenCondition, ...]
     form: str  # "native" or "bittner"
+    line: int = 1  # the line of the profile (from 1), for errors found later
 
 
-def parse_profile_text(text: str, *, source: str | None = None, line: int = 1) -> ProfileText:
+def parse_profile_text(text: str, *, source: str | None = None, line: int = 1,
+                       limits: ProfileLimits = PROFILE_LIMITS) -> ProfileText:
     """Parse the syntax of one profile line (no schema needed)."""
+    if len(text) > limits.max_line:
+        raise ProfileSyntaxError(f"profile line longer than {limits.max_line} characters "
+                                 "(ProfileLimits.max_line)", source=source, line=line,
+                                 column=limits.max_line + 1)
     pid: str | None = None
     subscriber = ""
     offset = 0
@@ -88,6 +139,9 @@ def parse_profile_text(text: str, *, source: str | None = None, line: int = 1) -
         tree = _parser().parse(body)
     except UnexpectedInput as exc:
         raise _syntax_error(exc, body, source, line, offset) from None
+    except RecursionError:  # the grammar does not nest; only a nearly full stack gets here
+        raise ProfileSyntaxError("profile too complex for the interpreter's stack",
+                                 source=source, line=line, column=offset + 1) from None
     form = tree.children[0]
     assert isinstance(form, Tree)
     conds: list[WrittenCondition] = []
@@ -99,8 +153,18 @@ def parse_profile_text(text: str, *, source: str | None = None, line: int = 1) -
         tok = form.children[0]
         assert isinstance(tok, Token)
         type_name, type_col = str(tok), offset + (tok.column or 1)
+    written = 0
     for item in items:
         assert isinstance(item, Tree)
+        if item.data != "btype":
+            written += 1
+            if written > limits.max_conditions:
+                first = item.children[0]
+                assert isinstance(first, Token)
+                raise ProfileSyntaxError(
+                    f"more than {limits.max_conditions} conditions "
+                    "(ProfileLimits.max_conditions)", source=source, line=line,
+                    column=offset + (first.column or 1))
         if item.data == "btype":
             tok = item.children[0]
             assert isinstance(tok, Token)
@@ -109,29 +173,34 @@ def parse_profile_text(text: str, *, source: str | None = None, line: int = 1) -
                                          column=offset + (tok.column or 1))
             type_name, type_col = str(tok), offset + (tok.column or 1)
             continue
-        conds.append(_condition(item, bittner, offset, line))
+        conds.append(_condition(item, bittner, offset, line, source, limits))
     if type_name is None:
         raise ProfileSyntaxError("PROFILE(PRI(...)) needs TYPE=<event type>", source=source,
                                  line=line, column=offset + len(body) - len(body.lstrip()) + 1)
     return ProfileText(pid, subscriber, type_name, type_col, tuple(conds),
-                       "bittner" if bittner else "native")
+                       "bittner" if bittner else "native", line)
 
 
-def _condition(item: Tree, bittner: bool, offset: int, line: int) -> WrittenCondition:
+def _condition(item: Tree, bittner: bool, offset: int, line: int, source: str | None,
+               limits: ProfileLimits) -> WrittenCondition:
     name = item.children[0]
     assert isinstance(name, Token)
-    values = [_value(v) for v in item.children if isinstance(v, Tree)]
+
+    def literal(tok: Token) -> object:
+        return _literal(tok, offset, line, source, limits)
+
+    values = [literal(v.children[0]) for v in item.children  # type: ignore[arg-type]
+              if isinstance(v, Tree)]
     kind = item.data
     op: Op
     if kind == "cmp":
         op = Op(str(item.children[1]))
         if bittner and len(values) == 1 and isinstance(values[0], Bare):
-            # Bittner's virtual w_min / w_max lie just outside the domain.
+            # Bittner's virtual w_min / w_max lie just outside the domain (unless the
+            # attribute declares such a label: resolve_predicate decides).
             word = values[0].word
-            if op is Op.GT and word == "MIN":
-                op = Op.GE
-            elif op is Op.LT and word == "MAX":
-                op = Op.LE
+            if (op is Op.GT and word == "MIN") or (op is Op.LT and word == "MAX"):
+                values = [Bare(word, virtual=True)]
     elif kind == "range":
         op = Op.RANGE
     elif kind == "set":
@@ -139,21 +208,36 @@ def _condition(item: Tree, bittner: bool, offset: int, line: int) -> WrittenCond
     elif kind == "prefix":
         op = Op.PREFIX
         tok = item.children[2]
-        values = [json.loads(str(tok))]
+        assert isinstance(tok, Token)
+        values = [literal(tok)]
     else:
         op = Op.EXISTS
     return WrittenCondition(Predicate(str(name), op, tuple(values)),  # type: ignore[arg-type]
                             line, offset + (name.column or 1))
 
 
-def _value(tree: Tree) -> object:
-    tok = tree.children[0]
-    assert isinstance(tok, Token)
+def _literal(tok: Token, offset: int, line: int, source: str | None,
+             limits: ProfileLimits) -> object:
+    """The value of a NUMBER, STRING or NAME token; over-long or bad literals are refused."""
     text = str(tok)
+    column = offset + (tok.column or 1)
     if tok.type == "NUMBER":
+        if len(text) > limits.max_number:
+            raise ProfileSyntaxError(f"number longer than {limits.max_number} characters "
+                                     "(ProfileLimits.max_number)", source=source, line=line,
+                                     column=column)
         return Decimal(text) if "." in text else int(text)
     if tok.type == "STRING":
-        return json.loads(text)
+        if len(text) > limits.max_string:
+            raise ProfileSyntaxError(f"string longer than {limits.max_string} characters "
+                                     "(ProfileLimits.max_string)", source=source, line=line,
+                                     column=column)
+        try:  # the grammar's STRING is JSON's string syntax, checked here for escapes
+            return parse_json_line(text, kind=ProfileSyntaxError, limits=TEXT_LIMITS)
+        except InputError as exc:
+            message = exc.message.removesuffix(" at").replace("invalid JSON: ", "invalid string: ")
+            raise ProfileSyntaxError(message.replace("JSON ", ""), source=source, line=line,
+                                     column=column + (exc.column or 1) - 1) from None
     return Bare(text)
 
 
@@ -200,9 +284,8 @@ def resolve(parsed: ProfileText, schema: Schema | EventType, *, id: str | None =
     pid = id if id is not None else parsed.id
     if pid is None:
         raise ProfileError("profile has no id (write 'ID: Type(...)')", source=source,
-                           line=parsed.conditions[0].line if parsed.conditions else None,
-                           column=1)
-    line = parsed.conditions[0].line if parsed.conditions else None
+                           line=parsed.line, column=1)
+    line = parsed.line
     etype = _lookup_type(parsed, schema, source, line)
     preds = []
     for wc in parsed.conditions:
@@ -240,20 +323,31 @@ def _lookup_type(parsed: ProfileText, schema: Schema | EventType, source: str | 
 
 
 def resolve_predicate(pred: Predicate, etype: EventType) -> Predicate:
-    """Turn bare words (enum labels, MIN, MAX) of a written condition into operands."""
+    """Turn bare words (enum labels, MIN, MAX) of a written condition into operands.
+
+    A label the attribute's enum declares wins over the bound of the same name:
+    on ``enum[LOW,HIGH,MAX]``, ``level = MAX`` is the label ``MAX`` (the greatest label
+    here too) and ``level < MAX`` in Bittner's form means "below the label".
+    """
     if pred.attr not in etype:
         return pred
     domain = etype.attribute(pred.attr).domain
+    op = pred.op
     out: list[Operand] = []
     for v in pred.operands:
-        if isinstance(v, Bare):
-            out.append(_bare(v.word, domain, pred.attr))
-        else:
+        if not isinstance(v, Bare):
             out.append(v)
-    return Predicate(pred.attr, pred.op, tuple(out))
+            continue
+        operand = _bare(v.word, domain, pred.attr)
+        if v.virtual and isinstance(operand, Extreme):
+            op = Op.GE if op is Op.GT else Op.LE  # w_min < every value < w_max
+        out.append(operand)
+    return Predicate(pred.attr, op, tuple(out))
 
 
 def _bare(word: str, domain: AnyDomain, attr: str) -> Operand:
+    if isinstance(domain, EnumDomain) and word in domain.labels:
+        return word
     if word in ("MIN", "MAX"):
         if isinstance(domain, StringDomain):
             raise ProfileError(f"{attr}: {word} needs an ordered attribute")
@@ -264,26 +358,33 @@ def _bare(word: str, domain: AnyDomain, attr: str) -> Operand:
 
 
 def parse_profile(text: str, schema: Schema | EventType, *, id: str | None = None,
-                  source: str | None = None, line: int = 1) -> Profile:
+                  source: str | None = None, line: int = 1,
+                  limits: ProfileLimits = PROFILE_LIMITS) -> Profile:
     """Parse one profile line (either form) into a normalised :class:`Profile`.
 
     ``id`` overrides (or supplies) the line's id. Errors carry ``line`` and ``column``.
     """
-    return resolve(parse_profile_text(text, source=source, line=line), schema, id=id,
-                   source=source)
+    return resolve(parse_profile_text(text, source=source, line=line, limits=limits), schema,
+                   id=id, source=source)
 
 
-def iter_profile_lines(text: str, schema: Schema, *, source: str | None = None
+def iter_profile_lines(text: str | Iterable[tuple[int, str]], schema: Schema, *,
+                       source: str | None = None, limits: ProfileLimits = PROFILE_LIMITS,
                        ) -> Iterator[Profile | SiftbusError]:
     """Every profile of a profile file, or the error of each bad line (blank lines and
-    ``#`` comments skipped; duplicate ids are errors)."""
+    ``#`` comments skipped; duplicate ids are errors).
+
+    ``text`` is the file's text (split by :func:`~siftbus.model.textio.split_lines`) or
+    numbered lines from :func:`~siftbus.model.textio.read_lines`.
+    """
     seen: dict[str, int] = {}
-    for n, raw in enumerate(text.splitlines(), start=1):
+    numbered = split_lines(text) if isinstance(text, str) else text
+    for n, raw in numbered:
         stripped = raw.strip()
         if not stripped or stripped.startswith("#"):
             continue
         try:
-            p = parse_profile(raw, schema, source=source, line=n)
+            p = parse_profile(raw, schema, source=source, line=n, limits=limits)
         except SiftbusError as exc:
             yield exc
             continue
@@ -295,26 +396,36 @@ def iter_profile_lines(text: str, schema: Schema, *, source: str | None = None
         yield p
 
 
-def parse_profiles(text: str, schema: Schema, *, source: str | None = None) -> list[Profile]:
+def parse_profiles(text: str | Iterable[tuple[int, str]], schema: Schema, *,
+                   source: str | None = None, limits: ProfileLimits = PROFILE_LIMITS,
+                   ) -> list[Profile]:
     """Parse a whole profile file; the first bad line raises."""
     out = []
-    for item in iter_profile_lines(text, schema, source=source):
+    for item in iter_profile_lines(text, schema, source=source, limits=limits):
         if isinstance(item, SiftbusError):
             raise item
         out.append(item)
     return out
 
 
-def load_profiles(path: str | Path, schema: Schema) -> list[Profile]:
-    """Read and parse a profile file."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileError(f"cannot read profiles: {exc.strerror}", source=str(p)) from None
-    except UnicodeDecodeError as exc:
-        raise ProfileError(f"profile file is not UTF-8: {exc.reason}", source=str(p)) from None
-    return parse_profiles(text, schema, source=str(p))
+def read_profile_lines(path: str | Path, *, on_error: Callable[[InputError], object] | None
+                       = None, limits: ProfileLimits = PROFILE_LIMITS,
+                       ) -> Iterator[tuple[int, str]]:
+    """The numbered lines of a profile file, read by the one rule for text files
+    (:func:`~siftbus.model.textio.read_lines`); a line longer than
+    ``limits.max_line`` characters can be no profile and is not read whole."""
+    # 4 bytes per character at most: longer lines are refused by the reader, shorter ones
+    # by parse_profile_text with the exact column.
+    text_limits = replace(TEXT_LIMITS, max_line_bytes=4 * limits.max_line)
+    return read_lines(path, kind=ProfileError, limits=text_limits, on_error=on_error,
+                      limit_name=f"ProfileLimits.max_line is {limits.max_line} characters")
+
+
+def load_profiles(path: str | Path, schema: Schema, *,
+                  limits: ProfileLimits = PROFILE_LIMITS) -> list[Profile]:
+    """Read and parse a profile file; the first bad line raises."""
+    return parse_profiles(read_profile_lines(path, limits=limits), schema, source=str(path),
+                          limits=limits)
 
 
 def format_condition(pred: Predicate, domain: AnyDomain, *, compact: bool = False) -> str:

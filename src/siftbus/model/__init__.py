@@ -17,6 +17,7 @@ from siftbus.model.event import Event, event_from_dict, iter_event_lines, parse_
 from siftbus.model.predicate import Extreme, Op, Predicate
 from siftbus.model.profile import Condition, Profile, canonical_predicates
 from siftbus.model.schema import Attribute, EventType, Schema, load_schema, parse_schema
+from siftbus.model.textio import TextLimits, parse_json_line, read_lines, read_toml
 
 __all__ = [
     "AnyDomain",
@@ -38,6 +39,7 @@ __all__ = [
     "Schema",
     "StringConstraint",
     "StringDomain",
+    "TextLimits",
     "Value",
     "canonical_predicates",
     "event_from_dict",
@@ -45,6 +47,9 @@ __all__ = [
     "load_schema",
     "parse_domain",
     "parse_event",
+    "parse_json_line",
     "parse_schema",
     "read_events",
+    "read_lines",
+    "read_toml",
 ]

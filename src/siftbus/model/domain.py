@@ -8,12 +8,14 @@ the domain. Strings are their own key and support only =, !=, prefix and set mem
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Protocol, runtime_checkable
 
-from siftbus.errors import DomainError, SchemaError
+from siftbus.errors import DomainError, SchemaError, excerpt
 
 Key = int | str
 """A domain key: ``int`` for ordered domains, ``str`` for string domains."""
@@ -46,6 +48,11 @@ class Domain(Protocol):
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value: object) -> str:
+    """A value for an error message: short, whatever its size."""
+    return excerpt(repr(value) if isinstance(value, str) else str(value), 60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,13 +90,18 @@ class IntDomain:
         if _is_int(value):
             v = int(value)  # type: ignore[call-overload]
         elif isinstance(value, Decimal | float) and not isinstance(value, bool):
+            if not (value.is_finite() if isinstance(value, Decimal) else math.isfinite(value)):
+                raise DomainError(f"{value} is not a finite number (domain {self.spec})")
+            # compare before int(): int(Decimal("1e999999999")) would build a huge number
+            if not self.lo <= value <= self.hi:
+                raise DomainError(f"{_shown(value)} is outside the domain {self.spec}")
             if value != int(value):
-                raise DomainError(f"{value} is not an integer (domain {self.spec})")
+                raise DomainError(f"{_shown(value)} is not an integer (domain {self.spec})")
             v = int(value)
         else:
-            raise DomainError(f"{value!r} is not an integer (domain {self.spec})")
+            raise DomainError(f"{_shown(value)} is not an integer (domain {self.spec})")
         if not self.lo <= v <= self.hi:
-            raise DomainError(f"{v} is outside the domain {self.spec}")
+            raise DomainError(f"{_shown(v)} is outside the domain {self.spec}")
         return v
 
     def value(self, key: Key) -> int:
@@ -114,7 +126,11 @@ class DecimalDomain:
         if self.lo > self.hi:
             raise SchemaError(f"empty decimal domain {self.spec}: lo > hi")
         for bound in (self.lo, self.hi):
-            if bound != bound.quantize(self._quantum):
+            try:
+                exact = bound == bound.quantize(self._quantum)
+            except InvalidOperation:  # more digits than a decimal context holds (28)
+                raise SchemaError(f"bound {_shown(bound)} has too many digits") from None
+            if not exact:
                 raise SchemaError(f"bound {bound} has more than {self.places} decimal places")
 
     @property
@@ -152,19 +168,23 @@ class DecimalDomain:
         if isinstance(value, float):
             value = Decimal(repr(value))  # shortest repr, not the binary expansion
         if not isinstance(value, Decimal | int):
-            raise DomainError(f"{value!r} is not a number (domain {self.spec})")
+            raise DomainError(f"{_shown(value)} is not a number (domain {self.spec})")
+        d = Decimal(value)
+        if not d.is_finite():
+            raise DomainError(f"{value} is not a finite number (domain {self.spec})")
+        # far outside the domain (1e999999999): say so, rounding it could not succeed
+        if not self.lo - 1 <= d <= self.hi + 1:
+            raise DomainError(f"{_shown(value)} is outside the domain {self.spec}")
         try:
-            d = Decimal(value)
-            if not d.is_finite():
-                raise DomainError(f"{value} is not a finite number (domain {self.spec})")
             return d.quantize(self._quantum, rounding=ROUND_HALF_UP)
-        except InvalidOperation as exc:
-            raise DomainError(f"{value!r} is not a number (domain {self.spec})") from exc
+        except InvalidOperation as exc:  # more digits than the context's precision
+            raise DomainError(f"{_shown(value)} has too many digits (domain {self.spec})") \
+                from exc
 
     def key(self, value: object) -> int:
         d = self.round(value)
         if not self.lo <= d <= self.hi:
-            raise DomainError(f"{value} is outside the domain {self.spec}")
+            raise DomainError(f"{_shown(value)} is outside the domain {self.spec}")
         return int(d.scaleb(self.places))
 
     def value(self, key: Key) -> Decimal:
@@ -180,18 +200,26 @@ class DecimalDomain:
 
 @dataclass(frozen=True, slots=True)
 class EnumDomain:
-    """An ordered enumeration; labels compare in the order they are declared."""
+    """An ordered enumeration; labels compare in the order they are declared.
+
+    Any identifier is a label, ``MIN`` and ``MAX`` included (``enum[LOW,MID,HIGH,MAX]``):
+    inside a profile a declared label wins over the domain bound of the same name.
+    """
 
     labels: tuple[str, ...]
+    _ordinal: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not self.labels:
             raise SchemaError("an enum needs at least one label")
-        if len(set(self.labels)) != len(self.labels):
-            raise SchemaError(f"enum labels repeat: {', '.join(self.labels)}")
+        ordinal = {label: i for i, label in enumerate(self.labels)}
+        if len(ordinal) != len(self.labels):
+            twice = sorted(x for x, n in Counter(self.labels).items() if n > 1)
+            raise SchemaError(f"enum labels repeat: {excerpt(', '.join(twice))}")
         for label in self.labels:
-            if not _IDENT.fullmatch(label) or label in RESERVED_WORDS:
-                raise SchemaError(f"enum label {label!r} is not a plain identifier")
+            if not _IDENT.fullmatch(label) or label in _NOT_LABELS:
+                raise SchemaError(f"enum label {_shown(label)} is not a plain identifier")
+        object.__setattr__(self, "_ordinal", ordinal)
 
     @property
     def ordered(self) -> bool:
@@ -215,11 +243,10 @@ class EnumDomain:
 
     def key(self, value: object) -> int:
         if isinstance(value, str):
-            try:
-                return self.labels.index(value)
-            except ValueError:
-                pass
-        raise DomainError(f"{value!r} is not one of {self.spec}")
+            ordinal = self._ordinal.get(value)
+            if ordinal is not None:
+                return ordinal
+        raise DomainError(f"{_shown(value)} is not one of {excerpt(self.spec, 120)}")
 
     def value(self, key: Key) -> str:
         assert isinstance(key, int)
@@ -243,7 +270,7 @@ class StringDomain:
 
     def key(self, value: object) -> str:
         if not isinstance(value, str):
-            raise DomainError(f"{value!r} is not a string")
+            raise DomainError(f"{_shown(value)} is not a string")
         return value
 
     def value(self, key: Key) -> str:
@@ -260,10 +287,18 @@ AnyDomain = IntDomain | DecimalDomain | EnumDomain | StringDomain
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 RESERVED_WORDS = frozenset({"MIN", "MAX", "in", "IN", "prefix", "exists", "TYPE", "type"})
+"""Words that cannot name an event type or attribute (a profile could not be read)."""
+_NOT_LABELS = RESERVED_WORDS - {"MIN", "MAX"}
+# MIN and MAX are labels like any other; a declared label wins over the bound in a profile
+
 _NUM = r"-?\d+(?:\.\d+)?"
 _SPEC_INT = re.compile(r"int\[\s*(-?\d+)\s*,\s*(-?\d+)\s*\]")
 _SPEC_DEC = re.compile(rf"decimal\[\s*({_NUM})\s*,\s*({_NUM})\s*,\s*(\d+)\s*\]")
 _SPEC_ENUM = re.compile(r"enum\[\s*([^\]]*)\]")
+MAX_SPEC_NUMBER = 40
+"""Longest number in a type spec (characters): int() and Decimal work on any length, but
+no domain needs more, and a bound of 5000 digits would exceed Python's int() limit."""
+_LONG_NUMBER = re.compile(rf"(?<![0-9.A-Za-z_])[-0-9.]{{{MAX_SPEC_NUMBER + 1}}}")
 
 
 def is_identifier(name: str) -> bool:
@@ -275,6 +310,9 @@ def parse_domain(spec: str) -> AnyDomain:
     """Parse a schema type spec: ``int[lo,hi]``, ``decimal[lo,hi,places]``,
     ``enum[A,B,C]`` or ``string``."""
     text = spec.strip()
+    if len(text) > MAX_SPEC_NUMBER and _LONG_NUMBER.search(text):
+        raise SchemaError(f"a number in {_shown(spec)} is longer than {MAX_SPEC_NUMBER} "
+                          "characters")
     if text == "string":
         return StringDomain()
     if m := _SPEC_INT.fullmatch(text):

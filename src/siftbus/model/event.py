@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from siftbus.errors import DomainError, EventError, SiftbusError
+from siftbus.errors import DomainError, EventError, SiftbusError, excerpt
 from siftbus.model.domain import Key, Value
 from siftbus.model.schema import EventType, Schema
+from siftbus.model.textio import TEXT_LIMITS, TextLimits, parse_json_line, read_lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,10 +30,10 @@ class Event:
         if missing:
             msg = f"{etype.name} event lacks attribute(s) {', '.join(missing)}"
             if extra:
-                msg += f" and has unknown attribute(s) {', '.join(map(str, extra))}"
+                msg += f" and has unknown attribute(s) {_names(extra)}"
             raise EventError(msg, field=str(extra[0]) if extra else None)
         if extra:
-            raise EventError(f"{etype.name} has no attribute(s) {', '.join(map(str, extra))}",
+            raise EventError(f"{etype.name} has no attribute(s) {_names(extra)}",
                              field=str(extra[0]))
         keys: list[Key] = []
         for attr in etype.attributes:
@@ -76,18 +77,10 @@ class Event:
         return "{" + ", ".join(parts) + "}"
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _DuplicateKey(k)
-        out[k] = v
-    return out
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: str) -> None:
-        self.key = key
+def _names(keys: list[Any]) -> str:
+    """Attribute names for a message: a few, each shortened (an event may carry many)."""
+    shown = ", ".join(excerpt(str(k), 40) for k in keys[:5])
+    return shown + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
 
 
 def _column_of(line: str, name: str, occurrence: int = 1) -> int | None:
@@ -106,23 +99,22 @@ def event_from_dict(data: Mapping[str, Any], schema: Schema) -> Event:
         raise EventError('event has no "type" string', field="type")
     etype = schema.get(tname)
     if etype is None:
-        raise EventError(f"unknown event type {tname!r} (schema has {', '.join(schema.names)})",
+        known = ", ".join(schema.names[:10]) + (", ..." if len(schema) > 10 else "")
+        raise EventError(f"unknown event type {excerpt(repr(tname))} (schema has {known})",
                          field="type")
     return Event.of(etype, {k: v for k, v in data.items() if k != "type"})
 
 
 def parse_event(line: str, schema: Schema, *, source: str | None = None,
-                lineno: int | None = None) -> Event:
-    """Parse one event-file line; errors carry source, line and column."""
+                lineno: int | None = None, limits: TextLimits = TEXT_LIMITS) -> Event:
+    """Parse one event-file line; errors carry source, line and column.
+
+    The JSON is read by :func:`~siftbus.model.textio.parse_json_line` (depth and digit
+    limits, no NaN, no repeated key); numbers with a fraction are exact decimals.
+    """
     line = line.rstrip("\r\n")
-    try:
-        data = json.loads(line, parse_float=Decimal, object_pairs_hook=_no_duplicates)
-    except _DuplicateKey as dup:
-        raise EventError(f"attribute {dup.key!r} is given twice", source=source, line=lineno,
-                         column=_column_of(line, dup.key, 2), field=dup.key) from None
-    except json.JSONDecodeError as exc:
-        raise EventError(f"invalid JSON: {exc.msg}", source=source, line=lineno,
-                         column=exc.colno) from None
+    data = parse_json_line(line, source=source, line=lineno, kind=EventError, limits=limits,
+                           decimals=True, unique_keys=True)
     if not isinstance(data, dict):
         raise EventError("an event must be a JSON object", source=source, line=lineno, column=1)
     try:
@@ -134,31 +126,42 @@ def parse_event(line: str, schema: Schema, *, source: str | None = None,
 
 def iter_event_lines(lines: Iterable[str], schema: Schema, *, source: str | None = None
                      ) -> Iterator[Event | SiftbusError]:
-    """Each event of an event file in order, or the error of each bad line.
+    """Each event of already split lines in order, or the error of each bad line.
 
-    Blank lines are skipped (they are not events); line numbers count every line.
+    Blank lines are skipped (they are not events); line numbers count every line. Files
+    and streams are read with :func:`read_events`, which splits lines by the one rule.
     """
-    for n, line in enumerate(lines, start=1):
+    return _events(enumerate(lines, start=1), schema, source, TEXT_LIMITS)
+
+
+def _events(numbered: Iterable[tuple[int, str]], schema: Schema, source: str | None,
+            limits: TextLimits) -> Iterator[Event | SiftbusError]:
+    for n, line in numbered:
         if not line.strip():
             continue
         try:
-            yield parse_event(line, schema, source=source, lineno=n)
+            yield parse_event(line, schema, source=source, lineno=n, limits=limits)
         except SiftbusError as exc:
             yield exc
 
 
-def read_events(path: str | Path, schema: Schema) -> Iterator[Event]:
-    """Stream the events of a JSON-lines file; the first bad line raises."""
-    p = Path(path)
-    try:
-        fh = p.open(encoding="utf-8")
-    except OSError as exc:
-        raise EventError(f"cannot read events: {exc.strerror}", source=str(p)) from None
-    with fh:
-        try:
-            for item in iter_event_lines(fh, schema, source=str(p)):
-                if isinstance(item, SiftbusError):
-                    raise item
-                yield item
-        except UnicodeDecodeError as exc:
-            raise EventError(f"event file is not UTF-8: {exc.reason}", source=str(p)) from None
+def read_events(file: str | os.PathLike[str] | IO[bytes], schema: Schema, *,
+                source: str | None = None, limits: TextLimits = TEXT_LIMITS,
+                on_error: Callable[[SiftbusError], object] | None = None) -> Iterator[Event]:
+    """Stream the events of a JSON-lines file or binary stream (``sys.stdin.buffer``).
+
+    Lines are read by :func:`~siftbus.model.textio.read_lines` (strict UTF-8, a leading
+    BOM skipped, ``\n``, ``\r\n`` and ``\r`` end lines). The first bad line raises an
+    :class:`~siftbus.errors.EventError`, or, with ``on_error``, every bad line is passed
+    there and reading goes on.
+    """
+    if source is None and isinstance(file, str | os.PathLike):
+        source = os.fspath(file)
+    lines = read_lines(file, source=source, kind=EventError, limits=limits, on_error=on_error)
+    for item in _events(lines, schema, source, limits):
+        if isinstance(item, SiftbusError):
+            if on_error is None:
+                raise item
+            on_error(item)
+            continue
+        yield item

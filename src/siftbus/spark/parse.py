@@ -35,6 +35,7 @@ import pyarrow as pa
 from siftbus.errors import EventError, SiftbusError
 from siftbus.model import Event, EventType, Schema, StringDomain, event_from_dict, parse_schema
 from siftbus.model.event import parse_event
+from siftbus.model.textio import parse_json_line
 
 PARSED_SCHEMA = pa.schema([
     ("source", pa.string()),
@@ -200,8 +201,8 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str) -> pa.RecordBatch:
 
 def _type_of(text: str) -> str | None:
     try:
-        data = json.loads(text)
-    except ValueError:
+        data = parse_json_line(text)
+    except SiftbusError:
         return None
     t = data.get("type") if isinstance(data, dict) else None
     return t if isinstance(t, str) else None

@@ -18,18 +18,17 @@ Flags given on the command line override the file; the file overrides the defaul
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from siftbus.errors import ConfigError, EnvironmentProblem
+from siftbus.model.textio import read_toml
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -99,20 +98,7 @@ def settings_from_mapping(table: Mapping[str, Any], *, source: str | None = None
 
 def load_config(path: str | Path) -> dict[str, Any]:
     """Read a pipeline TOML config file; errors carry the file, line and column."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror}", source=str(p)) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        # Python 3.11's error has the position only in its text.
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
-        raise ConfigError(f"invalid TOML: {msg}", source=str(p),
-                          line=int(m[1]) if m else None,
-                          column=int(m[2]) if m else None) from None
+    return read_toml(path, kind=ConfigError)  # strict UTF-8, bounded nesting, located
 
 
 def load_settings(path: str | Path | None) -> SparkSettings:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from siftbus.errors import ProfileError, SiftbusError
-from siftbus.lang.profile import iter_profile_lines, parse_profile
+from siftbus.lang.profile import iter_profile_lines, parse_profile, read_profile_lines
 from siftbus.model import Profile, Schema
 from siftbus.spark.match_stage import MatchPlan, build_plan, new_index_matcher
 
@@ -64,16 +64,9 @@ class ProfileFile:
         return f"{st.st_mtime_ns}:{st.st_size}"
 
     def load(self, schema: Schema, *, strict: bool = True) -> list[Profile]:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ProfileError(f"cannot read profiles: {exc.strerror}",
-                               source=str(self.path)) from None
-        except UnicodeDecodeError as exc:
-            raise ProfileError(f"profile file is not UTF-8: {exc.reason}",
-                               source=str(self.path)) from None
         out: list[Profile] = []
-        for item in iter_profile_lines(text, schema, source=str(self.path)):
+        lines = read_profile_lines(self.path)  # the one rule for text files
+        for item in iter_profile_lines(lines, schema, source=str(self.path)):
             if isinstance(item, SiftbusError):
                 if strict:
                     raise item

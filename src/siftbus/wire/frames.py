@@ -26,7 +26,7 @@ from typing import Any
 
 import msgpack
 
-from siftbus.errors import RemoteError, SiftbusError, WireError
+from siftbus.errors import RemoteError, SiftbusError, WireError, excerpt
 
 from .limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
@@ -155,22 +155,16 @@ def get(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *,
     return value
 
 
-def excerpt(text: str, limit: int = MAX_ERROR_MESSAGE) -> str:
-    """``text`` cut to ``limit`` characters (marked), for messages about bad input."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit - 40]}... ({len(text) - limit + 40} more characters)"
-
-
 def error_body(exc: BaseException, corr: int | None = None) -> dict[str, Any]:
     """The ERROR body for an exception (location fields when it is a SiftbusError)."""
-    body: dict[str, Any] = {"message": excerpt(str(exc)), "kind": type(exc).__name__}
+    body: dict[str, Any] = {"message": excerpt(str(exc), MAX_ERROR_MESSAGE),
+                            "kind": type(exc).__name__}
     if isinstance(exc, SiftbusError):
         for name in ("line", "column", "field"):
             v = getattr(exc, name)
             if v is not None:
                 body[name] = excerpt(v, 200) if isinstance(v, str) else v
-        body["message"] = excerpt(exc.message)
+        body["message"] = excerpt(exc.message, MAX_ERROR_MESSAGE)
     if corr is not None:
         body["corr"] = corr
     return body
@@ -210,7 +204,7 @@ def decode_error(body: Any) -> ErrorReply:
     if not isinstance(body, dict):
         return ErrorReply("malformed ERROR frame")
     field = body.get("field")
-    return ErrorReply(excerpt(str(body.get("message", "error"))),
+    return ErrorReply(excerpt(str(body.get("message", "error")), MAX_ERROR_MESSAGE),
                       excerpt(str(body.get("kind", "")), 100),
                       _opt_int(body.get("line")), _opt_int(body.get("column")),
                       excerpt(str(field), 200) if field is not None else None,

@@ -44,6 +44,7 @@ from siftbus.lang.composite.syntax import (
 )
 from siftbus.lang.profile import parse_profile
 from siftbus.model import Profile, Schema
+from siftbus.model.textio import read_text
 
 _ID_PREFIX = re.compile(r"\s*+([\w.\-/]++)(?:@([\w.\-/]++))?\s*+:(?!=)")
 
@@ -389,17 +390,9 @@ def parse_composites(text: str, schema: Schema, *, source: str | None = None,
 
 def load_composites(path: str | Path, schema: Schema, *,
                     limits: CompositeLimits = LIMITS) -> list[CompositeProfile]:
-    """Read and parse a file of composite profiles."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileError(f"cannot read composite profiles: {exc.strerror}",
-                           source=str(p)) from None
-    except UnicodeDecodeError as exc:
-        raise ProfileError(f"composite profile file is not UTF-8: {exc.reason}",
-                           source=str(p)) from None
-    return parse_composites(text, schema, source=str(p), limits=limits)
+    """Read and parse a file of composite profiles (strict UTF-8, bounded size)."""
+    text = read_text(path, source=str(path), kind=ProfileError)
+    return parse_composites(text, schema, source=str(path), limits=limits)
 
 
 __all__ = [
