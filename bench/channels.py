@@ -49,7 +49,7 @@ from siftbus.channel import (
     StructuredEvent,
 )
 from siftbus.channel import qos as Q
-from siftbus.channel.service import ChannelClient, RemotePushConsumer
+from siftbus.channel.remote import ChannelClient, RemotePushConsumer
 
 RESULTS = Path(__file__).parent / "results" / "channels.json"
 
@@ -170,7 +170,7 @@ class Server:
     def __init__(self) -> None:
         self.dir = tempfile.TemporaryDirectory()
         port_file = Path(self.dir.name) / "port"
-        self.proc = subprocess.Popen([sys.executable, "-m", "siftbus.channel.server",
+        self.proc = subprocess.Popen([sys.executable, "-m", "siftbus.channel.remote",
                                       "--port-file", str(port_file)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         end = time.monotonic() + 30

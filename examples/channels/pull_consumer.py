@@ -13,7 +13,7 @@ import argparse
 import asyncio
 
 from siftbus.channel import STRUCTURED_EVENT, EventChannelFactory
-from siftbus.channel.service import ChannelClient, RemoteConsumer
+from siftbus.channel.remote import ChannelClient, RemoteConsumer
 
 
 def in_process() -> None:

@@ -17,7 +17,7 @@ import threading
 from siftbus.channel import SEQUENCE_EVENT, STRUCTURED_EVENT, EventChannelFactory
 from siftbus.channel import qos as Q
 from siftbus.channel.event import StructuredEvent
-from siftbus.channel.service import ChannelClient, RemotePushConsumer
+from siftbus.channel.remote import ChannelClient, RemotePushConsumer
 
 WARM = "$domain_name == 'Building' and $type_name == 'Temperature' and $celsius > 20"
 

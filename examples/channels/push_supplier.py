@@ -13,7 +13,7 @@ import argparse
 import asyncio
 
 from siftbus.channel import STRUCTURED_EVENT, EventChannelFactory, StructuredEvent
-from siftbus.channel.service import ChannelClient, RemoteSupplier
+from siftbus.channel.remote import ChannelClient, RemoteSupplier
 
 
 def readings(n: int) -> list[StructuredEvent]:

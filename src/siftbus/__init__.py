@@ -76,7 +76,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
         MappingFilter,
         StructuredEvent,
     )
-    from siftbus.channel.service import ChannelClient, ChannelService
+    from siftbus.channel.remote import ChannelClient, ChannelService
     from siftbus.client import Client, SyncClient, connect
     from siftbus.covering import (
         CoveringIndex,
@@ -137,8 +137,8 @@ _LAZY = {
     "StructuredEvent": "siftbus.channel",
     "Filter": "siftbus.channel",
     "MappingFilter": "siftbus.channel",
-    "ChannelService": "siftbus.channel.service",
-    "ChannelClient": "siftbus.channel.service",
+    "ChannelService": "siftbus.channel.remote",
+    "ChannelClient": "siftbus.channel.remote",
     # XML event filter
     "XmlEventFilter": "siftbus.xmlfilter",
     "parse_subscriptions": "siftbus.xmlfilter",

@@ -32,7 +32,21 @@ counted from 1, as editors do) and whether retrying the same operation can help.
     │   ├── AuthenticationError            no, bad, expired or tampered credentials
     │   ├── AccessDenied                   a principal's rights do not allow the action
     │   └── QuotaExceeded (retriable)      a principal's quota is used up for now
-    └── EnvironmentProblem (RuntimeError)  missing Java, port in use, …
+    ├── EnvironmentProblem (RuntimeError)  missing Java, port in use, …
+    └── ChannelError                       notification channels (the CosNotification
+        │                                  specification's exceptions)
+        ├── ObjectNotExist (RuntimeError)  a call on a destroyed channel/admin/proxy/filter
+        ├── ChannelNotFound, AdminNotFound, ProxyNotFound, FilterNotFound,
+        │   ConstraintNotFound, CallbackNotFound (KeyError)
+        ├── AlreadyConnected, NotConnected, Disconnected,
+        │   ConnectionAlreadyActive, ConnectionAlreadyInactive (RuntimeError)
+        ├── ClientTypeError (TypeError)    connect/obtain with the wrong kind of client
+        ├── InvalidGrammar (ValueError)    a filter grammar other than EXTENDED_TCL
+        ├── InvalidConstraint (ConstraintError)  a constraint that does not parse
+        ├── UnsupportedQoS, UnsupportedAdmin (ValueError)  ``errors``: PropertyError list
+        ├── AdminLimitExceeded (RuntimeError)    MaxConsumers/MaxSuppliers reached
+        ├── ImplLimit (RuntimeError, retriable)  full queue with RejectNewEvents
+        └── UnsupportedFilterableData (ValueError)
 
 An error's text is always one readable line: the message is cut to
 :data:`MAX_MESSAGE` characters (its start and its end, with the length of the whole)
@@ -45,6 +59,8 @@ message.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
 
 MAX_MESSAGE = 360
 """Longest error message kept (characters); longer ones keep their start and end."""
@@ -280,3 +296,130 @@ class QuotaExceeded(SecurityError):
         super().__init__(message, **kw)  # type: ignore[arg-type]
         self.quota = quota
         self.limit = limit
+
+
+# ---------------------------------------------------------------------------------------
+# Notification channels (siftbus.channel): the CosNotification specification's exceptions
+
+
+class ChannelError(SiftbusError):
+    """Root of the notification-channel errors."""
+
+
+class ObjectNotExist(ChannelError, RuntimeError):
+    """CORBA::OBJECT_NOT_EXIST: the channel, admin, proxy or filter was destroyed."""
+
+
+class _ChannelLookupError(ChannelError, KeyError):
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return SiftbusError.__str__(self)
+
+
+class ChannelNotFound(_ChannelLookupError):
+    """No channel with this id."""
+
+
+class AdminNotFound(_ChannelLookupError):
+    """No admin with this id in the channel."""
+
+
+class ProxyNotFound(_ChannelLookupError):
+    """No proxy with this id in the admin."""
+
+
+class FilterNotFound(_ChannelLookupError):
+    """No filter with this id on the object."""
+
+
+class ConstraintNotFound(_ChannelLookupError):
+    """No constraint with this id in the filter."""
+
+
+class CallbackNotFound(_ChannelLookupError):
+    """No callback with this id on the filter."""
+
+
+class AlreadyConnected(ChannelError, RuntimeError):
+    """The proxy already has a client."""
+
+
+class NotConnected(ChannelError, RuntimeError):
+    """The proxy has no client (suspend/resume before connect)."""
+
+
+class Disconnected(ChannelError, RuntimeError):
+    """The proxy was disconnected; push/pull on it fail."""
+
+
+class ConnectionAlreadyActive(ChannelError, RuntimeError):
+    """resume_connection on a connection that is not suspended."""
+
+
+class ConnectionAlreadyInactive(ChannelError, RuntimeError):
+    """suspend_connection on a connection that is already suspended."""
+
+
+class ClientTypeError(ChannelError, TypeError):
+    """CosEventChannelAdmin::TypeError: the client is of the wrong kind for this proxy."""
+
+
+class InvalidGrammar(ChannelError, ValueError):
+    """The filter grammar is not supported (only ``EXTENDED_TCL``)."""
+
+
+class InvalidConstraint(ChannelError, ConstraintError):
+    """A filter constraint does not parse; ``constraint`` is the offending one."""
+
+    def __init__(self, message: str, *, constraint: Any = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.constraint = constraint
+
+
+class UnsupportedFilterableData(ChannelError, ValueError):
+    """The filter cannot inspect this event at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class PropertyError:
+    """One refused QoS or admin property (CosNotification::PropertyError)."""
+
+    code: str
+    """UNSUPPORTED_PROPERTY, UNAVAILABLE_PROPERTY, UNSUPPORTED_VALUE, UNAVAILABLE_VALUE,
+    BAD_PROPERTY, BAD_TYPE or BAD_VALUE."""
+    name: str
+    """The property."""
+    available: tuple[Any, Any] | None = None
+    """The range that would be accepted, when there is one."""
+    reason: str = ""
+    """Why, in words."""
+
+
+class _PropertyErrors(ChannelError, ValueError):
+    def __init__(self, errors: list[PropertyError]) -> None:
+        text = "; ".join(f"{e.name}: {e.code}" + (f" ({e.reason})" if e.reason else "")
+                         for e in errors)
+        super().__init__(text, field=errors[0].name if errors else None)
+        self.errors = errors
+
+
+class UnsupportedQoS(_PropertyErrors):
+    """CosNotification::UnsupportedQoS."""
+
+
+class UnsupportedAdmin(_PropertyErrors):
+    """CosNotification::UnsupportedAdmin."""
+
+
+class AdminLimitExceeded(ChannelError, RuntimeError):
+    """CosNotifyChannelAdmin::AdminLimitExceeded; ``name``/``value`` is the AdminLimit."""
+
+    def __init__(self, name: str, value: int) -> None:
+        super().__init__(f"admin limit {name} = {value} reached", field=name)
+        self.name = name
+        self.value = value
+
+
+class ImplLimit(ChannelError, RuntimeError):
+    """CORBA::IMPL_LIMIT: the channel queue is full and RejectNewEvents is set."""
+
+    retriable = True

@@ -3,10 +3,28 @@
 Channels with supplier and consumer admins, push/pull proxies for any, structured and
 sequence events, ETCL filter objects (conjunctive ones compiled to siftbus profiles and
 matched through the index), mapping filters, QoS, a durable SQLite store, and a
-transport-independent service facade for remote access. See docs/channels.md.
+service for remote access (:mod:`siftbus.channel.remote`). See docs/channels.md.
+
+Modules, lowest first: ``event`` (StructuredEvent), ``envelope`` (an event inside the
+channel), ``queue`` (one consumer's queue), ``terms`` (priority and lifetime per
+consumer), ``filter`` (filter objects), ``state`` (the records objects save and restore
+themselves from), ``store`` (SQLite), ``node``, ``proxy/``, ``admin``,
+``consumer_filters``, ``dispatch``, ``channel``, ``factory``, ``remote/``.
 """
 
-from siftbus.channel.core import (
+from siftbus.channel.admin import ConsumerAdmin, SupplierAdmin
+from siftbus.channel.channel import EventChannel
+from siftbus.channel.event import StructuredEvent
+from siftbus.channel.factory import EventChannelFactory
+from siftbus.channel.filter import (
+    GRAMMAR,
+    ConstraintExp,
+    ConstraintInfo,
+    Filter,
+    FilterFactory,
+    MappingFilter,
+)
+from siftbus.channel.proxy import (
     ALL_NOW_UPDATES_OFF,
     ALL_NOW_UPDATES_ON,
     ANY_EVENT,
@@ -14,10 +32,6 @@ from siftbus.channel.core import (
     NONE_NOW_UPDATES_ON,
     SEQUENCE_EVENT,
     STRUCTURED_EVENT,
-    ChannelStats,
-    ConsumerAdmin,
-    EventChannel,
-    EventChannelFactory,
     ProxyConsumer,
     ProxyPullConsumer,
     ProxyPullSupplier,
@@ -32,9 +46,11 @@ from siftbus.channel.core import (
     StructuredProxyPullSupplier,
     StructuredProxyPushConsumer,
     StructuredProxyPushSupplier,
-    SupplierAdmin,
 )
-from siftbus.channel.errors import (
+from siftbus.channel.qos import AND_OP, OR_OP
+from siftbus.channel.stats import ChannelStats
+from siftbus.channel.store import ChannelStore
+from siftbus.errors import (
     AdminLimitExceeded,
     AdminNotFound,
     AlreadyConnected,
@@ -58,17 +74,6 @@ from siftbus.channel.errors import (
     UnsupportedFilterableData,
     UnsupportedQoS,
 )
-from siftbus.channel.event import StructuredEvent
-from siftbus.channel.filter import (
-    GRAMMAR,
-    ConstraintExp,
-    ConstraintInfo,
-    Filter,
-    FilterFactory,
-    MappingFilter,
-)
-from siftbus.channel.qos import AND_OP, OR_OP
-from siftbus.channel.store import ChannelStore
 
 __all__ = [
     "ALL_NOW_UPDATES_OFF",

@@ -9,21 +9,31 @@ value of the first matching constraint (in constraint-id order), else the defaul
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from siftbus.channel.errors import (
+from siftbus.channel.event import StructuredEvent
+from siftbus.channel.state import ConstraintState, FilterState
+from siftbus.errors import (
     CallbackNotFound,
     ConstraintNotFound,
+    FilterNotFound,
     InvalidConstraint,
     InvalidGrammar,
     ObjectNotExist,
+    SiftbusError,
+    excerpt,
 )
-from siftbus.errors import SiftbusError
-from siftbus.lang.etcl import Constraint, event_type_of, parse_constraint, types_match
+from siftbus.lang.etcl import (
+    DEFAULT_LIMITS,
+    Constraint,
+    ConstraintLimits,
+    event_type_of,
+    parse_constraint,
+    types_match,
+)
 
 GRAMMAR = "EXTENDED_TCL"
 
@@ -45,17 +55,31 @@ class ConstraintExp:
         if isinstance(value, str):
             return cls((), value)
         if isinstance(value, Mapping):
-            return cls(_types(value.get("event_types", ())), value.get("constraint_expr", ""))
-        if isinstance(value, Sequence) and len(value) == 2:
-            return cls(_types(value[0]), value[1])
-        raise InvalidConstraint(f"not a constraint expression: {value!r}", constraint=value)
+            types, expr = value.get("event_types", ()), value.get("constraint_expr", "")
+        elif isinstance(value, Sequence) and len(value) == 2:
+            types, expr = value
+        else:
+            raise InvalidConstraint(f"not a constraint expression: {_excerpt(value)}",
+                                    constraint=value)
+        if not isinstance(expr, str):
+            raise InvalidConstraint(f"a constraint expression must be a string, not "
+                                    f"{_excerpt(expr)}", constraint=value)
+        return cls(_types(types), expr)
 
     def to_dict(self) -> dict[str, Any]:
         return {"event_types": [list(t) for t in self.event_types],
                 "constraint_expr": self.constraint_expr}
 
 
+def _excerpt(value: Any) -> str:
+    """A value quoted in an error: its repr, cut to a readable excerpt."""
+    return excerpt(repr(value))
+
+
 def _types(value: Any) -> EventTypes:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable | None):
+        raise InvalidConstraint(f"event types must be a list, not {_excerpt(value)}",
+                                constraint=value)
     out = []
     for item in value or ():
         if isinstance(item, Mapping):
@@ -63,9 +87,9 @@ def _types(value: Any) -> EventTypes:
         elif isinstance(item, Sequence) and not isinstance(item, str) and len(item) == 2:
             d, t = item
         else:
-            raise InvalidConstraint(f"not an event type: {item!r}", constraint=value)
+            raise InvalidConstraint(f"not an event type: {_excerpt(item)}", constraint=value)
         if not isinstance(d, str) or not isinstance(t, str):
-            raise InvalidConstraint(f"event type names must be strings: {item!r}",
+            raise InvalidConstraint(f"event type names must be strings: {_excerpt(item)}",
                                     constraint=value)
         out.append((d, t))
     return tuple(out)
@@ -102,9 +126,9 @@ class Filter:
         self._grammar = grammar
         self._lock = threading.RLock()
         self._constraints: dict[int, tuple[ConstraintInfo, Constraint]] = {}
-        self._next_id = itertools.count(1)
+        self._next_id = 1
         self._callbacks: dict[int, NotifySubscribe] = {}
-        self._next_cb = itertools.count(1)
+        self._next_cb = 1
         self._listeners: list[ChangeListener] = []
         self._destroyed = False
 
@@ -125,10 +149,11 @@ class Filter:
     # -- constraints ---------------------------------------------------------------------
 
     def _parse(self, exp: ConstraintExp) -> Constraint:
+        text = exp.constraint_expr
         try:
-            return parse_constraint(exp.constraint_expr)
+            return parse_constraint(text, limits=self.factory.limits)
         except SiftbusError as exc:
-            raise InvalidConstraint(f"invalid constraint {exp.constraint_expr!r}: {exc.message}",
+            raise InvalidConstraint(f"invalid constraint {_excerpt(text)}: {exc.message}",
                                     constraint=exp, line=exc.line, column=exc.column) from None
 
     def add_constraints(self, exps: Iterable[Any]) -> list[ConstraintInfo]:
@@ -142,7 +167,8 @@ class Filter:
         with self._lock:
             infos = []
             for exp, value, c in parsed:
-                info = ConstraintInfo(exp, next(self._next_id), value)
+                info = ConstraintInfo(exp, self._next_id, value)
+                self._next_id += 1
                 self._constraints[info.constraint_id] = (info, c)
                 infos.append(info)
             self._changed([(i.constraint_id, self._constraints[i.constraint_id][1],
@@ -214,7 +240,7 @@ class Filter:
             self._changed([], ids, [], [])
             self._destroyed = True
             self._listeners.clear()
-        self.factory._forget(self)
+        self.factory.filter_destroyed(self)
 
     def constraints(self) -> list[tuple[int, Constraint, EventTypes]]:
         """(id, parsed constraint, event types) of every constraint."""
@@ -224,7 +250,9 @@ class Filter:
 
     # -- matching ------------------------------------------------------------------------
 
-    def _first_match(self, event: Any) -> ConstraintInfo | None:
+    def first_match(self, event: Any) -> ConstraintInfo | None:
+        """The first constraint (by id) whose event types cover ``event`` and which it
+        satisfies, or None."""
         domain, tname = event_type_of(event)
         with self._lock:
             items = list(self._constraints.values())
@@ -237,24 +265,23 @@ class Filter:
     def match(self, event: Any) -> bool:
         """Whether an "any" event (or a structured one) satisfies some constraint."""
         self._alive()
-        return self._first_match(event) is not None
+        return self.first_match(event) is not None
 
     def match_structured(self, event: Any) -> bool:
         """Whether a structured event satisfies some constraint."""
         self._alive()
-        return self._first_match(event) is not None
+        return self.first_match(event) is not None
 
     def match_typed(self, props: Sequence[tuple[str, Any]]) -> bool:
         """Typed events: the properties act as filterable data of a ``%TYPED`` event."""
-        from siftbus.channel.event import StructuredEvent
-
         return self.match_structured(StructuredEvent("", "%TYPED", "", (), tuple(props)))
 
     # -- callbacks and listeners ---------------------------------------------------------
 
     def attach_callback(self, callback: NotifySubscribe) -> int:
         self._alive()
-        cid = next(self._next_cb)
+        cid = self._next_cb
+        self._next_cb += 1
         self._callbacks[cid] = callback
         return cid
 
@@ -283,14 +310,31 @@ class Filter:
                     cb.subscription_change(added_types, removed_types)
                 except Exception:  # a failing callback must not break the filter
                     continue
-        self.factory._changed(self)
+        self.factory.filter_changed(self)
 
-    def to_dict(self) -> dict[str, Any]:
-        """What the durable store keeps."""
+    # -- state ---------------------------------------------------------------------------
+
+    def snapshot(self) -> FilterState:
+        """The filter's state record (what the durable store keeps)."""
         with self._lock:
-            return {"id": self.id, "mapping": self._mapping, "grammar": self._grammar,
-                    "constraints": [[cid, info.constraint_expression.to_dict(), info.value]
-                                    for cid, (info, _) in self._constraints.items()]}
+            return FilterState(self.id, self._grammar, tuple(
+                ConstraintState(cid, info.constraint_expression.event_types,
+                                info.constraint_expression.constraint_expr, info.value)
+                for cid, (info, _) in self._constraints.items()))
+
+    def _restore_constraints(self, state: FilterState) -> None:
+        for c in state.constraints:
+            exp = ConstraintExp(c.event_types, c.expression)
+            self._constraints[c.id] = (ConstraintInfo(exp, c.id, c.value), self._parse(exp))
+            self._next_id = max(self._next_id, c.id + 1)
+
+    @classmethod
+    def restore(cls, factory: FilterFactory, state: FilterState) -> Filter:
+        """Rebuild a filter (or mapping filter) from its record, under its id."""
+        f: Filter = (MappingFilter(factory, state.id, state.grammar, state.default_value)
+                     if state.mapping else Filter(factory, state.id, state.grammar))
+        f._restore_constraints(state)
+        return f
 
 
 class MappingFilter(Filter):
@@ -335,93 +379,90 @@ class MappingFilter(Filter):
     def map(self, event: Any) -> tuple[bool, Any]:
         """``(True, value of the first matching constraint)`` or ``(False, default)``."""
         self._alive()
-        info = self._first_match(event)
+        info = self.first_match(event)
         if info is None:
             return False, self.default_value
         return True, info.value
 
-    def to_dict(self) -> dict[str, Any]:
-        d = super().to_dict()
-        d["default_value"] = self.default_value
-        return d
+    def snapshot(self) -> FilterState:
+        s = super().snapshot()
+        return FilterState(s.id, s.grammar, s.constraints, True, self.default_value)
 
 
 class FilterFactory:
-    """Creates filters (``EXTENDED_TCL`` only) and keeps them by id."""
+    """Creates filters (``EXTENDED_TCL`` only) and keeps them by id; a constraint beyond
+    ``limits`` (length, nesting) is refused with InvalidConstraint."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, limits: ConstraintLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
         self._filters: dict[int, Filter] = {}
-        self._next = itertools.count(1)
+        self._next = 1
         self._lock = threading.Lock()
         self.on_change: Callable[[Filter], None] | None = None
+        """Called after a filter was created or its constraints changed."""
         self.on_destroy: Callable[[Filter], None] | None = None
+        """Called after a filter was destroyed."""
+
+    def _new_id(self) -> int:
+        fid = self._next
+        self._next += 1
+        return fid
 
     def create_filter(self, grammar: str = GRAMMAR) -> Filter:
-        if grammar != GRAMMAR:
-            raise InvalidGrammar(f"unsupported constraint grammar {grammar!r} "
-                                 f"(only {GRAMMAR})", field="grammar")
+        _check_grammar(grammar)
         with self._lock:
-            f = Filter(self, next(self._next), grammar)
+            f = Filter(self, self._new_id(), grammar)
             self._filters[f.id] = f
-        self._changed(f)
+        self.filter_changed(f)
         return f
 
     def create_mapping_filter(self, grammar: str = GRAMMAR,
                               default_value: Any = None) -> MappingFilter:
-        if grammar != GRAMMAR:
-            raise InvalidGrammar(f"unsupported constraint grammar {grammar!r} "
-                                 f"(only {GRAMMAR})", field="grammar")
+        _check_grammar(grammar)
         with self._lock:
-            f = MappingFilter(self, next(self._next), grammar, default_value)
+            f = MappingFilter(self, self._new_id(), grammar, default_value)
             self._filters[f.id] = f
-        self._changed(f)
+        self.filter_changed(f)
         return f
 
     def get_filter(self, filter_id: int) -> Filter:
         try:
             return self._filters[filter_id]
         except KeyError:
-            from siftbus.channel.errors import FilterNotFound
-
             raise FilterNotFound(f"no filter {filter_id}") from None
+
+    def find_filter(self, filter_id: int | None) -> Filter | None:
+        """The filter with this id, or None (also for None)."""
+        return None if filter_id is None else self._filters.get(filter_id)
 
     def filters(self) -> list[Filter]:
         return list(self._filters.values())
 
-    def _changed(self, f: Filter) -> None:
+    def filter_changed(self, f: Filter) -> None:
+        """A filter of this factory was created or changed (its own report)."""
         if self.on_change is not None:
             self.on_change(f)
 
-    def _forget(self, f: Filter) -> None:
+    def filter_destroyed(self, f: Filter) -> None:
+        """A filter of this factory was destroyed (its own report)."""
         with self._lock:
             self._filters.pop(f.id, None)
         if self.on_destroy is not None:
             self.on_destroy(f)
 
-    def restore(self, data: Mapping[str, Any]) -> Filter:
-        """Re-create a stored filter under its id (used by the durable store)."""
-        fid = int(data["id"])
-        f: Filter
-        if data.get("mapping"):
-            f = MappingFilter(self, fid, data.get("grammar", GRAMMAR), data.get("default_value"))
-        else:
-            f = Filter(self, fid, data.get("grammar", GRAMMAR))
-        top = 0
-        for cid, exp, value in data.get("constraints", ()):
-            e = ConstraintExp.coerce(exp)
-            f._constraints[int(cid)] = (ConstraintInfo(e, int(cid), value), f._parse(e))
-            top = max(top, int(cid))
-        f._next_id = itertools.count(top + 1)
+    def restore(self, state: FilterState) -> Filter:
+        """Re-create a stored filter under its id (used when a durable store is opened)."""
+        f = Filter.restore(self, state)
         with self._lock:
-            self._filters[fid] = f
-            if fid >= self._peek_next():
-                self._next = itertools.count(fid + 1)
+            self._filters[f.id] = f
+            self._next = max(self._next, f.id + 1)
         return f
 
-    def _peek_next(self) -> int:
-        n = next(self._next)
-        self._next = itertools.count(n)
-        return n
+
+def _check_grammar(grammar: str) -> None:
+    if grammar != GRAMMAR:
+        raise InvalidGrammar(f"unsupported constraint grammar {grammar!r} (only {GRAMMAR})",
+                             field="grammar")
 
 
 __all__ = [

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from siftbus.channel.errors import PropertyError, UnsupportedAdmin, UnsupportedQoS
+from siftbus.errors import PropertyError, UnsupportedAdmin, UnsupportedQoS
 
 # Values
 BEST_EFFORT, PERSISTENT = 0, 1

@@ -10,13 +10,18 @@ from typing import Annotated, Any
 
 import typer
 
-from siftbus.errors import ConfigError
+from siftbus.errors import ConfigError, excerpt
 from siftbus.model.textio import parse_json_line
+
+MAX_OPTION_TEXT = 1024 * 1024
+"""Longest JSON text ``--qos``/``--admin`` take (bytes of characters)."""
 
 
 def _json_option(text: str | None, what: str) -> dict[str, Any]:
     if not text:
         return {}
+    if len(text) > MAX_OPTION_TEXT:
+        raise ConfigError(f"--{what} is longer than {MAX_OPTION_TEXT} characters", field=what)
     value = parse_json_line(text, source=f"--{what}", kind=ConfigError)
     if not isinstance(value, dict):
         raise ConfigError(f"--{what} must be a JSON object", field=what)
@@ -25,13 +30,14 @@ def _json_option(text: str | None, what: str) -> dict[str, Any]:
 
 def _server(addr: str) -> tuple[str, int]:
     host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(f"--server must be HOST:PORT, got {addr!r}", field="server")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--server must be HOST:PORT (port 1-65535), got {excerpt(addr)}",
+                          field="server")
     return host, int(port)
 
 
 def _remote(addr: str, method: str, **args: Any) -> Any:
-    from siftbus.channel.service import ChannelClient
+    from siftbus.channel.remote import ChannelClient
 
     host, port = _server(addr)
 
@@ -47,7 +53,7 @@ def _remote(addr: str, method: str, **args: Any) -> Any:
 
 def _local(store: Path, method: str, **args: Any) -> Any:
     from siftbus.channel import EventChannelFactory
-    from siftbus.channel.service import ChannelService
+    from siftbus.channel.remote import ChannelService
 
     with EventChannelFactory(store, dispatch=False) as factory:
         return ChannelService(factory)(method, args)
@@ -128,7 +134,7 @@ def register(app: typer.Typer) -> None:
         = None,
     ) -> None:
         """Run the channel service (standalone; see docs/channels.md for the broker)."""
-        from siftbus.channel.server import serve
+        from siftbus.channel.remote import serve
 
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve(str(store) if store else None, host, port,

@@ -7,7 +7,7 @@ first frame is HELLO ``{"role": "client"}``, answered with ACK; then each CALL
 and the connection goes on; a malformed frame gets an ERROR and only that connection is
 closed. :func:`register_with_broker` hosts the same service inside a siftbus broker.
 
-Run it with ``python -m siftbus.channel.server --store channels.db --port 0`` (or
+Run it with ``python -m siftbus.channel.remote --store channels.db --port 0`` (or
 ``siftbus channel serve``); ``--port-file`` receives the bound port.
 """
 
@@ -20,16 +20,19 @@ import inspect
 import itertools
 import logging
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
-from siftbus.channel.core import EventChannelFactory
-from siftbus.channel.service import SERVICE_NAME, ChannelService
-from siftbus.errors import SiftbusError, WireError
+from siftbus.channel.factory import EventChannelFactory
+from siftbus.channel.remote.protocol import SERVICE_NAME
+from siftbus.channel.remote.service import ChannelService
+from siftbus.errors import EnvironmentProblem, SiftbusError, WireError
 from siftbus.wire.frames import Message, MsgType, error_body
 from siftbus.wire.limits import DEFAULT_LIMITS, Limits
 from siftbus.wire.listener import Listener
-from siftbus.wire.transport import FrameConnection, read_frame
+from siftbus.wire.signals import stop_on_signals
+from siftbus.wire.transport import FrameConnection
 
 log = logging.getLogger("siftbus.channel")
 
@@ -71,7 +74,11 @@ class ChannelServer:
         return conn.send(Message(MsgType.REPLY, {"service": SERVICE_NAME, "event": payload}))
 
     async def start(self) -> None:
-        await self.listener.start()
+        try:
+            await self.listener.start()
+        except (OverflowError, ValueError) as exc:  # a port beyond 65535, say
+            raise EnvironmentProblem(f"channel server cannot listen on {self.host}: "
+                                     f"{exc}") from None
 
     @property
     def port(self) -> int:
@@ -182,14 +189,22 @@ async def serve(store: str | None, host: str, port: int, port_file: str | None,
     """Run a channel server until cancelled (the entry point of ``siftbus channel serve``)."""
     factory = EventChannelFactory(store, engine=engine)
     server = ChannelServer(ChannelService(factory), host, port)
-    await server.start()
-    if port_file:
-        tmp = Path(port_file + ".tmp")
-        tmp.write_text(str(server.port))
-        tmp.replace(port_file)
-    print(f"siftbus channel service on {host}:{server.port}", file=sys.stderr, flush=True)
     try:
-        await asyncio.Event().wait()
+        await server.start()
+        if port_file:
+            tmp = Path(port_file + ".tmp")
+            try:
+                tmp.write_text(str(server.port))
+                tmp.replace(port_file)
+            except OSError as exc:
+                raise EnvironmentProblem(f"cannot write the port file: {exc.strerror}",
+                                         source=port_file) from None
+        stop = asyncio.Event()
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM/SIGINT stop it gracefully (the store is closed), whatever it is doing
+            stop_on_signals(asyncio.get_running_loop(), stop.set, name="channel server")
+        print(f"siftbus channel service on {host}:{server.port}", file=sys.stderr, flush=True)
+        await stop.wait()
     finally:
         await server.close()
         server.service.close()
@@ -197,7 +212,7 @@ async def serve(store: str | None, host: str, port: int, port_file: str | None,
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m siftbus.channel.server")
+    ap = argparse.ArgumentParser(prog="python -m siftbus.channel.remote")
     ap.add_argument("--store", default=None, help="SQLite file for persistent channels")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
@@ -211,12 +226,12 @@ def main(argv: list[str] | None = None) -> None:
             import uvloop
 
             run = uvloop.run
-    with contextlib.suppress(KeyboardInterrupt):
-        run(serve(a.store, a.host, a.port, a.port_file, a.engine))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            run(serve(a.store, a.host, a.port, a.port_file, a.engine))
+    except SiftbusError as exc:
+        print(f"siftbus: error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
-if __name__ == "__main__":
-    main()
-
-
-__all__ = ["ChannelServer", "main", "read_frame", "register_with_broker", "serve"]
+__all__ = ["ChannelServer", "main", "register_with_broker", "serve"]

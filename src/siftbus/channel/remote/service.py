@@ -1,20 +1,20 @@
 """The channel service: a transport-independent facade (method name + msgpack-able args
--> msgpack-able result) over an :class:`EventChannelFactory`, and its client.
+-> msgpack-able result) over an :class:`EventChannelFactory`.
 
 The facade's handler has the broker's service signature ``handler(method, args, caller)``
 so the same object serves inside the siftbus broker (``BrokerServer.register_service
-("channel", service)``) and in the small standalone :mod:`siftbus.channel.server`. The
-client (:class:`ChannelClient`) speaks the siftbus wire protocol (HELLO, then CALL ->
-REPLY/ERROR frames) and works against either.
+("channel", service)``) and in the small standalone :mod:`siftbus.channel.remote.server`.
+The client (:class:`~siftbus.channel.remote.client.ChannelClient`) speaks the siftbus
+wire protocol (HELLO, then CALL -> REPLY/ERROR frames) and works against either.
 
-Remote push consumers are pushed to (:mod:`siftbus.channel.push`,
-:class:`RemotePushConsumer`). Remote pull consumers: ``pull(channel, proxy, max, ack,
-timeout)`` long-polls, returns
+Remote push consumers are pushed to (:mod:`siftbus.channel.remote.hub`,
+:class:`~siftbus.channel.remote.push_consumer.RemotePushConsumer`). Remote pull
+consumers: ``pull(channel, proxy, max, ack, timeout)`` long-polls, returns
 ``[[seq, event], ...]`` and takes the acknowledgement of what the consumer has processed;
 unacknowledged events are sent again (after a reconnect or a service restart) and the
 client drops sequence numbers it has already seen, so a persistent consumer receives
-every event exactly once, in order. :class:`RemoteConsumer` wraps this (also as a push
-loop calling a callback); :class:`RemoteSupplier` pushes batches.
+every event exactly once, in order (:mod:`siftbus.channel.remote.client` has the
+RemoteConsumer that does this, and the RemoteSupplier that pushes batches).
 
 Methods (``channel``, ``admin``, ``proxy``, ``filter`` are integer ids)::
 
@@ -32,7 +32,7 @@ Methods (``channel``, ``admin``, ``proxy``, ``filter`` are integer ids)::
     obtain_push_consumer(channel, admin=0, kind, qos={}) -> proxy   (owned by the caller's
         connection: BestEffort ones are disconnected when it closes)
     attach_push(channel, proxy, window=2048, linger=0.0)  (the service pushes the proxy's
-        events to this connection; see siftbus.channel.push)
+        events to this connection; see siftbus.channel.remote.hub)
     ack(channel, proxy, seq) -> n                  (pushed events handled up to seq)
     echo(events=[...]) -> n                        (round trip only: a benchmark baseline)
     disconnect(channel, proxy, side)               suspend / resume(channel, proxy, side)
@@ -49,34 +49,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
 from siftbus.channel import qos as Q
-from siftbus.channel.core import (
-    STRUCTURED_EVENT,
-    EventChannel,
-    EventChannelFactory,
-    Message,
-    ProxySupplier,
+from siftbus.channel.admin import ConsumerAdmin
+from siftbus.channel.channel import EventChannel
+from siftbus.channel.envelope import Envelope
+from siftbus.channel.factory import EventChannelFactory
+from siftbus.channel.node import Node
+from siftbus.channel.proxy import STRUCTURED_EVENT, Proxy, ProxyConsumer, ProxySupplier
+from siftbus.channel.remote.hub import PushHub
+from siftbus.channel.remote.protocol import DEFAULT_WINDOW, MAX_PULL, MAX_WINDOW
+from siftbus.errors import (
+    ClientTypeError,
+    NotConnected,
+    ProxyNotFound,
+    SiftbusError,
+    WireError,
 )
-from siftbus.channel.errors import ERROR_TYPES, ChannelError, ClientTypeError
-from siftbus.channel.event import StructuredEvent
-from siftbus.channel.push import (
-    DEFAULT_WINDOW,
-    MAX_WINDOW,
-    PushHub,
-    PushRouter,
-    RemotePushConsumer,
-)
-from siftbus.errors import ConnectionLostError, SiftbusError, WireError
-
-SERVICE_NAME = "channel"
-MAX_PULL = 10_000
 
 
 def _int(args: Mapping[str, Any], name: str, default: int | None = None) -> int:
@@ -93,12 +87,12 @@ def _mapping(args: Mapping[str, Any], name: str) -> dict[str, Any]:
     return dict(v)
 
 
-def _wire_event(data: Any) -> Message:
+def _wire_event(data: Any) -> Envelope:
     if not isinstance(data, Mapping):
         raise WireError("an event must be a map")
     if "any" in data or "structured" in data:
-        return Message.from_wire(data)
-    return Message.from_wire({"structured": data})
+        return Envelope.from_wire(data)
+    return Envelope.from_wire({"structured": data})
 
 
 class ChannelService:
@@ -126,6 +120,8 @@ class ChannelService:
             return fn(args)
         except SiftbusError:
             raise
+        except RecursionError:
+            raise WireError(f"{method}: arguments nested too deeply") from None
         except (KeyError, TypeError, ValueError) as exc:
             raise WireError(f"{method}: bad arguments: {exc}") from None
 
@@ -149,23 +145,31 @@ class ChannelService:
     def _channel(self, args: Mapping[str, Any]) -> EventChannel:
         return self.factory.get_event_channel(_int(args, "channel"))
 
-    def _node(self, ch: EventChannel, args: Mapping[str, Any]) -> Any:
-        """The proxy, admin or (with neither given) channel that ``args`` name."""
+    @staticmethod
+    def _side(args: Mapping[str, Any]) -> str:
         side = args.get("side", "consumer")
         if side not in ("consumer", "supplier"):
             raise WireError("side must be 'consumer' or 'supplier'", field="side")
-        if args.get("proxy") is not None:
-            pid = _int(args, "proxy")
-            for a in ch._admins[side].values():
-                if pid in a._proxies:
-                    return a._proxies[pid]
-            from siftbus.channel.errors import ProxyNotFound
+        return str(side)
 
-            raise ProxyNotFound(f"channel {ch.id} has no {side}-side proxy {pid}")
+    def _node(self, ch: EventChannel, args: Mapping[str, Any]) -> Node | EventChannel:
+        """The proxy, admin or (with neither given) channel that ``args`` name."""
+        side = self._side(args)
+        if args.get("proxy") is not None:
+            return self._proxy(ch, args, side)
         admin = _int(args, "admin", 0)
         if args.get("admin") is None and "proxy" not in args and "admin" not in args:
             return ch
         return ch.get_consumeradmin(admin) if side == "consumer" else ch.get_supplieradmin(admin)
+
+    @staticmethod
+    def _proxy(ch: EventChannel, args: Mapping[str, Any], side: str) -> Proxy:
+        pid = _int(args, "proxy")
+        p = ch.find_proxy(side, pid)
+        if p is None:
+            raise ProxyNotFound(f"channel {ch.id} has no {side}-side proxy {pid}",
+                                field="proxy")
+        return p
 
     @staticmethod
     def _info(ch: EventChannel) -> dict[str, Any]:
@@ -236,7 +240,7 @@ class ChannelService:
         kind = args.get("kind", STRUCTURED_EVENT)
         admin = ch.get_supplieradmin(_int(args, "admin", 0))
         proxy, pid = admin.obtain_notification_push_consumer(kind)
-        proxy._connect(None, ())
+        proxy.connect_remote()
         return pid
 
     def do_obtain_push_consumer(self, args: dict[str, Any]) -> int:
@@ -261,13 +265,13 @@ class ChannelService:
             if qos:
                 proxy.set_qos(qos)
         except SiftbusError:
-            proxy._disconnect()
+            proxy.disconnect()
             raise
-        proxy._connect(None, ())
+        proxy.connect_remote()
         return pid
 
     def _remote_push_proxy(self, ch: EventChannel, args: Mapping[str, Any]) -> ProxySupplier:
-        node = self._node(ch, {"proxy": _int(args, "proxy"), "side": "consumer"})
+        node = self._proxy(ch, args, "consumer")
         if not isinstance(node, ProxySupplier) or node.mode != "push" or \
                 node.client is not None:
             raise ClientTypeError("attach_push/ack need a push ProxySupplier obtained with "
@@ -287,8 +291,6 @@ class ChannelService:
                 not 0 <= linger <= 1:
             raise WireError("linger must be 0..1 seconds", field="linger")
         if not node.connected:
-            from siftbus.channel.errors import NotConnected
-
             raise NotConnected(f"push proxy {node.id} is not connected")
         self.pushes.attach(self._caller, ch, node, window, float(linger))
 
@@ -300,22 +302,26 @@ class ChannelService:
 
     def do_push(self, args: dict[str, Any]) -> int:
         ch = self._channel(args)
-        node = self._node(ch, {"proxy": _int(args, "proxy"), "side": "supplier"})
+        node = self._proxy(ch, args, "supplier")
         events = args.get("events")
         if not isinstance(events, list):
             raise WireError("push needs a list of events", field="events")
-        msgs = [_wire_event(e) for e in events]
-        from siftbus.channel.core import ProxyConsumer
-
+        envelopes = []
+        for i, e in enumerate(events):
+            try:
+                envelopes.append(_wire_event(e))
+            except SiftbusError as exc:
+                exc.message = f"event {i}: {exc.message}"
+                raise
         if not isinstance(node, ProxyConsumer):
             raise ClientTypeError("push needs a supplier-side proxy")
-        if node.kind != "ANY_EVENT" and any(m.is_any for m in msgs):
+        if node.kind != "ANY_EVENT" and any(m.is_any for m in envelopes):
             raise ClientTypeError("a structured proxy takes structured events")
-        node._submit(msgs)
-        return len(msgs)
+        node.submit(envelopes)
+        return len(envelopes)
 
     def _pull_now(self, ch: EventChannel, args: Mapping[str, Any]) -> list[list[Any]]:
-        node = self._node(ch, {"proxy": _int(args, "proxy"), "side": "consumer"})
+        node = self._proxy(ch, args, "consumer")
         if not isinstance(node, ProxySupplier) or node.mode != "pull":
             raise ClientTypeError("pull needs a pull ProxySupplier (obtain_consumer)")
         n = _int(args, "max", 100)
@@ -325,8 +331,8 @@ class ChannelService:
         if ack is not None and (not isinstance(ack, int) or isinstance(ack, bool)):
             raise WireError("ack must be an integer", field="ack")
         if args.get("packed"):
-            return [[e.seq, e.msg.packed()] for e in node.pull_acked(n, ack)]
-        return [[e.seq, e.msg.to_wire()] for e in node.pull_acked(n, ack)]
+            return [[e.seq, e.envelope.packed()] for e in node.pull_acked(n, ack)]
+        return [[e.seq, e.envelope.to_wire()] for e in node.pull_acked(n, ack)]
 
     def do_pull(self, args: dict[str, Any]) -> Any:
         ch = self._channel(args)
@@ -406,29 +412,26 @@ class ChannelService:
 
     def do_disconnect(self, args: dict[str, Any]) -> None:
         ch = self._channel(args)
-        node = self._node(ch, {"proxy": _int(args, "proxy"),
-                               "side": args.get("side", "consumer")})
-        node._disconnect()
+        node = self._proxy(ch, args, self._side(args))
+        node.disconnect()
         self.pushes.forget(ch.id, node.id)
         self._last_reply.pop((ch.id, node.id), None)
 
     def do_suspend(self, args: dict[str, Any]) -> None:
         """suspend_connection: the proxy keeps queueing but sends nothing until resumed."""
         ch = self._channel(args)
-        self._node(ch, {"proxy": _int(args, "proxy"),
-                        "side": args.get("side", "consumer")}).suspend_connection()
+        self._proxy(ch, args, self._side(args)).suspend_connection()
 
     def do_resume(self, args: dict[str, Any]) -> None:
         ch = self._channel(args)
-        self._node(ch, {"proxy": _int(args, "proxy"),
-                        "side": args.get("side", "consumer")}).resume_connection()
+        self._proxy(ch, args, self._side(args)).resume_connection()
 
     # -- filters -------------------------------------------------------------------------
 
     def do_add_filter(self, args: dict[str, Any]) -> dict[str, int]:
         ch = self._channel(args)
         node = self._node(ch, args)
-        if node is ch:
+        if not isinstance(node, Node):
             raise WireError("add_filter needs admin or proxy", field="admin")
         cons = args.get("constraints", [])
         if not isinstance(cons, list):
@@ -445,6 +448,8 @@ class ChannelService:
     def do_remove_filter(self, args: dict[str, Any]) -> None:
         ch = self._channel(args)
         node = self._node(ch, args)
+        if not isinstance(node, Node):
+            raise WireError("remove_filter needs admin or proxy", field="admin")
         attach = _int(args, "id")
         f = node.get_filter(attach)
         node.remove_filter(attach)
@@ -456,11 +461,21 @@ class ChannelService:
         which = args.get("which")
         if which not in ("priority", "lifetime"):
             raise WireError("which must be 'priority' or 'lifetime'", field="which")
-        if not hasattr(node, "priority_filter"):
+        if not isinstance(node, ConsumerAdmin | ProxySupplier):
             raise ClientTypeError("mapping filters go on consumer admins and proxy suppliers")
+        cons = args.get("constraints", [])
+        if not isinstance(cons, list):
+            raise WireError("constraints must be a list", field="constraints")
         mf = ch.default_filter_factory.create_mapping_filter(default_value=args.get("default"))
-        mf.add_mapping_constraints(args.get("constraints", []))
-        setattr(node, f"{which}_filter", mf)
+        try:
+            mf.add_mapping_constraints(cons)
+        except BaseException:
+            mf.destroy()
+            raise
+        if which == "priority":
+            node.priority_filter = mf
+        else:
+            node.lifetime_filter = mf
         return mf.id
 
     # -- subscriptions and offers --------------------------------------------------------
@@ -476,306 +491,10 @@ class ChannelService:
             args.get("added", []), args.get("removed", []))
 
     def do_obtain_subscription_types(self, args: dict[str, Any]) -> list[list[str]]:
-        return [list(t) for t in self._channel(args)._subscribed()]
+        return [list(t) for t in self._channel(args).subscribed_types()]
 
     def do_obtain_offered_types(self, args: dict[str, Any]) -> list[list[str]]:
-        return [list(t) for t in self._channel(args)._offered()]
+        return [list(t) for t in self._channel(args).offered_types()]
 
 
-# ---------------------------------------------------------------------------------------
-# Client side
-
-
-def _error_classes() -> dict[str, type[SiftbusError]]:
-    import siftbus.errors as base
-
-    out: dict[str, type[SiftbusError]] = {
-        name: cls for name, cls in vars(base).items()
-        if isinstance(cls, type) and issubclass(cls, SiftbusError)}
-    out.update(ERROR_TYPES)
-    return out
-
-
-def error_from_body(body: Mapping[str, Any]) -> SiftbusError:
-    """The exception an ERROR frame stands for (the service's class when it is known)."""
-    from siftbus.channel.errors import (
-        AdminLimitExceeded,
-        PropertyError,
-        UnsupportedAdmin,
-        UnsupportedQoS,
-    )
-
-    kind = str(body.get("kind", ""))
-    message = str(body.get("message", "error"))
-    loc = {k: body[k] for k in ("line", "column", "field") if k in body}
-    if kind in ("UnsupportedQoS", "UnsupportedAdmin"):
-        cls_q = UnsupportedQoS if kind == "UnsupportedQoS" else UnsupportedAdmin
-        return cls_q([PropertyError("REMOTE", str(loc.get("field", "")), None, message)])
-    if kind == "AdminLimitExceeded":
-        return AdminLimitExceeded(str(loc.get("field", "")), 0)
-    cls = _error_classes().get(kind)
-    if cls is not None:
-        try:
-            return cls(message, **loc)
-        except TypeError:
-            pass
-    return ChannelError(f"{kind}: {message}" if kind else message, **loc)
-
-
-class ChannelClient:
-    """An asyncio client of the channel service over the siftbus wire protocol."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 service: str = SERVICE_NAME) -> None:
-        self._reader = reader
-        self._writer = writer
-        self.service = service
-        self._corr = itertools.count(1)
-        self._waiting: dict[int, asyncio.Future[Any]] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._closed = False
-        self._router = PushRouter()
-
-    def push_router(self) -> PushRouter:
-        """Where this connection's push frames go (see :class:`RemotePushConsumer`)."""
-        return self._router
-
-    @classmethod
-    async def connect(cls, host: str, port: int, *, name: str | None = None,
-                      service: str = SERVICE_NAME, timeout: float = 10.0) -> ChannelClient:
-        from siftbus.wire.frames import Message as Frame
-        from siftbus.wire.frames import MsgType
-
-        try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, limit=64 * 1024 * 1024), timeout)
-        except (OSError, TimeoutError) as exc:
-            raise ConnectionLostError(f"cannot reach the channel service at {host}:{port}: "
-                                      f"{exc}") from None
-        client = cls(reader, writer, service)
-        body: dict[str, Any] = {"role": "client", "corr": 0}
-        if name:
-            body["name"] = name
-        client._send(Frame(MsgType.HELLO, body))
-        client._task = asyncio.ensure_future(client._read_loop())
-        hello: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        client._waiting[0] = hello
-        await asyncio.wait_for(hello, timeout)
-        return client
-
-    def _send(self, frame: Any) -> None:
-        from siftbus.wire.frames import encode
-
-        if self._closed:
-            raise ConnectionLostError("the channel client is closed")
-        self._writer.write(encode(frame))
-
-    async def _read_loop(self) -> None:
-        from siftbus.wire.frames import MsgType
-        from siftbus.wire.transport import read_frame
-
-        try:
-            while True:
-                msg, _ = await read_frame(self._reader, 64 * 1024 * 1024)
-                corr = msg.body.get("corr") if isinstance(msg.body, dict) else None
-                if corr is None and msg.type is MsgType.REPLY and "service" in msg.body:
-                    self._router.dispatch(msg.body.get("event"))
-                    continue
-                fut = self._waiting.pop(corr, None) if isinstance(corr, int) else None
-                if fut is None or fut.done():
-                    continue
-                if msg.type is MsgType.ERROR:
-                    fut.set_exception(error_from_body(msg.body))
-                elif msg.type in (MsgType.REPLY, MsgType.ACK):
-                    fut.set_result(msg.body.get("result"))
-        except (ConnectionError, asyncio.IncompleteReadError, SiftbusError, OSError):
-            pass
-        finally:
-            self._closed = True
-            for fut in self._waiting.values():
-                if not fut.done():
-                    fut.set_exception(ConnectionLostError("the channel service went away"))
-            self._waiting.clear()
-            self._router.lost()
-
-    async def call(self, method: str, **args: Any) -> Any:
-        """Call a service method; raises the service's error, or ConnectionLostError."""
-        from siftbus.wire.frames import Message as Frame
-        from siftbus.wire.frames import MsgType
-
-        corr = next(self._corr)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting[corr] = fut
-        self._send(Frame(MsgType.CALL, {"service": self.service, "method": method,
-                                        "args": args, "corr": corr}))
-        await self._writer.drain()
-        return await fut
-
-    async def close(self) -> None:
-        self._closed = True
-        with contextlib.suppress(Exception):
-            self._writer.close()
-            await self._writer.wait_closed()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-
-    async def __aenter__(self) -> ChannelClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-
-class BrokerChannelClient:
-    """The channel service through a :class:`siftbus.client.Client` (or SyncClient's
-    async twin) connected to a broker that hosts it: ``call(method, **args)`` becomes
-    ``client.call("channel", method, **args)``, so RemoteConsumer/RemoteSupplier work on
-    top of it. The broker client's ``RemoteError`` is turned into the service's error
-    class where that is known."""
-
-    def __init__(self, client: Any, service: str = SERVICE_NAME) -> None:
-        self.client = client
-        self.service = service
-        self._router: PushRouter | None = None
-        self._drain: asyncio.Task[None] | None = None
-
-    def push_router(self) -> PushRouter:
-        """Push frames arrive in the broker client's ``service_events`` queue of this
-        service; a task hands them to the router."""
-        if self._router is None:
-            self._router = PushRouter()
-            queue = self.client.service_events.setdefault(self.service, asyncio.Queue())
-            self._drain = asyncio.ensure_future(self._drain_loop(queue, self._router))
-        return self._router
-
-    async def _drain_loop(self, queue: asyncio.Queue[Any], router: PushRouter) -> None:
-        try:
-            while True:
-                try:
-                    payload = await asyncio.wait_for(queue.get(), 0.5)
-                except TimeoutError:
-                    if getattr(self.client, "_lost", None) is not None or \
-                            getattr(self.client, "_closed", False):
-                        return
-                    continue
-                router.dispatch(payload)
-                while not queue.empty():
-                    router.dispatch(queue.get_nowait())
-        finally:
-            router.lost()
-
-    async def call(self, method: str, **args: Any) -> Any:
-        from siftbus.errors import RemoteError
-
-        try:
-            return await self.client.call(self.service, method, **args)
-        except RemoteError as exc:
-            body: dict[str, Any] = {"kind": exc.kind, "message": exc.message}
-            for k in ("line", "column", "field"):
-                if getattr(exc, k, None) is not None:
-                    body[k] = getattr(exc, k)
-            raise error_from_body(body) from None
-
-    async def close(self) -> None:
-        close = getattr(self.client, "close", None)
-        if close is not None:
-            await close()
-        if self._drain is not None:
-            self._drain.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._drain
-
-
-def event_of_wire(data: Mapping[str, Any] | bytes) -> Any:
-    """A received event (wire map, or its msgpack bytes): a StructuredEvent or the any."""
-    if isinstance(data, bytes | bytearray | memoryview):
-        import msgpack
-
-        try:
-            data = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        except (ValueError, msgpack.ExtraData, msgpack.FormatError,
-                msgpack.StackError) as exc:
-            raise WireError(f"undecodable event: {exc}") from None
-        if not isinstance(data, dict):
-            raise WireError("an event must be a map")
-    m = Message.from_wire(data)
-    return m.as_any if m.is_any else m.structured
-
-
-class RemoteConsumer:
-    """A remote pull consumer with exactly-once delivery (acknowledge + deduplicate)."""
-
-    def __init__(self, client: ChannelClient | BrokerChannelClient, channel: int,
-                 proxy: int) -> None:
-        self.client = client
-        self.channel = channel
-        self.proxy = proxy
-        self.last_seq = 0
-        self.duplicates = 0
-
-    @classmethod
-    async def obtain(cls, client: ChannelClient | BrokerChannelClient, channel: int, *,
-                     admin: int = 0, kind: str = STRUCTURED_EVENT,
-                     qos: Mapping[str, Any] | None = None) -> RemoteConsumer:
-        pid = await client.call("obtain_consumer", channel=channel, admin=admin, kind=kind,
-                                qos=dict(qos or {}))
-        return cls(client, channel, pid)
-
-    async def pull(self, max_number: int = 100, timeout: float = 1.0) -> list[Any]:
-        """Up to ``max_number`` new events (waits up to ``timeout`` s for the first)."""
-        got = await self.client.call("pull", channel=self.channel, proxy=self.proxy,
-                                     max=max_number, ack=self.last_seq or None,
-                                     timeout=timeout, packed=True)
-        out = []
-        for seq, data in got:
-            if seq <= self.last_seq:
-                self.duplicates += 1
-                continue
-            self.last_seq = seq
-            out.append(event_of_wire(data))
-        return out
-
-    async def run_push(self, callback: Callable[[Any], Awaitable[None] | None], *,
-                       batch: int = 256, stop: asyncio.Event | None = None) -> None:
-        """Emulate a push consumer: call ``callback(event)`` for each event until
-        ``stop`` is set (or the connection is lost)."""
-        while stop is None or not stop.is_set():
-            for e in await self.pull(batch, timeout=0.2):
-                r = callback(e)
-                if asyncio.iscoroutine(r):
-                    await r
-
-    async def add_filter(self, constraints: list[Any]) -> Any:
-        return await self.client.call("add_filter", channel=self.channel,
-                                      proxy=self.proxy, side="consumer",
-                                      constraints=constraints)
-
-
-class RemoteSupplier:
-    """A remote push supplier."""
-
-    def __init__(self, client: ChannelClient | BrokerChannelClient, channel: int,
-                 proxy: int) -> None:
-        self.client = client
-        self.channel = channel
-        self.proxy = proxy
-
-    @classmethod
-    async def obtain(cls, client: ChannelClient | BrokerChannelClient, channel: int, *,
-                     admin: int = 0, kind: str = STRUCTURED_EVENT) -> RemoteSupplier:
-        pid = await client.call("obtain_supplier", channel=channel, admin=admin, kind=kind)
-        return cls(client, channel, pid)
-
-    async def push(self, events: list[Any]) -> int:
-        """Push structured events (or ``{"any": v}`` maps); returns how many were accepted."""
-        wire = [e.to_dict() if isinstance(e, StructuredEvent) else e for e in events]
-        n = await self.client.call("push", channel=self.channel, proxy=self.proxy,
-                                   events=wire)
-        return int(n)
-
-
-__all__ = ["SERVICE_NAME", "BrokerChannelClient", "ChannelClient", "ChannelService",
-           "RemoteConsumer", "RemotePushConsumer", "RemoteSupplier", "error_from_body",
-           "event_of_wire"]
+__all__ = ["ChannelService"]

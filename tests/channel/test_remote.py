@@ -5,43 +5,30 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from siftbus.channel import EventChannelFactory, StructuredEvent
 from siftbus.channel import qos as Q
-from siftbus.channel.errors import ChannelNotFound, ClientTypeError, InvalidConstraint
-from siftbus.channel.server import ChannelServer, register_with_broker
-from siftbus.channel.service import (
+from siftbus.channel.remote import (
     ChannelClient,
-    ChannelService,
+    ChannelServer,
     RemoteConsumer,
     RemoteSupplier,
+    register_with_broker,
 )
-from siftbus.errors import SiftbusError, WireError
+from siftbus.errors import (
+    ChannelNotFound,
+    ClientTypeError,
+    InvalidConstraint,
+    SiftbusError,
+    WireError,
+)
 
 
 def ev(i: int, **data: Any) -> StructuredEvent:
     return StructuredEvent.of("Telecom", "Alarm", f"e{i}", filterable_data={"i": i, **data})
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ChannelServer]:
-    factory = EventChannelFactory()
-    srv = ChannelServer(ChannelService(factory))
-    await srv.start()
-    yield srv
-    await srv.close()
-    factory.close()
-
-
-@pytest.fixture
-async def client(server: ChannelServer) -> AsyncIterator[ChannelClient]:
-    c = await ChannelClient.connect("127.0.0.1", server.port)
-    yield c
-    await c.close()
 
 
 async def test_round_trip_with_filters(client: ChannelClient) -> None:
@@ -136,7 +123,7 @@ async def test_hosted_in_a_real_broker_server() -> None:
     from siftbus.model import parse_schema
 
     pytest.importorskip("siftbus.client.aio")
-    from siftbus.channel.service import BrokerChannelClient
+    from siftbus.channel.remote import BrokerChannelClient
     from siftbus.client.aio import Client
 
     node = BrokerNode("b1", parse_schema('[T]\na = "int[0,9]"\n'))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "channels"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "channels"
 
 
 def run(*args: str) -> str:
@@ -32,7 +32,7 @@ def test_in_process_examples(name: str, expected: str) -> None:
 
 def test_remote_examples(tmp_path: Path) -> None:
     port_file = tmp_path / "port"
-    server = subprocess.Popen([sys.executable, "-m", "siftbus.channel.server", "--port-file",
+    server = subprocess.Popen([sys.executable, "-m", "siftbus.channel.remote", "--port-file",
                                str(port_file)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:

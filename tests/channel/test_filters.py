@@ -299,3 +299,88 @@ def test_routing_equals_literal_semantics(w: dict[str, Any]) -> None:
                 got = p.try_pull_structured_event()
                 assert got[1] is want
                 assert p.try_pull_structured_event()[1] is False
+
+
+def test_proxy_keeps_its_other_filter_when_one_is_removed(factory: EventChannelFactory) -> None:
+    """A proxy with two filters that loses one still filters by the other (it used to
+    pass everything, as if it had none)."""
+    ch = factory.create_channel()[0]
+    pull, _ = ch.default_consumer_admin.obtain_notification_pull_supplier(STRUCTURED_EVENT)
+    pull.connect_structured_pull_consumer()
+    one, two = factory.filter_factory.create_filter(), factory.filter_factory.create_filter()
+    one.add_constraints(["$x == 1"])
+    two.add_constraints(["$x == 2"])
+    pull.add_filter(one)
+    pull.remove_filter(pull.add_filter(two))
+    push(ch, ev(1), ev(2), ev(3))
+    got = pull.try_pull_structured_event()[0]
+    assert got is not None and got.filterable_data[0][1] == 1
+    assert pull.try_pull_structured_event() == (None, False)
+
+
+@st.composite
+def edits(draw: st.DrawFn) -> dict[str, Any]:
+    """Consumer admins and proxies, filters, and a random program of attach / detach /
+    detach-all / destroy-filter / push steps."""
+    admins = draw(st.lists(st.sampled_from([AND_OP, OR_OP]), min_size=1, max_size=2))
+    proxies = draw(st.lists(st.integers(0, len(admins) - 1), min_size=1, max_size=3))
+    n_filters = draw(st.integers(1, 4))
+    filters = [draw(st.lists(st.sampled_from(CONSTRAINTS), min_size=1, max_size=2))
+               for _ in range(n_filters)]
+    n_nodes = len(admins) + len(proxies)
+    step = st.one_of(
+        st.tuples(st.just("attach"), st.integers(0, n_nodes - 1),
+                  st.integers(0, n_filters - 1)),
+        st.tuples(st.just("detach"), st.integers(0, n_nodes - 1), st.integers(0, 3)),
+        st.tuples(st.just("detach_all"), st.integers(0, n_nodes - 1), st.just(0)),
+        st.tuples(st.just("destroy"), st.just(0), st.integers(0, n_filters - 1)),
+        st.tuples(st.just("push"), st.sampled_from([None, 0, 1, 2, 3]),
+                  st.sampled_from([None, "a", "b"])))
+    return {"admins": admins, "proxies": proxies, "filters": filters,
+            "steps": draw(st.lists(step, min_size=1, max_size=25))}
+
+
+@settings(max_examples=300, deadline=None)
+@given(edits())
+def test_routing_equals_literal_semantics_with_interleaved_edits(w: dict[str, Any]) -> None:
+    with EventChannelFactory(dispatch=False) as factory:
+        ch = factory.create_channel()[0]
+        admins = [ch.new_for_consumers(op)[0] for op in w["admins"]]
+        proxies = []
+        for ai in w["proxies"]:
+            p = admins[ai].obtain_notification_pull_supplier(STRUCTURED_EVENT)[0]
+            p.connect_structured_pull_consumer()
+            proxies.append((ai, p))
+        nodes: list[Any] = [*admins, *(p for _, p in proxies)]
+        filters = []
+        for cons in w["filters"]:
+            f = factory.filter_factory.create_filter()
+            f.add_constraints(cons)
+            filters.append(f)
+
+        def passes(node: Any, e: StructuredEvent) -> bool:
+            fs = [node.get_filter(i) for i in node.get_all_filters()]
+            return not fs or any(f.match_structured(e) for f in fs)
+
+        for step in w["steps"]:
+            kind = step[0]
+            if kind == "attach" and not filters[step[2]].destroyed:
+                nodes[step[1]].add_filter(filters[step[2]])
+            elif kind == "detach":
+                ids = nodes[step[1]].get_all_filters()
+                if ids:
+                    nodes[step[1]].remove_filter(ids[step[2] % len(ids)])
+            elif kind == "detach_all":
+                nodes[step[1]].remove_all_filters()
+            elif kind == "destroy":
+                filters[step[2]].destroy()
+            elif kind == "push":
+                x, y = step[1], step[2]
+                e = StructuredEvent.of("d", "t", "e", filterable_data={
+                    **({"x": x} if x is not None else {}), **({"y": y} if y is not None else {})})
+                push(ch, e)
+                for ai, p in proxies:
+                    a, pp = passes(admins[ai], e), passes(p, e)
+                    want = (a and pp) if w["admins"][ai] == AND_OP else (a or pp)
+                    assert p.try_pull_structured_event()[1] is want
+                    assert p.try_pull_structured_event()[1] is False

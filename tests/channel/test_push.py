@@ -1,4 +1,4 @@
-"""Server-side push to remote push consumers (siftbus.channel.push): order, sequence
+"""Server-side push to remote push consumers (siftbus.channel.remote.hub): order, sequence
 batches, flow control with the discard policy, connection loss, re-attachment, hosting in
 a broker, and kill-and-restart durability."""
 
@@ -16,16 +16,16 @@ import pytest
 
 from siftbus.channel import EventChannelFactory, StructuredEvent
 from siftbus.channel import qos as Q
-from siftbus.channel.errors import ClientTypeError
-from siftbus.channel.server import ChannelServer, register_with_broker
-from siftbus.channel.service import (
+from siftbus.channel.remote import (
     ChannelClient,
-    ChannelService,
+    ChannelServer,
     RemotePushConsumer,
     RemoteSupplier,
+    register_with_broker,
 )
-from siftbus.errors import SiftbusError
-from test_channel_durability import start_server, stop_server
+from siftbus.errors import ClientTypeError, SiftbusError
+
+from .servers import serving, start_server, stop_server
 
 
 def ev(i: int, **data: Any) -> StructuredEvent:
@@ -42,24 +42,6 @@ async def until(pred: Callable[[], bool], timeout: float = 5.0) -> None:
         if time.monotonic() > end:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.01)
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ChannelServer]:
-    factory = EventChannelFactory()
-    srv = ChannelServer(ChannelService(factory))
-    await srv.start()
-    yield srv
-    await srv.close()
-    srv.service.close()
-    factory.close()
-
-
-@pytest.fixture
-async def client(server: ChannelServer) -> AsyncIterator[ChannelClient]:
-    c = await ChannelClient.connect("127.0.0.1", server.port)
-    yield c
-    await c.close()
 
 
 async def test_every_event_in_order_with_filters_and_window(client: ChannelClient) -> None:
@@ -205,13 +187,8 @@ async def test_closed_connection_disconnects_its_best_effort_proxies(
 
 @pytest.fixture
 async def durable(tmp_path: Path) -> AsyncIterator[ChannelServer]:
-    factory = EventChannelFactory(tmp_path / "channels.db")
-    srv = ChannelServer(ChannelService(factory))
-    await srv.start()
-    yield srv
-    await srv.close()
-    srv.service.close()
-    factory.close()
+    async with serving(EventChannelFactory(tmp_path / "channels.db")) as srv:
+        yield srv
 
 
 async def test_persistent_proxy_waits_for_a_new_connection(durable: ChannelServer) -> None:
@@ -256,7 +233,7 @@ async def _persistent_reattach(server: ChannelServer, client: ChannelClient) -> 
 async def test_pushes_through_a_real_broker_and_its_client_library() -> None:
     broker_server = pytest.importorskip("siftbus.broker.server")
     from siftbus.broker.node import BrokerNode
-    from siftbus.channel.service import BrokerChannelClient
+    from siftbus.channel.remote import BrokerChannelClient
     from siftbus.client.aio import Client
     from siftbus.model import parse_schema
 

@@ -387,7 +387,7 @@ def test_subscription_and_offer_changes(channel: EventChannel) -> None:
     pull, _ = ca.obtain_notification_pull_supplier(STRUCTURED_EVENT)
     pull.add_filter(f)
     assert sup.obtain_subscription_types(NONE_NOW_UPDATES_OFF) == []
-    assert channel._subscribed() == [("Finance", "Quote"), ("Telecom", "Alarm")]
+    assert channel.subscribed_types() == [("Finance", "Quote"), ("Telecom", "Alarm")]
     ca.subscription_change([], [("Telecom", "Alarm")])
     # the filter's event types count as subscriptions; no updates after NONE_NOW_UPDATES_OFF
     assert seen == [([("Telecom", "Alarm")], []), ([("Finance", "Quote")], [])]

@@ -8,8 +8,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,35 +15,13 @@ import pytest
 
 from siftbus.channel import EventChannelFactory, StructuredEvent
 from siftbus.channel import qos as Q
-from siftbus.channel.service import ChannelClient, RemoteConsumer, RemoteSupplier
+from siftbus.channel.remote import ChannelClient, ChannelService, RemoteConsumer, RemoteSupplier
 from siftbus.errors import SiftbusError
+
+from .servers import start_server, stop_server
 
 PERSISTENT = {Q.EVENT_RELIABILITY: Q.PERSISTENT, Q.CONNECTION_RELIABILITY: Q.PERSISTENT,
               Q.ORDER_POLICY: Q.FIFO_ORDER}
-
-
-def start_server(store: Path, port_file: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port_file.unlink(missing_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "siftbus.channel.server", "--store",
-                             str(store), "--port-file", str(port_file)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    end = time.monotonic() + 30
-    while not port_file.exists():
-        if proc.poll() is not None or time.monotonic() > end:
-            proc.kill()
-            raise AssertionError("the channel server did not start")
-        time.sleep(0.02)
-    return proc, int(port_file.read_text())
-
-
-def stop_server(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL if the server has not exited within 10 s."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
 
 
 def ev(i: int) -> StructuredEvent:
@@ -169,3 +145,68 @@ def test_in_process_restart_keeps_objects_filters_and_events(tmp_path: Path) -> 
         assert [pull.try_pull_structured_event()[0].event_name] == ["e4"]
         assert f.store is not None and f.store.event_count() == 0
     assert os.path.exists(db)
+
+
+# Issue 13: the first pull after a restart ignored its acknowledgement (the restored
+# in-flight window was not acknowledged, so events 1-4 came again instead of 5-8).
+
+
+def _names(items: list[list[Any]]) -> list[str]:
+    return [w["structured"]["header"]["fixed_header"]["event_name"] for _, w in items]
+
+
+def test_first_pull_after_a_restart_honours_its_acknowledgement(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with EventChannelFactory(db, dispatch=False) as f:
+        service = ChannelService(f)
+        cid = service("create_channel", {"qos": PERSISTENT})
+        pid = service("obtain_consumer", {"channel": cid})
+        sid = service("obtain_supplier", {"channel": cid})
+        service("push", {"channel": cid, "proxy": sid,
+                         "events": [ev(i).to_dict() for i in range(1, 11)]})
+        first = service("pull", {"channel": cid, "proxy": pid, "max": 4})
+        assert _names(first) == ["e1", "e2", "e3", "e4"]
+    with EventChannelFactory(db, dispatch=False) as f:  # the restart
+        service = ChannelService(f)
+        got = service("pull", {"channel": cid, "proxy": pid, "max": 4, "ack": first[-1][0]})
+        assert _names(got) == ["e5", "e6", "e7", "e8"]
+        # without an acknowledgement the same (unacknowledged) window comes again
+        again = service("pull", {"channel": cid, "proxy": pid, "max": 4})
+        assert again == got
+        rest = service("pull", {"channel": cid, "proxy": pid, "max": 4, "ack": got[-1][0]})
+        assert _names(rest) == ["e9", "e10"]
+        service("pull", {"channel": cid, "proxy": pid, "max": 4, "ack": rest[-1][0]})
+        assert f.store is not None and f.store.event_count() == 0
+
+
+def test_first_pull_after_a_server_restart_over_the_wire(tmp_path: Path) -> None:
+    store, port_file = tmp_path / "channels.db", tmp_path / "port"
+
+    async def before(port: int) -> tuple[int, int, int]:
+        async with await ChannelClient.connect("127.0.0.1", port) as client:
+            cid = await client.call("create_channel", qos=PERSISTENT)
+            consumer = await RemoteConsumer.obtain(client, cid)
+            supplier = await RemoteSupplier.obtain(client, cid)
+            await supplier.push([ev(i) for i in range(1, 11)])
+            got = await consumer.pull(4, timeout=0)
+            assert [e.event_name for e in got] == ["e1", "e2", "e3", "e4"]
+            return cid, consumer.proxy, consumer.last_seq
+
+    async def after(port: int, cid: int, pid: int, last: int) -> list[str]:
+        async with await ChannelClient.connect("127.0.0.1", port) as client:
+            consumer = RemoteConsumer(client, cid, pid)
+            consumer.last_seq = last
+            got = await consumer.pull(4, timeout=0)
+            assert consumer.duplicates == 0  # nothing acknowledged came again
+            return [e.event_name for e in got]
+
+    proc, port = start_server(store, port_file)
+    try:
+        cid, pid, last = asyncio.run(before(port))
+    finally:
+        assert stop_server(proc) == 0  # SIGTERM stops it gracefully (store closed)
+    proc, port = start_server(store, port_file)
+    try:
+        assert asyncio.run(after(port, cid, pid, last)) == ["e5", "e6", "e7", "e8"]
+    finally:
+        stop_server(proc)
