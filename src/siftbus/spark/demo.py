@@ -170,6 +170,8 @@ class DemoResult:
     alarms_sent: dict[str, int]
     alarms_received: dict[str, int] | None
     seconds: dict[str, float]
+    composites: Any = None
+    """The composite step's :class:`~siftbus.spark.composite_demo.CompositeDemo`."""
 
 
 def run_demo(out: str | Path = "demo-out", *, seed: int = 42, scale: float = 1.0,
@@ -244,7 +246,14 @@ def run_demo(out: str | Path = "demo-out", *, seed: int = 42, scale: float = 1.0
     t0 = time.perf_counter()
     analysis = analyze_output(spark, o, o / "plots")
     times["analysis and plots"] = time.perf_counter() - t0
-    return DemoResult(o, n_events, report, analysis, delivery, sent, received, times)
+    from siftbus.spark.composite_demo import run_composites
+
+    t0 = time.perf_counter()  # the composite profiles over the same day, in event time
+    composites = run_composites(building_day(spark, schema, seed=seed,
+                                             day=BuildingDay().scaled(scale)), schema, ex)
+    times["composite profiles (Spark, then the broker's engine)"] = time.perf_counter() - t0
+    return DemoResult(o, n_events, report, analysis, delivery, sent, received, times,
+                      composites)
 
 
 def print_demo(result: DemoResult) -> None:
@@ -308,6 +317,9 @@ def print_demo(result: DemoResult) -> None:
     console.print("[bold]plots[/bold]")
     for p in a.plots:
         console.print(f"  {p}")
+    from siftbus.spark.composite_demo import print_composites
+
+    print_composites(result.composites)
 
 
 __all__ = ["ALARM_SUBSCRIBERS", "DemoResult", "find_examples", "print_demo", "run_demo"]
