@@ -95,6 +95,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.match.conformance import check_matcher
     from siftbus.match.counting import CountingMatcher
     from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
+    from siftbus.spark.composite import composite_matches, composite_stream
     from siftbus.spark.pipeline import Pipeline, run_files
     from siftbus.wire.limits import Limits
     from siftbus.xmlfilter import XmlEventFilter, parse_subscriptions
@@ -145,6 +146,8 @@ _LAZY = {
     # Spark pipeline (imports pyspark when first used)
     "Pipeline": "siftbus.spark.pipeline",
     "run_files": "siftbus.spark.pipeline",
+    "composite_matches": "siftbus.spark.composite",
+    "composite_stream": "siftbus.spark.composite",
 }
 
 
@@ -241,6 +244,8 @@ __all__ = [
     # Spark pipeline
     "Pipeline",
     "run_files",
+    "composite_matches",
+    "composite_stream",
     # errors
     "ConfigError",
     "ConnectionLostError",
