@@ -142,8 +142,14 @@ def test_streaming_equals_the_reference_with_out_of_order_files(
                   F.lit(0).cast("long").alias("line"), F.col("value").alias("text")))
     out = composite_stream(df, TIMED, profiles, lateness=lateness + 1)
     name = f"cmatches_{seed}"
-    q = out.writeStream.format("memory").queryName(name).outputMode("append") \
-        .option("checkpointLocation", str(tmp / "ck")).start()
+    # two state partitions (fixed by the checkpoint at the start): fewer tasks a batch
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    try:
+        q = out.writeStream.format("memory").queryName(name).outputMode("append") \
+            .option("checkpointLocation", str(tmp / "ck")).start()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
     try:
         group = 12  # arrivals per micro-batch
         for g in range(0, len(full), group):

@@ -278,16 +278,21 @@ def subscribe_cmd(
             subs = await c.subscribe_many(profiles, show)
             print(f"subscribed {', '.join(s.id for s in subs)} at {c.broker}", file=sys.stderr,
                   flush=True)
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, done.set)
-            if timeout:
-                loop.call_later(timeout, done.set)
-            await done.wait()
+            await _until_done(done, timeout)
         finally:
             await c.close()
 
     _run(main())
+
+
+async def _until_done(done: asyncio.Event, timeout: float) -> None:
+    """Wait for ``done``, which a signal (SIGINT, SIGTERM) or ``timeout`` seconds also set."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, done.set)
+    if timeout:
+        loop.call_later(timeout, done.set)
+    await done.wait()
 
 
 async def _subscribe_composite(host: str, port: int, lines: list[str], client: str | None,
@@ -314,12 +319,7 @@ async def _subscribe_composite(host: str, port: int, lines: list[str], client: s
         print(f"subscribed {', '.join(s.id for s in subs)} at {c.broker}", file=sys.stderr,
               flush=True)
         tasks = [asyncio.ensure_future(pump(s)) for s in subs]
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, done.set)
-        if timeout:
-            loop.call_later(timeout, done.set)
-        await done.wait()
+        await _until_done(done, timeout)
         for t in tasks:
             t.cancel()
     finally:
