@@ -29,9 +29,17 @@ the same with a subscriber taking one callback per notification instead of one p
 subscriber that filters with the same profiles client-side (minimal MQTT 3.1.1 over
 asyncio, QoS 0).
 
+Part C (loopback, real processes): the same single broker with TLS on its port, token
+authentication and content-based rights (the publisher's events checked against a
+publish right, each of the subscriber's 10,000 profiles against a subscribe right by
+covering) against the plain broker, same run, same profiles and events, runs
+alternating: throughput ratio (target >= 0.7) and p99 latency at a paced 5,000 events/s
+(target <= 2x), medians of at least 3 runs each, with the load average.
+
     python bench/network.py --quick     # < 4 minutes
     python bench/network.py             # larger workloads, 3 repeats
     python bench/network.py --full
+    python bench/network.py --security-only --quick   # part C alone
 
 The machine is shared (2 cores, other engineers' jobs): wall-clock figures are noisy;
 simulator f_sat uses CPU time (``time.process_time``), which is steadier.
@@ -270,21 +278,74 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_brokers(tmp: Path, engine: str, n: int = 1
+# ---- security: the same broker with TLS, tokens and content-based rights ---------------
+
+SECURITY_TOML = """
+[security]
+ca = "pki/ca.pem"
+token_key = "pki/token.key"
+
+[security.principals.bench]          # publisher and probes: a content publish right
+publish = ["S0(i0 <= 499)", "S0(i0 >= 500)"]
+services = ["broker.*"]
+
+[security.principals.bench-sub]      # subscriber: every profile checked by covering
+subscribe = ["S0(i0 <= 499)", "S0(i0 >= 500)"]
+"""
+
+
+def make_security(tmp: Path, brokers: int = 3) -> Path:
+    """A CA, broker certificates, a token key and the two principals' tokens in
+    ``tmp/pki`` (made once per run)."""
+    from siftbus.security.certs import init_ca, issue
+    from siftbus.security.tokens import TokenSigner, new_secret
+
+    d = tmp / "pki"
+    if (d / "tokens.json").exists():
+        return d
+    init_ca(d)
+    for i in range(brokers):
+        issue(d, f"B{i}")
+    secret = new_secret()
+    (d / "token.key").write_bytes(secret)
+    signer = TokenSigner(secret)
+    (d / "tokens.json").write_text(json.dumps(
+        {"pub": signer.issue("bench", ttl=86400), "sub": signer.issue("bench-sub",
+                                                                       ttl=86400)}))
+    return d
+
+
+def creds(secure: Path | None, who: str = "pub") -> dict[str, Any]:
+    """``Client.connect`` keywords for a secured broker (token and TLS), or none."""
+    if secure is None:
+        return {}
+    from siftbus.client import client_tls
+
+    tokens = json.loads((secure / "tokens.json").read_text())
+    return {"token": tokens[who], "tls": client_tls(secure / "ca.pem")}
+
+
+def start_brokers(tmp: Path, engine: str, n: int = 1, secure: Path | None = None
                   ) -> tuple[list[subprocess.Popen[bytes]], list[int]]:
     """``n`` broker processes B0 - B1 - ... in a line (profile forwarding with covering);
-    returns them and their ports once every link is up."""
+    returns them and their ports once every link is up. With ``secure`` (a
+    :func:`make_security` directory) every port and link speaks TLS and clients need
+    tokens and rights."""
     from workload import standard_schema
 
     ports = [free_port() for _ in range(n)]
     (tmp / "schema.toml").write_text(standard_schema().to_toml())
-    cfg = tmp / f"net-{engine}-{n}.toml"
+    cfg = tmp / f"net-{engine}-{n}{'-secure' if secure else ''}.toml"
     text = (f'[network]\nschema = "schema.toml"\nengine = "{engine}"\n'
             'protocol = "forwarding"\nstrategy = "covering"\n')
     for i, port in enumerate(ports):
         text += f"[brokers.B{i}]\nport = {port}\n"
         if i:
             text += f'neighbours = ["B{i - 1}"]\n'
+        if secure is not None:
+            text += f'cert = "pki/B{i}.pem"\nkey = "pki/B{i}.key"\n'
+    if secure is not None:
+        text += SECURITY_TOML
     cfg.write_text(text)
     procs = []
     for i in range(n):
@@ -294,17 +355,18 @@ def start_brokers(tmp: Path, engine: str, n: int = 1
         p.stdout.readline()
         procs.append(p)
     if n > 1:
-        asyncio.run(wait_tables(ports, links=True))
+        asyncio.run(wait_tables(ports, links=True, secure=secure))
     return procs, ports
 
 
-async def quiet(ports: list[int], timeout: float = 60) -> None:
+async def quiet(ports: list[int], timeout: float = 60, secure: Path | None = None) -> None:
     """Until no broker's event count moves for 0.3 s: the warm-up has passed the whole
     line (the ACK of the first broker says nothing about the others), so the later
     brokers' kernel and snapshot compilation stays out of the measurement."""
     from siftbus.client import Client
 
-    cs = [await Client.connect(port=p, name=f"bench-quiet-{i}") for i, p in enumerate(ports)]
+    cs = [await Client.connect(port=p, name=f"bench-quiet-{i}", **creds(secure))
+          for i, p in enumerate(ports)]
     try:
         prev: list[Any] = []
         stable = 0
@@ -319,12 +381,14 @@ async def quiet(ports: list[int], timeout: float = 60) -> None:
             await c.close()
 
 
-async def wait_tables(ports: list[int], links: bool = False, timeout: float = 60) -> None:
+async def wait_tables(ports: list[int], links: bool = False, timeout: float = 60,
+                      secure: Path | None = None) -> None:
     """Until every broker has its links up (``links``) or its profile table has stopped
     changing (the subscriber's profiles have reached every broker)."""
     from siftbus.client import Client
 
-    cs = [await Client.connect(port=p, name=f"bench-probe-{i}") for i, p in enumerate(ports)]
+    cs = [await Client.connect(port=p, name=f"bench-probe-{i}", **creds(secure))
+          for i, p in enumerate(ports)]
     try:
         deadline = time.time() + timeout
         prev: list[Any] = []
@@ -371,7 +435,7 @@ def count_matching(profiles: list[Profile], events: list[Event]) -> tuple[int, i
 
 
 async def role_subscriber(port: int, n_profiles: int, expect: int, timeout: float,
-                          consumer: str = "batch") -> None:
+                          consumer: str = "batch", secure: Path | None = None) -> None:
     """Subscribe the standard profiles, count notifications, report times and latencies.
 
     ``consumer``: ``batch`` takes one :class:`NotificationBatch` per NOTIFY frame (no
@@ -380,7 +444,8 @@ async def role_subscriber(port: int, n_profiles: int, expect: int, timeout: floa
     from siftbus.client import Client, NotificationBatch
 
     profiles, _ = workload(n_profiles, 0)
-    c = await Client.connect(port=port, name="bench-sub", queue_size=10)
+    c = await Client.connect(port=port, name="bench-sub", queue_size=10,
+                             **creds(secure, "sub"))
     got = 0
     lat: list[float] = []
     stamps: list[Any] = []
@@ -439,7 +504,8 @@ async def role_subscriber(port: int, n_profiles: int, expect: int, timeout: floa
     q = (lambda f: lat[min(len(lat) - 1, int(f * len(lat)))] * 1000) if lat else \
         (lambda f: float("nan"))
     print(json.dumps({"got": got, "first": first, "last": last, "p50_ms": q(0.5),
-                      "p99_ms": q(0.99), "max_ms": q(1.0)}), flush=True)
+                      "p99_ms": q(0.99), "max_ms": q(1.0),
+                      "cpu_s": time.process_time()}), flush=True)
     await c.close()
 
 
@@ -450,21 +516,21 @@ version pay for compiling a snapshot (half the table size, 5,000 here)."""
 
 
 async def publish_events(ports: list[int], events: list[Event], rate: float | None,
-                         batch: int, warm_events: int, broker_pids: list[int]
-                         ) -> tuple[float, list[float | None]]:
+                         batch: int, warm_events: int, broker_pids: list[int],
+                         secure: Path | None = None) -> tuple[float, list[float | None]]:
     """Warm up, then publish to the first broker; returns the start time and the brokers'
     CPU seconds then."""
     from siftbus.client import Client
 
     port = ports[0]
-    warm = await Client.connect(port=port, name="bench-warm")
+    warm = await Client.connect(port=port, name="bench-warm", **creds(secure))
     for i in range(0, warm_events, 1000):
         await warm.publish_batch(events[i % len(events):][:min(1000, warm_events - i)],
                                  ack=True)
     await warm.close()
     if len(ports) > 1:
-        await quiet(ports)
-    c = await Client.connect(port=port, name="bench-pub")
+        await quiet(ports, secure=secure)
+    c = await Client.connect(port=port, name="bench-pub", **creds(secure))
     cpu0 = [process_cpu(pid) for pid in broker_pids]
     t0 = time.time()
     if rate is None:
@@ -486,23 +552,24 @@ async def publish_events(ports: list[int], events: list[Event], rate: float | No
 
 def loopback_run(tmp: Path, engine: str, n_profiles: int, events: list[Event],
                  profiles: list[Profile], rate: float | None = None,
-                 batch: int = 1000, brokers: int = 1, consumer: str = "batch"
-                 ) -> dict[str, Any]:
+                 batch: int = 1000, brokers: int = 1, consumer: str = "batch",
+                 secure: Path | None = None) -> dict[str, Any]:
     """One run: ``brokers`` in a line, the publisher at the first, the subscriber (with
     ``consumer``) at the last. The broker CPU rate is that of the busiest broker."""
     notifs, _ = count_matching(profiles, events)
-    procs, ports = start_brokers(tmp, engine, brokers)
+    procs, ports = start_brokers(tmp, engine, brokers, secure)
     try:
         sub = sub_process(["subscriber", "--port", str(ports[-1]), "--profiles",
                            str(n_profiles), "--expect", str(notifs), "--timeout", "120",
-                           "--consumer", consumer])
+                           "--consumer", consumer]
+                          + (["--secure", str(secure)] if secure else []))
         assert sub.stdout is not None
         assert sub.stdout.readline().strip() == "ready"
         if brokers > 1:
-            asyncio.run(wait_tables(ports))
+            asyncio.run(wait_tables(ports, secure=secure))
         warm = WARM_EVENTS if engine == "index" else 20  # the reference is too slow
         t0, cpu0 = asyncio.run(publish_events(ports, events, rate, batch, warm,
-                                              [p.pid for p in procs]))
+                                              [p.pid for p in procs], secure))
         out = json.loads(sub.stdout.readline())
         cpu1 = [process_cpu(p.pid) for p in procs]
         sub.wait(30)
@@ -517,13 +584,14 @@ def loopback_run(tmp: Path, engine: str, n_profiles: int, events: list[Event],
     cpus = [b - a for a, b in zip(cpu0, cpu1, strict=True) if a is not None and b is not None]
     broker_cpu = max(cpus) if len(cpus) == len(procs) else None
     return {"engine": engine, "brokers": brokers, "consumer": consumer,
+            "security": "TLS+token+rights" if secure else "none",
             "profiles": n_profiles, "events": len(events),
             "notifications": notifs, "rate": rate, "batch": batch,
             "events_per_s": len(events) / elapsed,
             "broker_cpu_s": broker_cpu, "brokers_cpu_s": cpus,
             "broker_events_per_cpu_s": len(events) / broker_cpu if broker_cpu else None,
             "p50_ms": out["p50_ms"], "p99_ms": out["p99_ms"], "max_ms": out["max_ms"],
-            "loadavg": os.getloadavg()}
+            "subscriber_cpu_s": out.get("cpu_s"), "loadavg": os.getloadavg()}
 
 
 def process_cpu(pid: int) -> float | None:
@@ -902,6 +970,100 @@ def report_loopback(lb: dict[str, Any]) -> dict[str, Any]:
     return lb
 
 
+def security_compare(size: str, repeats: int) -> dict[str, Any]:
+    """One broker with TLS, token authentication and content-based rights against the
+    same broker without, in the same run, on the same 10,000 profiles and events:
+    throughput (batched publishing) and latency at a paced 5,000 events/s. The runs
+    alternate (plain, secure, secure, plain, ...) so drift of the shared machine's load
+    hits both; medians of ``repeats`` runs each."""
+    n_profiles = 10_000
+    n_events = {"quick": 40_000, "default": 100_000, "full": 300_000}[size]
+    profiles, events = workload(n_profiles, n_events)
+    paced = events[:25_000 if size == "quick" else 50_000]
+    out: dict[str, Any] = {"loadavg_start": os.getloadavg(), "profiles": n_profiles,
+                           "repeats": repeats, "client_loop": "uvloop"}
+    # the clients run on uvloop, as the broker does: asyncio's pure-Python TLS layer in
+    # the subscriber would measure the client library's event loop, not the broker
+    from siftbus.broker.server import install_uvloop
+
+    os.environ["BENCH_UVLOOP"] = "1"
+    install_uvloop()
+    try:
+        _security_runs(out, n_profiles, profiles, events, paced, repeats)
+    finally:
+        os.environ.pop("BENCH_UVLOOP", None)
+        asyncio.set_event_loop_policy(None)
+    runs = out["runs"]
+    med = {k: statistics.median(x["events_per_s"] for x in v) for k, v in runs.items()}
+    p99 = {k: statistics.median(x["p99_ms"] for x in v) for k, v in runs.items()}
+    cpu = {k: statistics.median(x["broker_events_per_cpu_s"] or 0.0 for x in v)
+           for k, v in runs.items()}
+    out["median_events_per_s"] = med
+    out["median_p99_ms"] = p99
+    out["median_broker_events_per_cpu_s"] = cpu
+    out["throughput_ratio"] = med["secure"] / med["plain"]
+    out["p99_ratio_5k"] = p99["secure_5k"] / p99["plain_5k"]
+    out["broker_cpu_ratio"] = (cpu["secure"] / cpu["plain"]) if cpu["plain"] else None
+    out["targets"] = {"throughput_ratio >= 0.7": out["throughput_ratio"] >= 0.7,
+                      "p99_ratio_5k <= 2": out["p99_ratio_5k"] <= 2.0}
+    out["loadavg_end"] = os.getloadavg()
+    return out
+
+
+def _security_runs(out: dict[str, Any], n_profiles: int, profiles: list[Profile],
+                   events: list[Event], paced: list[Event], repeats: int) -> None:
+    """The alternating plain/secure runs of :func:`security_compare` (into ``out``)."""
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        pki = make_security(tmp)
+        runs: dict[str, list[dict[str, Any]]] = {"plain": [], "secure": [],
+                                                 "plain_5k": [], "secure_5k": []}
+        for r in range(repeats):
+            order = [None, pki] if r % 2 == 0 else [pki, None]
+            for sec in order:
+                key = "secure" if sec else "plain"
+                runs[key].append(loopback_run(tmp, "index", n_profiles, events, profiles,
+                                              secure=sec))
+            for sec in reversed(order):
+                key = "secure_5k" if sec else "plain_5k"
+                runs[key].append(loopback_run(tmp, "index", n_profiles, paced, profiles,
+                                              rate=5000.0, batch=10, secure=sec))
+    out["runs"] = runs
+
+
+def report_security(sec: dict[str, Any]) -> dict[str, Any]:
+    rows = [{"run": k, "runs": len(v),
+             "events_per_s": sec["median_events_per_s"][k],
+             "broker_events_per_cpu_s": sec["median_broker_events_per_cpu_s"][k],
+             "p50_ms": statistics.median(x["p50_ms"] for x in v),
+             "p99_ms": sec["median_p99_ms"][k]} for k, v in sec["runs"].items()]
+    print(table(rows, ["run", "runs", "events_per_s", "broker_events_per_cpu_s", "p50_ms",
+                       "p99_ms"],
+                "Security: one broker, 10,000 profiles, TLS + tokens + content-based "
+                "rights against none (medians, same run)"))
+    print(f"\nthroughput secure/plain: {sec['throughput_ratio']:.2f} (target >= 0.7); "
+          f"p99 at 5,000 ev/s secure/plain: {sec['p99_ratio_5k']:.2f} (target <= 2)")
+    print(f"load average: start {sec['loadavg_start']}, end {sec['loadavg_end']}")
+    return sec
+
+
+def security_only(size: str, repeats: int, outdir: Path, started: float) -> None:
+    """The security comparison alone, merged into the last result file."""
+    path = outdir / "network.json"
+    result: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    print(f"# siftbus broker security benchmark ({size}, {repeats} repeats, "
+          f"{os.cpu_count()} CPUs, shared machine: noisy)")
+    sec = report_security(security_compare(size, repeats))
+    sec["size"] = size
+    sec["seconds"] = round(time.time() - started, 1)
+    sec["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    result["security"] = sec
+    result.setdefault("python", platform.python_version())
+    result.setdefault("cpus", os.cpu_count())
+    path.write_text(json.dumps(result, indent=1, default=str))
+    print(f"\nwrote bench/results/network.json (security part) in {sec['seconds']} s")
+
+
 def loopback_only(size: str, repeats: int, outdir: Path, started: float) -> None:
     """Part B alone, merged into the last full result file (its simulator part kept)."""
     path = outdir / "network.json"
@@ -935,9 +1097,19 @@ def main() -> None:
     ap.add_argument("--expect", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=float, default=120, help=argparse.SUPPRESS)
     ap.add_argument("--consumer", default="batch", help=argparse.SUPPRESS)
+    ap.add_argument("--secure", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--security-only", action="store_true",
+                    help="run only the TLS+authentication comparison (one broker, with and "
+                         "without security, same run); merged into "
+                         "bench/results/network.json")
     a = ap.parse_args()
     if a.role == "subscriber":
-        asyncio.run(role_subscriber(a.port, a.profiles, a.expect, a.timeout, a.consumer))
+        if os.environ.get("BENCH_UVLOOP"):
+            from siftbus.broker.server import install_uvloop
+
+            install_uvloop()
+        asyncio.run(role_subscriber(a.port, a.profiles, a.expect, a.timeout, a.consumer,
+                                    a.secure))
         return
     if a.role == "mqtt-subscriber":
         asyncio.run(role_mqtt_subscriber(a.port, a.profiles, a.expect, a.timeout))
@@ -949,6 +1121,9 @@ def main() -> None:
     outdir.mkdir(exist_ok=True)
     if a.loopback_only:
         loopback_only(size, repeats, outdir, started)
+        return
+    if a.security_only:
+        security_only(size, max(repeats, 3), outdir, started)
         return
     res = part_a(size, repeats)
     for exp, key in {"E1": ("pe",), "E2": ("brokers",), "E3": ("sigma",), "E4": ("types",),
@@ -975,10 +1150,12 @@ def main() -> None:
     result["plots"] = plots(res, outdir)
     if not a.skip_loopback:
         result["loopback"] = report_loopback(part_b(size, repeats))
+        result["security"] = report_security(security_compare(size, max(repeats, 3)))
     elif (outdir / "network.json").exists():  # keep the last loopback measurement
-        last = json.loads((outdir / "network.json").read_text()).get("loopback")
-        if last is not None:
-            result["loopback"] = last
+        last_run = json.loads((outdir / "network.json").read_text())
+        for key in ("loopback", "security"):
+            if last_run.get(key) is not None:
+                result[key] = last_run[key]
     result["seconds"] = round(time.time() - started, 1)
     (outdir / "network.json").write_text(json.dumps(result, indent=1, default=str))
     print(f"\nwrote bench/results/network.json and {len(result['plots'])} plots "

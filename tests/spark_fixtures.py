@@ -3,8 +3,14 @@ slow), small shuffle partitions, no UI. Test modules import the fixtures from he
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,3 +132,35 @@ def read_notifications(path: Path) -> list[tuple[str, int, str]]:
     return [(Path(s).name, int(e), p) for s, e, p in zip(
         table.column("source").to_pylist(), table.column("event").to_pylist(),
         table.column("profile").to_pylist(), strict=True)]
+
+
+class _Hook(BaseHTTPRequestHandler):
+    received: list[dict[str, Any]]
+    delay: float
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        time.sleep(self.delay)
+        self.received.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@contextmanager
+def webhook_server(delay: float = 0.0) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """An HTTP server on 127.0.0.1 that records every POSTed JSON body, answering each
+    after ``delay`` seconds; yields (URL, bodies received)."""
+    received: list[dict[str, Any]] = []
+    handler = type("Hook", (_Hook,), {"received": received, "delay": delay})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
+    finally:
+        server.shutdown()
+        server.server_close()
+        t.join(timeout=10)

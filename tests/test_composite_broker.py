@@ -378,3 +378,29 @@ def test_network_config_composite_settings(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as err:
             parse_network(base + f"[network.composite]\n{bad}\n")
         assert err.value.field == field and err.value.line is not None
+
+
+def test_components_must_lie_within_the_subscribe_right() -> None:
+    """With security on, a composite profile is refused (counted, nothing installed) when
+    a component, negated ones too, reaches outside the client's subscribe right; narrowing
+    would change what the pattern means."""
+    from siftbus.errors import AccessDenied
+    from siftbus.security.guard import Guard
+    from siftbus.security.policy import SecurityPolicy
+    from siftbus.security.principal import Principal, PrincipalKind
+
+    rights = {"subscribe": ["A(k = 0)", "B", "Z"], "services": ["composite.*"]}
+    pol = SecurityPolicy.from_toml({"principals": {"tenant": rights}, "narrow": True,
+                                    "anonymous": True},
+                                   TIMED, base=Path("/"), brokers=["B0"])
+    node = BrokerNode("B0", TIMED, guard=Guard(pol))
+    node.client_up("c", Principal("tenant", PrincipalKind.TOKEN))
+    ok = node.composites.subscribe("c", ["ok: A(k = 0) -> not n=B(v = 1) -> B() within 5 s"])
+    assert ok == {"ids": ["ok"]}
+    for bad in ["wide: A() -> B() within 5 s", "neg: B() -> not A(k = 1) within 5 s",
+                "c: C() and B() within 1 s"]:
+        before = len(node.routing.table)
+        with pytest.raises(AccessDenied):
+            node.composites.subscribe("c", ["fine: B() -> Z() within 1 s", bad])
+        assert len(node.routing.table) == before
+        assert [c.id for c in node.composites.engine.profiles()] == ["c/ok"]

@@ -99,3 +99,23 @@ def test_readers_and_limits_are_public() -> None:
     with pytest.raises(siftbus.ProfileSyntaxError, match="more than 1 conditions"):
         siftbus.parse_profile("p: T(a > 1, a < 5)", schema,
                               limits=siftbus.ProfileLimits(max_conditions=1))
+
+
+async def test_a_secured_broker_through_public_names(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Tokens and a content-based right, with public names only (TLS: docs/security.md)."""
+    schema = siftbus.load_schema("examples/building/schema.toml")
+    key = tmp_path / "token.key"
+    key.write_bytes(b"k" * 64)
+    policy = siftbus.SecurityPolicy.from_toml(
+        {"token_key": "token.key",
+         "principals": {"floor4": {"subscribe": ["Temperature(room in [121, 150])"]}}},
+        schema, base=tmp_path, brokers=["B1"])
+    token = siftbus.TokenSigner(key.read_bytes()).issue("floor4", ttl=60)
+    node = siftbus.BrokerNode("B1", schema, guard=siftbus.Guard(policy))
+    async with (siftbus.BrokerServer(node, port=0) as server,
+                await siftbus.connect(port=server.port, token=token) as client):
+        await client.subscribe("Temperature(room = 130)")
+        with pytest.raises(siftbus.SiftbusError, match="may not subscribe"):
+            await client.subscribe("Temperature(room = 200)")
+    assert issubclass(siftbus.AccessDenied, siftbus.SecurityError)
+    assert issubclass(siftbus.QuotaExceeded, PermissionError)

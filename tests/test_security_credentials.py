@@ -24,9 +24,9 @@ SECRET = new_secret()
 
 def test_a_token_proves_its_principal_and_scopes() -> None:
     s = TokenSigner(SECRET)
-    p = s.verify(s.issue("b3", ttl=60, scopes=["read", "write"]))
+    p = s.verify(s.issue("b3", ttl=60, scopes=["subscribe", "call"]))
     assert (p.name, p.kind, p.scopes) == ("b3", PrincipalKind.TOKEN,
-                                           frozenset({"read", "write"}))
+                                           frozenset({"subscribe", "call"}))
 
 
 @pytest.mark.parametrize("mutate", [

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+import subprocess
 import tempfile
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,15 @@ from siftbus.spark.sinks import (
     check_sink,
 )
 from siftbus.spark.sources import read_source, watch_directory
-from siftbus.spark.subscriptions import STORE_DDL, ProfileStore, SubscriptionSet, profile_source
-from spark_fixtures import SCHEMA_TOML, schema_file, spark
+from siftbus.spark.subscriptions import StoredProfiles, SubscriptionSet, profile_source
+from spark_fixtures import (
+    PROFILES_TEXT,
+    SCHEMA_TOML,
+    schema_file,
+    siftbus_exe,
+    spark,
+    webhook_server,
+)
 from spark_strategies import event_dicts, events_of, profile_sets
 
 pytestmark = pytest.mark.spark
@@ -48,6 +55,19 @@ def _profiles_text(profiles: list[Profile]) -> str:
 
 def _expected(profiles: list[Profile], dicts: list[dict[str, Any]]) -> list[list[str]]:
     return add_all(ReferenceMatcher(), profiles).match_batch(events_of(dicts, SCHEMA))
+
+
+def _parquet_versions(path: Path) -> dict[str, set[int]]:
+    """Source file name -> the ``version`` values of its notifications in a Parquet sink."""
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(str(path), format="parquet", partitioning="hive").to_table(
+        columns=["source", "version"])
+    out: dict[str, set[int]] = {}
+    for src, v in zip(table.column("source").to_pylist(), table.column("version").to_pylist(),
+                      strict=True):
+        out.setdefault(Path(src).name, set()).add(int(v))
+    return out
 
 
 def _read_matches(path: Path) -> dict[tuple[str, int], list[str]]:
@@ -80,6 +100,10 @@ def test_batch_job_equals_reference(spark: Any, schema_file: Path, engine: str,
         pq = ParquetSink(root / "out" / "notifications").read_back(spark)
         assert sorted((e, p) for _, e, p in pq) == sorted(
             (i, p) for i, ms in enumerate(want) for p in ms)
+        # One meaning of version everywhere: the subscription set's (1 for a batch job).
+        assert report.version == 1
+        if pq:
+            assert _parquet_versions(root / "out" / "notifications") == {"e.jsonl": {1}}
         counts = json.loads((root / "out" / "counts.json").read_text())["total"]
         owners = {p.id: p.owner for p in profiles}
         want_counts: dict[str, int] = {}
@@ -104,27 +128,138 @@ def test_bad_records_go_to_dead_letters_with_reason(spark: Any, tmp_path: Path) 
     assert "outside the domain int[-1,8]" in dead[1]["reason"]
     assert dead[1]["column"] == lines[2].index('"floor"') + 1
     assert Path(dead[0]["source"]).name == "e.jsonl"
-    assert _read_matches(tmp_path / "out" / "matches.jsonl") == {("", 0): ["d"], ("", 4): ["d"]}
+    # The blank line is no event: the last line is event 3, as `siftbus match` counts.
+    assert _read_matches(tmp_path / "out" / "matches.jsonl") == {("", 0): ["d"], ("", 3): ["d"]}
 
 
-def test_line_numbers_exact_across_files_and_partitions(spark: Any, tmp_path: Path) -> None:
-    # Many small files plus one split across partitions: every line keeps its number.
+@pytest.mark.parametrize("engine", ENGINES)
+def test_version_column_is_the_subscription_sets(spark: Any, tmp_path: Path,
+                                                 engine: str) -> None:
+    # The index engine counts its own changes (3 adds here); the Parquet column, the
+    # summary and the reference engine all mean the subscription set's version: 1.
+    (tmp_path / "p.txt").write_text(
+        "a@alice: Door(open = 1)\nb@bob: Door(floor > 2)\nc@carol: Door()\n")
+    (tmp_path / "e.jsonl").write_text('{"type": "Door", "open": 1, "floor": 3}\n')
+    report = run_files(spark, SCHEMA, tmp_path / "p.txt", [tmp_path / "e.jsonl"],
+                       tmp_path / "out", engine=engine)
+    assert (report.version, report.notifications) == (1, 3)
+    assert _parquet_versions(tmp_path / "out" / "notifications") == {"e.jsonl": {1}}
+
+
+def test_hostile_lines_are_dead_letters_and_the_job_goes_on(spark: Any, tmp_path: Path) -> None:
+    # Invalid UTF-8, JSON nested 100,000 deep, a 5,000-digit integer and a lone surrogate
+    # each become one dead letter with its reason; they used to abort the whole job.
+    good = b'{"type": "Door", "open": 1, "floor": 2}'
+    surrogate = b'{"type": "Temp", "room": 1, "value": 2, "level": "LOW", "name": "\\ud800"}'
+    lines = [good, b"\xff", b"[" * 100_000, b'{"type": "Door", "open": 1, "floor": '
+             + b"1" * 5000 + b"}", surrogate, b'{"type": "Do\xc3or"}', good]
+    (tmp_path / "e.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    (tmp_path / "p.txt").write_text("d@alice: Door(open = 1)\n")
+    report = run_files(spark, SCHEMA, tmp_path / "p.txt", [tmp_path / "e.jsonl"],
+                       tmp_path / "out", engine=ENGINES[-1])
+    assert (report.events, report.bad, report.notifications) == (2, 5, 2)
+    dead = DeadLetterSink(tmp_path / "out" / "dead_letters.jsonl").read_back()
+    assert [(d["line"], d["column"], d["reason"]) for d in dead] == [
+        (2, 1, "not UTF-8: byte 0xff invalid start byte"),
+        (3, 65, "JSON nested deeper than 64 (TextLimits.max_json_depth)"),
+        (4, 38, "JSON integer of more than 1000 digits (TextLimits.max_int_digits)"),
+        (5, surrogate.index(b"\\ud800") + 1,
+         "JSON string holds a lone UTF-16 surrogate (not a Unicode character)"),
+        (6, 13, "not UTF-8: byte 0xc3 invalid continuation byte"),
+    ]
+    assert dead[0]["text"] == "\\xff" and dead[4]["text"] == '{"type": "Do\\xc3or"}'
+    assert _read_matches(tmp_path / "out" / "matches.jsonl") == {("", 0): ["d"], ("", 6): ["d"]}
+
+
+def _siftbus(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([siftbus_exe(), *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+_CHECK_ERROR = re.compile(r"^siftbus: error: .*?, line (\d+), column (\d+): (.*)$", re.M)
+
+
+def test_pipeline_reads_event_files_by_the_rules_of_check_and_match(
+        spark: Any, tmp_path: Path) -> None:
+    # One rule for every line-oriented file: a BOM at the start is skipped, \n, \r\n and a
+    # lone \r end lines (U+2028 and \x1c do not), blank lines are no events, and every bad
+    # line gets the same place and reason from the pipeline as from `siftbus check`.
+    schema = tmp_path / "s.toml"
+    schema.write_text(SCHEMA_TOML)
+    prof = tmp_path / "p.txt"
+    prof.write_text(PROFILES_TEXT)
+    door = b'{"type": "Door", "open": %d, "floor": %d}'
+    temp = '{"type": "Temp", "room": 3, "value": 21.5, "level": "MID", "name": "a\u2028b"}'
+    good = (b"\xef\xbb\xbf" + door % (1, 2) + b"\r\n" + b"\r\n" + door % (0, 5) + b"\r"
+            + b"  \t\n" + temp.encode() + b"\n" + b"\x1c\n" + door % (1, 7) + b"\r\r"
+            + door % (1, 0))  # the last line has no line end
+    bad = b"\n".join([
+        b"\xef\xbb\xbf" + door % (1, 1), b"\xff", b"[" * 100, (door % (1, 3))[:-1] + b"0" * 1500
+        + b"}", b'{"type": "Door", "open": 1, "floor": NaN}',
+        b'{"type": "Door", "open": 1, "open": 1, "floor": 2}', b'{"type": "\\ud800"}',
+        b"\xef\xbb\xbf" + door % (1, 4), door % (2, 2), door % (1, 6) + b"\x0c"])
+    (tmp_path / "good.jsonl").write_bytes(good)
+    (tmp_path / "bad.jsonl").write_bytes(bad)
+
+    r = _siftbus("match", "--schema", str(schema), "--profiles", str(prof), "--events",
+                 str(tmp_path / "good.jsonl"))
+    assert r.returncode == 0, r.stderr
+    want = {(d["event"]): d["matches"] for d in map(json.loads, r.stdout.splitlines())}
+    assert len(want) == 5
+    report = run_files(spark, SCHEMA, prof, [tmp_path / "good.jsonl"], tmp_path / "out1",
+                       engine=ENGINES[-1])
+    assert report.bad == 0
+    assert {e: m for (_, e), m in _read_matches(tmp_path / "out1" / "matches.jsonl").items()
+            } == want
+
+    r = _siftbus("check", "--schema", str(schema), "--events", str(tmp_path / "bad.jsonl"))
+    errors = [(int(m[1]), int(m[2]), m[3]) for m in _CHECK_ERROR.finditer(r.stderr)]
+    assert len(errors) == 9, r.stderr
+    assert "bad.jsonl: 1 events valid, 9 errors" in r.stdout
+    report = run_files(spark, SCHEMA, prof, [tmp_path / "bad.jsonl"], tmp_path / "out2",
+                       engine=ENGINES[-1])
+    dead = DeadLetterSink(tmp_path / "out2" / "dead_letters.jsonl").read_back()
+    assert [(d["line"], d["column"], d["reason"]) for d in dead] == errors
+    assert (report.events, report.bad) == (1, 9)
+
+
+def test_line_and_event_numbers_exact_across_files_and_partitions(spark: Any,
+                                                                  tmp_path: Path) -> None:
+    # Many small files plus some split across partitions, with blank lines (by Python's
+    # str.strip(): also \x1c and U+3000) and a bad line: every line keeps its number and
+    # every event the index `siftbus match` gives it (blank lines are no events).
     d = tmp_path / "events"
     d.mkdir()
+    blanks = ["", "   ", "\x1c", "\u3000\t"]
     for f in range(5):
-        (d / f"f{f}.jsonl").write_text("".join(
-            json.dumps({"type": "Door", "open": 1, "floor": (i + f) % 9}) + "\n"
-            for i in range(50 + f)))
+        lines = [json.dumps({"type": "Door", "open": 1, "floor": (i + f) % 9})
+                 for i in range(50 + f)]
+        for i in range(3 + f, len(lines), 7):
+            lines[i] = blanks[i % len(blanks)]
+        lines[20] = '{"type": "Door", "open": 1, "floor": 99}'
+        (d / f"f{f}.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "p.txt").write_text("d@alice: Door(open = 1)\n")
     old = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "700")
     try:
-        src = read_source(spark, [d])
-        rows = src.frame.collect()
+        rows = read_source(spark, [d]).frame.collect()
+        run_files(spark, SCHEMA, tmp_path / "p.txt", [d], tmp_path / "out", engine="reference")
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", old)
-    got = {(Path(r["source"]).name, r["line"]): json.loads(r["text"])["floor"] for r in rows}
-    want = {(f"f{f}.jsonl", i + 1): (i + f) % 9 for f in range(5) for i in range(50 + f)}
-    assert got == want
+    want_lines = {(f.name, i + 1): text for f in sorted(d.iterdir())
+                  for i, text in enumerate(f.read_text().split("\n")[:-1])}
+    assert {(Path(r["source"]).name, r["line"]): r["text"] for r in rows} == want_lines
+    want_events = {}
+    for f in sorted(d.iterdir()):
+        events = [t for t in f.read_text().split("\n")[:-1] if t.strip()]
+        want_events.update({(f.name, k): ["d"] for k, t in enumerate(events)
+                            if '"floor": 99' not in t})
+    got = {(Path(s).name, e): m for (s, e), m in
+           _read_matches(tmp_path / "out" / "matches.jsonl").items()}
+    assert got == want_events
+    dead = DeadLetterSink(tmp_path / "out" / "dead_letters.jsonl").read_back()
+    assert sorted((Path(x["source"]).name, x["line"]) for x in dead) == [
+        (f"f{f}.jsonl", 21) for f in range(5)]
 
 
 def test_keyed_parquet_source(spark: Any, tmp_path: Path) -> None:
@@ -139,9 +274,11 @@ def test_keyed_parquet_source(spark: Any, tmp_path: Path) -> None:
 
 
 def test_profiles_from_the_broker_store(spark: Any, tmp_path: Path) -> None:
+    from siftbus.broker.store import ProfileStore
+
     db = tmp_path / "store.db"
+    ProfileStore(db).close()  # the broker's module creates the table
     con = sqlite3.connect(db)
-    con.execute(STORE_DDL)
     con.executemany("INSERT INTO profiles VALUES (?, ?, ?, ?)", [
         ("s1", "alice", "Door", "Door(open = 1)"),
         ("s2", "bob", "Temp", "x: Temp(room = 3)"),
@@ -149,7 +286,7 @@ def test_profiles_from_the_broker_store(spark: Any, tmp_path: Path) -> None:
     con.commit()
     con.close()
     src = profile_source(f"sqlite:{db}")
-    assert isinstance(src, ProfileStore)
+    assert isinstance(src, StoredProfiles)
     subs = SubscriptionSet(SCHEMA, src, engine="reference")
     assert sorted((p.id, p.owner) for p in subs.profiles) == [("s1", "alice"), ("s2", "bob")]
     con = sqlite3.connect(db)
@@ -163,30 +300,10 @@ def test_profiles_from_the_broker_store(spark: Any, tmp_path: Path) -> None:
     assert len(subs) == 2
 
 
-class _Hook(BaseHTTPRequestHandler):
-    received: list[dict[str, Any]] = []  # noqa: RUF012 (one server per test)
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).received.append(json.loads(body))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        return None
-
-
 @pytest.fixture
 def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    received: list[dict[str, Any]] = []
-    handler = type("Hook", (_Hook,), {"received": received})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
-    server.shutdown()
-    server.server_close()
-    t.join(timeout=10)
+    with webhook_server() as hook:
+        yield hook
 
 
 def test_every_sink_passes_the_conformance_check(
@@ -232,6 +349,8 @@ def test_stream_picks_up_subscription_changes(spark: Any, tmp_path: Path) -> Non
         pipe.close()
     assert [r.notifications for r in reports] == [1, 2, 1]
     assert [r.version for r in reports] == [1, 2, 3]  # the set's versions, in order
+    assert _parquet_versions(tmp_path / "out" / "notifications") == {
+        "1.jsonl": {1}, "2.jsonl": {2}, "3.jsonl": {3}}
     got = sorted((Path(s).name, p) for s, _, p in
                  ParquetSink(tmp_path / "out" / "notifications").read_back(spark))
     assert got == [("1.jsonl", "a"), ("2.jsonl", "a"), ("2.jsonl", "b"), ("3.jsonl", "b")]
@@ -258,6 +377,22 @@ def test_building_day_is_valid_seeded_and_complete(spark: Any, tmp_path: Path) -
     assert types == set(schema.names)
 
 
+def test_matches_per_event_plot_has_a_true_axis_and_a_caption() -> None:
+    from siftbus.spark.analysis import matches_figure, ranking_figure
+
+    fig = matches_figure([(0, 900), (1, 80), (2, 15), (8, 4), (91, 1)], "run X\n1,000 events")
+    ax = fig.axes[0]
+    centres = [p.get_x() + p.get_width() / 2 for p in ax.patches]
+    assert centres == [0, 1, 2, 8, 91]  # gaps between 2, 8 and 91 stay visible
+    assert ax.get_yscale() == "log"
+    assert any("run X" in t.get_text() and "1,000 events" in t.get_text()
+               for t in fig.texts)
+    fig = ranking_figure([("a", 50), ("b", 30)], 3, 100, "per subscriber", "subscriber",
+                         "run X")
+    assert fig.axes[0].get_title() == "per subscriber: top 2 of 3 subscribers with notifications"
+    assert any("got 80 of all 100 notifications (80.0%)" in t.get_text() for t in fig.texts)
+
+
 def test_analysis_and_demo_with_live_delivery(spark: Any, tmp_path: Path) -> None:
     from siftbus.spark.demo import run_demo
 
@@ -274,6 +409,30 @@ def test_analysis_and_demo_with_live_delivery(spark: Any, tmp_path: Path) -> Non
         assert result.alarms_received == result.alarms_sent
     else:
         assert (tmp_path / "demo" / "alarms").is_dir()
+
+
+def test_progress_names_each_step_never_spark_internals(spark: Any) -> None:
+    import io
+
+    from rich.console import Console
+
+    from siftbus.spark.progress import job_step, spark_progress
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=150)
+    # Two tasks of two rows, each row sleeping 0.7 s in the JVM (no Python worker needed).
+    slow = spark.range(4, numPartitions=2).selectExpr(
+        "id", "reflect('java.lang.Thread', 'sleep', cast(700 as bigint)) as s").where(
+        "coalesce(s, '') != 'never'")
+    with spark_progress(spark, console=console, interval=0.1):
+        with job_step(spark, "matching the events of the test"):
+            assert slow.count() == 4
+        assert slow.count() == 4  # outside any step
+    text = buf.getvalue()
+    assert "matching the events of the test" in text
+    assert "Spark stage " in text  # the unnamed job: a plain fallback
+    assert "$anonfun" not in text and "withThreadLocalCaptured" not in text
+    assert spark.sparkContext.getLocalProperty("spark.job.description") is None
 
 
 def _xml(dicts: list[dict[str, Any]]) -> str:

@@ -18,6 +18,7 @@ from siftbus.spark.parse import (
     TypeLayout,
     layouts_for,
     parse_lines,
+    parse_text_batch,
     parse_xml_batch,
     validate_keyed_batch,
 )
@@ -42,7 +43,8 @@ def test_parse_good_and_bad_lines() -> None:
     assert out.schema == PARSED_SCHEMA
     rows = out.to_pylist()
     # The blank line is not an event; every other line is one row, good or bad.
-    assert [r["event"] for r in rows] == [0, 2, 3, 4, 5, 6]
+    assert [r["line"] for r in rows] == [1, 3, 4, 5, 6, 7]
+    assert [r["event"] for r in rows] == [0, 1, 2, 3, 4, 5]
     good = rows[0]
     assert good["error"] is None
     assert good["ikeys"] == [3, 216, 1]  # 21.55 rounds half up to 21.6 -> key 216
@@ -251,3 +253,113 @@ def test_bench_results_plot(tmp_path: Path) -> None:
     ]}))
     png = Path(plot_bench(results, tmp_path / "spark.png"))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_stream_activity_counts_idle_time_only_without_a_batch_or_new_input() -> None:
+    from siftbus.spark.pipeline import StreamActivity
+
+    now = [0.0]
+    act = StreamActivity(clock=lambda: now[0])
+    waiting = {"message": "Waiting for data to arrive", "isDataAvailable": False}
+    listing = {"message": "Getting offsets from FileStreamSource[x]", "isDataAvailable": False}
+    assert act.idle_seconds({"message": "Initializing sources", "isDataAvailable": False}) == 0
+    now[0] = 50.0  # a slow start-up does not count as idle
+    assert act.idle_seconds(waiting) == 0.0
+    now[0] = 52.0
+    assert act.idle_seconds(listing) == 2.0
+    act.batch_started()  # batch 0: long, whatever Spark's status says
+    for t in (60.0, 200.0):
+        now[0] = t
+        assert act.idle_seconds(waiting) == 0.0
+    act.batch_finished()
+    now[0] = 201.0
+    # The batch is done but Spark has not yet looked for more input since.
+    assert act.idle_seconds({"message": "Waiting for next trigger",
+                             "isDataAvailable": True}) == 0.0
+    now[0] = 202.0
+    assert act.idle_seconds(waiting) == 0.0
+    now[0] = 205.5
+    assert act.idle_seconds(waiting) == 3.5
+    assert act.batches == 1
+
+
+def _raw_batch(lines: list[bytes]) -> pa.RecordBatch:
+    """Lines as Spark's text source hands them over: a string column whose bytes nobody
+    checked (``view`` skips Arrow's UTF-8 validation, as the JVM side does)."""
+    return pa.RecordBatch.from_arrays([
+        pa.array(["f.jsonl"] * len(lines), pa.string()),
+        pa.array(range(1, len(lines) + 1), pa.int64()),
+        pa.array(lines, pa.binary()).view(pa.string()),
+    ], names=["source", "line", "text"])
+
+
+_HOSTILE_LINES = [
+    b"[" * 100_000, b"{" * 5000, b"1" * 5000,
+    b'{"type": "Door", "open": ' + b"9" * 5000 + b', "floor": 1}',
+    b'{"type": "Door", "open": 1e999999999999, "floor": 1}',
+    b'{"type": "\\ud800"}', b'{"\\udc00": 1}', b"\xef\xbb\xbf{}",
+    b'{"type": "Temp", "room": 1, "value": 2, "level": "LOW", "name": "\\ud800"}',
+]
+_HOSTILE = st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from(_HOSTILE_LINES),
+    st.builds(lambda d: json.dumps(d).encode(), event_dicts()),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(_HOSTILE, max_size=8))
+def test_parse_stage_turns_any_bytes_into_good_rows_or_dead_letters(lines: list[bytes]) -> None:
+    out = parse_text_batch(_raw_batch(lines), SCHEMA_TOML).to_pylist()
+    kept = [i for i, b in enumerate(lines) if b.decode("utf-8", "replace").strip()]
+    assert [r["line"] for r in out] == [i + 1 for i in kept]  # a row per non-blank line
+    assert [r["event"] for r in out] == list(range(len(kept)))
+    for r in out:
+        assert (r["error"] is None) == (r["ikeys"] is not None)
+        if r["error"] is not None:
+            assert r["error"] and len(r["error"]) < 2000
+
+
+def test_spark_layer_imports_no_cli_and_reads_the_store_through_the_broker() -> None:
+    # cli imports spark, never the reverse (also not inside functions); the broker's store
+    # module owns the SQLite table, so the spark layer has no SQL of its own.
+    import ast
+
+    import siftbus.spark
+
+    found: list[tuple[str, str]] = []
+    for path in sorted(Path(siftbus.spark.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [(path.name, n) for n in names
+                      if n == "siftbus.cli" or n.startswith("siftbus.cli.") or n == "sqlite3"]
+    assert found == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(_HOSTILE.map(lambda b: b.replace(b"\r", b" ").replace(b"\n", b" ")),
+                      max_size=8),
+       max_line=st.sampled_from([30, 200, 1 << 20]))
+def test_parse_stage_reads_lines_as_read_events_does(lines: list[bytes], max_line: int) -> None:
+    # The same bytes and limits through the one reader (what `siftbus check` and `match`
+    # use) and through the parse stage (given the lines as Spark's text reader splits
+    # them, a leading BOM already gone): the same events and the same errors, in place.
+    import io
+
+    from siftbus.errors import SiftbusError
+    from siftbus.model import read_events
+    from siftbus.model.textio import TextLimits
+
+    limits = TextLimits(max_line_bytes=max_line)
+    errors: list[SiftbusError] = []
+    good = list(read_events(io.BytesIO(b"\n".join(lines)), SCHEMA, source="f.jsonl",
+                            limits=limits, on_error=errors.append))
+    split = list(lines)
+    if split and split[0].startswith(b"\xef\xbb\xbf"):
+        split[0] = split[0][3:]
+    out = parse_text_batch(_raw_batch(split), SCHEMA_TOML, limits).to_pylist()
+    assert [(r["line"], r["column"], r["error"]) for r in out if r["error"] is not None] == [
+        (e.line, e.column, e.message) for e in errors]
+    assert [(r["type"], r["ikeys"], r["skeys"]) for r in out if r["error"] is None] == [
+        (ev.etype.name, *TypeLayout.of(ev.etype).split(ev.keys)) for ev in good]

@@ -8,6 +8,8 @@ satisfies. The public API is what ``__all__`` lists; every other module is inter
 import typing
 
 from siftbus.errors import (
+    AccessDenied,
+    AuthenticationError,
     ConfigError,
     ConnectionLostError,
     ConstraintError,
@@ -18,7 +20,9 @@ from siftbus.errors import (
     InputError,
     ProfileError,
     ProfileSyntaxError,
+    QuotaExceeded,
     SchemaError,
+    SecurityError,
     SiftbusError,
     UnknownProfileError,
     UnsatisfiableProfileError,
@@ -77,7 +81,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
         StructuredEvent,
     )
     from siftbus.channel.remote import ChannelClient, ChannelService
-    from siftbus.client import Client, SyncClient, connect
+    from siftbus.client import Client, SyncClient, client_tls, connect
     from siftbus.covering import (
         CoveringIndex,
         FilterPoset,
@@ -95,6 +99,10 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.match.conformance import check_matcher
     from siftbus.match.counting import CountingMatcher
     from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
+    from siftbus.security.guard import Guard
+    from siftbus.security.policy import SecurityPolicy
+    from siftbus.security.tls import ContextSet, TLSConfig
+    from siftbus.security.tokens import TokenSigner
     from siftbus.spark.composite import composite_matches, composite_stream
     from siftbus.spark.pipeline import Pipeline, run_files
     from siftbus.wire.limits import Limits
@@ -132,6 +140,13 @@ _LAZY = {
     "SyncClient": "siftbus.client",
     "connect": "siftbus.client",
     "Limits": "siftbus.wire.limits",
+    "client_tls": "siftbus.client",
+    # security: TLS, principals, rights, quotas (docs/security.md)
+    "SecurityPolicy": "siftbus.security.policy",
+    "Guard": "siftbus.security.guard",
+    "TLSConfig": "siftbus.security.tls",
+    "ContextSet": "siftbus.security.tls",
+    "TokenSigner": "siftbus.security.tokens",
     # notification channels (CORBA Notification Service model, ETCL filters)
     "EventChannelFactory": "siftbus.channel",
     "EventChannel": "siftbus.channel",
@@ -230,6 +245,13 @@ __all__ = [
     "SyncClient",
     "connect",
     "Limits",
+    "client_tls",
+    # security
+    "SecurityPolicy",
+    "Guard",
+    "TLSConfig",
+    "ContextSet",
+    "TokenSigner",
     # notification channels
     "EventChannelFactory",
     "EventChannel",
@@ -247,6 +269,10 @@ __all__ = [
     "composite_matches",
     "composite_stream",
     # errors
+    "AccessDenied",
+    "AuthenticationError",
+    "QuotaExceeded",
+    "SecurityError",
     "ConfigError",
     "ConnectionLostError",
     "ConstraintError",

@@ -31,7 +31,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from siftbus.errors import ConfigError, ProfileError, SiftbusError, UnknownProfileError, WireError
+from siftbus.errors import (
+    AccessDenied,
+    ConfigError,
+    ProfileError,
+    SiftbusError,
+    UnknownProfileError,
+    WireError,
+)
 from siftbus.lang.composite import CompositeProfile, format_composite, parse_composite
 from siftbus.match.composite import (
     CompositeEngine,
@@ -45,6 +52,8 @@ from siftbus.model import Schema
 from siftbus.wire.events import Block
 from siftbus.wire.frames import Message, MsgType
 from siftbus.wire.limits import Limits
+
+from .access import ClientAccess
 
 SERVICE = "composite"
 """The name of the broker-hosted service."""
@@ -72,6 +81,9 @@ class CompositeHost(Protocol):
 
     @property
     def routing(self) -> _Routing: ...
+
+    @property
+    def access(self) -> ClientAccess: ...
 
     def transport_send(self, link: str, msg: Message) -> None: ...
 
@@ -196,6 +208,7 @@ class CompositeService:
                 raise ProfileError(f"{client} already has a composite profile {c.id!r}",
                                    field=c.id)
             seen.add(c.id)
+        self._check_rights(client, parsed)
         done: list[str] = []
         try:
             for c in parsed:
@@ -206,6 +219,25 @@ class CompositeService:
                 self._uninstall(client, cid)
             raise
         return {"ids": [c.id for c in parsed]}
+
+    def _check_rights(self, client: str, parsed: list[CompositeProfile]) -> None:
+        """Every component, negated ones too, must lie within the client's subscribe right
+        as it is: a narrowed component would change what the pattern means (a negation
+        would be judged on the permitted events only), so it is refused, not narrowed."""
+        access = self.host.access
+        if access.open:
+            return
+        link = "@" + client
+        comps = [comp.profile.with_id(f"{c.id}/{comp.label}", client)
+                 for c in parsed for comp in c.components()]
+        for p, cut in zip(comps, access.subscribe_pieces(link, comps), strict=True):
+            if cut != (p,):
+                who = access.principal(link).name
+                raise access.guard.refuse(AccessDenied(
+                    f"{who} may not subscribe the composite component {p.id} "
+                    f"({p.type_name}): it reaches outside the subscribe right",
+                    principal=who, action="subscribe", object=p.id),
+                    principal=who, action="subscribe", object=p.id)
 
     def unsubscribe(self, client: str, ids: list[str]) -> None:
         mine = self._profiles.get(client, {})

@@ -26,9 +26,16 @@
     port = 7401
     neighbours = ["B2"]
     store = "b1.sqlite"           # optional: durable subscriptions of local clients
+    cert = "certs/B1.pem"         # with [security] ca: the broker's certificate and key
+    key = "certs/B1.key"
+
+    [security]                    # optional: TLS, principals, rights, quotas
+    ca = "certs/ca.pem"           # (docs/security.md; siftbus.security.policy)
 
 The neighbour relation is symmetric (listing an edge on one side is enough) and must
 form a tree. A broker dials the neighbours declared before it and accepts the others.
+Without a ``[security]`` section the network is open and its brokers listen on loopback
+addresses only (``--insecure`` overrides that, loudly).
 """
 
 from __future__ import annotations
@@ -42,6 +49,9 @@ from siftbus.errors import ConfigError, SiftbusError
 from siftbus.match.engines import ENGINES
 from siftbus.model import Schema, load_schema
 from siftbus.model.textio import parse_toml, read_text, split_lines
+from siftbus.security.guard import Guard
+from siftbus.security.policy import OPEN, SecurityPolicy
+from siftbus.security.tls import ContextSet
 from siftbus.wire.limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
 from .composite import COMPOSITE_DEFAULTS, CompositeSettings
@@ -60,6 +70,9 @@ class BrokerConfig:
     port: int
     neighbours: tuple[str, ...]
     store: Path | None
+    cert: Path | None = None
+    """The broker's TLS certificate (its common name is the broker's name)."""
+    key: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +94,8 @@ class NetworkConfig:
     """What every broker of the network accepts from one peer (``[network.limits]``)."""
     composite: CompositeSettings = COMPOSITE_DEFAULTS
     """How the brokers evaluate composite profiles (``[network.composite]``)."""
+    security: SecurityPolicy = OPEN
+    """Who may connect and do what (``[security]``; open when absent)."""
 
     def broker(self, name: str) -> BrokerConfig:
         try:
@@ -91,7 +106,8 @@ class NetworkConfig:
                               field="name") from None
 
     def node(self, name: str) -> BrokerNode:
-        """A fresh broker node for ``name`` (with its durable store, if configured)."""
+        """A fresh broker node for ``name`` (with its durable store, if configured, and
+        a guard applying the network's security policy)."""
         b = self.broker(name)
         dirs = (rendezvous_directions(self.edges, name, dict(self.rendezvous))
                 if self.protocol == "rendezvous" else None)
@@ -99,15 +115,22 @@ class NetworkConfig:
                           imperfect=self.imperfect, advertisements=self.advertisements,
                           neighbours=b.neighbours, rendezvous=dirs, engine=self.engine,
                           store=ProfileStore(b.store) if b.store else None,
-                          composite=self.composite)
+                          composite=self.composite, guard=Guard(self.security))
 
-    def server(self, name: str) -> BrokerServer:
+    def tls(self, name: str) -> ContextSet | None:
+        """The TLS contexts of broker ``name`` (``None`` without a ``[security]`` ca)."""
+        b = self.broker(name)
+        cfg = self.security.tls(b.cert, b.key)
+        return ContextSet(cfg) if cfg is not None else None
+
+    def server(self, name: str, *, insecure: bool = False) -> BrokerServer:
         """The server for ``name``: listens on its port, dials earlier neighbours."""
         b = self.broker(name)
         order = list(self.brokers)
         dial = {n: (self.brokers[n].host, self.brokers[n].port) for n in b.neighbours
                 if order.index(n) < order.index(name)}
-        return BrokerServer(self.node(name), b.host, b.port, dial=dial, limits=self.limits)
+        return BrokerServer(self.node(name), b.host, b.port, dial=dial, limits=self.limits,
+                            tls=self.tls(name), insecure=insecure)
 
 
 def _src(path: Path | None) -> str | None:
@@ -130,6 +153,10 @@ def parse_network(text: str, *, path: Path | None = None,
     def fail(msg: str, needle: str, field: str | None = None) -> ConfigError:
         return ConfigError(msg, source=src, line=_line_of(text, needle), field=field)
 
+    unknown_top = set(data) - {"network", "brokers", "security"}
+    if unknown_top:
+        key = sorted(unknown_top)[0]
+        raise fail(f"unknown table [{key}] (allowed: network, brokers, security)", key, key)
     net = data.get("network", {})
     if not isinstance(net, dict):
         raise fail("[network] must be a table", "network")
@@ -185,7 +212,7 @@ def parse_network(text: str, *, path: Path | None = None,
             check_name(name, "broker")
         except ConfigError as exc:
             raise fail(exc.message, f"[brokers.{name}", name) from None
-        bad = set(table) - {"host", "port", "neighbours", "store"}
+        bad = set(table) - {"host", "port", "neighbours", "store", "cert", "key"}
         if bad:
             key = sorted(bad)[0]
             raise fail(f"brokers.{name}: unknown key {key!r}", key, key)
@@ -223,9 +250,16 @@ def parse_network(text: str, *, path: Path | None = None,
         host = t.get("host", "127.0.0.1")
         if not isinstance(host, str):
             raise fail(f"brokers.{name}: host must be a string", "host", "host")
+        paths: dict[str, Path | None] = {}
+        for key in ("cert", "key"):
+            v = t.get(key)
+            if v is not None and not isinstance(v, str):
+                raise fail(f"brokers.{name}: {key} must be a file name", key, key)
+            paths[key] = base / v if v else None
         brokers[name] = BrokerConfig(name, host, t["port"],
                                      tuple(sorted(nbrs[name], key=order.index)),
-                                     base / store if store else None)
+                                     base / store if store else None, paths["cert"],
+                                     paths["key"])
     rn_raw = net.get("rendezvous", {})
     if not isinstance(rn_raw, dict):
         raise fail("[network.rendezvous] must map event types to brokers", "rendezvous")
@@ -245,9 +279,39 @@ def parse_network(text: str, *, path: Path | None = None,
         settings = CompositeSettings.from_mapping(composite)
     except ConfigError as exc:
         raise fail(exc.message, exc.field or "composite", exc.field) from None
+    security = _parse_security(data, schema, base, brokers, fail)
     return NetworkConfig(path, schema, protocol, strategy, flags["imperfect"],
                          flags["advertisements"], engine, limits.max_frame, rendezvous,
-                         brokers, tuple(sorted(edges)), limits, settings)
+                         brokers, tuple(sorted(edges)), limits, composite=settings,
+                         security=security)
+
+
+def _parse_security(data: dict[str, Any], schema: Schema, base: Path,
+                    brokers: Mapping[str, BrokerConfig], fail: Any) -> SecurityPolicy:
+    """``[security]`` as a policy; with a ca, every broker needs its cert and key."""
+    if "security" not in data:
+        for b in brokers.values():
+            if b.cert is not None or b.key is not None:
+                raise fail(f"brokers.{b.name}: cert and key need a [security] section with "
+                           "a ca", "cert", "cert")
+        return OPEN
+    try:
+        policy = SecurityPolicy.from_toml(data["security"], schema, base=base,
+                                          brokers=list(brokers))
+    except ConfigError as exc:
+        raise fail(exc.message, exc.field or "[security]", exc.field) from None
+    for b in brokers.values():
+        if policy.ca is not None and (b.cert is None or b.key is None):
+            raise fail(f"brokers.{b.name} needs cert and key: [security] has a ca, so "
+                       "every broker speaks TLS (siftbus certs issue "
+                       f"{b.name})", f"[brokers.{b.name}]", "cert")
+        if policy.ca is None and b.cert is not None:
+            raise fail(f"brokers.{b.name}: cert without a [security] ca (which CA do its "
+                       "neighbours trust?)", "cert", "cert")
+        for p in (b.cert, b.key):
+            if p is not None and not p.is_file():
+                raise fail(f"brokers.{b.name}: {p} does not exist", str(p.name), "cert")
+    return policy
 
 
 def _parse_limits(net: dict[str, Any], fail: Any) -> Limits:

@@ -30,6 +30,9 @@ from siftbus.lang.profile import format_profile
 from siftbus.match.base import Matcher
 from siftbus.match.engines import make_matcher
 from siftbus.model import Profile, Schema
+from siftbus.security.guard import Guard
+from siftbus.security.principal import ANONYMOUS, Principal
+from siftbus.security.rights import Rights
 from siftbus.wire.events import Block, decode_batch, encode_block
 from siftbus.wire.frames import Message, MsgType, error_body, get
 from siftbus.wire.limits import DEFAULT_LIMITS, Limits
@@ -40,6 +43,7 @@ from siftbus.wire.profiles import (
     decode_profiles,
 )
 
+from .access import ClientAccess
 from .composite import SERVICE as COMPOSITE_SERVICE
 from .composite import CompositeService, CompositeSettings
 from .protocols import Routing, make_routing
@@ -79,7 +83,8 @@ class BrokerNode:
                  rendezvous: dict[str, str | None] | None = None,
                  engine: str | None = None, store: ProfileStore | None = None,
                  clock: Callable[[], float] = time.time, limits: Limits | None = None,
-                 composite: CompositeSettings | None = None) -> None:
+                 composite: CompositeSettings | None = None,
+                 guard: Guard | None = None) -> None:
         self.name = check_name(name, "broker")
         self.schema = schema
         self.protocol = protocol
@@ -108,6 +113,14 @@ class BrokerNode:
         #: called with a client's name when its connection goes (hosted services own
         #: per-connection state, e.g. the channel service's push proxies)
         self.client_down_listeners: list[Callable[[str], None]] = []
+        #: the security layer's gatekeeper (open: everything allowed) and this broker's
+        #: view of it: principals of clients, name bindings, rights, quotas
+        self.guard = guard or Guard()
+        self.access = ClientAccess(self.guard, self.name, store)
+        self._pieces: dict[str, tuple[str, ...]] = {}
+        """gid of a narrowed profile -> the gids of its pieces (when more than one)."""
+        self._adverts: dict[str, int] = {}
+        """Client link -> advertisements it holds (counted in its principal's quota)."""
         #: called with the clock's time by the server's timer (``tick_interval``)
         self.tickers: list[Callable[[float], None]] = []
         #: composite profiles of the local clients (docs/composite.md)
@@ -116,8 +129,7 @@ class BrokerNode:
         self.client_down_listeners.append(self.composites.client_down)
         self.tickers.append(self.composites.tick)
         if store is not None:
-            for client, p in store.load(schema):
-                self._subscribe_all(client, [p], persist=False)
+            self._restore(store)
 
     # ---- RoutingHost -----------------------------------------------------------------
 
@@ -165,25 +177,35 @@ class BrokerNode:
         self._up_frozen = frozenset(self._up)
         self.routing.neighbour_down(name)
 
-    def client_up(self, name: str) -> tuple[str, list[str]]:
-        """Attach a local client; returns its link and the ids of its stored profiles."""
+    def client_up(self, name: str, principal: Principal = ANONYMOUS, *,
+                  chosen: bool = True) -> tuple[str, list[str]]:
+        """Attach a local client of ``principal`` (``chosen``: it asked for the name);
+        returns its link and the ids of its stored profiles. A name bound to another
+        principal is refused (:class:`~siftbus.errors.AccessDenied`)."""
         check_name(name, "client")
         link = "@" + name
         if link in self.clients:
             raise ConfigError(f"a client named {name!r} is already connected to {self.name}",
                               field="name")
+        self.access.attach(link, principal, chosen=chosen)
         self.clients.add(link)
-        mine = sorted(e.local_id for e in self.routing.table.entries.values()
-                      if e.src == link)
+        mine = sorted({e.local_id for e in self.routing.table.entries.values()
+                       if e.src == link})
         return link, mine
+
+    def assign_name(self, principal: Principal = ANONYMOUS) -> str:
+        """A free client name for a client of ``principal`` that chose none."""
+        return self.access.assign_name(principal, lambda n: "@" + n in self.clients)
 
     def client_down(self, link: str) -> None:
         """Detach a client. Its advertisements go (it can no longer publish here);
         without a store its profiles go too, with one they stay (durable)."""
         self.clients.discard(link)
         self.routing.unadvertise_all(link)
+        self.access.release(link[1:], self._adverts.pop(link, 0))
         if self.store is None:
-            self.routing.unsubscribe_all(link)
+            self._forget_profiles(link)
+        self.access.detach(link)
         for listener in self.client_down_listeners:
             try:
                 listener(link[1:])
@@ -254,8 +276,10 @@ class BrokerNode:
         client = link[1:]
         reply: dict[str, Any] = {"corr": corr}
         if t is MsgType.PUB:
+            # the broker stamps src: what a client wrote there is ignored
             src = f"{self.name}/{client}"
             blocks = [b.with_src(src) for b, _, _ in decode_batch(body, self.schema)]
+            self.access.check_publish(link, blocks)
             n = sum(len(b) for b in blocks)
             self.counters.events_published += n
             self._route(link, MsgType.PUB, blocks)
@@ -271,12 +295,11 @@ class BrokerNode:
             self._unsubscribe_all(client, ids)
             reply["ids"] = ids
         elif t is MsgType.ADV:
-            for p in self._client_profiles(body, client, key="adverts"):
-                self.routing.advertise(link, p.with_id(f"{self.name}/{client}/{p.id}",
-                                                       client))
+            self._advertise_all(link, client, self._client_profiles(body, client,
+                                                                    key="adverts"))
         elif t is MsgType.UNADV:
             for pid in check_count(get(body, "ids", list), "ids", self.limits):
-                self.routing.unadvertise(link, f"{self.name}/{client}/{pid}")
+                self._unadvertise(link, client, str(pid))
         elif t is MsgType.PING:
             pass
         elif t is MsgType.CALL:
@@ -300,30 +323,81 @@ class BrokerNode:
         return [p.with_id(p.id, client) for p in out]
 
     def _subscribe_all(self, client: str, profiles: list[Profile],
-                       persist: bool = True) -> None:
+                       persist: bool = True,
+                       pieces: list[tuple[Profile, ...]] | None = None) -> None:
         """Subscribe every profile or none (one store transaction): on any failure --
-        a duplicate id, a store error -- the table and the store are left as they
-        were, so they never disagree."""
+        a duplicate id, a store error, a right or quota refused -- the table and the
+        store are left as they were, so they never disagree.
+
+        Each profile is checked against the client's subscribe right (unless its
+        ``pieces`` are given) and registered as itself or, narrowed, as disjoint pieces
+        under gids ``<gid>``, ``<gid>#2``, ... that all notify under its id. Without
+        ``persist`` (restoring durable profiles) the quota is counted by the caller."""
         link = "@" + client
+        if pieces is None:
+            pieces = self.access.subscribe_pieces(link, profiles)
         store = self.store if persist else None
         added: list[str] = []
+        if persist:
+            self.access.reserve(link, len(profiles))
         try:
             if store is not None:
                 store.begin()
                 for p in profiles:
                     store.insert(client, p)
-            for p in profiles:
+            for p, cut in zip(profiles, pieces, strict=True):
                 gid = f"{self.name}/{client}/{p.id}"
-                self.routing.subscribe(link, p.with_id(gid, client), local_id=p.id)
-                added.append(gid)
+                gids = self._piece_gids(gid, len(cut))
+                for g, x in zip(gids, cut, strict=True):
+                    self.routing.subscribe(link, x.with_id(g, client), local_id=p.id)
+                    added.append(g)
+                if len(gids) > 1:
+                    self._pieces[gid] = gids
             if store is not None:
                 store.commit()
         except BaseException:
-            for gid in reversed(added):
-                self.routing.unsubscribe(link, gid)
+            for g in reversed(added):
+                self.routing.unsubscribe(link, g)
+                self._pieces.pop(g, None)
             if store is not None:
                 store.rollback()
+            if persist:
+                self.access.release(client, len(profiles))
             raise
+
+    @staticmethod
+    def _piece_gids(gid: str, n: int) -> tuple[str, ...]:
+        """``#`` never occurs in a profile id, so piece gids cannot clash with one."""
+        return (gid, *(f"{gid}#{k}" for k in range(2, n + 1)))
+
+    def _restore(self, store: ProfileStore) -> None:
+        """Load the durable profiles, each under its owner's rights of now."""
+        for client, p in store.load(self.schema):
+            cut = self.access.restored_pieces(client, p)
+            if cut is not None:
+                self._subscribe_all(client, [p], persist=False, pieces=[cut])
+
+    def _forget_profiles(self, link: str) -> None:
+        """Remove every profile of a client that left (no store: nothing is durable)."""
+        gone = self.routing.unsubscribe_all(link)
+        for e in gone:
+            self._pieces.pop(e.id, None)
+        self.access.release(link[1:], len({e.local_id for e in gone}))
+
+    def _advertise_all(self, link: str, client: str, profiles: list[Profile]) -> None:
+        """Advertise within the client's advertise right and profile quota."""
+        self.access.check_advertise(link, profiles)
+        self.access.reserve(link, len(profiles))
+        self._adverts[link] = self._adverts.get(link, 0) + len(profiles)
+        for p in profiles:
+            self.routing.advertise(link, p.with_id(f"{self.name}/{client}/{p.id}", client))
+
+    def _unadvertise(self, link: str, client: str, pid: str) -> None:
+        gid = f"{self.name}/{client}/{pid}"
+        if gid in self.routing.table.adverts_from(link):
+            self._adverts[link] -= 1
+            self.access.release(client, 1)
+        self.routing.unadvertise(link, gid)
 
     def _unsubscribe_all(self, client: str, pids: list[str]) -> None:
         """Remove every profile or none (as :meth:`_subscribe_all`)."""
@@ -340,8 +414,10 @@ class BrokerNode:
                 e = self.routing.table.entries.get(gid)
                 if e is None or e.src != link:
                     raise UnknownProfileError(f"{client} has no profile {pid!r}", field=pid)
-                self.routing.unsubscribe(link, gid)
-                removed.append((pid, e.profile))
+                for g in self._pieces.get(gid, (gid,)):
+                    piece = self.routing.table.entries[g].profile
+                    self.routing.unsubscribe(link, g)
+                    removed.append((pid, piece))
             if store is not None:
                 store.commit()
         except BaseException:
@@ -350,18 +426,35 @@ class BrokerNode:
             if store is not None:
                 store.rollback()
             raise
+        for pid in pids:
+            self._pieces.pop(f"{self.name}/{client}/{pid}", None)
+        self.access.release(client, len(pids))
 
     # ---- services ------------------------------------------------------------------------------
 
     def register_service(self, name: str, handler: ServiceHandler, *,
-                         on_client_down: Callable[[str], None] | None = None) -> None:
+                         on_client_down: Callable[[str], None] | None = None,
+                         authorizes: bool = False) -> None:
         """Host a service reachable with ``client.call(name, method, **args)``;
-        ``on_client_down(client)`` is told when a client's connection goes."""
+        ``on_client_down(client)`` is told when a client's connection goes.
+
+        On a secured network a caller needs the service right ``name.method``, unless
+        the service ``authorizes`` its callers itself (with :meth:`rights_of`)."""
         if name in self.services:
             raise ConfigError(f"service {name!r} is already registered", field=name)
         self.services[name] = handler
+        if authorizes:
+            self.access.self_authorizing.add(name)
         if on_client_down is not None:
             self.client_down_listeners.append(on_client_down)
+
+    def principal_of(self, client: str) -> Principal:
+        """The principal of a local client (for hosted services)."""
+        return self.access.owner(client)
+
+    def rights_of(self, client: str) -> Rights:
+        """What a local client may do (for services that authorize their callers)."""
+        return self.guard.rights(self.access.owner(client))
 
     def _call(self, link: str, client: str, body: dict[str, Any], corr: int | None) -> None:
         service = get(body, "service", str, where="CALL")
@@ -373,6 +466,7 @@ class BrokerNode:
         if handler is None:
             raise WireError(f"no service {service!r} at broker {self.name} "
                             f"(have {', '.join(sorted(self.services))})", field="service")
+        self.access.check_call(link, service, method)
         result = handler(method, args, client)
         if inspect.isawaitable(result):
             self.run_async(result, link, corr)
@@ -413,6 +507,7 @@ class BrokerNode:
             latency_ms=c.latency_dict(),
             links={n: LinkStats(lk.messages_in, lk.messages_out, lk.bytes_in, lk.bytes_out)
                    for n, lk in sorted(c.links.items())},
+            denials=self.guard.audit.to_dict(),
         )
 
 

@@ -9,22 +9,41 @@ connections themselves are :class:`~siftbus.wire.transport.FrameConnection` obje
 the shared frame transport, under the server's :class:`~siftbus.wire.limits.Limits`.
 
 Connection handshake: the first frame must be HELLO (within ``hello_timeout``). A client
-sends ``{"role": "client", "name": optional}`` and gets ACK ``{"name", "profiles"}`` (its
-durable profiles) followed by SCHEMA. A broker sends ``{"role": "broker", "name",
-"schema"}``; the acceptor checks that it is a configured neighbour with the same schema
-and answers with its own HELLO.
+sends ``{"role": "client", "name": optional, "token": optional}`` and gets ACK ``{"name",
+"profiles"}`` (its durable profiles) followed by SCHEMA. A broker sends ``{"role":
+"broker", "name", "schema"}``; the acceptor checks that it is a configured neighbour with
+the same schema and answers with its own HELLO.
+
+Security (``docs/security.md``): with TLS contexts (:class:`~siftbus.security.tls.
+ContextSet`) the port and the links to neighbours speak TLS, the links mutual TLS. The
+node's :class:`~siftbus.security.guard.Guard` authenticates each HELLO before anything
+is revealed: a client by its token or certificate (an unauthenticated one gets one ERROR
+and learns nothing, not even the schema), a neighbour by its certificate, whose common
+name must be the name it claims (both ends check). A token's expiry closes the
+connection. Notifications beyond a principal's ``max_queued_bytes`` are dropped, counted
+and reported to it with one ERROR per episode.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from siftbus.errors import ConfigError, EnvironmentProblem, SiftbusError, WireError
+from siftbus.errors import (
+    AuthenticationError,
+    ConfigError,
+    EnvironmentProblem,
+    QuotaExceeded,
+    SiftbusError,
+    WireError,
+)
+from siftbus.security.guard import check_bind
+from siftbus.security.principal import Principal
+from siftbus.security.tls import ContextSet
 from siftbus.wire.events import notify_count, split_block
 from siftbus.wire.frames import Message, MsgType, encode, error_body, get
 from siftbus.wire.limits import DEFAULT_LIMITS, Limits
@@ -51,18 +70,25 @@ TICK_INTERVAL = 0.1
 BROKER_HIGH_WATER = 4 * 1024 * 1024
 """Bytes queued toward a neighbour beyond which a reader waits for the link to drain."""
 
+TLS_RELOAD_INTERVAL = 10.0
+"""Seconds between checks for replaced certificate files (reloaded without restart)."""
+
 
 class BrokerServer:
     """Serve one broker node on TCP (clients and neighbour brokers on the same port).
 
     ``limits`` bound what each peer may send (see :class:`~siftbus.wire.limits.Limits`);
-    ``max_frame`` is a shorthand for ``limits.max_frame``.
+    ``max_frame`` is a shorthand for ``limits.max_frame``. ``tls`` makes the port and
+    the neighbour links speak TLS; the node's guard authenticates and authorizes.
+    Without TLS and authentication the server listens on a loopback address only,
+    unless ``insecure`` (logged loudly).
     """
 
     def __init__(self, node: BrokerNode, host: str = "127.0.0.1", port: int = 0, *,
                  dial: dict[str, tuple[str, int]] | None = None,
                  max_frame: int | None = None, retry_max: float = 2.0,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, tls: ContextSet | None = None,
+                 insecure: bool = False) -> None:
         limits = limits or DEFAULT_LIMITS
         if max_frame is not None:
             limits = limits.replace(max_frame=max_frame)
@@ -72,12 +98,19 @@ class BrokerServer:
         self.limits = limits
         self.max_frame = limits.max_frame
         self.retry_max = retry_max
-        self.listener = Listener(self._accept, host, port, limits, name=f"broker {node.name}")
+        self.tls = tls
+        self.insecure = insecure
+        self.listener = Listener(self._accept, host, port, limits, name=f"broker {node.name}",
+                                 ssl=tls.server if tls is not None else None)
         self._conns: dict[str, FrameConnection] = {}
         self._dialed: set[FrameConnection] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
-        self._client_ids = itertools.count(1)
+        self._expiry: dict[FrameConnection, asyncio.TimerHandle] = {}
+        self._of_principal: dict[str, set[FrameConnection]] = {}
+        """Principal -> its client connections (for its ``max_queued_bytes``)."""
+        self._over_quota: set[str] = set()
+        """Client links told that notifications are dropped (until they drain)."""
         node.limits = limits
         node.transport_send = self._send
         node.run_async = self._run_async
@@ -89,11 +122,29 @@ class BrokerServer:
 
     async def start(self) -> None:
         """Listen, and start dialing the neighbours in ``dial``."""
+        check_bind(self.host, tls=self.tls is not None and self.tls.server is not None,
+                   authenticated=self.node.guard.policy.authenticates,
+                   insecure=self.insecure, what=f"broker {self.node.name}")
         await self.listener.start()
         for name, addr in self.dial.items():
             self._spawn(self._dial_loop(name, addr))
         if self.node.tickers:
             self._spawn(self._tick_loop())
+        if self.tls is not None:
+            self._spawn(self._reload_certificates())
+
+    async def _reload_certificates(self) -> None:
+        """Load replaced certificate files into the live contexts (later handshakes use
+        them; open connections keep theirs)."""
+        assert self.tls is not None
+        while not self._closing:
+            await asyncio.sleep(TLS_RELOAD_INTERVAL)
+            try:
+                if self.tls.reload_if_changed():
+                    log.warning("%s: certificates reloaded", self.node.name)
+            except SiftbusError as exc:
+                log.error("%s: certificates not reloaded, the old ones stay: %s",
+                          self.node.name, exc)
 
     @property
     def port(self) -> int:
@@ -146,14 +197,18 @@ class BrokerServer:
                                      f"{timeout:g}s") from None
 
     def register_service(self, name: str, handler: ServiceHandler, *,
-                         on_client_down: Callable[[str], None] | None = None) -> None:
+                         on_client_down: Callable[[str], None] | None = None,
+                         authorizes: bool = False) -> None:
         """Host a service in this broker, reachable with ``client.call(name, method, ...)``.
 
         ``handler(method, args, caller)`` returns a msgpack-serialisable result or an
         awaitable of one; a raised ``SiftbusError`` reaches the caller as its error.
-        ``on_client_down(caller)`` is called when that client's connection closes.
+        ``on_client_down(caller)`` is called when that client's connection closes. On a
+        secured network callers need the right ``name.method`` unless the service
+        ``authorizes`` them itself (``node.rights_of(caller)``).
         """
-        self.node.register_service(name, handler, on_client_down=on_client_down)
+        self.node.register_service(name, handler, on_client_down=on_client_down,
+                                   authorizes=authorizes)
 
     def push(self, client: str, service: str, payload: Any) -> bool:
         """Send an unsolicited service message to a connected client (``False`` if gone)."""
@@ -180,8 +235,41 @@ class BrokerServer:
         if len(frame) - 4 > self.max_frame:
             self._split_send(link, msg)
             return
+        if notify and self._of_principal and self._over_queue_quota(link, conn, msg,
+                                                                   len(frame)):
+            return
         self.node.counters.count_out(link, len(frame))
         conn.write(frame)
+
+    def _over_queue_quota(self, link: str, conn: FrameConnection, msg: Message,
+                          size: int) -> bool:
+        """Whether a notification would pass its principal's ``max_queued_bytes`` (over
+        all its connections): then it is dropped, counted, and the client is told once
+        per episode with an ERROR naming the quota."""
+        node = self.node
+        principal = node.access.principals.get(link)
+        if principal is None:
+            return False
+        usage = node.guard.usage(principal)
+        limit = usage.quotas.max_queued_bytes
+        if limit is None:
+            return False
+        queued = size + sum(c.buffered for c in self._of_principal.get(principal.name, ()))
+        try:
+            usage.check_queued(queued)
+        except QuotaExceeded as exc:
+            n = notify_count(msg.body)
+            node.counters.dropped += n
+            conn.count_dropped()
+            node.guard.refuse(exc, principal.name, "notify", f"{n} notifications")
+            if link not in self._over_quota:
+                self._over_quota.add(link)
+                conn.send(Message(MsgType.ERROR, error_body(QuotaExceeded(
+                    f"{exc.message}; notifications are dropped until the client catches "
+                    "up", quota="max_queued_bytes", limit=limit))))
+            return True
+        self._over_quota.discard(link)
+        return False
 
     def _split_send(self, link: str, msg: Message) -> None:
         key = "blocks" if "blocks" in msg.body else "events"
@@ -244,9 +332,13 @@ class BrokerServer:
 
     def _drop(self, conn: FrameConnection) -> None:
         link = conn.link
+        timer = self._expiry.pop(conn, None)
+        if timer is not None:
+            timer.cancel()
         if link and self._conns.get(link) is conn:
             del self._conns[link]
             if link.startswith("@"):
+                self._forget_client_conn(link, conn)
                 self.node.client_down(link)
             else:
                 self.node.broker_down(link)
@@ -260,6 +352,7 @@ class BrokerServer:
             self._client_hello(conn, msg)
         elif role == "broker":
             name = get(msg.body, "name", str, where="HELLO")
+            self.node.guard.broker(name, conn.ssl_object, peer=conn.peer)
             self._check_peer(name, msg.body)
             conn.send(Message(MsgType.HELLO, {
                 **self.node.hello_body(), "schema": self.node.schema.to_dict()}))
@@ -269,17 +362,50 @@ class BrokerServer:
         await self._serve(conn)
 
     def _client_hello(self, conn: FrameConnection, msg: Message) -> None:
-        name = msg.body.get("name") or f"c{next(self._client_ids)}"
-        if not isinstance(name, str):
+        """Authenticate first (a refused client learns nothing), then bind the name."""
+        principal = self.node.guard.client(msg.body.get("token"), conn.ssl_object,
+                                           peer=conn.peer)
+        chosen = msg.body.get("name")
+        if chosen is not None and not isinstance(chosen, str):
             raise WireError("HELLO name must be a string", field="name")
-        link, profiles = self.node.client_up(name)
+        name = chosen or self.node.assign_name(principal)
+        link, profiles = self.node.client_up(name, principal, chosen=bool(chosen))
         conn.link = link
         self._conns[link] = conn
+        self._remember_client_conn(principal, conn)
         corr = msg.body.get("corr")
         self._send(link, Message(MsgType.ACK, {"corr": corr, "name": name,
                                                "broker": self.node.name,
                                                "profiles": profiles}))
         self._send(link, self.node.schema_message())
+
+    def _remember_client_conn(self, principal: Principal, conn: FrameConnection) -> None:
+        """Track the principal's connections (queued-bytes quota) and close this one when
+        the principal's credentials expire."""
+        if self.node.guard.open:
+            return
+        self._of_principal.setdefault(principal.name, set()).add(conn)
+        if principal.expires is not None:
+            delay = max(0.0, principal.expires - time.time())
+            self._expiry[conn] = asyncio.get_running_loop().call_later(
+                delay, self._expire, conn)
+
+    def _forget_client_conn(self, link: str, conn: FrameConnection) -> None:
+        self._over_quota.discard(link)
+        principal = self.node.access.principals.get(link)
+        if principal is not None:
+            conns = self._of_principal.get(principal.name)
+            if conns is not None:
+                conns.discard(conn)
+                if not conns:
+                    del self._of_principal[principal.name]
+
+    def _expire(self, conn: FrameConnection) -> None:
+        self._expiry.pop(conn, None)
+        if not conn.closing:
+            exc = AuthenticationError("the token has expired: connect again with a new one")
+            self.node.guard.refuse(exc, conn.link[1:], "connect")
+            conn.refuse(exc)
 
     def _check_peer(self, name: str, body: dict[str, Any]) -> None:
         if name not in self.node.neighbours:
@@ -329,13 +455,18 @@ class BrokerServer:
         while not self._closing:
             try:
                 conn = await connect(addr[0], addr[1], self.limits, what=f"broker {name}",
-                                     counters=self.listener.counters)
-            except SiftbusError:
+                                     counters=self.listener.counters,
+                                     ssl=self.tls.client if self.tls is not None else None)
+            except SiftbusError as exc:
+                if isinstance(exc, AuthenticationError):
+                    log.error("%s: link to %s refused: %s", self.node.name, name, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.retry_max)
                 continue
             self._dialed.add(conn)
             try:
+                # the neighbour's certificate must name it (also checked at its end)
+                self.node.guard.broker(name, conn.ssl_object, peer=conn.peer)
                 conn.send(Message(MsgType.HELLO, {
                     **self.node.hello_body(), "schema": self.node.schema.to_dict()}))
                 try:

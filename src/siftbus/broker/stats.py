@@ -77,6 +77,9 @@ class BrokerStats:
     """Histogram of publish-to-notify latency at this broker: bucket upper bound -> count."""
     links: dict[str, LinkStats]
     """Per-link traffic."""
+    denials: dict[str, int] = field(default_factory=dict)
+    """Security denials by ``kind/action`` (``authentication/connect``,
+    ``access/subscribe``, ``quota/publish``, ...); empty on an open network."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -3,7 +3,9 @@
 The table is ``profiles(id TEXT PRIMARY KEY, subscriber TEXT NOT NULL, type TEXT NOT NULL,
 text TEXT NOT NULL)`` where ``id`` is ``<client>/<profile id>`` and ``text`` is
 ``format_profile`` of the profile under that id (so other tools, e.g. the Spark pipeline,
-can read the table as a subscription source with ``parse_profile``).
+can read the table as a subscription source with ``parse_profile``). On a secured
+network ``owners(client TEXT PRIMARY KEY, principal TEXT NOT NULL)`` records which
+principal each client name belongs to.
 
 Changes of one request go in one transaction (:meth:`ProfileStore.begin`,
 :meth:`~ProfileStore.commit`, :meth:`~ProfileStore.rollback`): the broker applies them
@@ -23,6 +25,8 @@ from siftbus.model import Profile, Schema
 
 _DDL = ("CREATE TABLE IF NOT EXISTS profiles (id TEXT PRIMARY KEY, subscriber TEXT NOT NULL, "
         "type TEXT NOT NULL, text TEXT NOT NULL)")
+_OWNERS_DDL = ("CREATE TABLE IF NOT EXISTS owners (client TEXT PRIMARY KEY, "
+               "principal TEXT NOT NULL)")
 
 
 class ProfileStore:
@@ -35,6 +39,7 @@ class ProfileStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_DDL)
+            self._db.execute(_OWNERS_DDL)
         except sqlite3.Error as exc:
             raise ConfigError(f"cannot open subscription store: {exc}",
                               source=str(self.path)) from None
@@ -90,8 +95,36 @@ class ProfileStore:
             out.append((client, p.with_id(sid[len(client) + 1:], client)))
         return out
 
+    def bind_owner(self, client: str, principal: str) -> None:
+        """Record that the client name ``client`` belongs to ``principal`` (on a secured
+        network: its durable session cannot be taken by another principal)."""
+        self._run("INSERT OR REPLACE INTO owners VALUES (?, ?)", (client, principal))
+
+    def owners(self) -> dict[str, str]:
+        """Every recorded client name and its principal."""
+        return dict(self._db.execute("SELECT client, principal FROM owners"))
+
     def close(self) -> None:
         self._db.close()
 
 
-__all__ = ["ProfileStore"]
+def read_rows(path: str | Path) -> list[tuple[str, str, str, str]]:
+    """Every row ``(id, subscriber, type, text)`` of the profile table of the store at
+    ``path``, in id order, read through a read-only connection: for readers beside the
+    broker, such as the Spark pipeline following a running broker's store."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError("no subscription store here", source=str(p))
+    try:
+        db = sqlite3.connect(p.resolve().as_uri() + "?mode=ro", uri=True, timeout=10)
+        try:
+            rows = db.execute(
+                "SELECT id, subscriber, type, text FROM profiles ORDER BY id").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise ConfigError(f"cannot read the subscription store: {exc}", source=str(p)) from None
+    return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
+
+
+__all__ = ["ProfileStore", "read_rows"]

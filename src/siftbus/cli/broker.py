@@ -29,6 +29,38 @@ def _run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
+TokenOpt = Annotated[str | None, typer.Option(
+    "--token", envvar="SIFTBUS_TOKEN", help="Token proving the client's principal "
+    "(siftbus certs token NAME); default: $SIFTBUS_TOKEN.")]
+CaOpt = Annotated[Path | None, typer.Option(
+    "--ca", help="CA certificate to verify the broker (TLS); default: the config's "
+    "[security] ca.")]
+CertOpt = Annotated[Path | None, typer.Option(
+    "--cert", help="Client certificate (siftbus certs issue NAME --kind client).")]
+KeyOpt = Annotated[Path | None, typer.Option("--key", help="Key of --cert.")]
+
+
+def _credentials(config: Path | None, token: str | None, ca: Path | None,
+                 cert: Path | None, key: Path | None) -> dict[str, Any]:
+    """``Client.connect`` keyword arguments: the token and, with a CA (given, or the
+    config's ``[security] ca``), a TLS context."""
+    from siftbus.errors import ConfigError
+
+    if ca is None and config is not None:
+        from siftbus.broker.config import load_network
+
+        ca = load_network(config).security.ca
+    if ca is None and (cert is not None or key is not None):
+        raise ConfigError("--cert/--key need --ca (the CA that signed the broker's "
+                          "certificate)", field="ca")
+    out: dict[str, Any] = {"token": token}
+    if ca is not None:
+        from siftbus.client import client_tls
+
+        out["tls"] = client_tls(ca, cert, key)
+    return out
+
+
 def _address(config: Path | None, name: str | None, broker: str | None) -> tuple[str, int]:
     from siftbus.client import parse_address
     from siftbus.errors import ConfigError
@@ -53,6 +85,9 @@ def broker_cmd(
     config: Annotated[Path, typer.Option("--config", "-c", help="Network config (TOML).")],
     name: Annotated[str, typer.Option("--name", "-n", help="Which broker of the config.")],
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log link events.")] = False,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure", help="Listen on a non-loopback address without TLS and "
+        "authentication (logged loudly; see docs/security.md).")] = False,
 ) -> None:
     """Run one broker of a network config until interrupted."""
     from siftbus.broker.config import load_network
@@ -67,25 +102,31 @@ def broker_cmd(
         stop = asyncio.Event()
         # SIGTERM/SIGINT stop the broker even while a request keeps its loop busy
         stop_on_signals(asyncio.get_running_loop(), stop.set, name=f"broker {name}")
-        server = net.server(name)
+        server = net.server(name, insecure=insecure)
         await server.start()
         b = net.broker(name)
+        sec = net.security
+        mode = ("open network" if sec.open else
+                ", ".join(w for w, on in (("TLS", server.tls is not None),
+                                          ("authenticated", sec.authenticates),
+                                          ("anonymous allowed", sec.anonymous)) if on))
         print(f"broker {name} ({net.protocol}/{net.strategy}) listening on "
-              f"{b.host}:{server.port}", flush=True)
+              f"{b.host}:{server.port} ({mode})", flush=True)
         await stop.wait()
         await server.close()
 
     _run(main())
 
 
-async def _gather_stats(net: NetworkConfig, timeout: float) -> dict[str, Any]:
+async def _gather_stats(net: NetworkConfig, timeout: float,
+                        creds: dict[str, Any] | None = None) -> dict[str, Any]:
     from siftbus.client import Client
     from siftbus.errors import SiftbusError
 
     out: dict[str, Any] = {}
     for name, b in net.brokers.items():
         try:
-            c = await Client.connect(b.host, b.port, timeout=timeout)
+            c = await Client.connect(b.host, b.port, timeout=timeout, **(creds or {}))
         except SiftbusError as exc:
             out[name] = {"error": str(exc)}
             continue
@@ -127,12 +168,16 @@ def network_stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] =
     False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait per broker.")] = 5.0,
+    token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
 ) -> None:
-    """Instrumentation of every broker: events, bytes, filter operations, table sizes."""
+    """Instrumentation of every broker: events, bytes, filter operations, table sizes.
+
+    On a secured network the token's (or certificate's) principal needs the service
+    right ``broker.stats``."""
     from siftbus.broker.config import load_network
 
     net = load_network(config)
-    stats = _run(_gather_stats(net, timeout))
+    stats = _run(_gather_stats(net, timeout, _credentials(config, token, ca, cert, key)))
     if as_json:
         print(json.dumps(stats, indent=2))
     else:
@@ -146,12 +191,20 @@ def network_up(
     config: Annotated[Path, typer.Argument(help="Network config (TOML).")],
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the tree.")] = 30.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure", help="Let brokers listen on non-loopback addresses without TLS "
+        "and authentication (logged loudly).")] = False,
+    token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
 ) -> None:
-    """Start every broker of the config on this machine (one process each); Ctrl-C stops."""
+    """Start every broker of the config on this machine (one process each); Ctrl-C stops.
+
+    On a secured network the readiness check needs credentials with the service right
+    ``broker.stats`` (``--token`` or a client certificate)."""
     from siftbus.broker.config import load_network
     from siftbus.errors import EnvironmentProblem
 
     net = load_network(config)
+    creds = _credentials(config, token, ca, cert, key)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     env = dict(os.environ)
 
@@ -162,14 +215,15 @@ def network_up(
     try:
         for name in net.brokers:
             cmd = [sys.executable, "-m", "siftbus", "broker", "--config", str(config),
-                   "--name", name] + (["-v"] if verbose else [])
+                   "--name", name] + (["-v"] if verbose else []) + (
+                       ["--insecure"] if insecure else [])
             procs[name] = subprocess.Popen(cmd, env=env)
         deadline = time.monotonic() + timeout
         while True:
             for name, p in procs.items():
                 if p.poll() is not None:
                     raise EnvironmentProblem(f"broker {name} exited with code {p.returncode}")
-            stats = _run(_gather_stats(net, 1.0))
+            stats = _run(_gather_stats(net, 1.0, creds))
             ready = [n for n, s in stats.items() if "error" not in s
                      and s["neighbours_up"] == len(net.brokers[n].neighbours)]
             if len(ready) == len(net.brokers):
@@ -205,15 +259,17 @@ def publish_cmd(
     name: Annotated[str | None, typer.Option("--name", "-n", help="Broker of --config.")] =
     None,
     batch: Annotated[int, typer.Option(help="Events per batch.")] = 1000,
+    token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
 ) -> None:
     """Publish the events of a file (batched); every line is checked against the schema."""
     host, port = _address(config, name, broker)
+    creds = _credentials(config, token, ca, cert, key)
 
     async def main() -> int:
         from siftbus.client import Client
         from siftbus.model import read_events
 
-        c = await Client.connect(host, port)
+        c = await Client.connect(host, port, **creds)
         n = 0
         try:
             assert c.schema is not None
@@ -250,18 +306,20 @@ def subscribe_cmd(
     composite: Annotated[bool, typer.Option("--composite", help="The lines are composite "
                                             "profiles ('alarm: A(...) -> B(...) within 60 s "
                                             "same room', docs/composite.md).")] = False,
+    token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
 ) -> None:
     """Subscribe and print each notification (or composite match) as a JSON line."""
     host, port = _address(config, name, broker)
+    creds = _credentials(config, token, ca, cert, key)
     if composite:
-        _run(_subscribe_composite(host, port, profiles, client, count, timeout))
+        _run(_subscribe_composite(host, port, profiles, client, count, timeout, creds))
         return
 
     async def main() -> None:
         from siftbus.client import Client
         from siftbus.client.aio import Notification, event_json
 
-        c = await Client.connect(host, port, name=client)
+        c = await Client.connect(host, port, name=client, **creds)
         got = 0
         done = asyncio.Event()
 
@@ -296,11 +354,11 @@ async def _until_done(done: asyncio.Event, timeout: float) -> None:
 
 
 async def _subscribe_composite(host: str, port: int, lines: list[str], client: str | None,
-                               count: int, timeout: float) -> None:
+                               count: int, timeout: float, creds: dict[str, Any]) -> None:
     from siftbus.client import Client
     from siftbus.client.composite import CompositeClient, CompositeSubscription, match_json
 
-    c = await Client.connect(host, port, name=client)
+    c = await Client.connect(host, port, name=client, **creds)
     done = asyncio.Event()
     got = 0
 

@@ -29,8 +29,8 @@ def register(app: typer.Typer) -> None:
         from siftbus.spark.demo import print_demo, run_demo
 
         start = time.perf_counter()
-        typer.echo("siftbus demo: starting Spark on " + master, err=True)
         result = run_demo(out, seed=seed, scale=scale, master=master, live=live,
-                          examples=examples, progress=not no_progress)
+                          examples=examples, progress=not no_progress,
+                          say=lambda text: typer.echo(text, err=True))
         print_demo(result)
         typer.echo(f"\ndemo finished in {time.perf_counter() - start:.0f} s")

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,57 +16,20 @@ if TYPE_CHECKING:
     from siftbus.spark.sinks import Sink
 
 
-@contextmanager
-def spark_progress(spark: SparkSession, *, enabled: bool = True) -> Iterator[None]:
-    """Show Spark's active stages (tasks done / total) on stderr while the block runs."""
-    if not enabled:
-        yield
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    tracker = spark.sparkContext.statusTracker()
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                        MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=Console(stderr=True), transient=True)
-    stop = threading.Event()
-
-    def poll() -> None:
-        tasks: dict[int, Any] = {}
-        while not stop.wait(0.25):
-            try:
-                active = set(tracker.getActiveStageIds())
-            except Exception:  # the context is shutting down
-                return
-            for sid in active:
-                info = tracker.getStageInfo(sid)
-                if info is None:
-                    continue
-                name = info.name.split(" at ")[0]
-                if sid not in tasks:
-                    tasks[sid] = progress.add_task(f"stage {sid} {name}", total=info.numTasks)
-                progress.update(tasks[sid], completed=info.numCompletedTasks,
-                                total=info.numTasks)
-            for sid in [s for s in tasks if s not in active]:
-                progress.remove_task(tasks.pop(sid))
-
-    with progress:
-        t = threading.Thread(target=poll, name="siftbus-spark-progress", daemon=True)
-        t.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            t.join(timeout=5)
-
-
 def _session(config: Path | None, master: str | None, shuffle_partitions: int | None,
-             driver_memory: str | None) -> SparkSession:
+             driver_memory: str | None, out: Path) -> SparkSession:
+    """The session; Spark's own messages go to ``OUT/spark.log`` unless the config file
+    names another ``log_file`` (the terminal keeps our output only)."""
     from siftbus.spark.session import build_session, load_settings
 
-    settings = load_settings(config).with_overrides(
-        master=master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory)
-    return build_session(settings)
+    settings = load_settings(config)
+    settings = settings.with_overrides(
+        master=master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory,
+        log_file=settings.log_file or str(out / "spark.log"))
+    spark = build_session(settings)
+    typer.echo(f"Spark runs on {settings.master}; its own messages go to "
+               f"{settings.log_file}", err=True)
+    return spark
 
 
 def _webhooks(specs: list[str]) -> dict[str, str]:
@@ -165,6 +124,7 @@ def register(app: typer.Typer) -> None:
         from siftbus.model import load_schema
         from siftbus.spark.match_stage import ENGINES
         from siftbus.spark.pipeline import Pipeline, standard_sinks
+        from siftbus.spark.progress import spark_progress
         from siftbus.spark.sources import read_source
         from siftbus.spark.subscriptions import SubscriptionSet, profile_source
 
@@ -173,7 +133,7 @@ def register(app: typer.Typer) -> None:
                               field="engine")
         sch = load_schema(schema)
         subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)
-        spark = _session(config, master, shuffle_partitions, driver_memory)
+        spark = _session(config, master, shuffle_partitions, driver_memory, out)
         pipe = Pipeline(spark, sch, subs,
                         [*standard_sinks(out), *_delivery_sinks(webhook, deliver_dir)])
         try:
@@ -207,7 +167,8 @@ def register(app: typer.Typer) -> None:
         max_files: Annotated[int | None, typer.Option(
             "--max-files-per-trigger", help="Files per micro-batch.")] = None,
         idle_stop: Annotated[float | None, typer.Option(
-            "--stop-when-idle", help="Stop after this many seconds without new data.")] = None,
+            "--stop-when-idle", help="Stop after this many seconds idle: no batch running "
+            "and no new data (a long batch is never cut off).")] = None,
         config: Config_ = None,
         shuffle_partitions: Shuffle_ = None,
         driver_memory: Memory_ = None,
@@ -216,7 +177,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Streaming job over new files in a directory; follows subscription changes."""
         from siftbus.model import load_schema
-        from siftbus.spark.pipeline import Pipeline, streaming_sinks
+        from siftbus.spark.pipeline import Pipeline, run_until_idle, streaming_sinks
         from siftbus.spark.sources import STREAM_FORMATS, socket_stream, watch_directory
         from siftbus.spark.subscriptions import SubscriptionSet, profile_source
 
@@ -233,13 +194,10 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError("a socket carries JSON lines only", field="format")
         sch = load_schema(schema)
         subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)
-        spark = _session(config, master, shuffle_partitions, driver_memory)
+        spark = _session(config, master, shuffle_partitions, driver_memory, out)
         pipe = Pipeline(spark, sch, subs,
                         [*streaming_sinks(out), *_delivery_sinks(webhook, deliver_dir)])
-        last = [time.monotonic()]
-
         def on_batch(r: BatchReport) -> None:
-            last[0] = time.monotonic()
             typer.echo(f"batch {r.batch_id}: {r.events} events, {r.bad} bad, "
                        f"{r.notifications} notifications, {r.profiles} profiles "
                        f"(v{r.version}), {r.seconds:.2f}s", err=False)
@@ -257,11 +215,9 @@ def register(app: typer.Typer) -> None:
                         kind="xml" if fmt == "xml" else "text")
         typer.echo(f"reading {what} -> {out} (checkpoint {ck}); Ctrl-C stops", err=True)
         try:
-            while q.isActive:
-                q.awaitTermination(1)
-                if idle_stop is not None and time.monotonic() - last[0] > idle_stop:
-                    typer.echo(f"no new data for {idle_stop:g}s: stopping", err=True)
-                    q.stop()
+            if run_until_idle(q, pipe.activity, idle_stop):
+                typer.echo(f"idle for {idle_stop:g}s (no batch running, no new data): "
+                           "stopping", err=True)
             exc = q.exception()
             if exc is not None:
                 typer.echo(f"siftbus: error: the streaming query failed: "

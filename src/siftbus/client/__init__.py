@@ -7,10 +7,11 @@ from siftbus.client.aio import (
     NotificationBatch,
     NotifyBlock,
     Subscription,
+    client_tls,
     connect,
     parse_address,
 )
 from siftbus.client.sync import SyncClient
 
 __all__ = ["Client", "Notification", "NotificationBatch", "NotifyBlock", "Subscription",
-           "SyncClient", "connect", "parse_address"]
+           "SyncClient", "client_tls", "connect", "parse_address"]

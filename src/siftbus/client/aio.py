@@ -8,6 +8,12 @@
         async for n in sub:            # Notification(profile, event, src, seq, ts)
             print(n.profile, n.event.to_json())
 
+On a secured network (``docs/security.md``) a client proves who it is with a token, a
+client certificate, or both, over TLS::
+
+    tls = client_tls("certs/ca.pem")                   # trust the network's CA
+    c = await Client.connect("b1.example", 7400, token=token, tls=tls)
+
 A high-rate subscriber can take whole frames instead (no object per notification)::
 
     def on_batch(batch: NotificationBatch) -> None:
@@ -23,10 +29,12 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,6 +49,7 @@ from siftbus.errors import (
 )
 from siftbus.lang.profile import parse_profile_text, resolve
 from siftbus.model import Event, Profile, Schema, event_from_dict, parse_event
+from siftbus.security.tls import TLSConfig, client_context
 from siftbus.wire.events import Block, decode_batch, encode_block, group_by_type, in_order
 from siftbus.wire.frames import Message, MsgType, decode_error, encode
 from siftbus.wire.limits import CLIENT_LIMITS
@@ -114,14 +123,25 @@ class Client:
     @classmethod
     async def connect(cls, host: str = "127.0.0.1", port: int = 7400, *,
                       name: str | None = None, timeout: float = 10.0,
-                      queue_size: int = 10_000) -> Client:
-        """Connect, say HELLO and receive the schema."""
+                      queue_size: int = 10_000, token: str | None = None,
+                      tls: ssl.SSLContext | None = None,
+                      server_hostname: str | None = None) -> Client:
+        """Connect, say HELLO and receive the schema.
+
+        ``token`` authenticates the client (``siftbus certs token``); ``tls`` (see
+        :func:`client_tls`) makes the connection TLS, verifying the broker's certificate
+        for ``server_hostname`` (default ``host``) and presenting the client's own
+        certificate if the context has one. A broker that refuses the credentials
+        answers with an error (:class:`~siftbus.errors.RemoteError` of kind
+        ``AuthenticationError``)."""
         conn = await open_connection(host, port, CLIENT_LIMITS, timeout=timeout,
-                                     what="broker")
+                                     what="broker", ssl=tls, server_hostname=server_hostname)
         c = cls(conn, queue_size=queue_size)
         hello: dict[str, Any] = {"role": "client", "corr": 0}
         if name:
             hello["name"] = name
+        if token is not None:
+            hello["token"] = token
         conn.send(Message(MsgType.HELLO, hello))
         try:
             ack, _ = await conn.read(timeout)
@@ -512,9 +532,18 @@ class Client:
 
 
 async def connect(host: str = "127.0.0.1", port: int = 7400, *, name: str | None = None,
-                  timeout: float = 10.0) -> Client:
+                  timeout: float = 10.0, token: str | None = None,
+                  tls: ssl.SSLContext | None = None) -> Client:
     """Shorthand for :meth:`Client.connect`."""
-    return await Client.connect(host, port, name=name, timeout=timeout)
+    return await Client.connect(host, port, name=name, timeout=timeout, token=token, tls=tls)
+
+
+def client_tls(ca: str | Path, cert: str | Path | None = None,
+               key: str | Path | None = None) -> ssl.SSLContext:
+    """A TLS context for a client: trust the network's CA, present ``cert``/``key``
+    (a client certificate from ``siftbus certs issue NAME --kind client``) if given."""
+    return client_context(TLSConfig(Path(cert) if cert else None,
+                                    Path(key) if key else None, Path(ca)))
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -527,5 +556,5 @@ def parse_address(text: str) -> tuple[str, int]:
 
 
 __all__ = ["BatchCallback", "Callback", "Client", "Notification", "NotificationBatch",
-           "NotifyBlock", "RemoteError", "Subscription", "connect", "event_json",
-           "parse_address", "remote_error"]
+           "NotifyBlock", "RemoteError", "Subscription", "client_tls", "connect",
+           "event_json", "parse_address", "remote_error"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import ssl
 import threading
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
@@ -35,10 +36,13 @@ class SyncClient:
 
     @classmethod
     def connect(cls, host: str = "127.0.0.1", port: int = 7400, *, name: str | None = None,
-                timeout: float = 60.0) -> SyncClient:
+                timeout: float = 60.0, token: str | None = None,
+                tls: ssl.SSLContext | None = None) -> SyncClient:
+        """Connect (arguments as :meth:`Client.connect <siftbus.client.aio.Client.connect>`)."""
         c = cls(timeout)
         try:
-            c._client = c._run(Client.connect(host, port, name=name, timeout=timeout))
+            c._client = c._run(Client.connect(host, port, name=name, timeout=timeout,
+                                              token=token, tls=tls))
         except BaseException:
             c._stop()
             raise

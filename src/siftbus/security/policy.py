@@ -148,6 +148,11 @@ class SecurityPolicy:
                               "or anonymous = true", field="security")
         return policy
 
+    @property
+    def authenticates(self) -> bool:
+        """Every client must prove who it is (no anonymous access)."""
+        return not self.open and not self.anonymous
+
     def grant(self, principal: Principal) -> Grant:
         return self.principals.get(principal.name, self.default)
 

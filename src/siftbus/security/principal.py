@@ -17,6 +17,9 @@ class PrincipalKind(enum.Enum):
     """A client certificate issued by the network's CA (its common name)."""
     BROKER = "broker"
     """A neighbour broker, by its certificate's common name."""
+    RECORDED = "recorded"
+    """Named by a durable record (the owner of a stored session), not proven now: its
+    rights apply to what the record holds (durable profiles after a restart)."""
 
 
 @dataclass(frozen=True, slots=True)

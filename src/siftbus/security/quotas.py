@@ -73,7 +73,7 @@ class QuotaUsage:
 
     def _exceeded(self, quota: str, limit: float, what: str) -> QuotaExceeded:
         return QuotaExceeded(f"{self.principal} exceeds its {quota} quota of {limit:g}: {what}",
-                             quota=quota, limit=limit)
+                             quota=quota, limit=limit, field=quota)
 
     def reserve_profiles(self, n: int = 1) -> None:
         """Count ``n`` more profiles held; refuses when that passes the quota."""
@@ -81,6 +81,11 @@ class QuotaUsage:
         if limit is not None and self.profiles + n > limit:
             raise self._exceeded("max_profiles", limit,
                                  f"holds {self.profiles}, asks for {n} more")
+        self.profiles += n
+
+    def hold_profiles(self, n: int) -> None:
+        """Count ``n`` profiles held already (restored from a durable store) without
+        refusing: a quota lowered since they were made applies to new ones."""
         self.profiles += n
 
     def release_profiles(self, n: int = 1) -> None:

@@ -8,9 +8,10 @@ domains (:func:`covered_by_union`). Where a difference is not expressible as a p
 :data:`MAX_PIECES`, the answer is "not covered": the check may refuse a subscription the
 right covers only in those corner cases, and never accepts one it does not cover.
 
-Configured to narrow instead of refuse, a subscription is replaced by its intersections
-with the right's profiles (:meth:`RightSet.narrow`): the subscriber receives exactly the
-events that match both.
+Configured to narrow instead of refuse, a subscription is replaced by its intersection
+with the right, written as pairwise disjoint profiles under the subscription's id
+(:meth:`RightSet.narrow`): the subscriber receives exactly the events that match both,
+each once.
 
 A right to publish is a set of profiles the published event must match; a right to
 advertise works as the subscribe right does. Rights to call services are names
@@ -22,6 +23,8 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from siftbus.covering.relations import covers, full_constraint, overlaps
 from siftbus.errors import AccessDenied, ConfigError, SiftbusError
@@ -168,23 +171,82 @@ class RightSet:
         """Whether the right allows every event ``q`` can select."""
         return self.everything or covered_by_union(q, self.of_type(q.type_name))
 
-    def narrow(self, q: Profile) -> tuple[Profile, ...]:
-        """``q`` cut down to the right: its non-empty intersections with the right's
-        profiles, each keeping q's id and subscriber, none covered by another."""
+    def narrow(self, q: Profile) -> tuple[Profile, ...] | None:
+        """``q`` cut down to the right: pairwise disjoint profiles, each keeping q's id and
+        subscriber, that together match exactly the events matching both ``q`` and the
+        right (so an event is notified once, never twice); ``()`` when they share no
+        event, ``None`` when the cut is not expressible as profiles (a string prefix
+        inside another) or would exceed :data:`MAX_PIECES`."""
         if self.everything or self.covers(q):
             return (q,)
         pieces = [x for r in self.of_type(q.type_name)
                   if (x := intersection(r, q)) is not None]
         kept: list[Profile] = []
-        for i, x in enumerate(pieces):
+        for i, x in enumerate(pieces):  # drop pieces covered by another one
             if not any(covers(y, x) and (not covers(x, y) or j < i)
                        for j, y in enumerate(pieces) if j != i):
                 kept.append(x)
-        return tuple(kept)
+        return _disjoint(kept, q)
 
     def admits(self, event: Event) -> bool:
         """Whether an event lies inside the right."""
         return self.everything or any(r.matches(event) for r in self.of_type(event.type_name))
+
+    def admitted_rows(self, etype: EventType, keys: np.ndarray) -> np.ndarray | None:
+        """Which rows of a key matrix (``[n, attributes]``, schema order, as an event
+        block holds them) lie inside the right: a boolean array, or ``None`` when all do
+        (the common case costs no array)."""
+        if self.everything:
+            return None
+        rights = self.of_type(etype.name)
+        if any(not r.conditions for r in rights):
+            return None  # a right on the whole type
+        inside = np.zeros(len(keys), bool)
+        for r in rights:
+            mask = np.ones(len(keys), bool)
+            for c in r.conditions:
+                col = keys[:, c.position]
+                cons = c.constraint
+                if isinstance(cons, IntervalSet):
+                    col = col.astype(np.int64, copy=False)
+                    hit = np.zeros(len(keys), bool)
+                    for lo, hi in cons.intervals:
+                        hit |= (col >= lo) & (col <= hi)
+                else:
+                    hit = np.fromiter((k in cons for k in col.tolist()), bool, len(col))
+                mask &= hit
+            inside |= mask
+            if inside.all():
+                return None
+        return inside
+
+
+def _disjoint(pieces: Sequence[Profile], q: Profile) -> tuple[Profile, ...] | None:
+    """The events of ``pieces`` as disjoint profiles under q's id and subscriber: each
+    piece minus the pieces before it."""
+    out: list[Profile] = []
+    total = 0
+    for i, x in enumerate(pieces):
+        boxes: list[Box] = [_box(x)]
+        for y in pieces[:i]:
+            if not overlaps(x, y):
+                continue
+            nxt: list[Box] = []
+            for b in boxes:
+                cut = _subtract(b, y)
+                if cut is None:
+                    return None
+                nxt.extend(cut)
+            boxes = nxt
+            total += len(boxes)
+            if total > MAX_PIECES:
+                return None
+        etype = q.etype
+        for b in boxes:
+            out.append(Profile.from_constraints(
+                q.id, etype, {etype.attributes[pos].name: c for pos, c in b.items()},
+                q.subscriber))
+    return tuple(out)
 
 
 NOTHING = RightSet()
@@ -203,8 +265,24 @@ class Rights:
     """``service.method`` patterns the principal may call (``*`` matches a part)."""
     narrow: bool = False
     """Subscriptions outside the right are narrowed to it instead of refused."""
+    scoped_out: frozenset[str] = frozenset()
+    """Actions the connection's token leaves out (its scopes), whatever the rights."""
+
+    def scoped(self, scopes: frozenset[str]) -> Rights:
+        """These rights limited to a token's scopes (``publish``, ``subscribe``,
+        ``advertise``, ``call``); no scopes: unchanged."""
+        if not scopes:
+            return self
+        out = frozenset({"publish", "subscribe", "advertise", "call"}) - scopes
+        return Rights(self.principal,
+                      NOTHING if "publish" in out else self.publish,
+                      NOTHING if "subscribe" in out else self.subscribe,
+                      NOTHING if "advertise" in out else self.advertise,
+                      () if "call" in out else self.services, self.narrow, out)
 
     def _deny(self, action: str, obj: str, why: str) -> AccessDenied:
+        if action in self.scoped_out:
+            why = f"the token's scopes do not include {action}"
         return AccessDenied(f"{self.principal} may not {action} {obj}: {why}",
                             principal=self.principal, action=action, object=obj)
 
@@ -213,12 +291,15 @@ class Rights:
         when narrowing is on; :class:`AccessDenied` otherwise."""
         if self.subscribe.covers(q):
             return (q,)
+        why = "the subscription reaches outside the subscribe right"
         if self.narrow:
             pieces = self.subscribe.narrow(q)
             if pieces:
                 return pieces
-        raise self._deny("subscribe", f"{q.id} ({q.type_name})",
-                         "the subscription reaches outside the subscribe right")
+            why = ("the subscription shares no event with the subscribe right" if
+                   pieces is not None else "the subscription reaches outside the subscribe "
+                   "right and its intersection with it is not expressible as profiles")
+        raise self._deny("subscribe", f"{q.id} ({q.type_name})", why)
 
     def check_advertise(self, q: Profile) -> None:
         if not self.advertise.covers(q):
@@ -229,6 +310,15 @@ class Rights:
         if not self.publish.admits(event):
             raise self._deny("publish", f"a {event.type_name} event",
                              "the event lies outside the publish right")
+
+    def check_publish_rows(self, etype: EventType, keys: np.ndarray) -> None:
+        """:meth:`check_publish` for a whole event block (its key matrix): every row
+        must lie inside the right, else the whole publication is refused."""
+        inside = self.publish.admitted_rows(etype, keys)
+        if inside is not None:
+            bad = int(len(inside) - np.count_nonzero(inside))
+            raise self._deny("publish", f"{bad} of {len(inside)} {etype.name} events",
+                             "they lie outside the publish right (nothing was published)")
 
     def may_call(self, service: str, method: str) -> bool:
         name = f"{service}.{method}"

@@ -27,6 +27,9 @@ MIN_SECRET_BYTES = 32
 LEEWAY_SECONDS = 30.0
 """Clock skew tolerated between the issuer and the verifying broker."""
 MAX_TOKEN_BYTES = 8192
+SCOPES = frozenset({"publish", "subscribe", "advertise", "call"})
+"""What a token's scopes may name: the actions its connection may take, within the
+principal's rights (no scopes: every action the rights allow)."""
 
 
 def new_secret() -> bytes:
@@ -60,6 +63,10 @@ class TokenSigner:
         """A token for ``principal`` valid for ``ttl`` seconds."""
         if not principal:
             raise ConfigError("a token needs a principal name")
+        unknown = set(scopes) - SCOPES
+        if unknown:
+            raise ConfigError(f"unknown scope {', '.join(sorted(unknown))} (scopes: "
+                              f"{', '.join(sorted(SCOPES))})", field="scope")
         t = time.time() if now is None else now
         claims = {"sub": principal, "aud": AUDIENCE, "iat": int(t), "exp": int(t + ttl),
                   "scope": " ".join(sorted(set(scopes)))}
@@ -91,5 +98,10 @@ class TokenSigner:
         if not isinstance(sub, str) or not sub:
             raise AuthenticationError("the token names no principal")
         scope = claims.get("scope", "")
-        scopes = frozenset(scope.split()) if isinstance(scope, str) else frozenset()
+        if not isinstance(scope, str):
+            raise AuthenticationError("the token's scope must be a string")
+        scopes = frozenset(scope.split())
+        if scopes - SCOPES:
+            raise AuthenticationError(f"the token names an unknown scope "
+                                      f"{sorted(scopes - SCOPES)[0][:50]!r}")
         return Principal(sub, PrincipalKind.TOKEN, scopes, float(claims["exp"]))

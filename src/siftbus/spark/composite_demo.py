@@ -122,10 +122,9 @@ def print_composites(result: CompositeDemo | None, limit: int = 8) -> None:
         m.add_row(_clock(x.completed), x.profile, "; ".join(
             f"{lab}@{_clock(at)} {_short(json.loads(text))}" for lab, at, text in x.events))
     console.print(m)
-    verdict = ("the same matches" if result.agreed else
-               "MISMATCH with the Spark matches")
+    verdict = "the same as Spark's" if result.agreed else "MISMATCH with Spark's"
     console.print(f"the broker's composite engine on the same stream: {result.engine_matches} "
-                  f"matches, {verdict}")
+                  f"matches, {verdict}", soft_wrap=True)
 
 
 def _short(values: dict[str, Any]) -> str:

@@ -6,7 +6,8 @@ The keyed layout is one row per event with its domain keys in schema order, spli
 column     type                meaning
 =========  ==================  =====================================================
 source     string              the file (or stream) the event came from
-event      int64               0-based line index of the event in its source
+event      int64               0-based index of the event in its source (blank lines are
+                               no events: the numbers ``siftbus match`` prints)
 type       string              event type name
 ikeys      list<int64>         keys of the ordered attributes (int, scaled decimal,
                                enum ordinal), in schema order
@@ -15,9 +16,9 @@ text       string              the event as it arrived (for delivery); may be nu
 =========  ==================  =====================================================
 
 Bad records never vanish: they leave the parse stage with an ``error`` (the reason, as
-:class:`~siftbus.errors.SiftbusError` words it) and a ``column``, and the pipeline writes
-them to the dead-letter output. The functions here work on Arrow record batches and need
-no JVM; :mod:`siftbus.spark.pipeline` runs them inside ``mapInArrow``.
+:class:`~siftbus.errors.SiftbusError` words it), a ``line`` and a ``column``, and the
+pipeline writes them to the dead-letter output. The functions here work on Arrow record
+batches and need no JVM; :mod:`siftbus.spark.pipeline` runs them inside ``mapInArrow``.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from siftbus.errors import EventError, SiftbusError
 from siftbus.model import Event, EventType, Schema, StringDomain, event_from_dict, parse_schema
 from siftbus.model.event import parse_event
-from siftbus.model.textio import parse_json_line
+from siftbus.model.textio import TEXT_LIMITS, MiB, TextLimits, decode_line, parse_json_line
 
 PARSED_SCHEMA = pa.schema([
     ("source", pa.string()),
@@ -45,13 +47,15 @@ PARSED_SCHEMA = pa.schema([
     ("skeys", pa.list_(pa.string())),
     ("text", pa.string()),
     ("error", pa.string()),
+    ("line", pa.int64()),
     ("column", pa.int32()),
 ])
-"""Arrow schema of the parse stage's output (good rows have a null ``error``)."""
+"""Arrow schema of the parse stage's output (good rows have a null ``error``; ``line`` is
+the line of a JSON-lines file, else ``event + 1``)."""
 
 PARSED_DDL = (
     "source string, event long, type string, ikeys array<long>, skeys array<string>, "
-    "text string, error string, column int"
+    "text string, error string, line long, column int"
 )
 """The same schema as a Spark DDL string (for ``mapInArrow``)."""
 
@@ -137,11 +141,13 @@ class _Out:
         self.skeys: list[list[str] | None] = []
         self.text: list[str | None] = []
         self.error: list[str | None] = []
+        self.line: list[int] = []
         self.column: list[int | None] = []
 
     def good(self, source: str | None, event: int, ev: Event, layouts: dict[str, TypeLayout],
-             text: str | None) -> None:
+             text: str | None, line: int | None = None) -> None:
         ik, sk = layouts[ev.etype.name].split(ev.keys)
+        self.line.append(event + 1 if line is None else line)
         self.source.append(source)
         self.event.append(event)
         self.type.append(ev.etype.name)
@@ -152,7 +158,8 @@ class _Out:
         self.column.append(None)
 
     def bad(self, source: str | None, event: int, type_name: str | None, text: str | None,
-            exc: SiftbusError) -> None:
+            exc: SiftbusError, line: int | None = None) -> None:
+        self.line.append(event + 1 if line is None else line)
         self.source.append(source)
         self.event.append(event)
         self.type.append(type_name)
@@ -171,32 +178,89 @@ class _Out:
             pa.array(self.skeys, pa.list_(pa.string())),
             pa.array(self.text, pa.string()),
             pa.array(self.error, pa.string()),
+            pa.array(self.line, pa.int64()),
             pa.array(self.column, pa.int32()),
         ], schema=PARSED_SCHEMA)
 
 
-def parse_text_batch(batch: pa.RecordBatch, schema_text: str) -> pa.RecordBatch:
-    """Parse JSON-lines rows ``(source, line, text)``; ``line`` counts from 1.
+def parse_text_batch(batch: pa.RecordBatch, schema_text: str,
+                     limits: TextLimits = TEXT_LIMITS,
+                     counted: dict[tuple[str | None, int], tuple[int, int]] | None = None,
+                     ) -> pa.RecordBatch:
+    """Parse JSON-lines rows ``(source, line, text)`` or ``(source, line, events_before,
+    text)`` (see :func:`~siftbus.spark.sources.number_lines`); ``line`` counts from 1.
 
-    Blank lines are not events and are dropped; every other line yields one row, good or
-    bad.
+    The rules are those of ``siftbus check`` and ``match`` (:mod:`siftbus.model.textio`):
+    Spark's text reader already skips a BOM at the start of a file and ends lines at
+    ``\\n``, ``\\r\\n`` and ``\\r``; here each line must be UTF-8 and at most
+    ``limits.max_line_bytes`` long, and :func:`~siftbus.model.event.parse_event` applies
+    the JSON limits (depth, digits, no NaN, no repeated key, no lone surrogate). Blank
+    lines are no events and are dropped; every other line yields one row, good or bad
+    (with the reason ``siftbus check`` gives): a bad line never stops the job.
+
+    ``event`` numbers a file's events from 0 as ``siftbus match`` does: ``events_before``
+    plus the events of the same file and partition before this one. ``counted`` carries
+    that count (and the last line seen) from one batch of a partition to the next.
     """
     schema = schema_from_text(schema_text)
     layouts = layouts_for(schema_text)
+    counted = {} if counted is None else counted
     out = _Out()
     sources = batch.column("source").to_pylist()
     lines = batch.column("line").to_pylist()
-    texts = batch.column("text").to_pylist()
-    for source, line, text in zip(sources, lines, texts, strict=True):
-        if text is None or not text.strip():
+    befores = (batch.column("events_before").to_pylist()
+               if "events_before" in batch.schema.names else [0] * batch.num_rows)
+    # Spark's text source does not check the encoding: take the bytes and decode here,
+    # line by line, so that one bad line is one dead letter.
+    raw = batch.column("text").cast(pa.binary()).to_pylist()
+    for source, line, before, data in zip(sources, lines, befores, raw, strict=True):
+        if data is None:
             continue
+        too_long = len(data) > limits.max_line_bytes
+        text: str | None = None
+        problem: SiftbusError | None = None
+        if too_long:
+            problem = EventError(f"line longer than {_size(limits.max_line_bytes)} "
+                                 "(TextLimits.max_line_bytes)", source=source, line=line,
+                                 column=1)
+        else:
+            try:
+                text = decode_line(data, source=source, line=line, kind=EventError)
+            except EventError as exc:
+                problem = exc
+            else:
+                if not text.strip():
+                    continue  # not an event (sources.BLANK_LINE says the same on the JVM)
+        key = (source, before)
+        seen, last = counted.get(key, (0, 0))
+        if line <= last:
+            # Numbering relies on rows arriving in file order; never number them wrongly.
+            raise RuntimeError(f"{source}: line {line} arrived after line {last}")
+        counted[key] = (seen + 1, line)
+        event = before + seen
+        if problem is not None:
+            shown = _cut(data) if too_long else data.decode("utf-8", "backslashreplace")
+            out.bad(source, event, None, shown, problem, line)
+            continue
+        assert text is not None
         try:
-            ev = parse_event(text, schema, source=source, lineno=line)
+            ev = parse_event(text, schema, source=source, lineno=line, limits=limits)
         except SiftbusError as exc:
-            out.bad(source, line - 1, _type_of(text), text, exc)
+            out.bad(source, event, _type_of(text), text, exc, line)
             continue
-        out.good(source, line - 1, ev, layouts, text)
+        out.good(source, event, ev, layouts, text, line)
     return out.batch()
+
+
+def _size(n: int) -> str:
+    return f"{n // MiB} MiB" if n % MiB == 0 else f"{n} bytes"
+
+
+def _cut(data: bytes, keep: int = 100) -> str:
+    """A too-long line for its dead letter: its start, its length and its end."""
+    head = data[:keep].decode("utf-8", "backslashreplace")
+    tail = data[-keep:].decode("utf-8", "backslashreplace")
+    return f"{head}… ({len(data):,} bytes) …{tail}"
 
 
 def _type_of(text: str) -> str | None:
@@ -382,9 +446,11 @@ def validate_keyed_batch(batch: pa.RecordBatch, schema_text: str) -> pa.RecordBa
                                   f"{len(layout.strings)} string keys")
     text = (batch.column("text") if "text" in batch.schema.names
             else pa.nulls(n, pa.string()))
+    event = batch.column("event")
+    line = pc.add(event.cast(pa.int64()), 1)
     return pa.RecordBatch.from_arrays([
-        batch.column("source"), batch.column("event"), batch.column("type"),
-        ik, sk, text, pa.array(error, pa.string()), pa.nulls(n, pa.int32()),
+        batch.column("source"), event, batch.column("type"),
+        ik, sk, text, pa.array(error, pa.string()), line, pa.nulls(n, pa.int32()),
     ], schema=PARSED_SCHEMA)
 
 
@@ -407,12 +473,13 @@ def parse_lines(lines: Sequence[str], schema_text: str, source: str = "<lines>"
     return parse_text_batch(batch, schema_text)
 
 
-def iter_parsed(batches: Iterator[pa.RecordBatch], schema_text: str, kind: str
-                ) -> Iterator[pa.RecordBatch]:
+def iter_parsed(batches: Iterator[pa.RecordBatch], schema_text: str, kind: str,
+                limits: TextLimits = TEXT_LIMITS) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` body for a source of the given kind (text, wide or keyed)."""
+    counted: dict[tuple[str | None, int], tuple[int, int]] = {}  # one partition's events
     for b in batches:
         if kind == "text":
-            yield parse_text_batch(b, schema_text)
+            yield parse_text_batch(b, schema_text, limits, counted)
         elif kind == "wide":
             yield parse_wide_batch(b, schema_text)
         elif kind == "keyed":

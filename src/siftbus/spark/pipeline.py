@@ -16,8 +16,9 @@ restarted job neither loses nor duplicates notifications.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -25,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from siftbus.errors import ConfigError
 from siftbus.model import Schema
+from siftbus.model.textio import TEXT_LIMITS, TextLimits
 from siftbus.spark.match_stage import MATCHED_DDL, MatchPlan, iter_matched
 from siftbus.spark.parse import PARSED_DDL, iter_parsed
+from siftbus.spark.progress import job_step
 from siftbus.spark.sinks import MatchedBatch, Sink, SinkResult
 from siftbus.spark.sources import SourceFrame, number_lines
 from siftbus.spark.subscriptions import SubscriptionSet
@@ -62,6 +65,80 @@ class BatchReport:
     """Each sink's result."""
 
 
+SINK_STEPS: Mapping[str, str] = {
+    "parquet": "writing notifications as Parquet, one directory per subscriber",
+    "jsonl": "writing the matches of every event as JSON lines",
+    "counts": "writing notifications per subscriber",
+    "dead-letters": "writing bad records to the dead letters",
+    "delivery": "delivering notifications live",
+}
+"""What each standard sink's step is called in the progress display and the Spark UI."""
+
+
+_IDLE_STATES = ("Waiting for", "Getting offsets from")
+"""Spark's status messages of a query that is not working on a batch: waiting for the next
+trigger or for data, or listing the source for new input. Every other state (initialising,
+writing the offset log, processing, cleaning up state) is work."""
+
+
+class StreamActivity:
+    """How long a streaming query has been idle.
+
+    Idle means no micro-batch is running and Spark's latest look at the source found no
+    new input. The clock starts only then: a first micro-batch that takes longer than any
+    idle limit is never cut off, and neither is start-up (initialising sources, replaying
+    the checkpoint). :meth:`Pipeline.stream` reports the start and end of each batch.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._running = 0
+        self._idle_since: float | None = None
+        self.batches = 0
+        """Micro-batches finished."""
+
+    def batch_started(self) -> None:
+        with self._lock:
+            self._running += 1
+            self._idle_since = None
+
+    def batch_finished(self) -> None:
+        with self._lock:
+            self._running -= 1
+            self.batches += 1
+            self._idle_since = None
+
+    def idle_seconds(self, status: Mapping[str, Any]) -> float:
+        """Seconds the query has been idle, given its current ``query.status``."""
+        now = self._clock()
+        message = str(status.get("message", ""))
+        with self._lock:
+            busy = (self._running > 0 or bool(status.get("isDataAvailable"))
+                    or not message.startswith(_IDLE_STATES))
+            if busy:
+                self._idle_since = None
+                return 0.0
+            if self._idle_since is None:
+                self._idle_since = now
+            return now - self._idle_since
+
+
+def run_until_idle(query: StreamingQuery, activity: StreamActivity, idle_seconds: float | None,
+                   *, poll: int = 1) -> bool:
+    """Wait while ``query`` runs; stop it once idle for ``idle_seconds`` (``None``: never).
+
+    Returns True when it stopped for idleness, False when the query ended by itself.
+    """
+    while query.isActive:
+        query.awaitTermination(poll)
+        if idle_seconds is not None and query.isActive and \
+                activity.idle_seconds(query.status) > idle_seconds:
+            query.stop()
+            return True
+    return False
+
+
 def _match_fn(bc: Broadcast[MatchPlan], batches: Iterator[pa.RecordBatch]
               ) -> Iterator[pa.RecordBatch]:
     return iter_matched(bc.value, batches)
@@ -71,20 +148,25 @@ class Pipeline:
     """The stages, bound to a session, a schema, a subscription set and sinks."""
 
     def __init__(self, spark: SparkSession, schema: Schema, subscriptions: SubscriptionSet,
-                 sinks: Sequence[Sink] = ()) -> None:
+                 sinks: Sequence[Sink] = (), *, limits: TextLimits = TEXT_LIMITS) -> None:
         self.spark = spark
+        self.limits = limits
+        """Limits on event lines (size, JSON depth and digits), as ``siftbus check``'s."""
         self.schema = schema
         self.schema_text = schema.to_toml()
         self.subscriptions = subscriptions
         self.sinks = list(sinks)
         self._bc: Broadcast[MatchPlan] | None = None
         self._bc_version: int | None = None
+        self.activity = StreamActivity()
+        """Start and end of the streaming micro-batches (see :func:`run_until_idle`)."""
 
     # -- stages -----------------------------------------------------------------------
 
     def parse(self, source: SourceFrame) -> DataFrame:
         """Source rows to the parsed layout (good rows and bad rows with their reason)."""
-        fn = partial(iter_parsed, schema_text=self.schema_text, kind=source.kind)
+        fn = partial(iter_parsed, schema_text=self.schema_text, kind=source.kind,
+                     limits=self.limits)
         if source.kind == "keyed":
             frame = source.frame.select("source", "event", "type", "ikeys", "skeys")
         else:
@@ -92,23 +174,31 @@ class Pipeline:
         return frame.mapInArrow(fn, PARSED_DDL)
 
     def broadcast(self) -> Broadcast[MatchPlan]:
-        """The current plan as a broadcast variable (re-broadcast when the version moves)."""
-        plan = self.subscriptions.plan()
-        if self._bc is None or self._bc_version != plan.version:
+        """The current plan as a broadcast variable (re-broadcast when the subscription
+        set's version moves)."""
+        version = self.subscriptions.version
+        if self._bc is None or self._bc_version != version:
             old = self._bc
-            self._bc = self.spark.sparkContext.broadcast(plan)
-            self._bc_version = plan.version
+            self._bc = self.spark.sparkContext.broadcast(self.subscriptions.plan())
+            self._bc_version = version
             if old is not None:
                 old.unpersist(blocking=False)
         return self._bc
 
     def match(self, good: DataFrame) -> DataFrame:
-        """Keyed good rows to one row per event with its sorted matches."""
+        """Keyed good rows to one row per event with its sorted matches.
+
+        ``version`` is the subscription set's version (what the summary and every engine
+        report), not an engine's own change counter.
+        """
+        from pyspark.sql import functions as F
+
         fn = partial(_match_fn, self.broadcast())
         cols = ["source", "event", "type", "ikeys", "skeys"]
         if "text" in good.columns:
             cols.append("text")
-        return good.select(*cols).mapInArrow(fn, MATCHED_DDL)
+        return good.select(*cols).mapInArrow(fn, MATCHED_DDL).withColumn(
+            "version", F.lit(self.subscriptions.version).cast("long"))
 
     # -- running ----------------------------------------------------------------------
 
@@ -122,31 +212,36 @@ class Pipeline:
         try:
             good = parsed.where(F.col("error").isNull())
             dead = parsed.where(F.col("error").isNotNull()).select(
-                "source", (F.col("event") + 1).alias("line"), "column",
-                F.col("error").alias("reason"), "text")
+                "source", "line", "column", F.col("error").alias("reason"), "text")
             matched = self.match(good).persist()
             try:
-                agg = matched.agg(
-                    F.count(F.lit(1)).alias("events"),
-                    F.coalesce(F.sum(F.size("matches")), F.lit(0)).alias("notes"),
-                    F.coalesce(F.sum(F.when(F.size("matches") > 0, 1).otherwise(0)),
-                               F.lit(0)).alias("hit"),
-                    F.count_distinct("source").alias("sources"),
-                ).collect()[0]
-                counts = {r["subscriber"]: int(r["count"]) for r in
-                          matched.select(F.explode("owners").alias("subscriber"))
-                          .groupBy("subscriber").count().collect()}
-                bad = dead.count()
+                with job_step(self.spark, "parsing, validating and matching the events"):
+                    agg = matched.agg(
+                        F.count(F.lit(1)).alias("events"),
+                        F.coalesce(F.sum(F.size("matches")), F.lit(0)).alias("notes"),
+                        F.coalesce(F.sum(F.when(F.size("matches") > 0, 1).otherwise(0)),
+                                   F.lit(0)).alias("hit"),
+                        F.count_distinct("source").alias("sources"),
+                    ).collect()[0]
+                with job_step(self.spark, "counting notifications per subscriber"):
+                    counts = {r["subscriber"]: int(r["count"]) for r in
+                              matched.select(F.explode("owners").alias("subscriber"))
+                              .groupBy("subscriber").count().collect()}
+                with job_step(self.spark, "counting bad records"):
+                    bad = dead.count()
                 batch = MatchedBatch(matched, dead, batch_id, streaming, counts,
                                      int(agg["sources"]), int(bad), int(agg["events"]))
-                results = tuple(s.write(batch) for s in self.sinks)
+                results = []
+                for s in self.sinks:
+                    with job_step(self.spark, SINK_STEPS.get(s.name, f"writing {s.name}")):
+                        results.append(s.write(batch))
             finally:
                 matched.unpersist()
         finally:
             parsed.unpersist()
         return BatchReport(batch_id, int(agg["events"]), int(bad), int(agg["notes"]),
                            int(agg["hit"]), len(self.subscriptions), self.subscriptions.version,
-                           time.perf_counter() - start, results)
+                           time.perf_counter() - start, tuple(results))
 
     def run(self, source: SourceFrame) -> BatchReport:
         """The batch job."""
@@ -169,17 +264,11 @@ class Pipeline:
             raise ConfigError("choose either a trigger interval or available-now, not both")
 
         def each(df: DataFrame, batch_id: int) -> None:
-            from pyspark.sql import functions as F
-
-            self.subscriptions.refresh()
-            frame = df
-            if per_batch_sources:
-                # A socket has no files: make each batch its own source so ids stay unique.
-                frame = frame.withColumn("source", F.concat(
-                    F.col("source"), F.lit(f"#batch={batch_id}")))
-            source = (SourceFrame(frame, "xml") if kind == "xml"
-                      else SourceFrame(number_lines(frame), "text"))
-            report = self.process(source, batch_id, streaming=True)
+            self.activity.batch_started()
+            try:
+                report = self._micro_batch(df, batch_id, kind, per_batch_sources)
+            finally:
+                self.activity.batch_finished()
             if on_batch is not None:
                 on_batch(report)
 
@@ -192,6 +281,23 @@ class Pipeline:
         elif trigger_seconds is not None:
             writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
         return writer.start()
+
+    def _micro_batch(self, df: DataFrame, batch_id: int, kind: str, per_batch_sources: bool
+                     ) -> BatchReport:
+        from pyspark.sql import functions as F
+
+        self.subscriptions.refresh()
+        frame = df
+        if per_batch_sources:
+            # A socket has no files: make each batch its own source so ids stay unique.
+            frame = frame.withColumn("source", F.concat(
+                F.col("source"), F.lit(f"#batch={batch_id}")))
+        if kind == "xml":
+            source = SourceFrame(frame, "xml")
+        else:
+            with job_step(self.spark, "numbering the lines of the new files"):
+                source = SourceFrame(number_lines(frame, self.limits), "text")
+        return self.process(source, batch_id, streaming=True)
 
     def close(self) -> None:
         """Close every sink and drop the broadcast plan."""
@@ -260,6 +366,8 @@ def summary_rows(report: BatchReport) -> list[tuple[str, Any]]:
 __all__ = [
     "BatchReport",
     "Pipeline",
+    "StreamActivity",
+    "run_until_idle",
     "run_files",
     "standard_sinks",
     "streaming_sinks",

@@ -22,7 +22,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,10 @@ class SparkSettings:
     """Whether to start the Spark web UI (off: it needs a port and time)."""
     conf: Mapping[str, str] = field(default_factory=dict)
     """Further Spark properties, passed through verbatim."""
+    log_file: str | None = None
+    """Where the JVM's own output goes (its warnings, its log at level WARN, and what
+    Python workers print): appended to this file instead of the terminal. Only takes
+    effect when this call starts the JVM. ``None``: the terminal, errors only."""
 
     def with_overrides(self, **flags: Any) -> SparkSettings:
         """A copy with every flag that is not ``None`` applied."""
@@ -69,6 +74,7 @@ _FIELDS = {
     "driver_memory": str,
     "arrow_batch_rows": int,
     "ui": bool,
+    "log_file": str,
 }
 
 
@@ -153,7 +159,7 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Stay on loopback (the machine's name may resolve elsewhere) and keep the JVM quiet.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    log_conf = _quiet_log4j()
+    log_conf = _quiet_log4j("warn" if settings.log_file else "error")
     if "PYSPARK_SUBMIT_ARGS" not in os.environ:
         # Driver JVM options only take effect on the command line that starts the JVM.
         args = [f"--driver-java-options '-Dlog4j.configurationFile={log_conf}'"]
@@ -183,17 +189,49 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
         builder = builder.config("spark.driver.memory", settings.driver_memory)
     for key, value in settings.conf.items():
         builder = builder.config(key, value)
+    from pyspark import SparkContext
+
+    starts_jvm = SparkContext._gateway is None
+    log = Path(settings.log_file) if settings.log_file and starts_jvm else None
     try:
-        spark = builder.getOrCreate()
+        with _output_to(log):
+            spark = builder.getOrCreate()
     except Exception as exc:  # pyspark raises its own error types for a JVM that died
-        raise EnvironmentProblem(
-            f"Spark did not start (master {settings.master}): {_first_line(exc)}") from None
-    spark.sparkContext.setLogLevel("ERROR")
+        where = f" (Spark's messages: {log})" if log else ""
+        raise EnvironmentProblem(f"Spark did not start (master {settings.master}): "
+                                 f"{_first_line(exc)}{where}") from None
+    spark.sparkContext.setLogLevel("WARN" if log else "ERROR")
     return spark
 
 
+@contextmanager
+def _output_to(path: Path | None) -> Iterator[None]:
+    """Point this process's stdout and stderr (file descriptors 1 and 2) at ``path`` while
+    the block runs. The JVM started inside inherits them for good (and so do the Python
+    workers it starts), so its messages land in the file; ours come back afterwards."""
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    saved = (os.dup(1), os.dup(2))
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
 _LOG4J = """\
-rootLogger.level = error
+rootLogger.level = {level}
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -203,14 +241,16 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
-def _quiet_log4j() -> str:
-    """A log4j2 config that prints errors only (Spark's default prints pages of INFO/WARN)."""
+def _quiet_log4j(level: str = "error") -> str:
+    """A log4j2 config that prints ``level`` and above (Spark's default prints pages of
+    INFO/WARN)."""
     d = Path(tempfile.gettempdir()) / f"siftbus-{os.getuid()}"
     d.mkdir(parents=True, exist_ok=True)
-    path = d / "log4j2.properties"
-    if not path.is_file() or path.read_text() != _LOG4J:
+    path = d / f"log4j2-{level}.properties"
+    text = _LOG4J.replace("{level}", level)
+    if not path.is_file() or path.read_text() != text:
         tmp = d / f"log4j2.{os.getpid()}.tmp"
-        tmp.write_text(_LOG4J)
+        tmp.write_text(text)
         os.replace(tmp, path)
     return str(path)
 

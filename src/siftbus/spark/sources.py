@@ -2,7 +2,9 @@
 
 Every source yields one of four *kinds* of DataFrame, which the parse stage knows:
 
-* ``text``: ``source, line, text`` (JSON lines; ``line`` counts from 1 within ``source``);
+* ``text``: ``source, line, events_before, text`` (JSON lines; ``line`` counts from 1
+  within ``source``; ``events_before`` counts the non-blank lines of ``source`` in earlier
+  partitions, see :func:`number_lines`);
 * ``wide``: ``source, event, type, <attribute columns>`` (Parquet tables of events);
 * ``keyed``: ``source, event, type, ikeys, skeys`` (already keyed, e.g. generated workloads);
 * ``xml``: ``source, content`` (one whole XML document per row; the parse stage cuts it
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from siftbus.errors import ConfigError, EventError
+from siftbus.model.textio import TEXT_LIMITS, TextLimits
+from siftbus.spark.progress import job_step
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -63,12 +67,30 @@ def _local_path(col: Column) -> Column:
     return F.regexp_replace(col, "^file:(//)?", "")
 
 
-def number_lines(df: DataFrame) -> DataFrame:
-    """Add ``line`` (from 1, per source file) to a ``source, text`` DataFrame, exactly."""
+BLANK_LINE = (r"^[\t\n\x0B\f\r\x1C-\x1F \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F"
+              r"\u205F\u3000]*$")
+"""A Java regex for a blank line: only characters Python's ``str.strip()`` removes (the
+``str.isspace()`` set), so that the JVM and the parse stage agree on which lines are no
+events."""
+
+
+def number_lines(df: DataFrame, limits: TextLimits = TEXT_LIMITS) -> DataFrame:
+    """Number a ``source, text`` DataFrame's lines exactly, per source file.
+
+    Adds ``line`` (from 1, every line counted) and ``events_before``: the non-blank lines
+    of the same file in earlier partitions. The parse stage counts on from there, so that
+    ``event`` is the 0-based index of the event among the file's events (blank lines are
+    no events), as ``siftbus match`` numbers them. A line longer than
+    ``limits.max_line_bytes`` is an event (a bad one) whatever it holds, as in the parse
+    stage, which must be given the same limits.
+    """
     from pyspark.sql import functions as F
 
-    return _attach_numbers(df.select("source", "text")).select(
-        "source", (F.col("event") + 1).alias("line"), "text")
+    blank = F.col("text").rlike(BLANK_LINE) & (
+        F.octet_length("text") <= F.lit(limits.max_line_bytes))
+    numbered = _attach_numbers(df.select("source", "text"), blank=blank)
+    return numbered.select("source", (F.col("event") + 1).alias("line"), "events_before",
+                           "text")
 
 
 def read_json_lines(spark: SparkSession, paths: Sequence[str | Path]) -> SourceFrame:
@@ -115,27 +137,39 @@ def read_xml(spark: SparkSession, paths: Sequence[str | Path]) -> SourceFrame:
     return SourceFrame(df.select(_local_path(F.col("path")).alias("source"), "content"), "xml")
 
 
-def _attach_numbers(df: DataFrame) -> DataFrame:
-    """Add ``event`` (from 0, per source file) to a DataFrame with a ``source`` column."""
+def _attach_numbers(df: DataFrame, blank: Column | None = None) -> DataFrame:
+    """Add ``event`` (from 0, per source file) to a DataFrame with a ``source`` column.
+
+    With ``blank`` (true for rows that are no events) also ``events_before``: the rows of
+    the same file in earlier partitions for which ``blank`` is false.
+    """
     from pyspark.sql import functions as F
 
     spark = df.sparkSession
     tagged = df.withColumn("_pid", F.spark_partition_id()).withColumn(
         "_mid", F.monotonically_increasing_id())
-    stats = (tagged.groupBy("source", "_pid")
-             .agg(F.count(F.lit(1)).alias("_n"), F.min("_mid").alias("_first")).collect())
-    seen: dict[str, int] = {}
+    counted = F.sum(F.when(blank, 0).otherwise(1)) if blank is not None else F.lit(0)
+    with job_step(spark, "numbering the lines of the input files"):
+        stats = (tagged.groupBy("source", "_pid")
+                 .agg(F.count(F.lit(1)).alias("_n"), F.min("_mid").alias("_first"),
+                      counted.alias("_events")).collect())
+    seen: dict[str, tuple[int, int]] = {}
     rows = []
     for r in sorted(stats, key=lambda r: (r["source"], r["_pid"])):
-        base = seen.get(r["source"], 0)
-        rows.append((r["source"], r["_pid"], r["_first"], base))
-        seen[r["source"]] = base + r["_n"]
+        base, events = seen.get(r["source"], (0, 0))
+        rows.append((r["source"], r["_pid"], r["_first"], base, events))
+        seen[r["source"]] = (base + r["_n"], events + int(r["_events"] or 0))
+    extra = ["events_before"] if blank is not None else []
     if not rows:
-        return df.withColumn("event", F.lit(0).cast("long")).limit(0)
-    offsets = spark.createDataFrame(rows, "source string, _pid int, _first long, _base long")
+        out = df.withColumn("event", F.lit(0).cast("long"))
+        for c in extra:
+            out = out.withColumn(c, F.lit(0).cast("long"))
+        return out.limit(0)
+    offsets = spark.createDataFrame(
+        rows, "source string, _pid int, _first long, _base long, events_before long")
     return (tagged.join(F.broadcast(offsets), ["source", "_pid"])
             .withColumn("event", F.col("_mid") - F.col("_first") + F.col("_base"))
-            .drop("_pid", "_mid", "_first", "_base"))
+            .drop("_pid", "_mid", "_first", "_base", *(["events_before"] if not extra else [])))
 
 
 def read_source(spark: SparkSession, paths: Sequence[str | Path], fmt: str = "jsonl"

@@ -3,9 +3,8 @@
 Two sources:
 
 * a profile file (one profile per line, see DESIGN.md);
-* a broker's durable store: a SQLite file with the table
-  ``profiles(id TEXT PRIMARY KEY, subscriber TEXT NOT NULL, type TEXT NOT NULL,
-  text TEXT NOT NULL)``, ``text`` being a profile line.
+* a broker's durable store (a SQLite file, see :mod:`siftbus.broker.store`, which owns
+  the table and reads it for us), each row's ``text`` being a profile line.
 
 :class:`SubscriptionSet` keeps one live matcher and applies the difference between the
 set it holds and what the source says now (add, remove, replace), then compiles a new
@@ -17,13 +16,13 @@ batch without restarting the query.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from siftbus.broker.store import read_rows
 from siftbus.errors import ProfileError, SiftbusError
 from siftbus.lang.profile import iter_profile_lines, parse_profile, read_profile_lines
 from siftbus.model import Profile, Schema
@@ -76,14 +75,9 @@ class ProfileFile:
         return out
 
 
-STORE_DDL = ("CREATE TABLE IF NOT EXISTS profiles(id TEXT PRIMARY KEY, "
-             "subscriber TEXT NOT NULL, type TEXT NOT NULL, text TEXT NOT NULL)")
-"""The durable store's profile table (written by the broker)."""
-
-
 @dataclass(frozen=True, slots=True)
-class ProfileStore:
-    """Profiles from a broker's durable SQLite store (read only)."""
+class StoredProfiles:
+    """Profiles from a broker's durable store (:mod:`siftbus.broker.store`), read only."""
 
     path: Path
 
@@ -91,31 +85,16 @@ class ProfileStore:
     def name(self) -> str:
         return f"sqlite:{self.path}"
 
-    def _rows(self) -> list[tuple[str, str, str, str]]:
-        if not self.path.is_file():
-            raise ProfileError(f"no profile store at {self.path}", source=str(self.path))
-        try:
-            con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
-            try:
-                rows = con.execute(
-                    "SELECT id, subscriber, type, text FROM profiles ORDER BY id").fetchall()
-            finally:
-                con.close()
-        except sqlite3.Error as exc:
-            raise ProfileError(f"cannot read the profiles table: {exc}",
-                               source=str(self.path)) from None
-        return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
-
     def fingerprint(self) -> str:
         h = hashlib.blake2b(digest_size=16)
-        for row in self._rows():
+        for row in read_rows(self.path):
             h.update("\x1f".join(row).encode())
             h.update(b"\x1e")
         return h.hexdigest()
 
     def load(self, schema: Schema, *, strict: bool = True) -> list[Profile]:
         out: list[Profile] = []
-        for n, (pid, subscriber, tname, text) in enumerate(self._rows(), start=1):
+        for n, (pid, subscriber, tname, text) in enumerate(read_rows(self.path), start=1):
             try:
                 p = parse_profile(text, schema, id=pid, source=f"{self.path}[{pid}]")
                 if p.type_name != tname:
@@ -134,10 +113,10 @@ def profile_source(spec: str | Path) -> ProfileSource:
     """A profile file, or a store given as ``sqlite:PATH`` or a ``.db``/``.sqlite`` file."""
     text = str(spec)
     if text.startswith("sqlite:"):
-        return ProfileStore(Path(text.removeprefix("sqlite:")))
+        return StoredProfiles(Path(text.removeprefix("sqlite:")))
     path = Path(text)
     if path.suffix in (".db", ".sqlite", ".sqlite3"):
-        return ProfileStore(path)
+        return StoredProfiles(path)
     return ProfileFile(path)
 
 
@@ -210,10 +189,9 @@ class SubscriptionSet:
 
 
 __all__ = [
-    "STORE_DDL",
     "ProfileFile",
     "ProfileSource",
-    "ProfileStore",
+    "StoredProfiles",
     "SubscriptionSet",
     "profile_source",
 ]

@@ -165,6 +165,8 @@ def error_body(exc: BaseException, corr: int | None = None) -> dict[str, Any]:
             if v is not None:
                 body[name] = excerpt(v, 200) if isinstance(v, str) else v
         body["message"] = excerpt(exc.message, MAX_ERROR_MESSAGE)
+        if exc.retriable:
+            body["retriable"] = True
     if corr is not None:
         body["corr"] = corr
     return body
@@ -187,6 +189,8 @@ class ErrorReply:
     """The offending field, attribute or exceeded limit (e.g. ``max_frame``)."""
     corr: int | None = None
     """The request this answers (``None``: no request, e.g. a refused frame)."""
+    retriable: bool = False
+    """Whether the peer says a retry can help (a quota used up for now)."""
 
     def location(self) -> dict[str, Any]:
         """``line``, ``column`` and ``field`` where given (keyword arguments of an error)."""
@@ -195,7 +199,9 @@ class ErrorReply:
 
     def to_error(self) -> RemoteError:
         """The :class:`~siftbus.errors.RemoteError` a client raises for this reply."""
-        return RemoteError(self.message, kind=self.kind, **self.location())
+        err = RemoteError(self.message, kind=self.kind, **self.location())
+        err.retriable = self.retriable
+        return err
 
 
 def decode_error(body: Any) -> ErrorReply:
@@ -208,4 +214,4 @@ def decode_error(body: Any) -> ErrorReply:
                       excerpt(str(body.get("kind", "")), 100),
                       _opt_int(body.get("line")), _opt_int(body.get("column")),
                       excerpt(str(field), 200) if field is not None else None,
-                      _opt_int(body.get("corr")))
+                      _opt_int(body.get("corr")), body.get("retriable") is True)

@@ -5,6 +5,13 @@ for each connection under the server's :class:`~siftbus.wire.limits.Limits` (all
 sharing one :class:`~siftbus.wire.transport.TransportCounters`, so one budget of buffered
 bytes), refuses connections over ``max_connections``, and runs the server's handler for
 each. Every siftbus server listens through it (the broker, the channel server).
+
+With an ``ssl`` context the listener speaks TLS: a connection becomes a
+:class:`~siftbus.wire.transport.FrameConnection` only once its handshake is complete
+(within ``hello_timeout``), and :attr:`~siftbus.wire.transport.FrameConnection.ssl_object`
+gives its owner the peer's verified certificate. Failed handshakes are counted in
+``refused["tls_handshake"]`` (connections begun, neither completed nor still
+handshaking: asyncio tells the protocol nothing about a handshake that failed).
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl as ssl_module
+import weakref
 from collections.abc import Awaitable, Callable
 
 from siftbus.errors import EnvironmentProblem, SiftbusError, WireError
@@ -36,8 +45,10 @@ class Listener:
     """
 
     def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0,
-                 limits: Limits = DEFAULT_LIMITS, *, name: str = "server") -> None:
+                 limits: Limits = DEFAULT_LIMITS, *, name: str = "server",
+                 ssl: ssl_module.SSLContext | None = None) -> None:
         self.handler = handler
+        self.ssl = ssl
         self.host = host
         self._port = port
         self.limits = limits
@@ -46,11 +57,16 @@ class Listener:
         self.connections: set[FrameConnection] = set()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._handshakes = 0
+        """TLS connections begun (each made a protocol before its handshake)."""
+        self._handshaking: weakref.WeakSet[FrameConnection] = weakref.WeakSet()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            self._server = await loop.create_server(self._protocol, self.host, self._port)
+            self._server = await loop.create_server(
+                self._protocol, self.host, self._port, ssl=self.ssl,
+                ssl_handshake_timeout=self.limits.hello_timeout if self.ssl else None)
         except OSError as exc:
             raise EnvironmentProblem(f"{self.name} cannot listen on {self.host}:"
                                      f"{self._port}: {exc.strerror or exc}") from None
@@ -61,13 +77,24 @@ class Listener:
         return int(self._server.sockets[0].getsockname()[1])
 
     def stats(self) -> TransportStats:
+        if self.ssl is not None:
+            failed = self._handshakes - self.counters.tls_done - len(self._handshaking)
+            if failed > 0:
+                self.counters.refused["tls_handshake"] = failed
         return self.counters.snapshot(len(self.connections))
 
     def _protocol(self) -> FrameConnection:
-        return FrameConnection(self.limits, counters=self.counters, on_made=self._made,
+        conn = FrameConnection(self.limits, counters=self.counters, on_made=self._made,
                                on_lost=self.connections.discard)
+        if self.ssl is not None:
+            self._handshakes += 1
+            self._handshaking.add(conn)
+        return conn
 
     def _made(self, conn: FrameConnection) -> None:
+        if self.ssl is not None:
+            self._handshaking.discard(conn)
+            self.counters.tls_done += 1
         if len(self.connections) >= self.limits.max_connections:
             conn.refuse(WireError(f"{self.name} holds {len(self.connections)} connections, "
                                   "its limit", field="max_connections"))

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl as ssl_module
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from siftbus.errors import ConnectionLostError, WireError
+from siftbus.errors import AuthenticationError, ConnectionLostError, WireError
 
 from .frames import (
     _LEN,
@@ -103,6 +104,8 @@ class TransportCounters:
     peak_buffered: int = 0
     held_back: set[FrameConnection] = field(default_factory=set)
     """Connections not read because the budget is spent."""
+    tls_done: int = 0
+    """TLS handshakes completed (a TLS listener counts the failed ones from it)."""
 
     def add(self, n: int) -> None:
         self.buffered += n
@@ -190,8 +193,8 @@ class FrameConnection(asyncio.Protocol):
         self._eof = True
         self._wake()
         # keep the transport open (an ERROR may still have to be written), unless it
-        # was refused and lingers only for the peer to finish
-        return not self._discard
+        # was refused and lingers only for the peer to finish; TLS cannot half-close
+        return not self._discard and self.ssl_object is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = self._closing = True
@@ -364,6 +367,13 @@ class FrameConnection(asyncio.Protocol):
             raise WireError(f"the first frame must be HELLO, got {msg.type.name}")
         return msg
 
+    @property
+    def ssl_object(self) -> Any:
+        """The connection's ``ssl.SSLObject`` (its peer certificate: ``getpeercert()``),
+        or ``None`` on plain TCP."""
+        t = self.transport
+        return t.get_extra_info("ssl_object") if t is not None else None
+
     # ---- writing -----------------------------------------------------------------------------
 
     @property
@@ -481,15 +491,25 @@ class FrameConnection(asyncio.Protocol):
 
 async def connect(host: str, port: int, limits: Limits = CLIENT_LIMITS, *,
                   timeout: float = 10.0, what: str = "server",
-                  counters: TransportCounters | None = None) -> FrameConnection:
+                  counters: TransportCounters | None = None,
+                  ssl: ssl_module.SSLContext | None = None,
+                  server_hostname: str | None = None) -> FrameConnection:
     """Open a framed connection to ``host:port`` (the client side of every siftbus
     protocol); :class:`~siftbus.errors.ConnectionLostError` when it cannot be reached.
 
-    ``counters`` shares a listener's counters and budget (a broker's outgoing links)."""
+    ``counters`` shares a listener's counters and budget (a broker's outgoing links).
+    With ``ssl`` the connection speaks TLS, verifying the server's certificate for
+    ``server_hostname`` (default: ``host``); a certificate that does not verify raises
+    :class:`~siftbus.errors.AuthenticationError` (retrying cannot help)."""
     loop = asyncio.get_running_loop()
     try:
         _, conn = await asyncio.wait_for(loop.create_connection(
-            lambda: FrameConnection(limits, counters=counters), host, port), timeout)
+            lambda: FrameConnection(limits, counters=counters), host, port, ssl=ssl,
+            server_hostname=(server_hostname or host) if ssl is not None else None,
+            ssl_handshake_timeout=timeout if ssl is not None else None), timeout)
+    except ssl_module.SSLCertVerificationError as exc:
+        raise AuthenticationError(f"{what} at {host}:{port} presented a certificate that "
+                                  f"does not verify: {exc.verify_message}") from None
     except (OSError, TimeoutError) as exc:
         raise ConnectionLostError(f"cannot connect to {what} at {host}:{port}: "
                                   f"{getattr(exc, 'strerror', None) or exc!r}") from None
