@@ -382,14 +382,15 @@ def test_network_config_composite_settings(tmp_path: Path) -> None:
 
 def test_components_must_lie_within_the_subscribe_right() -> None:
     """With security on, a composite profile is refused (counted, nothing installed) when
-    a component, negated ones too, reaches outside the client's subscribe right; narrowing
-    would change what the pattern means."""
-    from siftbus.errors import AccessDenied
+    a component, negated ones too, reaches outside the client's subscribe right (narrowing
+    would change what the pattern means) or its components pass the profile quota."""
+    from siftbus.errors import AccessDenied, QuotaExceeded
     from siftbus.security.guard import Guard
     from siftbus.security.policy import SecurityPolicy
     from siftbus.security.principal import Principal, PrincipalKind
 
-    rights = {"subscribe": ["A(k = 0)", "B", "Z"], "services": ["composite.*"]}
+    rights = {"subscribe": ["A(k = 0)", "B", "Z"], "services": ["composite.*"],
+              "max_profiles": 5}
     pol = SecurityPolicy.from_toml({"principals": {"tenant": rights}, "narrow": True,
                                     "anonymous": True},
                                    TIMED, base=Path("/"), brokers=["B0"])
@@ -404,3 +405,16 @@ def test_components_must_lie_within_the_subscribe_right() -> None:
             node.composites.subscribe("c", ["fine: B() -> Z() within 1 s", bad])
         assert len(node.routing.table) == before
         assert [c.id for c in node.composites.engine.profiles()] == ["c/ok"]
+    # the components count against the profile quota (3 held, 5 allowed), and are
+    # released when the composite goes, by unsubscribe or by the client leaving
+    usage = node.guard.usage(Principal("tenant", PrincipalKind.TOKEN))
+    assert usage.profiles == 3
+    with pytest.raises(QuotaExceeded):
+        node.composites.subscribe("c", ["three: a=B() -> b=B() -> Z() within 1 s"])
+    assert usage.profiles == 3 and len(node.routing.table) == 3
+    node.composites.subscribe("c", ["two: B() -> Z() within 1 s"])
+    assert usage.profiles == 5
+    node.composites.unsubscribe("c", ["ok"])
+    assert usage.profiles == 2
+    node.client_down("@c")
+    assert usage.profiles == 0 and len(node.routing.table) == 0

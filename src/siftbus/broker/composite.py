@@ -264,8 +264,15 @@ class CompositeService:
         ec = c.with_id(eid, client)
         self.engine.add(ec)
         routed: list[str] = []
+        comps = ec.components()
         try:
-            for comp in ec.components():
+            # the components count against the principal's profile quota like profiles
+            self.host.access.reserve(link, len(comps))
+        except BaseException:
+            self.engine.remove(eid)
+            raise
+        try:
+            for comp in comps:
                 local = f"{PREFIX}{c.id}/{comp.label}"
                 gid = self._gid(client, local)
                 self.host.routing.subscribe(link, comp.profile.with_id(gid, client),
@@ -275,6 +282,7 @@ class CompositeService:
         except BaseException:
             for gid in routed:
                 self.host.routing.unsubscribe(link, gid)
+            self.host.access.release(client, len(comps))
             self.engine.remove(eid)
             raise
         self._profiles[client][c.id] = c
@@ -283,12 +291,16 @@ class CompositeService:
         link = "@" + client
         c = self._profiles[client].pop(cid)
         local = self._local[link]
+        removed = 0
         for comp in c.components():
             lid = f"{PREFIX}{cid}/{comp.label}"
             local.pop(lid, None)
-            # (gone already when the node removed a departed client's profiles)
+            # (gone already, and released, when the node removed a departed client's
+            # profiles)
             with contextlib.suppress(UnknownProfileError):
                 self.host.routing.unsubscribe(link, self._gid(client, lid))
+                removed += 1
+        self.host.access.release(client, removed)
         self.engine.remove(f"{client}/{cid}")
 
     # ---- events ---------------------------------------------------------------------
