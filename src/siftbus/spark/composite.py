@@ -203,10 +203,15 @@ def composite_matches(df: DataFrame, schema: Schema, profiles: Sequence[Composit
                       ) -> DataFrame:
     """Batch: the matches of ``profiles`` over the events of ``df`` (columns ``source``,
     ``line``, ``text`` and, for types without ``"@time"``, ``time_col`` in seconds)."""
+    from pyspark.sql import functions as F
+
     job = CompositeJob.of(schema, profiles, limits)
     cols = ["source", "line", "text"] + ([time_col] if time_col else [])
-    rows = df.select(*cols).mapInPandas(
-        lambda it: component_rows(job, it, time_col), COMPONENT_DDL)
+    # Only events of the components' types can reach an automaton, and a batch has no
+    # watermark to move: the others need not be parsed in Python at all.
+    types = sorted({c.profile.type_name for p in profiles for c in p.components()})
+    rows = (df.select(*cols).where(F.get_json_object("text", "$.type").isin(types))
+            .mapInPandas(lambda it: component_rows(job, it, time_col), COMPONENT_DDL))
     return (rows.where("automaton >= 0").groupBy("automaton", "key")
             .applyInPandas(lambda pdf: run_group(job, pdf), OUTPUT_DDL))
 

@@ -58,16 +58,27 @@ def run_composites(day: DataFrame, schema: Schema, examples: Path,
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from siftbus.spark.composite import composite_matches
-
     path = examples / COMPOSITES_FILE
     if not path.is_file():
         return None
     rules = load_composites(path, schema)
     # the line of each event in the written file is its tie-breaker (position)
+    # cached: numbered once for Spark's evaluation and the engine's
     lines = day.select(F.lit(source).alias("source"),
                        (F.row_number().over(Window.orderBy("t", "text")) - 1)
-                       .cast("long").alias("line"), "text", "t")
+                       .cast("long").alias("line"), "text", "t").cache()
+    try:
+        return _evaluate(lines, schema, rules, source)
+    finally:
+        lines.unpersist()
+
+
+def _evaluate(lines: DataFrame, schema: Schema, rules: list[CompositeProfile], source: str
+              ) -> CompositeDemo:
+    from pyspark.sql import functions as F
+
+    from siftbus.spark.composite import composite_matches
+
     rows = composite_matches(lines, schema, rules, time_col="t").collect()
     found = sorted((DemoMatch(r["profile"], r["subscriber"], float(r["completed"]),
                               tuple(zip(r["labels"], r["times"], r["texts"], strict=True)))
