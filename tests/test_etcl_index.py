@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from siftbus.channel.event import StructuredEvent
 from siftbus.channel.filter_index import ConstraintIndex
 from siftbus.lang.etcl import conjuncts, num_key, parse_constraint
+from siftbus.match import engines
 
 ENGINE = "index"  # the reference engine is the oracle behind IndexMatcher already
 FIELDS = ["x", "s"]
@@ -107,6 +109,27 @@ def test_interleaved_add_remove(ops: list[tuple[bool, str, list[tuple[str, str]]
         idx.remove(k)
     assert len(idx) == 0
     assert idx.match(evs[0]) == set()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(constraints(), TYPES), min_size=1, max_size=10),
+       st.lists(events(), min_size=1, max_size=4))
+def test_every_registered_engine_answers_as_the_evaluator(
+        specs: list[tuple[str, list[tuple[str, str]]]], evs: list[StructuredEvent]) -> None:
+    for name in engines.names():
+        idx = ConstraintIndex(engine=name, min_indexed=0)
+        assert idx.engine == name
+        for i, (text, types) in enumerate(specs):
+            idx.add(f"c{i}", parse_constraint(text), types)
+        for e in evs:
+            assert idx.match(e) == idx.match_slow(e), (name, e)
+
+
+def test_the_engine_comes_from_the_registry() -> None:
+    assert ConstraintIndex().engine == engines.DEFAULT_ENGINE
+    with pytest.raises(ValueError) as exc:  # refused when made, naming the choices
+        ConstraintIndex(engine="nonesuch")
+    assert "nonesuch" in str(exc.value) and all(n in str(exc.value) for n in engines.names())
 
 
 def test_few_constraints_use_the_evaluator() -> None:

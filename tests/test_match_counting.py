@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from match_fixtures import kernels  # noqa: F401  (a fixture)
 from siftbus.lang.profile import parse_profile
-from siftbus.match import ReferenceMatcher
-from siftbus.match.conformance import _hot, check_matcher, random_event, random_profile, random_type
+from siftbus.match.conformance import check_matcher
 from siftbus.match.counting import CountingMatcher, compile_counting
 from siftbus.match.engines import make_matcher
 from siftbus.model import Event, parse_schema
 
 
 @pytest.mark.parametrize("pending_limit", [0, 16])
+@pytest.mark.usefixtures("kernels")
 def test_conformance(pending_limit: int) -> None:
     check_matcher(lambda: CountingMatcher(pending_limit=pending_limit), seed=5, rounds=2)
 
@@ -37,29 +36,11 @@ def test_identical_conditions_share_one_attribute_filter() -> None:
     assert m.match(e) == sorted(f"p{i}" for i in range(30) if i % 3 == 0)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), pending_limit=st.sampled_from([0, 3]),
        n_profiles=st.integers(0, 80))
+@pytest.mark.usefixtures("kernels")
 def test_differential_interleaved(seed: int, pending_limit: int, n_profiles: int) -> None:
-    rnd = random.Random(seed)
-    t = random_type(rnd)
-    hot = _hot(rnd, t)
-    m = CountingMatcher(pending_limit=pending_limit)
-    ref = ReferenceMatcher()
-    evs = [random_event(rnd, t, hot) for _ in range(25)]
-    live: list[str] = []
-    for i in range(n_profiles):
-        if rnd.random() < 0.2 and live:
-            pid = live.pop(rnd.randrange(len(live)))
-            assert m.remove(pid) == ref.remove(pid)
-        else:
-            p = random_profile(rnd, t, f"p{i}", hot)
-            if p is not None:
-                m.add(p)
-                ref.add(p)
-                live.append(p.id)
-        if i % 10 == 9:
-            e = rnd.choice(evs)
-            assert m.match(e) == ref.match(e), f"seed {seed}"
-    assert [m.match(e) for e in evs] == ref.match_batch(evs), f"seed {seed}"
-    assert m.match_batch(evs) == ref.match_batch(evs), f"seed {seed}"
+    check_matcher(lambda: CountingMatcher(pending_limit=pending_limit), seed=seed, rounds=1,
+                  profiles=n_profiles, events=15)

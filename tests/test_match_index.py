@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from match_fixtures import kernels  # noqa: F401  (a fixture)
 from siftbus.errors import DomainError, DuplicateProfileError, UnknownProfileError
 from siftbus.lang.profile import parse_profile
 from siftbus.match import Matcher, ReferenceMatcher
@@ -21,7 +22,7 @@ from siftbus.match.conformance import (
     random_profile,
     random_type,
 )
-from siftbus.match.engines import DEFAULT_ENGINE, ENGINES, make_matcher
+from siftbus.match.engines import make_matcher
 from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
 from siftbus.model import Event, Op, Predicate, Profile, parse_schema
 
@@ -57,64 +58,33 @@ def test_bittner_figure_4_1(threshold: float) -> None:
     assert m.match(ev({"a3": 41, "a4": 20, "a5": 100})) == []
 
 
-def test_engines_registry() -> None:
-    assert DEFAULT_ENGINE == "index"
-    assert {"index", "counting", "reference"} <= set(ENGINES)
-    assert isinstance(make_matcher("index"), IndexMatcher)
-
-
 @pytest.mark.parametrize("threshold", THRESHOLDS)
 @pytest.mark.parametrize("pending_limit", [0, 16])
+@pytest.mark.usefixtures("kernels")
 def test_conformance(threshold: float, pending_limit: int) -> None:
     check_matcher(lambda: IndexMatcher(threshold, pending_limit=pending_limit), seed=3,
                   rounds=2)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), threshold=st.sampled_from(THRESHOLDS),
        pending_limit=st.sampled_from([0, 2, 16]), n_profiles=st.integers(0, 80),
        grouped=st.booleans())
+@pytest.mark.usefixtures("kernels")
 def test_differential_interleaved(seed: int, threshold: float, pending_limit: int,
                                   n_profiles: int, grouped: bool) -> None:
-    """Random schema (1..10 attributes, every domain kind), every operator, interleaved
-    add/remove/match against the reference, per event and in batches (by the per-event
-    batch kernel or the grouped-by-cell one)."""
+    """The conformance suite on random seeds: random schemas, every operator,
+    interleaved add/remove/match against the reference, per event, in batches (by the
+    per-event batch kernel or the grouped-by-cell one) and through snapshots."""
     saved = index_module.GROUPED_MIN, index_module.GROUPED_MIN_PROFILES
     index_module.GROUPED_MIN = 1 if grouped else 10**9
     index_module.GROUPED_MIN_PROFILES = 0
     try:
-        _differential(seed, threshold, pending_limit, n_profiles)
+        check_matcher(lambda: IndexMatcher(threshold, pending_limit=pending_limit),
+                      seed=seed, rounds=1, profiles=n_profiles, events=15)
     finally:
         index_module.GROUPED_MIN, index_module.GROUPED_MIN_PROFILES = saved
-
-
-def _differential(seed: int, threshold: float, pending_limit: int, n_profiles: int) -> None:
-    rnd = random.Random(seed)
-    t = random_type(rnd)
-    hot = _hot(rnd, t)
-    m = IndexMatcher(threshold, pending_limit=pending_limit)
-    ref = ReferenceMatcher()
-    evs = [random_event(rnd, t, hot) for _ in range(25)]
-    live: list[str] = []
-    for i in range(n_profiles):
-        action = rnd.random()
-        if action < 0.2 and live:
-            pid = live.pop(rnd.randrange(len(live)))
-            assert m.remove(pid) == ref.remove(pid)
-        else:
-            p = random_profile(rnd, t, f"p{i}", hot)
-            if p is not None:
-                m.add(p)
-                ref.add(p)
-                live.append(p.id)
-        if action > 0.9:
-            e = rnd.choice(evs)
-            assert m.match(e) == ref.match(e), f"seed {seed}"
-    for e in evs:
-        assert m.match(e) == ref.match(e), f"seed {seed}"
-    assert m.match_batch(evs) == ref.match_batch(evs), f"seed {seed}"
-    snap = m.snapshot()
-    assert snap.match_batch(evs) == ref.match_batch(evs), f"seed {seed}"
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -295,7 +265,7 @@ def test_many_cells_use_wide_precheck_arrays(monkeypatch: pytest.MonkeyPatch) ->
     assert [m.match(e) for e in evs] == want
     snap = m.snapshot()
     ct = snap.types["W"]
-    assert ct.set_pre.dtype == np.int32 and len(ct.set_kind) > 32767
+    assert ct.set_ent.dtype == np.int32 and len(ct.set_kind) > 32767
     big = evs * 60  # the grouped kernel as well (GROUPED_MIN_PROFILES is 0 here)
     assert snap.match_columns("W", events_to_columns(etype, big)).rows(
         snap.profile_ids) == want * 60

@@ -44,8 +44,9 @@ from siftbus.lang.composite import (
     parse_composites,
 )
 from siftbus.match import Matcher, ReferenceMatcher
+from siftbus.match.base import Snapshotting
 from siftbus.match.composite import CompositeEngine, CompositeMatch, EngineLimits, StampedEvent
-from siftbus.match.engines import make_matcher
+from siftbus.match.engines import Capability, make_matcher
 from siftbus.model import (
     DecimalDomain,
     EnumDomain,
@@ -219,6 +220,8 @@ __all__ = [
     "events_to_columns",
     "check_matcher",
     "make_matcher",
+    "Capability",
+    "Snapshotting",
     "CompositeEngine",
     "CompositeMatch",
     "EngineLimits",

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from siftbus.covering.table import Entry
-from siftbus.match.base import Matcher
+from siftbus.match.base import Matcher, Snapshotting
 from siftbus.wire.events import Block
 
 
@@ -75,10 +75,9 @@ class BatchMatch:
 
     def _snapshot(self, n_events: int, force: bool = False) -> Any:
         m = self.matcher
-        snapshot = getattr(m, "snapshot", None)
-        if snapshot is None or self.policy == "levels":
+        if not isinstance(m, Snapshotting) or self.policy == "levels":
             return None
-        version = m.version  # type: ignore[attr-defined]
+        version = m.version
         snap = self._snap
         if snap is not None and snap.version == version:
             return snap
@@ -89,7 +88,7 @@ class BatchMatch:
                 and self._stale_events < max(256, len(self.entries) // 2)):
             self._stale_events += n_events
             return None
-        snap = snapshot()
+        snap = m.snapshot()
         entries = self.entries
         code = self.code
         es = [entries[gid] for gid in snap.profile_ids.tolist()]

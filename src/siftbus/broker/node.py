@@ -28,7 +28,7 @@ from siftbus.errors import (
 )
 from siftbus.lang.profile import format_profile
 from siftbus.match.base import Matcher
-from siftbus.match.engines import make_matcher
+from siftbus.match.engines import DEFAULT_ENGINE, make_matcher
 from siftbus.model import Profile, Schema
 from siftbus.security.guard import Guard
 from siftbus.security.principal import ANONYMOUS, Principal
@@ -68,10 +68,8 @@ def check_name(name: str, what: str) -> str:
 
 
 def default_engine() -> str:
-    """``index`` when the interval-index matcher is installed, else ``reference``."""
-    from siftbus.match.engines import ENGINES
-
-    return "index" if "index" in ENGINES else "reference"
+    """The engine registry's default (:data:`siftbus.match.engines.DEFAULT_ENGINE`)."""
+    return DEFAULT_ENGINE
 
 
 class BrokerNode:

@@ -24,15 +24,16 @@ from siftbus.lang.etcl import (
 )
 from siftbus.lang.etcl.profiles import Variant
 from siftbus.match import Matcher
-from siftbus.match.engines import make_matcher
+from siftbus.match.engines import DEFAULT_ENGINE, Engine, engine
 
 MIN_INDEXED = 8
 """Below this many compiled constraints the evaluator is cheaper than the index."""
 
-DEFAULT_ENGINE = "index"
-"""The matcher engine of a channel's filter index."""
-
 EventTypes = tuple[tuple[str, str], ...]
+
+
+def _engine_of(name: str | None) -> Engine:
+    return engine(name or DEFAULT_ENGINE)
 
 
 class ConstraintIndex:
@@ -40,12 +41,15 @@ class ConstraintIndex:
     satisfies, exactly as ``types_match(...) and constraint.evaluate(ev)`` would.
 
     The derived event type grows when a new field appears; the matcher is then rebuilt
-    lazily, at the next match.
+    lazily, at the next match. ``engine`` names an engine of the registry
+    (:mod:`siftbus.match.engines`; default: the registry's default), looked up here, so an
+    unknown name fails when the index is made (``ValueError`` naming the choices), not at
+    its first match.
     """
 
     def __init__(self, engine: str | None = None, *, compile: bool = True,
                  min_indexed: int = MIN_INDEXED) -> None:
-        self._engine = engine or DEFAULT_ENGINE
+        self._engine: Engine = _engine_of(engine)
         self._compile = compile
         self._min_indexed = min_indexed
         self._all: dict[str, tuple[Constraint, EventTypes]] = {}
@@ -63,6 +67,11 @@ class ConstraintIndex:
 
     def __contains__(self, key: object) -> bool:
         return key in self._all
+
+    @property
+    def engine(self) -> str:
+        """The name of the matcher engine behind the index."""
+        return self._engine.name
 
     @property
     def compiled_count(self) -> int:
@@ -111,7 +120,7 @@ class ConstraintIndex:
             self._profile_owner[p.id] = key
 
     def _rebuild(self) -> Matcher:
-        self._matcher = make_matcher(self._engine)
+        self._matcher = self._engine.make()
         self._profile_owner = {}
         for key in self._compiled:
             self._add_profiles(key)

@@ -1,60 +1,293 @@
-"""``siftbus match``: match an event file against a profile file."""
+"""``siftbus match``: match an event file against a profile file.
+
+The fast path works on whole files and chunks: the profile file is scanned into columns
+and goes into the matcher in one bulk step per event type (``add_columns``); the event
+file is scanned chunk by chunk into key columns per type (both by
+:mod:`siftbus.match.ingest`, which leaves every line it is not sure about to the
+specification's parsers), each chunk is matched on the matcher's snapshot in one kernel
+call per type, and the result (CSR arrays of dense profile indices) is written without
+building a list of ids per event: JSON lines from cached quoted ids, or Arrow/Parquet
+record batches (``--format arrow|parquet``). Engines without snapshots fall back to
+``match_batch``.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from siftbus.cli._common import existing_file, stderr
-from siftbus.lang.profile import load_profiles
+from siftbus.match.base import BulkLoading, Matcher, Snapshot, Snapshotting
 from siftbus.match.engines import DEFAULT_ENGINE, ENGINES, make_matcher
-from siftbus.model import Event, Schema, load_schema, read_events
+from siftbus.model import Schema, load_schema
+
+if TYPE_CHECKING:  # numpy and the scanners are loaded when a command runs
+    from siftbus.match.ingest import EventChunk
 
 #: inputs above this many bytes get a progress bar on stderr
 PROGRESS_THRESHOLD = 1 << 20
-BATCH = 4096
+CHUNK_BYTES = 1 << 22
+"""Bytes of the event file read, scanned and matched at a time (whole lines)."""
+FORMATS = ("json", "arrow", "parquet")
 
 
-def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: TextIO, *,
-                engine: str = DEFAULT_ENGINE, progress: bool = False) -> tuple[int, int]:
-    """Write one match line per event of ``events_path``; returns (events, notifications).
+def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: TextIO | Path,
+                *, engine: str = DEFAULT_ENGINE, progress: bool = False,
+                fmt: str = "json") -> tuple[int, int]:
+    """Write one match row per event of ``events_path``; returns (events, notifications).
 
-    Raises the first :class:`SiftbusError` of any input file.
+    ``out`` is a text stream for ``fmt="json"`` (JSON lines ``{"event": N, "matches":
+    [ids]}``) and a file path for ``arrow`` (an Arrow IPC file) and ``parquet``: columns
+    ``event`` (int64) and ``matches`` (list of strings). Raises the first
+    :class:`SiftbusError` of any input file.
     """
-    matcher = make_matcher(engine)
-    for p in load_profiles(profiles_path, schema):
-        matcher.add(p)
+    from siftbus.match.ingest import read_event_chunks
+
+    matcher = load_matcher(schema, profiles_path, engine)
+    writer = _writer(fmt, out)
     total = events_path.stat().st_size
     n_events = n_matches = 0
-    batch: list[Event] = []
+    bar: Any = None
+    task: Any = None
+    if progress:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    def flush() -> None:
-        nonlocal n_events, n_matches
-        for ids in matcher.match_batch(batch):
-            out.write(json.dumps({"event": n_events, "matches": ids}) + "\n")
-            n_events += 1
-            n_matches += len(ids)
-        batch.clear()
-
-    with Progress(TextColumn("matching"), BarColumn(), TextColumn("{task.fields[events]} events"),
-                  TimeRemainingColumn(), console=stderr, disable=not progress,
-                  transient=True) as bar, events_path.open("rb") as raw:
+        bar = Progress(TextColumn("matching"), BarColumn(),
+                       TextColumn("{task.fields[events]} events"), TimeRemainingColumn(),
+                       console=stderr, transient=True)
+        bar.start()
         task = bar.add_task("match", total=total, events=0)
-        # read_events: the one rule for event files (UTF-8, BOM, line ends, limits); the
-        # first bad line raises an EventError with its line and column.
-        for event in read_events(raw, schema, source=str(events_path)):
-            batch.append(event)
-            if len(batch) >= BATCH:
-                flush()
-                bar.update(task, completed=raw.tell(), events=n_events)
-        flush()
+    try:
+        for chunk in read_event_chunks(events_path, schema, chunk_bytes=CHUNK_BYTES):
+            n_matches += match_and_write(matcher, chunk, writer)
+            n_events += chunk.n
+            if bar is not None:
+                bar.update(task, advance=chunk.bytes_read, events=n_events)
+        writer.close()
+    finally:
+        if bar is not None:
+            bar.stop()
     return n_events, n_matches
+
+
+def load_matcher(schema: Schema, profiles_path: Path, engine: str = DEFAULT_ENGINE) -> Matcher:
+    """A matcher of ``engine`` holding every profile of the file: parse, validate,
+    normalise and add (what ``bench/ingest.py`` times as "profiles")."""
+    from siftbus.match.ingest import load_profile_columns
+
+    matcher = make_matcher(engine)
+    loaded = load_profile_columns(profiles_path, schema)
+    while loaded:
+        cols = loaded.pop()  # let each type's columns go once they are compiled
+        if isinstance(matcher, BulkLoading):
+            matcher.add_columns(cols)
+        else:
+            for p in cols.profiles():
+                matcher.add(p)
+        del cols
+    return matcher
+
+
+def match_and_write(matcher: Matcher, chunk: EventChunk, writer: MatchWriter) -> int:
+    """Match one chunk of events and hand it to ``writer``; returns the number of matches."""
+    if not isinstance(matcher, Snapshotting):
+        rows = matcher.match_batch(chunk.events())
+        writer.write_rows(chunk.first, rows)
+        return sum(map(len, rows))
+    import numpy as np
+
+    snap = matcher.snapshot()
+    n = chunk.n
+    parts = []
+    counts = np.zeros(n, np.int64)
+    for g in chunk.groups:
+        csr = snap.match_columns(g.etype.name, g.columns)
+        counts[g.positions] = np.diff(csr.offsets)
+        parts.append((g.positions, csr.offsets, csr.profiles))
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    if len(parts) == 1 and len(parts[0][0]) == n:
+        profiles = parts[0][2]
+    else:
+        profiles = np.empty(int(offsets[-1]), np.int32)
+        for where, off, prof in parts:
+            lengths = np.diff(off)
+            dest = np.repeat(offsets[where] - off[:-1], lengths) + np.arange(len(prof))
+            profiles[dest] = prof
+    writer.write_csr(chunk.first, offsets, profiles, snap)
+    return int(offsets[-1])
+
+
+class MatchWriter:
+    """Where match rows go: JSON lines, or Arrow/Parquet record batches."""
+
+    def write_csr(self, first: int, offsets: Any, profiles: Any, snap: Snapshot) -> None:
+        """Rows ``first, first+1, ...``: CSR of dense profile indices of ``snap``."""
+        raise NotImplementedError
+
+    def write_rows(self, first: int, rows: Sequence[Sequence[str]]) -> None:
+        """Rows ``first, first+1, ...`` as lists of ids."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Finish the output (footers)."""
+
+
+class JsonLinesWriter(MatchWriter):
+    """``{"event": N, "matches": [...]}`` per line, exactly what ``json.dumps`` writes.
+
+    With the compiled kernels a whole batch is formatted in one call
+    (:func:`siftbus.match.scan_numba.format_matches`) from the ids quoted once per
+    snapshot; otherwise the pieces are laid out by array arithmetic and joined once.
+    """
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._snap: Snapshot | None = None
+        self._quoted: Any = None
+        self._quoted_str: Any = None
+
+    def _quoted_ids(self, snap: Snapshot) -> Any:
+        """Per dense index its id as a JSON string: ``(bytes, offsets)``."""
+        import numpy as np
+
+        if self._snap is not snap:
+            self._snap = snap
+            self._quoted_str = None
+            ids = snap.profile_ids
+            try:
+                raw = np.char.encode(ids, "ascii") if len(ids) else np.zeros(0, "S1")
+                plain = True
+            except UnicodeEncodeError:
+                plain = False
+            if plain:  # ASCII ids need no escapes: ids are letters, digits and _ - . /
+                width = raw.dtype.itemsize
+                mat = np.zeros((len(raw), width + 2), np.uint8)
+                mat[:, 1:width + 1] = raw.view(np.uint8).reshape(len(raw), width)
+                lens = np.char.str_len(raw).astype(np.int64)
+                mat[:, 0] = 34
+                mat[np.arange(len(raw)), lens + 1] = 34
+                keep = np.arange(width + 2)[None, :] < (lens + 2)[:, None]
+                qbytes = mat[keep]
+                qoff = np.zeros(len(raw) + 1, np.int64)
+                np.cumsum(lens + 2, out=qoff[1:])
+            else:
+                quoted = [json.dumps(i).encode() for i in ids.tolist()]
+                qbytes = np.frombuffer(b"".join(quoted) or b"\0", np.uint8)
+                qoff = np.zeros(len(quoted) + 1, np.int64)
+                np.cumsum([len(q) for q in quoted], out=qoff[1:])
+            self._quoted = (qbytes, qoff)
+        return self._quoted
+
+    def write_csr(self, first: int, offsets: Any, profiles: Any, snap: Snapshot) -> None:
+        from siftbus.match import kernel
+
+        qbytes, qoff = self._quoted_ids(snap)
+        if kernel.name() == "numba":
+            from siftbus.match.events_numba import format_matches
+
+            text = format_matches(first, offsets, profiles, qbytes, qoff).tobytes()
+            self.out.write(text.decode("ascii"))
+            return
+        import numpy as np
+
+        if self._quoted_str is None:
+            text = qbytes.tobytes().decode("ascii")
+            bounds = qoff.tolist()
+            self._quoted_str = np.array([text[bounds[i]:bounds[i + 1]]
+                                         for i in range(len(bounds) - 1)] or [""], object)
+        quoted = self._quoted_str
+        # '{"event": N, "matches": [' id ", " id ... ']}\n' laid out by array arithmetic
+        n = len(offsets) - 1
+        counts = np.diff(offsets)
+        width = 2 + counts + np.maximum(counts - 1, 0)  # head, ids, separators, tail
+        at = np.zeros(n + 1, np.int64)
+        np.cumsum(width, out=at[1:])
+        pieces = np.empty(int(at[-1]), object)
+        numbers = np.arange(first, first + n).astype(str).astype(object)
+        pieces[at[:-1]] = '{"event": ' + numbers + ', "matches": ['
+        pieces[at[1:] - 1] = "]}\n"
+        row = np.repeat(np.arange(n), counts)
+        k = np.arange(len(profiles)) - np.repeat(offsets[:-1], counts)  # index in its row
+        pos = at[row] + 1 + 2 * k
+        pieces[pos] = quoted[profiles]
+        pieces[pos[k < counts[row] - 1] + 1] = ", "
+        self.out.write("".join(pieces.tolist()))
+
+    def write_rows(self, first: int, rows: Sequence[Sequence[str]]) -> None:
+        self.out.write("".join(json.dumps({"event": first + i, "matches": list(r)}) + "\n"
+                               for i, r in enumerate(rows)))
+
+
+class ArrowWriter(MatchWriter):
+    """Record batches ``event int64, matches list<string>`` to an Arrow IPC or Parquet
+    file (pyarrow is imported only for these formats)."""
+
+    def __init__(self, path: Path, fmt: str) -> None:
+        import pyarrow as pa
+
+        self.pa = pa
+        self.schema = pa.schema([("event", pa.int64()), ("matches", pa.list_(pa.string()))])
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            self.sink: Any = pq.ParquetWriter(str(path), self.schema)
+        else:
+            self.sink = pa.ipc.new_file(str(path), self.schema)
+        self._snap: Snapshot | None = None
+        self._ids: Any = None
+
+    def _batch(self, first: int, n: int, matches: Any) -> None:
+        pa = self.pa
+        events = pa.array(range(first, first + n), pa.int64())
+        self.sink.write_table(pa.Table.from_arrays([events, matches], schema=self.schema))
+
+    def write_csr(self, first: int, offsets: Any, profiles: Any, snap: Snapshot) -> None:
+        pa = self.pa
+        if self._snap is not snap:
+            self._snap = snap
+            self._ids = pa.array(snap.profile_ids, pa.string())
+        off = pa.array(offsets.astype("int32"), pa.int32())
+        self._batch(first, len(offsets) - 1,
+                    pa.ListArray.from_arrays(off, self._ids.take(pa.array(profiles))))
+
+    def write_rows(self, first: int, rows: Sequence[Sequence[str]]) -> None:
+        self._batch(first, len(rows), self.pa.array([list(r) for r in rows],
+                                                    self.pa.list_(self.pa.string())))
+
+    def close(self) -> None:
+        self.sink.close()
+
+
+def _writer(fmt: str, out: TextIO | Path) -> MatchWriter:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "json":
+        if isinstance(out, Path):
+            raise ValueError("json output goes to a text stream")
+        return JsonLinesWriter(out)
+    if not isinstance(out, Path):
+        raise ValueError(f"{fmt} output needs a file path (--out)")
+    return ArrowWriter(out, fmt)
+
+
+def format_for(out: Path | None, fmt: str | None) -> str:
+    """The output format: as given, or from the ``--out`` suffix (``.parquet``,
+    ``.arrow``/``.feather``/``.ipc``), else JSON lines."""
+    if fmt is not None:
+        return fmt
+    suffix = out.suffix.lower() if out is not None else ""
+    if suffix == ".parquet":
+        return "parquet"
+    if suffix in (".arrow", ".feather", ".ipc"):
+        return "arrow"
+    return "json"
 
 
 def register(app: typer.Typer) -> None:
@@ -67,11 +300,19 @@ def register(app: typer.Typer) -> None:
         = None,
         engine: Annotated[str, typer.Option(help=f"matcher engine: {', '.join(ENGINES)}")]
         = DEFAULT_ENGINE,
+        fmt: Annotated[str | None, typer.Option(
+            "--format", help="output format: json (lines), arrow (IPC file) or parquet; "
+            "default: from the --out suffix (.parquet, .arrow), else json")] = None,
     ) -> None:
         """Match every event against every profile: one JSON line per event,
         {"event": N, "matches": [ids...]}."""
         if engine not in ENGINES:
             raise typer.BadParameter(f"choose one of {', '.join(ENGINES)}", param_hint="--engine")
+        kind = format_for(out, fmt)
+        if kind not in FORMATS:
+            raise typer.BadParameter(f"choose one of {', '.join(FORMATS)}", param_hint="--format")
+        if kind != "json" and out is None:
+            raise typer.BadParameter(f"{kind} output needs --out FILE", param_hint="--format")
         sch = load_schema(existing_file(schema, "schema"))
         existing_file(profiles, "profile file")
         existing_file(events, "event file")
@@ -82,9 +323,13 @@ def register(app: typer.Typer) -> None:
         else:
             tmp = out.with_name(out.name + ".part")
             try:
-                with tmp.open("w", encoding="utf-8") as fh:
-                    n, m = match_files(sch, profiles, events, fh, engine=engine,
-                                       progress=progress)
+                if kind == "json":
+                    with tmp.open("w", encoding="utf-8") as fh:
+                        n, m = match_files(sch, profiles, events, fh, engine=engine,
+                                           progress=progress)
+                else:
+                    n, m = match_files(sch, profiles, events, tmp, engine=engine,
+                                       progress=progress, fmt=kind)
                 os.replace(tmp, out)
             finally:
                 tmp.unlink(missing_ok=True)

@@ -122,14 +122,15 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Batch job: parse, validate, match and write notifications, counts, dead letters."""
         from siftbus.model import load_schema
-        from siftbus.spark.match_stage import ENGINES
+        from siftbus.spark.match_stage import engine_names
         from siftbus.spark.pipeline import Pipeline, standard_sinks
         from siftbus.spark.progress import spark_progress
         from siftbus.spark.sources import read_source
         from siftbus.spark.subscriptions import SubscriptionSet, profile_source
 
-        if engine not in ENGINES:
-            raise ConfigError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}",
+        if engine not in engine_names():
+            raise ConfigError(f"unknown engine {engine!r}; choose one of "
+                              f"{', '.join(engine_names())}",
                               field="engine")
         sch = load_schema(schema)
         subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)

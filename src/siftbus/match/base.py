@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.model import Event, Profile
+
+if TYPE_CHECKING:  # numpy is imported by the engines that use it, not by this protocol
+    import numpy as np
+
+    from siftbus.match.columns import ProfileColumns
 
 
 @runtime_checkable
@@ -44,6 +50,92 @@ class Matcher(Protocol):
     def __len__(self) -> int: ...
 
     def __contains__(self, profile_id: object) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MatchCSR:
+    """Matches of a batch as compressed sparse rows.
+
+    Event ``i`` matched the profiles ``profiles[offsets[i]:offsets[i+1]]`` (dense indices
+    into the snapshot's ``profile_ids``), in plain string order of their ids.
+    """
+
+    offsets: np.ndarray
+    """int64, one more entry than events; ``offsets[0] == 0``."""
+    profiles: np.ndarray
+    """int32 dense profile indices."""
+
+    @property
+    def n_events(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def n_matches(self) -> int:
+        return int(self.offsets[-1])
+
+    def rows(self, profile_ids: Sequence[str] | np.ndarray) -> list[list[str]]:
+        """The ids matched by each event, as lists of ``str``."""
+        ids = profile_ids
+        off = self.offsets.tolist()
+        sl = self.profiles.tolist()
+        return [[str(ids[s]) for s in sl[off[i]:off[i + 1]]] for i in range(len(off) - 1)]
+
+
+@runtime_checkable
+class Snapshot(Protocol):
+    """An immutable, picklable view of a matcher's profiles at one version: what Spark
+    broadcasts to its executors and what a broker matches whole event blocks against.
+
+    Profiles have dense indices ``0..len(profile_ids)-1``, type by type and, inside a
+    type, in plain string order of their ids, so every row of a :class:`MatchCSR` (one
+    event, hence one type) lists its profiles in the order ``Matcher.match`` returns.
+    """
+
+    @property
+    def version(self) -> int:
+        """The matcher's version when the snapshot was taken."""
+
+    @property
+    def profile_ids(self) -> np.ndarray:
+        """Profile id by dense index."""
+
+    @property
+    def owners(self) -> np.ndarray:
+        """Subscriber (or the profile id when it has none) by dense index."""
+
+    def match_columns(self, type_name: str, columns: Any) -> MatchCSR:
+        """Match columnar events of one type: a mapping of attribute name to key array
+        (int64 domain keys for ordered attributes, ``str`` for strings) or a pyarrow
+        RecordBatch; extra columns are ignored. Raises
+        :class:`~siftbus.errors.DomainError` for a missing column or a bad key."""
+
+    def __len__(self) -> int: ...
+
+
+@runtime_checkable
+class Snapshotting(Protocol):
+    """A matcher that versions its profile set and hands out immutable snapshots.
+
+    ``version`` changes on every change of the profile set; ``snapshot()`` returns the
+    same object while the version stays the same.
+    """
+
+    @property
+    def version(self) -> int:
+        """Bumped on every change of the profile set."""
+
+    def snapshot(self) -> Snapshot:
+        """The profile set at the current version, immutable and picklable."""
+
+
+@runtime_checkable
+class BulkLoading(Protocol):
+    """A matcher that adds a whole batch of columnar profiles in one step."""
+
+    def add_columns(self, cols: ProfileColumns) -> None:
+        """Add every profile of ``cols``; raises
+        :class:`~siftbus.errors.DuplicateProfileError` (adding nothing) when an id
+        repeats in ``cols`` or is already registered."""
 
 
 def add_all(matcher: Matcher, profiles: Iterable[Profile]) -> Matcher:

@@ -12,12 +12,15 @@ naming the seed so that a failure replays. It needs no test framework, so any la
 
 from __future__ import annotations
 
+import pickle
 import random
 from collections.abc import Callable
 from decimal import Decimal
 
 from siftbus.errors import DuplicateProfileError, UnknownProfileError, UnsatisfiableProfileError
-from siftbus.match.base import Matcher
+from siftbus.match.base import BulkLoading, Matcher, Snapshotting
+from siftbus.match.cells import events_to_columns
+from siftbus.match.columns import ProfileColumns
 from siftbus.match.reference import ReferenceMatcher
 from siftbus.model import (
     AnyDomain,
@@ -130,15 +133,42 @@ def _compare(m: Matcher, ref: ReferenceMatcher, evs: list[Event], where: str) ->
     got_b, want_b = m.match_batch(evs), ref.match_batch(evs)
     for e, g, w in zip(evs, got_b, want_b, strict=True):
         assert g == w, f"{where}: match_batch row {e} = {g}, expected {w}"
+    if isinstance(m, Snapshotting):
+        _compare_snapshot(m, ref, evs, where)
+
+
+def _compare_snapshot(m: Snapshotting, ref: ReferenceMatcher, evs: list[Event],
+                      where: str) -> None:
+    """The snapshot of ``m``: cached per version, picklable, and its columnar matches
+    (ids and owners) are the reference's."""
+    snap = m.snapshot()
+    assert snap.version == m.version, f"{where}: snapshot version {snap.version}"
+    assert m.snapshot() is snap, f"{where}: a second snapshot at the same version"
+    assert len(snap) == len(ref), f"{where}: snapshot holds {len(snap)} profiles"
+    owner = {p.id: p.owner for p in ref.profiles()}
+    for s in (snap, pickle.loads(pickle.dumps(snap))):
+        ids, owners = s.profile_ids, s.owners
+        for etype in {e.etype.name: e.etype for e in evs}.values():
+            mine = [e for e in evs if e.etype.name == etype.name]
+            csr = s.match_columns(etype.name, events_to_columns(etype, mine))
+            got = csr.rows(ids)
+            for e, g, w in zip(mine, got, ref.match_batch(mine), strict=True):
+                assert g == w, f"{where}: snapshot row {e} = {g}, expected {w}"
+            for i in csr.profiles.tolist():
+                assert owners[i] == owner[ids[i]], f"{where}: owner of {ids[i]}"
 
 
 def check_matcher(factory: Callable[[], Matcher], *, seed: int = 0, rounds: int = 4,
                   profiles: int = 60, events: int = 40) -> None:
     """Raise ``AssertionError`` unless matchers from ``factory`` behave like the reference.
 
-    Each round builds a fresh matcher over two random event types, adds ``profiles``
-    profiles, then interleaves removals, re-additions and matching (per event and in
-    batches) and finally removes everything and checks nothing is left behind.
+    Each round builds a fresh matcher over two random event types and adds two thirds of
+    ``profiles`` random profiles (in every other round in one ``add_columns`` call per
+    type when the matcher is :class:`BulkLoading`); then it interleaves adding the rest,
+    removing random live ones and matching; then removes half, re-adds some under the
+    same ids, and finally removes everything and checks nothing is left behind. After
+    each phase every event is matched per event and in a batch, and, when the matcher
+    is :class:`Snapshotting`, through a (pickled) snapshot's columnar path.
     """
     for r in range(rounds):
         rnd = random.Random(seed * 1000 + r)
@@ -158,9 +188,27 @@ def check_matcher(factory: Callable[[], Matcher], *, seed: int = 0, rounds: int 
             if p is not None:
                 pool.append(p)
 
+        later = pool[len(pool) * 2 // 3:]
+        pool = pool[:len(pool) * 2 // 3]
+        v0 = m.version if isinstance(m, Snapshotting) else 0
+        if (seed + r) % 2 and isinstance(m, BulkLoading):  # bulk loading every other time
+            for t in types:
+                mine = [p for p in pool if p.etype.name == t.name]
+                m.add_columns(ProfileColumns.from_profiles(t, mine))
+                if len(mine) > 1:
+                    try:
+                        m.add_columns(ProfileColumns.from_profiles(t, mine[-1:]))
+                    except DuplicateProfileError:
+                        pass
+                    else:
+                        raise AssertionError(f"{where}: add_columns accepted a taken id")
+        else:
+            for p in pool:
+                m.add(p)
         for p in pool:
-            m.add(p)
             ref.add(p)
+        if pool and isinstance(m, Snapshotting):
+            assert m.version != v0, f"{where}: adding did not change the version"
         _compare(m, ref, evs, f"{where} after adds")
         if pool:
             try:
@@ -176,7 +224,22 @@ def check_matcher(factory: Callable[[], Matcher], *, seed: int = 0, rounds: int 
             pass
         else:
             raise AssertionError(f"{where}: removing an unknown id did not raise")
-        # Interleave: remove some, match, re-add some under the same ids, match.
+        # Churn: add the rest, interleaved with removals of random live ones and matches.
+        live = list(pool)
+        for p in later:
+            m.add(p)
+            ref.add(p)
+            live.append(p)
+            if rnd.random() < 0.3:
+                gone = live.pop(rnd.randrange(len(live)))
+                assert m.remove(gone.id) == gone, f"{where}: churn remove returned another"
+                ref.remove(gone.id)
+            if rnd.random() < 0.3:
+                e = rnd.choice(evs)
+                assert m.match(e) == ref.match(e), f"{where}: mid-churn match({e})"
+        pool = live
+        _compare(m, ref, evs, f"{where} after churn")
+        # Remove half, match, re-add some under the same ids, match.
         victims = rnd.sample(pool, len(pool) // 2)
         for k, p in enumerate(victims):
             assert m.remove(p.id) == p, f"{where}: remove returned another profile"

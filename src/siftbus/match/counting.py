@@ -15,15 +15,16 @@ tombstones; :mod:`siftbus.match.leveled`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from siftbus.match import kernel
-from siftbus.match.cells import AttributeCells, layout
+from siftbus.match.cells import AttributeCells, event_cells, layout
+from siftbus.match.columns import ProfileColumns
 from siftbus.match.leveled import LeveledMatcher
-from siftbus.model import Constraint, EventType, Profile
+from siftbus.model import Event, EventType, Profile
 
 __all__ = ["CountingMatcher", "CountingType", "compile_counting"]
 
@@ -32,8 +33,8 @@ __all__ = ["CountingMatcher", "CountingType", "compile_counting"]
 class CountingType:
     """Compiled counting index of one event type (slots in plain string order of ids)."""
 
-    type_name: str
-    """Event type."""
+    cols: ProfileColumns
+    """The profiles, sorted by id (slot = rank = position)."""
     cells: tuple[AttributeCells, ...]
     """Cells of every attribute, in schema order."""
     cell_base: np.ndarray
@@ -50,12 +51,19 @@ class CountingType:
     """int32 number of conditions of each profile."""
     always: np.ndarray
     """int32 profiles without any condition."""
-    ids: np.ndarray
-    """Profile ids by slot."""
+
+    @property
+    def type_name(self) -> str:
+        return self.cols.etype.name
+
+    @property
+    def ids(self) -> np.ndarray:
+        """Profile ids by slot."""
+        return self.cols.ids
 
     @property
     def n(self) -> int:
-        return len(self.ids)
+        return len(self.cols)
 
     @property
     def n_filters(self) -> int:
@@ -67,40 +75,60 @@ class CountingType:
     def ranks_alive(self, alive: np.ndarray) -> np.ndarray:
         return np.flatnonzero(alive)
 
-    def run_one(self, cells: np.ndarray, alive: np.ndarray | None, out: np.ndarray) -> int:
-        _, slots = self.run(cells, alive)
-        if len(slots) <= len(out):
-            out[:len(slots)] = slots
-        return len(slots)
+    def columns(self) -> ProfileColumns:
+        return self.cols
+
+    def profile(self, rank: int) -> Profile:
+        return self.cols.profile(rank)
+
+    def event_runner(self) -> Callable[[Event, np.ndarray, np.ndarray], int]:
+        def run(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
+            _, slots = self.run(np.array([event_cells(self.cells, event)], np.int32), alive)
+            if len(slots) <= len(out):
+                out[:len(slots)] = slots
+            return len(slots)
+
+        return run
 
     def run(self, cells: np.ndarray, alive: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
-        return kernel.counting_match(cells, self.cell_base, self.af_off, self.af_mem,
-                                     self.pr_off, self.pr_mem, self.ncond, self.always,
-                                     np.zeros(0, np.uint8) if alive is None else alive)
+        return kernel.active().counting_match(
+            cells, self.cell_base, self.af_off, self.af_mem, self.pr_off, self.pr_mem,
+            self.ncond, self.always, np.zeros(0, np.uint8) if alive is None else alive)
 
 
-def compile_counting(etype: EventType, profiles: Sequence[Profile]) -> CountingType:
+def compile_counting(etype: EventType, profiles: Sequence[Profile] | ProfileColumns
+                     ) -> CountingType:
     """Build the counting index of ``profiles`` (all of type ``etype``, sorted by id)."""
-    n = len(profiles)
+    cols = profiles if isinstance(profiles, ProfileColumns) else \
+        ProfileColumns.from_profiles(etype, profiles)
+    n = len(cols)
     m = len(etype.attributes)
-    filter_id: dict[tuple[int, Constraint], int] = {}
+    # An attribute filter is one (attribute, constraint) pair: the rows of one profile on
+    # one attribute. Number the distinct ones; their pieces come from one holder each.
+    keys: dict[tuple[int, object], int] = {}
     af_of = np.full((max(m, 1), n), -1, np.int32)
     rep: list[int] = []  # a profile holding each filter: its pieces are the filter's
     members: list[list[int]] = []
     ncond = np.zeros(n, np.int32)
-    for slot, p in enumerate(profiles):
-        ncond[slot] = len(p.conditions)
-        for c in p.conditions:
-            key = (c.position, c.constraint)
-            f = filter_id.get(key)
-            if f is None:
-                f = filter_id[key] = len(rep)
-                rep.append(slot)
-                members.append([])
-            members[f].append(slot)
-            af_of[c.position, slot] = f
-    cells, pieces = layout(etype, profiles)
+    per_slot: dict[tuple[int, int], list[object]] = {}
+    for slot, a, lo, hi in zip(cols.iv_slot.tolist(), cols.iv_attr.tolist(),
+                               cols.iv_lo.tolist(), cols.iv_hi.tolist(), strict=True):
+        per_slot.setdefault((slot, a), []).append((lo, hi))
+    for slot, a, con in zip(cols.st_slot.tolist(), cols.st_attr.tolist(), cols.st_con,
+                            strict=True):
+        per_slot.setdefault((slot, a), []).append(con)
+    for (slot, a), parts in sorted(per_slot.items()):
+        key = (a, tuple(parts))
+        f = keys.get(key)
+        if f is None:
+            f = keys[key] = len(rep)
+            rep.append(slot)
+            members.append([])
+        members[f].append(slot)
+        af_of[a, slot] = f
+        ncond[slot] += 1
+    cells, pieces = layout(cols)
     rep_arr = np.array(rep, np.int32)
     n_cells = np.array([ac.n_cells for ac in cells], np.int64)
     cell_base = (np.concatenate([[0], np.cumsum(n_cells)[:-1]]).astype(np.int64) if m
@@ -125,19 +153,19 @@ def compile_counting(etype: EventType, profiles: Sequence[Profile]) -> CountingT
     for a, (f, first, last) in enumerate(runs):
         base = int(cell_base[a])
         nc = cells[a].n_cells
-        kernel.fill_sets(first, last, f, np.full(nc, -1, np.int32),
-                         af_off[base:base + nc + 1], af_mem, no_bitmaps)
+        f32 = np.ascontiguousarray(f, dtype=np.int32)
+        kernel.active().fill_lead(first, last, f32, f32[:, None], np.full(nc, -1, np.int32),
+                                  af_off[base:base + nc + 1], af_mem[:, None], no_bitmaps)
     sizes = np.array([len(x) for x in members], np.int64)
     pr_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     pr_mem = (np.concatenate([np.array(x, np.int32) for x in members]) if members
               else np.zeros(0, np.int32))
-    ids = np.array([p.id for p in profiles], dtype=str) if n else np.zeros(0, "U1")
-    return CountingType(etype.name, tuple(cells), cell_base, af_off, af_mem, pr_off, pr_mem,
-                        ncond, np.flatnonzero(ncond == 0).astype(np.int32), ids)
+    return CountingType(cols, tuple(cells), cell_base, af_off, af_mem, pr_off, pr_mem,
+                        ncond, np.flatnonzero(ncond == 0).astype(np.int32))
 
 
 class CountingMatcher(LeveledMatcher):
     """The counting algorithm as a dynamic :class:`~siftbus.match.Matcher`."""
 
-    def _compile(self, etype: EventType, profiles: Sequence[Profile]) -> CountingType:
-        return compile_counting(etype, profiles)
+    def _compile(self, cols: ProfileColumns) -> CountingType:
+        return compile_counting(cols.etype, cols)

@@ -27,25 +27,24 @@ re-derives the evaluation order and the leads from observed statistics in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
-from siftbus.errors import DomainError
 from siftbus.match import kernel
-from siftbus.match.base import positions_by_type
+from siftbus.match.base import MatchCSR, positions_by_type
 from siftbus.match.cells import (
     AttributeCells,
-    Pieces,
     column_cells,
     event_cells,
     events_to_columns,
-    layout,
+    n_rows,
 )
-from siftbus.match.leveled import LeveledMatcher, TypeState
+from siftbus.match.columns import ProfileColumns, make_profile, str_array
+from siftbus.match.leveled import LeveledMatcher, TypeState, split_rows
+from siftbus.match.primas import PRECHECKS, EventModel, build
 from siftbus.model import Event, EventType, Profile
 
 __all__ = [
@@ -55,105 +54,50 @@ __all__ = [
     "IndexMatcher",
     "IndexStats",
     "MatchCSR",
+    "PRECHECKS",
     "compile_type",
     "events_to_columns",
 ]
 
 DEFAULT_BITMAP_THRESHOLD = 1 / 32
-_ID = attrgetter("id")
-_SUBSCRIBER = attrgetter("subscriber")
-
-
-@dataclass(frozen=True, slots=True)
-class MatchCSR:
-    """Matches of a batch as compressed sparse rows.
-
-    Event ``i`` matched the profiles ``profiles[offsets[i]:offsets[i+1]]`` (dense indices
-    into ``CompiledIndex.profile_ids``), in plain string order of their ids.
-    """
-
-    offsets: np.ndarray
-    """int64, one more entry than events; ``offsets[0] == 0``."""
-    profiles: np.ndarray
-    """int32 dense profile indices."""
-
-    @property
-    def n_events(self) -> int:
-        return len(self.offsets) - 1
-
-    @property
-    def n_matches(self) -> int:
-        return int(self.offsets[-1])
-
-    def rows(self, profile_ids: Sequence[str] | np.ndarray) -> list[list[str]]:
-        """The ids matched by each event, as lists of ``str``."""
-        ids = profile_ids
-        off = self.offsets.tolist()
-        sl = self.profiles.tolist()
-        return [[str(ids[s]) for s in sl[off[i]:off[i + 1]]] for i in range(len(off) - 1)]
-
-
-@dataclass(frozen=True, slots=True)
-class EventModel:
-    """Observed event keys of one type, used to estimate how selective conditions are."""
-
-    samples: tuple[tuple[Any, ...], ...]
-    """Key tuples of sample events, in schema order."""
-
-    def cell_weights(self, ac: AttributeCells) -> np.ndarray:
-        """Probability of each cell: 90% the sample frequency, 10% uniform (no zeros)."""
-        uniform = _uniform_weights(ac)
-        if not self.samples:
-            return uniform
-        col = [s[ac.position] for s in self.samples]
-        cells = ac.cells_of(np.array(col, dtype=np.int64) if ac.ordered else
-                            np.array(col, dtype=object))
-        freq = np.bincount(cells, minlength=ac.n_cells).astype(np.float64) / len(col)
-        return 0.9 * freq + 0.1 * uniform
-
-
-def _uniform_weights(ac: AttributeCells) -> np.ndarray:
-    if ac.ordered:
-        widths = np.diff(np.append(ac.bounds, ac.max_key + 1)).astype(np.float64)
-        return widths / (ac.max_key - ac.min_key + 1)
-    return np.full(ac.n_cells, 1.0 / max(1, ac.n_cells))
 
 
 @dataclass(frozen=True, slots=True)
 class CompiledType:
-    """The immutable PrimAS index of one event type over a fixed list of profiles.
+    """The immutable PrimAS index of one event type over a fixed set of profiles.
 
     Profiles have a *rank* (position in plain string order of their ids; ``ids`` is in
-    rank order) and an internal *slot* (clustered by lead attribute and cell). Arrays are
-    laid out for :func:`siftbus.match.kernel.index_match`, which documents them.
+    rank order) and an internal *slot* (clustered by lead attribute and cell). The arrays
+    are laid out for :mod:`siftbus.match.kernel`, which documents them. They are also
+    the only copy of the profiles' conditions: :meth:`columns` and :meth:`profile` read
+    them back (string conditions are kept aside, in ``st_*``).
     """
 
-    type_name: str
+    etype: EventType
     """Event type."""
     cells: tuple[AttributeCells, ...]
     """Cells of every attribute, in schema order."""
     order: np.ndarray
     """int32 evaluation order: attribute positions, most selective first."""
     cell_base: np.ndarray
-    """int64 first global cell of each attribute."""
+    """int64 first global cell of each attribute, and the number of cells."""
+    bounds: np.ndarray
+    """int64 lower key bound of each global cell (0 for string cells)."""
     set_kind: np.ndarray
-    """int32 per cell: bitmap row of its lead set, or -1 for a list slice."""
+    """int32 per cell: bitmap row of its lead set, or -1 for a slice of ``set_ent``."""
     set_off: np.ndarray
-    """int64 CSR offsets over cells into ``set_mem``."""
-    set_mem: np.ndarray
-    """int32 slots of the list lead sets, sorted per cell."""
-    set_pre: np.ndarray
-    """``[N, 3 * PRECHECKS]`` aligned with ``set_mem``: per pre-check the attribute, first
-    cell and width of the hull of the member's next most selective conditions (int16
-    when every cell number fits, else int32)."""
+    """int64 CSR offsets over cells into ``set_ent``."""
+    set_ent: np.ndarray
+    """``[N, 8]`` lead-set entries: pre-checks and slot (see :mod:`siftbus.match.kernel`);
+    int16 when every cell number fits, else int32."""
     slot_pre: np.ndarray
-    """``[n, 3 * PRECHECKS]`` the same pre-checks by slot (for bitmap lead sets)."""
+    """``[n, 6]`` the pre-checks by slot (for bitmap lead sets; empty without bitmaps)."""
     bitmaps: np.ndarray
     """uint64 ``[rows, words]`` bitmap lead sets."""
     cond_off: np.ndarray
-    """int64 CSR offsets over slots into the condition runs."""
+    """int64 CSR offsets over slots into ``runs``."""
     runs: np.ndarray
-    """int32 ``[R, 3]`` non-lead condition runs: attribute, first cell, last cell
+    """``[R, 3]`` every condition as runs of cells: attribute, first cell, last cell
     (profile-major, attributes in evaluation order)."""
     rank: np.ndarray
     """int32 rank of each slot."""
@@ -165,30 +109,80 @@ class CompiledType:
     """int16 lead attribute of each rank (-1: none)."""
     ids: np.ndarray
     """Profile ids by rank (numpy str array)."""
-    owners: np.ndarray
-    """Subscriber (or id) by rank, aligned with ``ids``."""
+    sub_code: np.ndarray
+    """int32 subscriber of each rank, an index into ``subscribers`` (0: none)."""
+    subscribers: tuple[str, ...]
+    """Distinct subscribers (``subscribers[0] == ""``)."""
+    st_rank: np.ndarray
+    """int32 rank of each string condition (sorted)."""
+    st_attr: np.ndarray
+    """int16 attribute of each string condition."""
+    st_con: np.ndarray
+    """The string constraints (object array)."""
     threshold: float
     """Fill ratio above which a lead set is a bitmap."""
+
+    @property
+    def type_name(self) -> str:
+        return self.etype.name
 
     @property
     def n(self) -> int:
         return len(self.ids)
 
+    @property
+    def ordered_only(self) -> bool:
+        """Every attribute is ordered: an event's cells can be found from its keys in the
+        kernel (:meth:`run_keys`)."""
+        return all(ac.ordered for ac in self.cells)
+
+    @property
+    def owners(self) -> np.ndarray:
+        """Subscriber (or id) by rank."""
+        if len(self.subscribers) == 1:
+            return self.ids
+        return np.where(self.sub_code == 0, self.ids, str_array(self.subscribers)[self.sub_code])
+
+    def kernel_args(self) -> kernel.IndexArrays:
+        """The index arrays in the order the kernels take them."""
+        return (self.cell_base, self.set_kind, self.set_off, self.set_ent, self.slot_pre,
+                self.bitmaps, self.cond_off, self.runs, self.rank, self.always)
+
     def run(self, cells: np.ndarray, alive: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
         """Match cell rows; returns CSR ``(offsets, ranks)``. ``alive`` is by slot."""
-        grouped = use_grouped(len(cells), self.n)
-        fn = kernel.index_match_grouped if grouped else kernel.index_match
-        return fn(cells, self.cell_base, self.set_kind, self.set_off, self.set_mem,
-                  self.set_pre, self.slot_pre, self.bitmaps, self.cond_off, self.runs,
-                  self.rank, self.always, _NO_TOMBSTONES if alive is None else alive)
+        kern = kernel.active()
+        fn = kern.index_match_grouped if use_grouped(len(cells), self.n) else kern.index_match
+        return fn(cells, *self.kernel_args(), _NO_TOMBSTONES if alive is None else alive)
 
     def run_one(self, cells: np.ndarray, alive: np.ndarray | None, out: np.ndarray) -> int:
-        """Match one cell row (int32[1, m]) into ``out``; see ``kernel.index_match_one``."""
-        return int(kernel.index_match_one(cells, self.cell_base, self.set_kind, self.set_off,
-                                          self.set_mem, self.set_pre, self.slot_pre, self.bitmaps,
-                                          self.cond_off, self.runs, self.rank, self.always,
-                                          _NO_TOMBSTONES if alive is None else alive, out))
+        """Match one cell row (int32[1, m]) into ``out``; see ``Kernels.index_match_one``."""
+        return int(kernel.active().index_match_one(
+            cells, *self.kernel_args(), _NO_TOMBSTONES if alive is None else alive, out))
+
+    def event_runner(self) -> Callable[[Event, np.ndarray, np.ndarray], int]:
+        """``run(event, alive, out) -> count``: one event's sorted ranks into ``out``.
+
+        For a type whose attributes are all ordered the kernel finds the cells from the
+        keys itself; the function keeps a scratch row, so it belongs to one user.
+        """
+        args = self.kernel_args()
+        row = np.zeros((1, len(self.cells)), np.int32)
+        if self.ordered_only:
+            bounds = self.bounds
+
+            def run_keys(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
+                return int(kernel.active().index_match_keys(
+                    np.array(event.keys, np.int64), bounds, row, *args, alive, out))
+
+            return run_keys
+        cells = self.cells
+
+        def run_cells(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
+            row[0, :] = event_cells(cells, event)
+            return int(kernel.active().index_match_one(row, *args, alive, out))
+
+        return run_cells
 
     def slot(self, rank: int) -> int:
         return int(self.slot_of_rank[rank])
@@ -197,17 +191,60 @@ class CompiledType:
         return np.sort(self.rank[alive.astype(bool)])
 
     def nbytes(self) -> int:
-        """Bytes held by the index arrays (ids and owners excluded)."""
-        return sum(a.nbytes for a in (self.order, self.cell_base, self.set_kind, self.set_off,
-                                      self.set_mem, self.set_pre, self.slot_pre, self.bitmaps,
-                                      self.cond_off, self.runs, self.rank,
-                                      self.slot_of_rank, self.always, self.lead))
+        """Bytes held by the index arrays (ids and string constraints excluded)."""
+        return sum(a.nbytes for a in (self.order, self.cell_base, self.bounds, self.set_kind,
+                                      self.set_off, self.set_ent, self.slot_pre, self.bitmaps,
+                                      self.cond_off, self.runs, self.rank, self.slot_of_rank,
+                                      self.always, self.lead, self.sub_code))
+
+    # -- the profiles, read back from the index ----------------------------------------
+
+    def _intervals(self, slots: np.ndarray, first: int, end: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(slot, attribute, lo, hi) of the ordered runs ``first:end``."""
+        runs = self.runs[first:end]
+        attr = runs[:, 0].astype(np.int64)
+        ordered = np.array([ac.ordered for ac in self.cells], bool)[attr] if len(attr) \
+            else np.zeros(0, bool)
+        attr, slots = attr[ordered], slots[ordered]
+        f = runs[ordered, 1].astype(np.int64)
+        last = runs[ordered, 2].astype(np.int64)
+        base = self.cell_base[attr]
+        lo = self.bounds[base + f]
+        nxt = base + last + 1
+        top = np.array([ac.max_key for ac in self.cells], np.int64)
+        at_end = nxt >= self.cell_base[attr + 1]
+        hi = np.where(at_end, top[attr], self.bounds[np.minimum(nxt, len(self.bounds) - 1)] - 1)
+        return slots, attr, lo, hi
+
+    def columns(self) -> ProfileColumns:
+        """Every profile of this index as columns, in rank (id) order."""
+        counts = np.diff(self.cond_off)
+        slots = np.repeat(np.arange(self.n, dtype=np.int64), counts)
+        slots, attr, lo, hi = self._intervals(slots, 0, len(self.runs))
+        ranks = self.rank[slots].astype(np.int64)
+        by = np.lexsort((lo, attr, ranks))
+        return ProfileColumns(self.etype, self.ids, self.sub_code, self.subscribers,
+                              ranks[by].astype(np.int32), attr[by].astype(np.int16), lo[by],
+                              hi[by], self.st_rank, self.st_attr, self.st_con)
+
+    def profile(self, rank: int) -> Profile:
+        """The profile of this rank, made anew (equal to the one added)."""
+        slot = int(self.slot_of_rank[rank])
+        a, b = int(self.cond_off[slot]), int(self.cond_off[slot + 1])
+        _, attr, lo, hi = self._intervals(np.full(b - a, slot, np.int64), a, b)
+        by = np.lexsort((lo, attr))
+        s0, s1 = np.searchsorted(self.st_rank, [rank, rank + 1])
+        return make_profile(self.etype, str(self.ids[rank]),
+                            self.subscribers[int(self.sub_code[rank])], attr[by].tolist(),
+                            lo[by].tolist(), hi[by].tolist(), self.st_attr[s0:s1].tolist(),
+                            list(self.st_con[s0:s1]))
 
 
 _NO_TOMBSTONES = np.zeros(0, np.uint8)
 
 
-def compile_type(etype: EventType, profiles: Sequence[Profile], *,
+def compile_type(etype: EventType, profiles: Sequence[Profile] | ProfileColumns, *,
                  threshold: float = DEFAULT_BITMAP_THRESHOLD,
                  model: EventModel | None = None,
                  order: Sequence[str] | None = None) -> CompiledType:
@@ -216,124 +253,14 @@ def compile_type(etype: EventType, profiles: Sequence[Profile], *,
     ``model`` weights cells by observed events (uniform over the domain otherwise);
     ``order`` forces an evaluation order (attribute names; the rest follow by position).
     """
-    if not 0 <= threshold <= 1:
-        raise ValueError(f"bitmap_threshold must be in [0, 1], got {threshold}")
-    n = len(profiles)
-    cells, pieces = layout(etype, profiles)  # piece slots are ranks here
-    m = len(cells)
-    weights = [model.cell_weights(ac) if model is not None else _uniform_weights(ac)
-               for ac in cells]
-    # Selectivity of each (attribute, profile) condition: the probability that an event
-    # satisfies it; 2.0 marks "unconstrained" (never a lead, passes always).
-    cov = np.full((max(m, 1), n), 2.0, np.float32)
-    for a, pc in enumerate(pieces):
-        if len(pc.slots):
-            cum = np.concatenate([[0.0], np.cumsum(weights[a])])
-            contrib = cum[pc.last.astype(np.int64) + 1] - cum[pc.first]
-            total = np.bincount(pc.slots, weights=contrib, minlength=n)
-            constrained = np.zeros(n, bool)
-            constrained[pc.slots] = True
-            cov[a, constrained] = total[constrained]
-    if m and n:
-        lead = np.argmin(cov, axis=0).astype(np.int16)
-        lead[cov.min(axis=0) > 1.5] = -1
-    else:
-        lead = np.full(n, -1, np.int16)
-    pre = _prechecks(cov, lead, pieces, n, m)
-    if order is not None:
-        names = [ac.name for ac in cells]
-        unknown = [a for a in order if a not in names]
-        if unknown:
-            raise DomainError(f"{etype.name} has no attribute(s) {', '.join(unknown)}",
-                              field=unknown[0])
-        ordered = [names.index(a) for a in order]
-        ordered += [i for i in range(m) if i not in ordered]
-        eval_order = np.array(ordered, np.int32)
-    else:
-        pass_rate = np.where(cov[:m] > 1.5, 1.0, cov[:m]).mean(axis=1) if n else np.ones(m)
-        eval_order = np.argsort(pass_rate, kind="stable").astype(np.int32)
-    attr_rank = np.empty(max(m, 1), np.int64)
-    attr_rank[eval_order] = np.arange(m)
+    cols = profiles if isinstance(profiles, ProfileColumns) else \
+        ProfileColumns.from_profiles(etype, profiles)
+    arrays = build(cols, threshold, model, order)
+    return CompiledType(etype=etype, ids=cols.ids, sub_code=cols.sub_code,
+                        subscribers=cols.subscribers, st_rank=cols.st_slot,
+                        st_attr=cols.st_attr, st_con=cols.st_con, threshold=threshold,
+                        **arrays)
 
-    # Slots: cluster profiles by lead attribute and first lead cell, so that one cell's
-    # candidates are neighbours in memory (their runs are read one after another).
-    lead_first = np.zeros(n, np.int64)
-    for a, pc in enumerate(pieces):
-        sel = lead[pc.slots] == a
-        if sel.any():
-            lf = np.full(n, np.iinfo(np.int64).max, np.int64)
-            np.minimum.at(lf, pc.slots[sel], pc.first[sel].astype(np.int64))
-            mine = lead == a
-            lead_first[mine] = lf[mine]
-    lead_key = np.where(lead < 0, m, lead).astype(np.int64)
-    rank = np.lexsort((np.arange(n), lead_first, lead_key)).astype(np.int32)  # slot -> rank
-    slot_of_rank = np.empty(n, np.int32)
-    slot_of_rank[rank] = np.arange(n, dtype=np.int32)
-
-    n_cells = np.array([ac.n_cells for ac in cells], np.int64)
-    cell_base = (np.concatenate([[0], np.cumsum(n_cells)[:-1]]).astype(np.int64) if m
-                 else np.zeros(0, np.int64))
-    total_cells = int(n_cells.sum())
-    lead_pieces: list[Pieces] = []
-    counts = np.zeros(total_cells, np.int64)
-    run_slot: list[np.ndarray] = []
-    run_attr: list[np.ndarray] = []
-    run_first: list[np.ndarray] = []
-    run_last: list[np.ndarray] = []
-    for a, pc in enumerate(pieces):
-        slots = slot_of_rank[pc.slots]
-        is_lead = lead[pc.slots] == a
-        by_slot = np.argsort(slots[is_lead], kind="stable")
-        lp = Pieces(slots[is_lead][by_slot], pc.first[is_lead][by_slot],
-                    pc.last[is_lead][by_slot])
-        lead_pieces.append(lp)
-        base = int(cell_base[a])
-        nc = cells[a].n_cells
-        counts[base:base + nc] = _run_counts(lp, nc)
-        rest = ~is_lead
-        run_slot.append(slots[rest])
-        run_attr.append(np.full(int(rest.sum()), a, np.int16))
-        run_first.append(pc.first[rest])
-        run_last.append(pc.last[rest])
-    limit = threshold * n
-    dense = (counts > 0) & (counts > limit) if threshold < 1 else np.zeros(total_cells, bool)
-    set_kind = np.full(total_cells, -1, np.int32)
-    set_kind[dense] = np.arange(int(dense.sum()), dtype=np.int32)
-    set_off = np.concatenate([[0], np.cumsum(np.where(dense, 0, counts))]).astype(np.int64)
-    small = total_cells < 32767 and m < 32767
-    pre_dtype = np.int16 if small else np.int32
-    pre = np.minimum(pre, np.iinfo(pre_dtype).max).astype(pre_dtype)
-    set_mem = np.empty(int(set_off[-1]), np.int32)
-    set_pre = np.empty((int(set_off[-1]), 3 * PRECHECKS), pre_dtype)
-    bitmaps = np.zeros((int(dense.sum()), max(1, (n + 63) // 64)), np.uint64)
-    for a, lp in enumerate(lead_pieces):
-        base = int(cell_base[a])
-        nc = cells[a].n_cells
-        kernel.fill_lead(lp.first, lp.last, lp.slots, pre[rank[lp.slots]],
-                         set_kind[base:base + nc], set_off[base:base + nc + 1], set_mem,
-                         set_pre, bitmaps)
-
-    # Non-lead runs, profile-major, attributes in evaluation order.
-    rs = np.concatenate(run_slot) if run_slot else np.zeros(0, np.int32)
-    ra = np.concatenate(run_attr) if run_attr else np.zeros(0, np.int16)
-    rf = np.concatenate(run_first) if run_first else np.zeros(0, np.int32)
-    rl = np.concatenate(run_last) if run_last else np.zeros(0, np.int32)
-    by = np.lexsort((rf, attr_rank[ra.astype(np.int64)] if len(ra) else ra, rs))
-    cond_off = np.concatenate([[0], np.cumsum(np.bincount(rs, minlength=n))]).astype(np.int64)
-    ids = np.array(list(map(_ID, profiles)), dtype=str) if n else np.zeros(0, "U1")
-    subscribers = list(map(_SUBSCRIBER, profiles))
-    owners = (np.array([s or p.id for s, p in zip(subscribers, profiles, strict=True)],
-                       dtype=str) if any(subscribers) else ids)
-    always = np.sort(slot_of_rank[lead < 0]).astype(np.int32)
-    return CompiledType(etype.name, tuple(cells), eval_order, cell_base, set_kind, set_off,
-                        set_mem, set_pre, np.ascontiguousarray(pre[rank]), bitmaps, cond_off,
-                        np.ascontiguousarray(np.stack([ra[by], rf[by], rl[by]], axis=1),
-                                             dtype=np.int32), rank, slot_of_rank,
-                        always, lead, ids, owners, threshold)
-
-
-PRECHECKS = 2
-"""How many further conditions each lead-set entry carries (as cell hulls)."""
 
 GROUPED_MIN = 256
 """Batches at least this large may be matched grouped by cell (``index_match_grouped``)."""
@@ -349,53 +276,6 @@ def use_grouped(rows: int, profiles: int) -> bool:
     """Whether a batch of ``rows`` events against ``profiles`` profiles takes the grouped
     kernel (both kernels return the same CSR)."""
     return rows >= GROUPED_MIN and profiles >= GROUPED_MIN_PROFILES
-
-
-def _prechecks(cov: np.ndarray, lead: np.ndarray, pieces: Sequence[Pieces], n: int,
-               m: int) -> np.ndarray:
-    """int32 ``[n, 3 * PRECHECKS]`` by rank: per pre-check the attribute, the first cell
-    of the hull of the profile's runs there and the hull's width (last - first).
-
-    The pre-checks are the profile's next most selective conditions after its lead; a
-    profile with fewer conditions repeats its lead attribute with an all-accepting hull.
-    """
-    out = np.zeros((n, 3 * PRECHECKS), np.int32)
-    big = np.iinfo(np.int32).max
-    rest = cov.copy()
-    if m and n:
-        rest[lead.clip(0), np.arange(n)] = 2.0
-    for j in range(PRECHECKS):
-        col = 3 * j
-        if m and n:
-            attr = np.argmin(rest, axis=0).astype(np.int32)
-            none = rest.min(axis=0) > 1.5
-            rest[attr, np.arange(n)] = 2.0
-        else:
-            attr = np.zeros(n, np.int32)
-            none = np.ones(n, bool)
-        out[:, col] = np.where(none, lead.clip(0), attr)
-        out[:, col + 1] = 0
-        out[:, col + 2] = big
-        for a, pc in enumerate(pieces):
-            sel = (attr[pc.slots] == a) & ~none[pc.slots]
-            if sel.any():
-                lo = np.full(n, big, np.int32)
-                hi = np.full(n, -1, np.int32)
-                np.minimum.at(lo, pc.slots[sel], pc.first[sel])
-                np.maximum.at(hi, pc.slots[sel], pc.last[sel])
-                mine = (attr == a) & ~none
-                out[mine, col + 1] = lo[mine]
-                out[mine, col + 2] = hi[mine] - lo[mine]
-    return out
-
-
-def _run_counts(pc: Pieces, n_cells: int) -> np.ndarray:
-    """How many runs cover each cell (a difference array, no per-cell loop)."""
-    if not len(pc.slots):
-        return np.zeros(n_cells, np.int64)
-    diff = np.bincount(pc.first, minlength=n_cells + 1)
-    diff -= np.bincount(pc.last.astype(np.int64) + 1, minlength=n_cells + 1)
-    return np.cumsum(diff)[:n_cells].astype(np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,8 +305,8 @@ class CompiledIndex:
         """
         ct = self.types.get(type_name)
         if ct is None:
-            return MatchCSR(np.zeros(_n_rows(columns) + 1, np.int64), np.zeros(0, np.int32))
-        cells = column_cells(ct.cells, columns, _n_rows(columns))
+            return MatchCSR(np.zeros(n_rows(columns) + 1, np.int64), np.zeros(0, np.int32))
+        cells = column_cells(ct.cells, columns, n_rows(columns))
         offsets, slots = ct.run(cells)
         return MatchCSR(offsets, slots + np.int32(self.type_offset[type_name]))
 
@@ -435,9 +315,8 @@ class CompiledIndex:
         ct = self.types.get(event.type_name)
         if ct is None:
             return []
-        _, slots = ct.run(np.array([event_cells(ct.cells, event)], np.int32))
-        ids = ct.ids
-        return [str(ids[s]) for s in slots.tolist()]
+        _, ranks = ct.run(np.array([event_cells(ct.cells, event)], np.int32))
+        return ct.ids[ranks].tolist()
 
     def match_batch(self, events: Sequence[Event]) -> list[list[str]]:
         """``[match(e) for e in events]``, one kernel call per event type."""
@@ -447,21 +326,14 @@ class CompiledIndex:
             if ct is None:
                 continue
             group = [events[i] for i in idx]
-            csr = self.match_columns(tname, events_to_columns(group[0].etype, group))
-            for i, row in zip(idx, csr.rows(self.profile_ids), strict=True):
+            cells = column_cells(ct.cells, events_to_columns(ct.etype, group), len(group))
+            offsets, ranks = ct.run(cells)
+            for i, row in zip(idx, split_rows(ct.ids, offsets, ranks), strict=True):
                 out[i] = row
         return out
 
     def __len__(self) -> int:
         return len(self.profile_ids)
-
-
-def _n_rows(columns: Any) -> int:
-    if hasattr(columns, "num_rows"):
-        return int(columns.num_rows)
-    for v in columns.values():
-        return len(v)
-    return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -509,10 +381,10 @@ class IndexMatcher(LeveledMatcher):
         self._orders: dict[str, tuple[str, ...]] = {}
         self._snapshot: CompiledIndex | None = None
 
-    def _compile(self, etype: EventType, profiles: Sequence[Profile]) -> CompiledType:
-        return compile_type(etype, profiles, threshold=self.bitmap_threshold,
-                            model=self._models.get(etype.name),
-                            order=self._orders.get(etype.name))
+    def _compile(self, cols: ProfileColumns) -> CompiledType:
+        name = cols.etype.name
+        return compile_type(cols.etype, cols, threshold=self.bitmap_threshold,
+                            model=self._models.get(name), order=self._orders.get(name))
 
     def optimize(self, events: Sequence[Event] | None = None, *,
                  order: Mapping[str, Sequence[str]] | None = None) -> None:
@@ -549,14 +421,14 @@ class IndexMatcher(LeveledMatcher):
         at = 0
         for name, ts in self._types.items():
             self._settle(ts)
-            profiles = self._type_profiles(ts)
-            if not profiles:
-                continue
             only = ts.levels[0] if len(ts.levels) == 1 and not ts.pending else None
-            if only is not None and only.live == len(only.profiles):
+            if only is not None and only.live == only.size:
                 ct = only.compiled
             else:
-                ct = self._compile(ts.etype, profiles)
+                cols = self._type_columns(ts)
+                if cols is None:
+                    continue
+                ct = self._compile(cols)
             types[name] = ct
             offsets[name] = at
             at += ct.n
@@ -583,7 +455,7 @@ class IndexMatcher(LeveledMatcher):
             profiles=len(self),
             pending=sum(len(ts.pending) for ts in self._types.values()),
             levels=len(levels),
-            tombstones=sum(len(lv.profiles) - lv.live for lv in levels),
+            tombstones=sum(lv.size - lv.live for lv in levels),
             cells=sum(int(lv.compiled.set_kind.shape[0]) for lv in levels),
             list_sets=sum(int((lv.compiled.set_kind < 0).sum()) for lv in levels),
             bitmap_sets=sum(int((lv.compiled.set_kind >= 0).sum()) for lv in levels),

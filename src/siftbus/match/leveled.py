@@ -4,41 +4,69 @@ A compiled index (PrimAS or counting) is built in one vectorised pass and never 
 so readers (the batch kernel, a Spark broadcast) never see a half-applied update. The
 dynamic :class:`LeveledMatcher` keeps per event type:
 
-* ``pending``: profiles added since the last compile, matched one by one while they are
-  few (at most ``pending_limit``);
+* ``pending``: profiles added one at a time since the last compile, matched one by one
+  while they are few (at most ``pending_limit``);
 * ``levels``: compiled indexes over disjoint profile subsets, largest first. Pending
-  profiles become a new level; a level at least half the size of its elder neighbour is
-  merged into it (a binary-counter schedule), so each profile is recompiled
-  O(log n) times in total and a match visits O(log n) levels;
+  profiles (or a whole batch given to :meth:`LeveledMatcher.add_columns`) become a new
+  level; a level at least half the size of its elder neighbour is merged into it (a
+  binary-counter schedule), so each profile is recompiled O(log n) times in total and a
+  match visits O(log n) levels;
 * tombstones: ``remove`` clears one byte of the level's ``alive`` array; a level that is
   more dead than alive is recompiled from its live profiles.
 
-No update ever rebuilds the whole index; the cost of an add is amortised over the
-levels (the DAS "Leerfelder"/"Änderung" tuning becomes ``pending_limit`` and the merge
-ratio).
+Compiled levels keep no :class:`~siftbus.model.Profile` objects: the index arrays are
+the stored form of the profiles, and ``get``, ``remove`` and ``profiles`` make them anew
+(:meth:`Compiled.profile`). No update ever rebuilds the whole index; the cost of an add
+is amortised over the levels (the DAS "Leerfelder"/"Änderung" tuning becomes
+``pending_limit`` and the merge ratio).
 """
 
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any, Protocol
 
 import numpy as np
 
-from siftbus.match.base import ProfileRegistry, positions_by_type
-from siftbus.match.cells import AttributeCells, column_cells, event_cells, events_to_columns
+from siftbus.errors import DuplicateProfileError, UnknownProfileError
+from siftbus.match.base import positions_by_type
+from siftbus.match.cells import AttributeCells, column_cells, events_to_columns
+from siftbus.match.columns import ProfileColumns
 from siftbus.model import Event, EventType, Profile
-
-_ID = attrgetter("id")
 
 #: keep every OBSERVE_STRIDE-th matched event as a sample for ``optimize()``
 OBSERVE_STRIDE = 8
 OBSERVE_KEEP = 4096
+
+_NO_TOMBSTONES = np.zeros(0, np.uint8)
+
+TRIM_AFTER = 100_000
+"""A bulk load of at least this many profiles hands the heap it freed back to the OS."""
+
+
+def release_free_memory() -> None:
+    """Return freed heap memory to the operating system (glibc's ``malloc_trim``).
+
+    Compiling a large level allocates several times the memory it keeps; glibc keeps the
+    freed part in the process, so a million profiles would hold twice the RSS they need.
+    Elsewhere (other C libraries) this does nothing.
+    """
+    global _TRIM
+    if _TRIM is None:
+        try:
+            import ctypes
+
+            _TRIM = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM: Any = None
 
 
 class Compiled(Protocol):
@@ -50,9 +78,17 @@ class Compiled(Protocol):
     @property
     def n(self) -> int: ...
 
+    @property
+    def ids(self) -> np.ndarray:
+        """Profile ids by rank (plain string order)."""
+
     def run(self, cells: np.ndarray, alive: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
         """CSR ``(offsets, ranks)`` of the profiles each cell row matches."""
+
+    def event_runner(self) -> Callable[[Event, np.ndarray, np.ndarray], int]:
+        """A function ``run(event, alive, out) -> count`` writing one event's sorted ranks
+        to ``out`` (a count above ``len(out)``: call again with a larger ``out``)."""
 
     def slot(self, rank: int) -> int:
         """The slot (index into ``alive``) of the profile of this rank."""
@@ -60,55 +96,71 @@ class Compiled(Protocol):
     def ranks_alive(self, alive: np.ndarray) -> np.ndarray:
         """Sorted ranks of the slots that are alive."""
 
+    def columns(self) -> ProfileColumns:
+        """Every profile, in rank order."""
+
+    def profile(self, rank: int) -> Profile:
+        """The profile of this rank, made anew."""
+
 
 @dataclass(slots=True)
 class Level:
-    """One compiled index over a fixed list of profiles (ranks = positions in ``ids``)."""
+    """One compiled index over a fixed set of profiles, with its tombstones."""
 
     compiled: Any
-    profiles: list[Profile]
-    ids: list[str]
     alive: np.ndarray
     live: int
+    runner: Callable[[Event, np.ndarray, np.ndarray], int]
     buf: np.ndarray = field(default_factory=lambda: np.empty(256, np.int32))
-    bounds: list[tuple[int, ...]] | None = None
+    id_list: list[str] | None = None
+    """The ids as Python strings, made on the first per-event match (indexing a list is
+    twice as fast as converting from the numpy array; bulk paths never need it)."""
 
-    def __post_init__(self) -> None:
-        cells = self.compiled.cells
-        if all(ac.ordered for ac in cells):
-            self.bounds = [ac.bounds_seq for ac in cells]
+    @classmethod
+    def of(cls, compiled: Any) -> Level:
+        return cls(compiled, np.ones(compiled.n, np.uint8), compiled.n,
+                   compiled.event_runner())
+
+    @property
+    def size(self) -> int:
+        return int(self.compiled.n)
+
+    def tombstones(self) -> np.ndarray:
+        """``alive`` when some profile is removed, else an empty array (no checks)."""
+        return self.alive if self.live < self.compiled.n else _NO_TOMBSTONES
 
     def match_one(self, event: Event) -> list[str]:
         """Ids matched by one event, sorted (the per-event fast path)."""
-        keys = event.keys
-        if self.bounds is not None:
-            row = [bisect_right(b, k) - 1 for b, k in zip(self.bounds, keys, strict=True)]
-        else:
-            row = event_cells(self.compiled.cells, event)
-        cells = np.array([row], dtype=np.int32)
-        alive = self.alive if self.live < len(self.profiles) else None
-        k = self.compiled.run_one(cells, alive, self.buf)
-        if k > len(self.buf):
-            self.buf = np.empty(2 * k, np.int32)
-            k = self.compiled.run_one(cells, alive, self.buf)
-        ids = self.ids
-        return [ids[r] for r in self.buf[:k].tolist()]
+        alive = self.alive if self.live < self.compiled.n else _NO_TOMBSTONES
+        buf = self.buf
+        k = self.runner(event, alive, buf)
+        if k > len(buf):
+            buf = self.buf = np.empty(2 * k, np.int32)
+            k = self.runner(event, alive, buf)
+        ids = self.id_list
+        if ids is None:
+            ids = self.id_list = self.compiled.ids.tolist()
+        return [ids[r] for r in buf[:k].tolist()]
 
-    def slot_of(self, pid: str) -> int:
-        """The live slot of ``pid`` in ``alive``, or -1."""
-        i = bisect_left(self.ids, pid)
-        if i < len(self.ids) and self.ids[i] == pid:
-            slot = self.compiled.slot(i)
-            if self.alive[slot]:
-                return int(slot)
+    def rank_of(self, pid: str) -> int:
+        """The rank of ``pid`` when it is here and alive, else -1."""
+        ids = self.compiled.ids
+        i = int(np.searchsorted(ids, pid))
+        if i < len(ids) and ids[i] == pid and self.alive[self.compiled.slot(i)]:
+            return i
         return -1
 
-    def live_profiles(self) -> list[Profile]:
-        """Live profiles, sorted by id."""
-        if self.live == len(self.profiles):
-            return self.profiles
-        ranks = self.compiled.ranks_alive(self.alive)
-        return [self.profiles[r] for r in ranks.tolist()]
+    def live_ranks(self) -> np.ndarray:
+        if self.live == self.compiled.n:
+            return np.arange(self.compiled.n)
+        return self.compiled.ranks_alive(self.alive)
+
+    def live_columns(self) -> ProfileColumns:
+        """Live profiles as columns, sorted by id."""
+        cols: ProfileColumns = self.compiled.columns()
+        if self.live == self.compiled.n:
+            return cols
+        return cols.take(self.compiled.ranks_alive(self.alive))
 
 
 @dataclass(slots=True)
@@ -123,21 +175,21 @@ class TypeState:
     dirty: bool = False
 
 
-class LeveledMatcher(ProfileRegistry):
+class LeveledMatcher:
     """Base of the dynamic matchers; subclasses provide :meth:`_compile`."""
 
     def __init__(self, *, pending_limit: int = 16) -> None:
         if pending_limit < 0:
             raise ValueError("pending_limit must be >= 0")
-        super().__init__()
         self._pending_limit = pending_limit
         self._types: dict[str, TypeState] = {}
         self._version = 0
+        self._count = 0
 
     # -- subclass hook -------------------------------------------------------------
 
-    def _compile(self, etype: EventType, profiles: Sequence[Profile]) -> Any:
-        """A compiled index over ``profiles`` (sorted by id)."""
+    def _compile(self, cols: ProfileColumns) -> Any:
+        """A compiled index over ``cols`` (sorted by id)."""
         raise TypeError(f"{type(self).__name__} does not define _compile")
 
     # -- Matcher protocol ----------------------------------------------------------
@@ -147,32 +199,96 @@ class LeveledMatcher(ProfileRegistry):
         """Bumped on every change of the profile set or of the evaluation order."""
         return self._version
 
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, profile_id: object) -> bool:
+        return isinstance(profile_id, str) and self._find(profile_id) is not None
+
+    def get(self, profile_id: str) -> Profile:
+        found = self._find(profile_id)
+        if found is None:
+            raise _unknown(profile_id)
+        ts, level, rank = found
+        if level is None:
+            return ts.pending[profile_id]
+        return level.compiled.profile(rank)
+
+    def profiles(self) -> Iterator[Profile]:
+        """Every registered profile (made anew from the levels; a snapshot of the set
+        when the iteration starts)."""
+        frozen = [(list(ts.pending.values()),
+                   [(lv.compiled, lv.alive.copy()) for lv in ts.levels])
+                  for ts in self._types.values()]
+        for pending, levels in frozen:
+            yield from pending
+            for compiled, alive in levels:
+                for r in compiled.ranks_alive(alive).tolist():
+                    yield compiled.profile(r)
+
     def add(self, profile: Profile) -> None:
-        self._register(profile)
-        ts = self._types.get(profile.type_name)
-        if ts is None:
-            ts = self._types[profile.type_name] = TypeState(profile.etype)
+        if self._find(profile.id) is not None:
+            raise DuplicateProfileError(f"profile id {profile.id!r} is already registered",
+                                        field=profile.id)
+        ts = self._state(profile.etype)
         ts.pending[profile.id] = profile
         ts.dirty = True
         self._version += 1
+        self._count += 1
+
+    def add_columns(self, cols: ProfileColumns) -> None:
+        """Add every profile of ``cols`` at once (one compile, no per-profile objects).
+
+        Raises :class:`DuplicateProfileError` (and adds nothing) when an id repeats in
+        ``cols`` or is already registered.
+        """
+        if not len(cols):
+            return
+        cols = cols.sorted_by_id()
+        ids = cols.ids
+        dup = np.flatnonzero(ids[1:] == ids[:-1])
+        if len(dup):
+            pid = str(ids[dup[0]])
+            raise DuplicateProfileError(f"profile id {pid!r} is given twice", field=pid)
+        for ts in self._types.values():
+            for pid in ts.pending:
+                i = int(np.searchsorted(ids, pid))
+                if i < len(ids) and ids[i] == pid:
+                    raise _duplicate(pid)
+            for level in ts.levels:
+                have = level.compiled.ids
+                pos = np.minimum(np.searchsorted(have, ids), max(len(have) - 1, 0))
+                hit = np.flatnonzero(have[pos] == ids) if len(have) else pos[:0]
+                for i in hit.tolist():
+                    if level.alive[level.compiled.slot(int(pos[i]))]:
+                        raise _duplicate(str(ids[i]))
+        ts = self._state(cols.etype)
+        n = len(cols)
+        ts.levels.append(Level.of(self._compile(cols)))
+        del cols
+        self._merge_levels(ts)
+        self._version += 1
+        self._count += n
+        if n >= TRIM_AFTER:
+            release_free_memory()
 
     def remove(self, profile_id: str) -> Profile:
-        profile = self._unregister(profile_id)
+        found = self._find(profile_id)
+        if found is None:
+            raise _unknown(profile_id)
+        ts, level, rank = found
         self._version += 1
-        ts = self._types[profile.type_name]
+        self._count -= 1
         ts.dirty = True
-        if ts.pending.pop(profile_id, None) is not None:
-            return profile
-        for level in ts.levels:
-            slot = level.slot_of(profile_id)
-            if slot >= 0:
-                level.alive[slot] = 0
-                level.live -= 1
-                return profile
-        raise AssertionError(f"profile {profile_id!r} is registered but in no level")
+        if level is None:
+            return ts.pending.pop(profile_id)
+        profile: Profile = level.compiled.profile(rank)
+        level.alive[level.compiled.slot(rank)] = 0
+        level.live -= 1
+        return profile
 
     def match(self, event: Event) -> list[str]:
-        ts = self._types.get(event.type_name)
+        ts = self._types.get(event.etype.name)
         if ts is None:
             return []
         ts.seen += 1
@@ -180,10 +296,11 @@ class LeveledMatcher(ProfileRegistry):
             ts.observed.append(event.keys)
         if ts.dirty:
             self._settle(ts)
-        if not ts.pending and len(ts.levels) == 1:
-            return ts.levels[0].match_one(event)
+        levels = ts.levels
+        if len(levels) == 1 and not ts.pending:
+            return levels[0].match_one(event)
         parts: list[list[str]] = []
-        for level in ts.levels:
+        for level in levels:
             hits = level.match_one(event)
             if hits:
                 parts.append(hits)
@@ -202,77 +319,94 @@ class LeveledMatcher(ProfileRegistry):
                 ts.observed.append(e.keys)
             if ts.dirty:
                 self._settle(ts)
-            per_event: list[list[list[str]]] = [[] for _ in group]
+            per_level: list[list[list[str]]] = []
             columns = events_to_columns(ts.etype, group) if ts.levels else {}
             for level in ts.levels:
                 cells = column_cells(level.compiled.cells, columns, len(group))
-                alive = level.alive if level.live < len(level.profiles) else None
-                offsets, slots = level.compiled.run(cells, alive)
-                ids = level.ids
-                off = offsets.tolist()
-                sl = slots.tolist()
-                for j in range(len(group)):
-                    if off[j + 1] > off[j]:
-                        per_event[j].append([ids[s] for s in sl[off[j]:off[j + 1]]])
+                offsets, ranks = level.compiled.run(cells, level.tombstones())
+                per_level.append(split_rows(level.compiled.ids, offsets, ranks))
             if ts.pending:
                 pend = list(ts.pending.items())
-                for j, e in enumerate(group):
-                    hits = sorted(pid for pid, p in pend if p.matches(e))
-                    if hits:
-                        per_event[j].append(hits)
-            for j, i in enumerate(idx):
-                out[i] = _merge(per_event[j])
+                per_level.append([sorted(pid for pid, p in pend if p.matches(e))
+                                  for e in group])
+            if len(per_level) == 1:
+                for i, row in zip(idx, per_level[0], strict=True):
+                    out[i] = row
+            else:
+                for j, i in enumerate(idx):
+                    out[i] = _merge([rows[j] for rows in per_level if rows[j]])
         return out
 
     # -- maintenance ---------------------------------------------------------------
 
-    def _new_level(self, etype: EventType, profiles: list[Profile]) -> Level:
-        profiles = sorted(profiles, key=_ID)
-        compiled = self._compile(etype, profiles)
-        return Level(compiled, profiles, list(map(_ID, profiles)),
-                     np.ones(len(profiles), np.uint8), len(profiles))
+    def _state(self, etype: EventType) -> TypeState:
+        ts = self._types.get(etype.name)
+        if ts is None:
+            ts = self._types[etype.name] = TypeState(etype)
+        return ts
+
+    def _find(self, pid: str) -> tuple[TypeState, Level | None, int] | None:
+        for ts in self._types.values():
+            if pid in ts.pending:
+                return ts, None, -1
+            for level in ts.levels:
+                r = level.rank_of(pid)
+                if r >= 0:
+                    return ts, level, r
+        return None
+
+    def _new_level(self, cols: ProfileColumns) -> Level:
+        return Level.of(self._compile(cols.sorted_by_id()))
 
     def _settle(self, ts: TypeState) -> None:
         """Compile pending profiles, drop or shrink mostly-dead levels, merge levels."""
         ts.dirty = False
         changed = False
         if len(ts.pending) > self._pending_limit:
-            ts.levels.append(self._new_level(ts.etype, list(ts.pending.values())))
+            ts.levels.append(self._new_level(
+                ProfileColumns.from_profiles(ts.etype, list(ts.pending.values()))))
             ts.pending.clear()
             changed = True
         for i, level in enumerate(ts.levels):
-            if level.live * 2 < len(level.profiles):
-                ts.levels[i] = self._new_level(ts.etype, level.live_profiles())
+            if level.live * 2 < level.size:
+                ts.levels[i] = self._new_level(level.live_columns()) if level.live else level
                 changed = True
-        if not changed:
-            return
+        if changed:
+            self._merge_levels(ts)
+
+    def _merge_levels(self, ts: TypeState) -> None:
         levels = sorted((lv for lv in ts.levels if lv.live), key=lambda lv: -lv.live)
         while len(levels) >= 2 and levels[-1].live * 2 >= levels[-2].live:
             young = levels.pop()
             old = levels.pop()
-            merged = self._new_level(ts.etype, old.live_profiles() + young.live_profiles())
-            levels.append(merged)
+            levels.append(self._new_level(ProfileColumns.concat(
+                [old.live_columns(), young.live_columns()])))
             levels.sort(key=lambda lv: -lv.live)
         ts.levels = levels
 
     def _recompile_all(self) -> None:
         """One fresh level per type holding every profile (used by ``optimize``)."""
         for ts in self._types.values():
-            profiles = [p for lv in ts.levels for p in lv.live_profiles()]
-            profiles.extend(ts.pending.values())
+            cols = self._type_columns(ts)
             ts.pending.clear()
-            ts.levels = [self._new_level(ts.etype, profiles)] if profiles else []
+            ts.levels = [self._new_level(cols)] if cols is not None else []
         self._version += 1
 
-    def _type_profiles(self, ts: TypeState) -> list[Profile]:
-        """Every live profile of a type, sorted by id."""
-        if not ts.pending and len(ts.levels) == 1 and ts.levels[0].live == len(
-                ts.levels[0].profiles):
-            return ts.levels[0].profiles
-        out = [p for lv in ts.levels for p in lv.live_profiles()]
-        out.extend(ts.pending.values())
-        out.sort(key=_ID)
-        return out
+    def _type_columns(self, ts: TypeState) -> ProfileColumns | None:
+        """Every live profile of a type as columns, sorted by id (``None``: none)."""
+        parts = [lv.live_columns() for lv in ts.levels if lv.live]
+        if ts.pending:
+            parts.append(ProfileColumns.from_profiles(ts.etype, list(ts.pending.values())))
+        if not parts:
+            return None
+        return ProfileColumns.concat(parts).sorted_by_id()
+
+
+def split_rows(ids: np.ndarray, offsets: np.ndarray, ranks: np.ndarray) -> list[list[str]]:
+    """CSR rows of ranks as lists of ids (one bulk conversion, then slices)."""
+    flat = ids[ranks].tolist()
+    off = offsets.tolist()
+    return [flat[off[j]:off[j + 1]] for j in range(len(off) - 1)]
 
 
 def _merge(parts: list[list[str]]) -> list[str]:
@@ -281,3 +415,11 @@ def _merge(parts: list[list[str]]) -> list[str]:
     if len(parts) == 1:
         return parts[0]
     return list(heapq.merge(*parts))
+
+
+def _unknown(pid: str) -> UnknownProfileError:
+    return UnknownProfileError(f"no profile with id {pid!r}", field=pid)
+
+
+def _duplicate(pid: str) -> DuplicateProfileError:
+    return DuplicateProfileError(f"profile id {pid!r} is already registered", field=pid)

@@ -1,13 +1,12 @@
 """The match stage: keyed Arrow batches in, CSR matches out, inside ``mapInArrow``.
 
-The driver compiles the subscription set once per version into a picklable snapshot and
-broadcasts it; each executor runs :func:`match_batch` on its Arrow batches. Two engines sit
-behind one small interface:
-
-* ``index``: :class:`siftbus.match.index.CompiledIndex`, whose batch kernel takes columns
-  and returns CSR arrays (offsets, profile indices) without a Python object per match;
-* ``reference``: rebuilds each :class:`~siftbus.model.Event` and asks
-  :class:`~siftbus.match.ReferenceMatcher`; slow, kept for differential tests.
+The driver takes a snapshot of the subscription set once per version and broadcasts it;
+each executor runs :func:`match_batch` on its Arrow batches. Any engine of the registry
+with the ``snapshot`` capability (:data:`siftbus.match.engines.Capability.SNAPSHOT`)
+serves: its snapshot's ``match_columns`` takes one type's key columns and returns CSR
+arrays (offsets, dense profile indices) whose rows are already in code-point order of
+the ids. ``index`` (the default) does it in one kernel call without a Python object per
+match; ``reference`` rebuilds every event and asks every profile, for differential tests.
 
 Output rows (one per event, also when nothing matches)::
 
@@ -22,13 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from siftbus.match.base import BulkLoading, Matcher, Snapshot, Snapshotting
+from siftbus.match.columns import ProfileColumns
+from siftbus.match.engines import Capability, engine, names
 from siftbus.model import Event, Profile, Schema
-from siftbus.spark.parse import TypeLayout, layouts_for, schema_from_text
+from siftbus.spark.parse import layouts_for
 
 MATCHED_SCHEMA = pa.schema([
     ("source", pa.string()),
@@ -45,139 +47,32 @@ MATCHED_DDL = ("source string, event long, type string, matches array<string>, "
                "owners array<string>, version long, text string")
 """The same schema as a Spark DDL string."""
 
-ENGINES = ("index", "reference")
-"""Engines the match stage can run (``index`` is the default)."""
-
-
-class ColumnMatcher(Protocol):
-    """What the match stage needs of a compiled subscription set."""
-
-    @property
-    def version(self) -> int:
-        """Bumps on every change of the subscription set."""
-
-    @property
-    def profile_ids(self) -> Sequence[str]:
-        """Profile id of each index the kernel returns."""
-
-    @property
-    def owners(self) -> Sequence[str]:
-        """Subscriber (or id) of each index."""
-
-    def match_keyed(self, layout: TypeLayout, ikeys: np.ndarray, skeys: Sequence[np.ndarray]
-                    ) -> tuple[np.ndarray, np.ndarray]:
-        """Match ``n`` events of one type: ``ikeys`` (n, k) int64, one str array per string
-        attribute. Returns CSR ``(offsets int64 (n+1), profile indices int32)``."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReferenceSnapshot:
-    """The oracle path: every profile of the type against every rebuilt event."""
-
-    schema_text: str
-    profiles: tuple[Profile, ...]
-    version: int
-
-    @property
-    def profile_ids(self) -> Sequence[str]:
-        return [p.id for p in self.profiles]
-
-    @property
-    def owners(self) -> Sequence[str]:
-        return [p.owner for p in self.profiles]
-
-    def match_keyed(self, layout: TypeLayout, ikeys: np.ndarray, skeys: Sequence[np.ndarray]
-                    ) -> tuple[np.ndarray, np.ndarray]:
-        schema = schema_from_text(self.schema_text)
-        etype = schema[layout.name]
-        mine = [(i, p) for i, p in enumerate(self.profiles) if p.type_name == layout.name]
-        n = ikeys.shape[0]
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        hits: list[int] = []
-        for r in range(n):
-            keys = layout.join(ikeys[r].tolist(), [s[r] for s in skeys])
-            ev = Event(etype, keys)
-            hits.extend(i for i, p in mine if p.matches(ev))
-            offsets[r + 1] = len(hits)
-        return offsets, np.asarray(hits, dtype=np.int32)
-
-
-@dataclass(frozen=True, slots=True)
-class IndexSnapshot:
-    """Adapter from :class:`siftbus.match.index.CompiledIndex` to :class:`ColumnMatcher`."""
-
-    compiled: Any
-
-    #: CompiledIndex returns each row's profiles in code-point order of their ids already
-    #: (one type per row, dense indices sorted by id within a type).
-    rows_sorted = True
-
-    @property
-    def version(self) -> int:
-        return int(self.compiled.version)
-
-    @property
-    def profile_ids(self) -> Sequence[str]:
-        return list(self.compiled.profile_ids)
-
-    @property
-    def owners(self) -> Sequence[str]:
-        return list(self.compiled.owners)
-
-    def match_keyed(self, layout: TypeLayout, ikeys: np.ndarray, skeys: Sequence[np.ndarray]
-                    ) -> tuple[np.ndarray, np.ndarray]:
-        columns: dict[str, np.ndarray] = {}
-        for j, name in enumerate(layout.ordered):
-            columns[name] = np.ascontiguousarray(ikeys[:, j])
-        for j, name in enumerate(layout.strings):
-            columns[name] = skeys[j]
-        csr = self.compiled.match_columns(layout.name, columns)
-        return (np.asarray(csr.offsets, dtype=np.int64),
-                np.asarray(csr.profiles, dtype=np.int32))
-
-
 @dataclass(slots=True)
 class MatchPlan:
-    """What executors receive (broadcast): the compiled set and the schema it is for."""
+    """What executors receive (broadcast): a matcher's snapshot and the schema it is for."""
 
     schema_text: str
-    matcher: ColumnMatcher
+    snapshot: Snapshot
     _ids: pa.Array | None = field(default=None, repr=False)
     _owners: pa.Array | None = field(default=None, repr=False)
-    _rank: np.ndarray | None = field(default=None, repr=False)
 
-    def __getstate__(self) -> tuple[str, ColumnMatcher]:
-        return self.schema_text, self.matcher
+    def __getstate__(self) -> tuple[str, Snapshot]:
+        return self.schema_text, self.snapshot
 
-    def __setstate__(self, state: tuple[str, ColumnMatcher]) -> None:
-        self.schema_text, self.matcher = state
-        self._ids = self._owners = self._rank = None
+    def __setstate__(self, state: tuple[str, Snapshot]) -> None:
+        self.schema_text, self.snapshot = state
+        self._ids = self._owners = None
 
     @property
     def version(self) -> int:
-        return self.matcher.version
+        return self.snapshot.version
 
-    def derived(self) -> tuple[pa.Array, pa.Array, np.ndarray]:
-        """Arrow arrays of ids and owners, and each index's rank in code-point order."""
-        if self._ids is None or self._owners is None or self._rank is None:
-            ids = list(self.matcher.profile_ids)
-            self._ids = pa.array(ids, pa.string())
-            self._owners = pa.array(list(self.matcher.owners), pa.string())
-            order = sorted(range(len(ids)), key=ids.__getitem__)
-            rank = np.empty(len(ids), dtype=np.int64)
-            rank[np.asarray(order, dtype=np.int64)] = np.arange(len(ids), dtype=np.int64)
-            self._rank = rank
-        return self._ids, self._owners, self._rank
-
-
-def _sorted_csr(offsets: np.ndarray, hits: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """Reorder each row's hits by profile-id rank (CSR offsets stay the same)."""
-    if len(hits) < 2:
-        return hits
-    n = len(offsets) - 1
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
-    key = rows * (len(rank) + 1) + rank[hits]
-    return hits[np.argsort(key, kind="stable")]
+    def derived(self) -> tuple[pa.Array, pa.Array]:
+        """Arrow arrays of the ids and owners by dense index."""
+        if self._ids is None or self._owners is None:
+            self._ids = pa.array(self.snapshot.profile_ids, pa.string())
+            self._owners = pa.array(self.snapshot.owners, pa.string())
+        return self._ids, self._owners
 
 
 def _pick(col: pa.Array, rows: pa.Array | None) -> pa.Array:
@@ -192,7 +87,7 @@ def _column_numpy(arr: pa.Array) -> np.ndarray:
 def match_batch(plan: MatchPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
     """Match one keyed batch; rows come out grouped by type, each with its sorted matches."""
     layouts = layouts_for(plan.schema_text)
-    ids, owners, rank = plan.derived()
+    ids, owners = plan.derived()
     names = batch.schema.names
     n = batch.num_rows
     types = batch.column("type")
@@ -220,15 +115,15 @@ def match_batch(plan: MatchPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
             k = len(layout.ordered)
             flat = _column_numpy(ik.flatten()).astype(np.int64, copy=False)
             ikeys = flat.reshape(len(rows), k) if k else np.zeros((len(rows), 0), np.int64)
-            skeys: list[np.ndarray] = []
+            columns: dict[str, np.ndarray] = {
+                name: np.ascontiguousarray(ikeys[:, j]) for j, name in enumerate(layout.ordered)}
             if layout.strings:
                 sk_col = batch.column("skeys") if whole else batch.column("skeys").take(take)
                 sk = _column_numpy(sk_col.flatten())
                 s = sk.reshape(len(rows), len(layout.strings))
-                skeys = [s[:, j] for j in range(len(layout.strings))]
-            offsets, hits = plan.matcher.match_keyed(layout, ikeys, skeys)
-            if not getattr(plan.matcher, "rows_sorted", False):
-                hits = _sorted_csr(offsets, hits, rank)
+                columns.update((name, s[:, j]) for j, name in enumerate(layout.strings))
+            csr = plan.snapshot.match_columns(layout.name, columns)
+            offsets, hits = csr.offsets, csr.profiles
         take_rows = None if len(rows) == n else pa.array(rows, pa.int64())
         hit_idx = pa.array(hits.astype(np.int64, copy=False), pa.int64())
         off = pa.array(offsets.astype(np.int32, copy=False), pa.int32())
@@ -264,40 +159,46 @@ def iter_matched(plan_value: Any, batches: Iterator[pa.RecordBatch]) -> Iterator
 
 
 def build_plan(schema: Schema | str, profiles: Sequence[Profile], *, engine: str = "index",
-               version: int = 1, matcher: Any = None) -> MatchPlan:
-    """Compile ``profiles`` for the match stage.
+               matcher: Matcher | None = None) -> MatchPlan:
+    """The plan of ``matcher`` (a live matcher that streaming keeps and updates), or of a
+    new matcher of ``engine`` holding ``profiles``.
 
-    ``engine="index"`` uses ``matcher.snapshot()`` when a live
-    :class:`~siftbus.match.index.IndexMatcher` is given (streaming keeps one and updates it),
-    else builds one from ``profiles``.
+    Raises ``ValueError`` for an engine without the ``snapshot`` capability.
     """
     schema_text = schema if isinstance(schema, str) else schema.to_toml()
-    if engine == "reference":
-        return MatchPlan(schema_text, ReferenceSnapshot(schema_text, tuple(profiles), version))
-    if engine == "index":
-        if matcher is None:
-            matcher = new_index_matcher()
-            for p in profiles:
-                matcher.add(p)
-        return MatchPlan(schema_text, IndexSnapshot(matcher.snapshot()))
-    raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    if matcher is None:
+        matcher = new_matcher(engine)
+        add_profiles(matcher, profiles)
+    assert isinstance(matcher, Snapshotting)
+    return MatchPlan(schema_text, matcher.snapshot())
 
 
-def new_index_matcher() -> Any:
-    """A new empty :class:`siftbus.match.index.IndexMatcher` (imported late: it compiles)."""
-    from siftbus.match.index import IndexMatcher
+def new_matcher(name: str = "index") -> Matcher:
+    """An empty matcher of an engine the stage can run (``ValueError`` names them)."""
+    return engine(name, needs=Capability.SNAPSHOT).make()
 
-    return IndexMatcher()
+
+def add_profiles(matcher: Matcher, profiles: Sequence[Profile]) -> None:
+    """Add ``profiles``: in one bulk step per event type when the engine can."""
+    if not isinstance(matcher, BulkLoading):
+        for p in profiles:
+            matcher.add(p)
+        return
+    by_type: dict[str, list[Profile]] = {}
+    for p in profiles:
+        by_type.setdefault(p.type_name, []).append(p)
+    for group in by_type.values():
+        matcher.add_columns(ProfileColumns.from_profiles(group[0].etype, group))
 
 
 def index_available() -> bool:
-    """Whether the indexed engine is installed (the reference engine always is)."""
-    try:
-        from siftbus.match import index
+    """Whether the registry has an ``index`` engine the stage can run."""
+    return "index" in engine_names()
 
-        return hasattr(index, "IndexMatcher")
-    except ImportError:
-        return False
+
+def engine_names() -> tuple[str, ...]:
+    """The engines the stage can run: those with snapshots."""
+    return names(Capability.SNAPSHOT)
 
 
 def plan_matches(plan: MatchPlan, events: Sequence[Event]) -> list[list[str]]:
@@ -322,22 +223,20 @@ def plan_matches(plan: MatchPlan, events: Sequence[Event]) -> list[list[str]]:
 
 def snapshot_summary(plan: MatchPlan) -> Mapping[str, int]:
     """Profile count and version, for progress displays."""
-    return {"profiles": len(plan.matcher.profile_ids), "version": plan.version}
+    return {"profiles": len(plan.snapshot), "version": plan.version}
 
 
 __all__ = [
-    "ENGINES",
     "MATCHED_DDL",
     "MATCHED_SCHEMA",
-    "ColumnMatcher",
-    "IndexSnapshot",
     "MatchPlan",
-    "ReferenceSnapshot",
+    "add_profiles",
     "build_plan",
+    "engine_names",
     "index_available",
     "iter_matched",
     "match_batch",
-    "new_index_matcher",
+    "new_matcher",
     "plan_matches",
     "snapshot_summary",
 ]

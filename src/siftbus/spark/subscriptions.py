@@ -20,13 +20,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from siftbus.broker.store import read_rows
 from siftbus.errors import ProfileError, SiftbusError
 from siftbus.lang.profile import iter_profile_lines, parse_profile, read_profile_lines
+from siftbus.match.ingest import load_profile_columns
 from siftbus.model import Profile, Schema
-from siftbus.spark.match_stage import MatchPlan, build_plan, new_index_matcher
+from siftbus.spark.match_stage import MatchPlan, build_plan, new_matcher
 
 
 class ProfileSource(Protocol):
@@ -63,6 +64,9 @@ class ProfileFile:
         return f"{st.st_mtime_ns}:{st.st_size}"
 
     def load(self, schema: Schema, *, strict: bool = True) -> list[Profile]:
+        if strict:  # the compiled scanners (match.ingest): the same profiles and first error
+            return [p for cols in load_profile_columns(self.path, schema)
+                    for p in cols.profiles()]
         out: list[Profile] = []
         lines = read_profile_lines(self.path)  # the one rule for text files
         for item in iter_profile_lines(lines, schema, source=str(self.path)):
@@ -131,7 +135,7 @@ class SubscriptionSet:
         self.version = 0
         self._fingerprint: str | None = None
         self._profiles: dict[str, Profile] = {}
-        self._matcher: Any = new_index_matcher() if engine == "index" else None
+        self._matcher = new_matcher(engine)
         self._plan: MatchPlan | None = None
         self.changes = 0
         """Profile adds, removes and replacements applied since the start."""
@@ -154,9 +158,7 @@ class SubscriptionSet:
         changed = self._apply(fresh)
         if changed or self._plan is None:
             self.version += 1
-            self._plan = build_plan(self.schema_text, list(self._profiles.values()),
-                                    engine=self.engine, version=self.version,
-                                    matcher=self._matcher)
+            self._plan = build_plan(self.schema_text, (), matcher=self._matcher)
         return changed
 
     def _apply(self, fresh: dict[str, Profile]) -> bool:
@@ -166,14 +168,13 @@ class SubscriptionSet:
         replaced = [p for pid, p in fresh.items()
                     if pid in old and (old[pid].filter_key != p.filter_key
                                        or old[pid].subscriber != p.subscriber)]
-        if self._matcher is not None:
-            for pid in removed:
-                self._matcher.remove(pid)
-            for p in replaced:
-                self._matcher.remove(p.id)
-                self._matcher.add(p)
-            for p in added:
-                self._matcher.add(p)
+        for pid in removed:
+            self._matcher.remove(pid)
+        for p in replaced:
+            self._matcher.remove(p.id)
+            self._matcher.add(p)
+        for p in added:
+            self._matcher.add(p)
         for pid in removed:
             del old[pid]
         for p in (*replaced, *added):

@@ -1,0 +1,509 @@
+"""Profile and event files into columns at memory speed, agreeing with the specification.
+
+:func:`load_profile_columns` turns a profile file into :class:`ProfileColumns` (one per
+event type) and :func:`read_event_chunks` an event file into key columns, both without a
+Python object per line for the common line. Each runs the compiled scanners of
+:mod:`siftbus.match.scan_numba` over a whole file (or chunk) and hands every line they are
+not sure about to the specification's own path, one line at a time:
+
+* profiles: :func:`~siftbus.model.textio.decode_line` and
+  :func:`~siftbus.lang.profile.iter_profile_lines` (the lark grammar, ``Profile.build``);
+* events: :func:`~siftbus.model.textio.decode_line` and
+  :func:`~siftbus.model.event.parse_event` (``parse_json_line``, ``event_from_dict``).
+
+So every value, and every error with its file, line and column, is the specification's:
+the scanners only ever accept lines they get right, and the first bad line of a file is
+reported as ``load_profiles`` and ``read_events`` report it (duplicate profile ids
+included). Which lines the scanners take is their business; what comes out is not
+(``tests/test_match_ingest.py`` checks both paths against each other with hypothesis on
+random and mutated lines).
+
+When the kernels are not compiled (``SIFTBUS_KERNELS=python``, or ``auto`` on a small
+file: :func:`siftbus.match.kernel.compiled_for`) the specification's path reads the whole
+file.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from siftbus.errors import EventError, InputError, ProfileError, SiftbusError
+from siftbus.lang.profile import (
+    PROFILE_LIMITS,
+    ProfileLimits,
+    iter_profile_lines,
+    load_profiles,
+    read_profile_lines,
+)
+from siftbus.match import kernel
+from siftbus.match.columns import ProfileColumns, str_array
+from siftbus.model import (
+    DecimalDomain,
+    EnumDomain,
+    Event,
+    EventType,
+    IntDomain,
+    Profile,
+    Schema,
+    parse_event,
+)
+from siftbus.model.textio import BOM, TEXT_LIMITS, TextLimits, decode_line, read_lines
+
+CHUNK_BYTES = 1 << 22
+"""Bytes of an event file scanned at once (whole lines; a longer line extends the chunk)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaTables:
+    """The schema as the scanners read it (see :mod:`siftbus.match.scan_numba`)."""
+
+    types: tuple[EventType, ...]
+    names: np.ndarray
+    name_off: np.ndarray
+    type_attr: np.ndarray
+    kind: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    places: np.ndarray
+    label_off: np.ndarray
+    max_attrs: int
+
+    @staticmethod
+    @lru_cache(maxsize=16)
+    def of(schema: Schema) -> SchemaTables:
+        names: list[bytes] = [t.name.encode() for t in schema]
+        type_attr = [0]
+        kind: list[int] = []
+        lo: list[int] = []
+        hi: list[int] = []
+        places: list[int] = []
+        labels: list[tuple[str, ...]] = []
+        for t in schema:
+            for a in t.attributes:
+                d = a.domain
+                names.append(a.name.encode())
+                kind.append(0 if isinstance(d, IntDomain) else 1 if isinstance(d, DecimalDomain)
+                            else 2 if isinstance(d, EnumDomain) else 3)
+                ordered = isinstance(d, IntDomain | DecimalDomain | EnumDomain)
+                lo.append(d.min_key if ordered else 0)  # type: ignore[union-attr]
+                hi.append(d.max_key if ordered else 0)  # type: ignore[union-attr]
+                places.append(d.places if isinstance(d, DecimalDomain) else 0)
+                labels.append(d.labels if isinstance(d, EnumDomain) else ())
+            type_attr.append(len(kind))
+        label_off = [len(names)]
+        for ls in labels:
+            names.extend(label.encode() for label in ls)
+            label_off.append(len(names))
+        off = np.zeros(len(names) + 1, np.int64)
+        np.cumsum([len(n) for n in names], out=off[1:])
+        return SchemaTables(tuple(schema), np.frombuffer(b"".join(names) or b"\0", np.uint8),
+                            off, np.array(type_attr, np.int64), np.array(kind, np.int8),
+                            np.array(lo, np.int64), np.array(hi, np.int64),
+                            np.array(places, np.int64), np.array(label_off, np.int64),
+                            max((len(t) for t in schema), default=1))
+
+    def args(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                            np.ndarray, np.ndarray, np.ndarray, int]:
+        """The tables in the order the scanners take them."""
+        return (self.names, self.name_off, self.type_attr, self.kind, self.lo, self.hi,
+                self.places, self.label_off, len(self.types))
+
+
+def _too_long(n: int, source: str, kind: type[InputError], limits: TextLimits,
+              limit_name: str) -> InputError:
+    """The error :func:`read_lines` gives for line ``n`` longer than the limit."""
+    fake = io.BytesIO(b"x" * (limits.max_line_bytes + 1))
+    try:
+        for _ in read_lines(fake, source=source, kind=kind, limits=limits,
+                            limit_name=limit_name):
+            pass
+    except InputError as exc:
+        exc.line = n
+        return exc
+    raise AssertionError("read_lines accepted a line over its limit")
+
+
+def _spans_to_str(b: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """ASCII slices ``b[start:end]`` as a numpy unicode array, without a loop."""
+    if not len(start):
+        return str_array([])
+    lens = end - start
+    width = max(int(lens.max()), 1)
+    idx = start[:, None] + np.arange(width)[None, :]
+    inside = np.arange(width)[None, :] < lens[:, None]
+    mat = np.where(inside, b[np.minimum(idx, len(b) - 1)], 0).astype(np.uint8)
+    return np.ascontiguousarray(mat).view(f"S{width}").ravel().astype(f"U{width}")
+
+
+# -- profiles ---------------------------------------------------------------------------
+
+
+def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
+                         limits: ProfileLimits = PROFILE_LIMITS, fast: bool | None = None,
+                         chunk_bytes: int = CHUNK_BYTES) -> list[ProfileColumns]:
+    """The profiles of a profile file as columns, one :class:`ProfileColumns` per event
+    type that has profiles; the first bad line raises exactly what
+    :func:`~siftbus.lang.profile.load_profiles` raises.
+
+    ``fast`` forces the scanners on or off (default: :func:`kernel.compiled_for`). The
+    file is scanned ``chunk_bytes`` of whole lines at a time.
+    """
+    p = Path(path)
+    source = str(p)
+    use = kernel.compiled_for(p.stat().st_size if p.exists() else 0) if fast is None else fast
+    if not use:
+        return _columns_of(load_profiles(p, schema, limits=limits))
+    from siftbus.match.scan_numba import OK, SLOW, scan_profiles
+
+    tables = SchemaTables.of(schema)
+    text_limits = TextLimits(max_line_bytes=4 * limits.max_line)
+    limit_name = f"ProfileLimits.max_line is {limits.max_line} characters"
+    parts: dict[int, list[ProfileColumns]] = {}
+    seen: list[tuple[np.ndarray, np.ndarray]] = []  # (line, id) of every valid profile
+    error: SiftbusError | None = None
+    line0 = 0
+    for data in _line_blocks(p, source, ProfileError, chunk_bytes, text_limits.max_line_bytes):
+        b = np.frombuffer(data, np.uint8)
+        status, start, end, id_end, sub_s, sub_e, ptype, rows, r = scan_profiles(
+            b, *tables.args(), limits.max_line, limits.max_conditions)
+        slow: list[tuple[int, Profile]] = []
+        for ln in np.flatnonzero(status == SLOW).tolist():
+            raw = data[start[ln]:end[ln]]
+            n = line0 + ln + 1
+            try:
+                if len(raw) > text_limits.max_line_bytes:
+                    raise _too_long(n, source, ProfileError, text_limits, limit_name)
+                text = decode_line(raw, source=source, line=n, kind=ProfileError)
+            except InputError as exc:
+                error = exc
+                break
+            for item in iter_profile_lines([(n, text)], schema, source=source,
+                                           limits=limits):
+                if isinstance(item, SiftbusError):
+                    error = item
+                else:
+                    slow.append((ln, item))
+            if error is not None:
+                break
+        upto = (error.line or 1) - 1 - line0 if error is not None else len(status)
+        ok = np.flatnonzero(status[:upto] == OK)
+        ok_ids = _spans_to_str(b, start[ok], id_end[ok])
+        seen.append((ok + line0, ok_ids))
+        if slow:
+            seen.append((np.array([ln for ln, _ in slow], np.int64) + line0,
+                         str_array([q.id for _, q in slow])))
+        _add_parts(parts, tables, b, ok, ok_ids, sub_s, sub_e, ptype, rows[:r], slow)
+        line0 += len(status)
+        if error is not None:
+            break
+    last = (error.line or 1) - 1 if error is not None else line0
+    dup = _first_duplicate(seen, last)
+    if dup is not None:
+        wanted = set(dup)
+        texts = [(n, t) for n, t in read_profile_lines(p, limits=limits) if n - 1 in wanted]
+        for item in iter_profile_lines(texts, schema, source=source, limits=limits):
+            if isinstance(item, SiftbusError):
+                raise item
+        raise AssertionError("a duplicate id the specification accepts")
+    if error is not None:
+        raise error
+    out = []
+    for t in sorted(parts):
+        out.append(ProfileColumns.concat(parts.pop(t)))  # each block's columns freed here
+    return out
+
+
+def _add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: np.ndarray,
+               ok: np.ndarray, ok_ids: np.ndarray, sub_s: np.ndarray, sub_e: np.ndarray,
+               ptype: np.ndarray, rows: np.ndarray, slow: list[tuple[int, Profile]]) -> None:
+    """Columns per event type of one block's profiles (scanned and slow)."""
+    has_sub = sub_s[ok] >= 0
+    subs = np.full(len(ok), "", dtype=object)
+    subs[has_sub] = _spans_to_str(b, sub_s[ok][has_sub], sub_e[ok][has_sub]).tolist()
+    slot_in_type = np.full(len(ptype), -1, np.int64)
+    row_type = ptype[rows[:, 0]] if len(rows) else np.zeros(0, np.int32)
+    for t, etype in enumerate(tables.types):
+        of_t = ptype[ok] == t
+        mine = ok[of_t]
+        extra = [prof for _, prof in slow if prof.etype.name == etype.name]
+        if len(mine):
+            slot_in_type[mine] = np.arange(len(mine))
+            rr = rows[(row_type == t) & (slot_in_type[rows[:, 0]] >= 0)]
+            names, codes = np.unique(subs[of_t].astype(str), return_inverse=True)
+            if names[0] != "":
+                names = np.concatenate([[""], names])
+                codes = codes + 1
+            parts.setdefault(t, []).append(ProfileColumns(
+                etype, ok_ids[of_t], codes.astype(np.int32),
+                tuple(str(x) for x in names), slot_in_type[rr[:, 0]].astype(np.int32),
+                rr[:, 1].astype(np.int16), rr[:, 2].copy(), rr[:, 3].copy(),
+                np.zeros(0, np.int32), np.zeros(0, np.int16), np.zeros(0, object)))
+        if extra:  # merged in line order, so that a file sorted by id stays sorted
+            slow_cols = ProfileColumns.from_profiles(etype, extra)
+            if len(mine):
+                scanned = parts[t].pop()
+                lines = np.concatenate([mine, [ln for ln, prof in slow
+                                               if prof.etype.name == etype.name]])
+                slow_cols = ProfileColumns.concat([scanned, slow_cols]).take(
+                    np.argsort(lines, kind="stable"))
+            parts.setdefault(t, []).append(slow_cols)
+
+
+def _first_duplicate(seen: list[tuple[np.ndarray, np.ndarray]], last: int
+                     ) -> tuple[int, int] | None:
+    """(first line, repeating line) (from 0) of the first id used twice before ``last``."""
+    if not seen:
+        return None
+    lines = np.concatenate([x for x, _ in seen])
+    ids = np.concatenate([y for _, y in seen]) if len(seen) > 1 else seen[0][1]
+    if len(lines) < 2:
+        return None
+    by_line = np.argsort(lines, kind="stable")
+    lines, ids = lines[by_line], ids[by_line]
+    _, first_at, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    again = np.flatnonzero(first_at[inverse] != np.arange(len(ids)))
+    if not len(again) or lines[again[0]] >= last:
+        return None
+    k = int(again[0])
+    return int(lines[first_at[inverse[k]]]), int(lines[k])
+
+
+def _line_blocks(p: Path, source: str, kind: type[InputError], chunk_bytes: int,
+                 max_line_bytes: int) -> Iterator[bytes]:
+    """The file in blocks of whole lines (a BOM at its start removed); a line longer than
+    ``max_line_bytes`` ends its block early (it is refused by the caller)."""
+    try:
+        fh = p.open("rb")
+    except OSError:
+        for _ in read_lines(p, source=source, kind=kind):  # raises its own error
+            break
+        raise
+    with fh:
+        carry = b""
+        first = True
+        while True:
+            block = fh.read(chunk_bytes)
+            data = carry + block if carry else block
+            if first:
+                first = False
+                if data.startswith(BOM):
+                    data = data[len(BOM):]
+            if not block:
+                if data:
+                    yield data
+                return
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:  # no line end yet: a long line, read on (up to the limit)
+                if len(data) <= max_line_bytes + 2:
+                    carry = data
+                    continue
+                cut = len(data)
+            carry = data[cut:]
+            yield data[:cut]
+
+
+def _columns_of(profiles: Sequence[Profile]) -> list[ProfileColumns]:
+    by_type: dict[str, list[Profile]] = {}
+    for p in profiles:
+        by_type.setdefault(p.type_name, []).append(p)
+    return [ProfileColumns.from_profiles(g[0].etype, g) for g in by_type.values()]
+
+
+# -- events -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TypeColumns:
+    """The events of one type in a chunk: their positions and key columns."""
+
+    etype: EventType
+    positions: np.ndarray
+    """int64 positions of the events in the chunk."""
+    columns: dict[str, np.ndarray]
+    """Attribute name -> int64 keys (ordered attributes) or ``str`` objects."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventChunk:
+    """Consecutive events of a file, as key columns per type."""
+
+    first: int
+    """Index (from 0) of the chunk's first event in the file."""
+    n: int
+    """Events in the chunk."""
+    groups: tuple[TypeColumns, ...]
+    bytes_read: int
+    """Bytes of the file this chunk covers."""
+
+    def events(self) -> list[Event]:
+        """The events as :class:`Event` objects, in order (for matchers without columns)."""
+        out: list[Event | None] = [None] * self.n
+        for g in self.groups:
+            cols = [g.columns[a.name].tolist() for a in g.etype.attributes]
+            rows = zip(*cols, strict=True) if cols else [()] * len(g.positions)
+            for pos, keys in zip(g.positions.tolist(), rows, strict=True):
+                out[pos] = Event(g.etype, tuple(keys))
+        return out  # type: ignore[return-value]
+
+
+def _scanner_within(limits: TextLimits) -> bool:
+    """Whether the event scanner accepts nothing these limits refuse: it takes numbers of
+    up to ``MAX_DIGITS`` digits and flat objects (depth 1), so tighter JSON limits send
+    every line to the specification."""
+    from siftbus.match.scan_numba import MAX_DIGITS
+
+    return limits.max_int_digits >= MAX_DIGITS
+
+
+def read_event_chunks(path: str | os.PathLike[str], schema: Schema, *,
+                      limits: TextLimits = TEXT_LIMITS, chunk_bytes: int = CHUNK_BYTES,
+                      fast: bool | None = None) -> Iterator[EventChunk]:
+    """The events of a JSON-lines file in chunks of key columns; the first bad line raises
+    exactly what :func:`~siftbus.model.event.read_events` raises.
+
+    ``fast`` forces the scanners on or off (default: :func:`kernel.compiled_for`).
+    """
+    p = Path(path)
+    source = str(p)
+    use = kernel.compiled_for(p.stat().st_size if p.exists() else 0) if fast is None else fast
+    if not use or not _scanner_within(limits):
+        yield from _spec_chunks(p, schema, limits)
+        return
+    tables = SchemaTables.of(schema)
+    line0 = 0
+    first = 0
+    for data in _line_blocks(p, source, EventError, chunk_bytes, limits.max_line_bytes):
+        chunk, n_lines = _event_chunk(data, schema, tables, source, limits, line0, first)
+        line0 += n_lines
+        first += chunk.n
+        yield chunk
+
+
+def scan_event_texts(texts: Sequence[str | bytes | None], schema: Schema, *,
+                     limits: TextLimits = TEXT_LIMITS, fast: bool | None = None
+                     ) -> list[Event | None]:
+    """The events of single JSON lines (a Spark batch's texts, as ``str`` or UTF-8
+    ``bytes``) that the compiled scanner is sure of, else ``None``: for each text, either
+    exactly the :class:`Event`
+    :func:`~siftbus.model.event.parse_event` gives it, or ``None`` -- a blank or bad line,
+    one with an escape or non-ASCII text, or one the scanner leaves to the
+    specification -- for the caller to hand to ``parse_event`` (which gives the value or
+    the error). Never raises for a bad line.
+
+    ``fast`` forces the scanner on or off (default: :func:`kernel.compiled_for` of the
+    texts' total length); off, every answer is ``None``.
+    """
+    out: list[Event | None] = [None] * len(texts)
+    # One text per line of the scanned buffer: texts that are not one ASCII line stay out.
+    lines = [(i, t.encode("ascii") if isinstance(t, str) else t)
+             for i, t in enumerate(texts) if t is not None and t.isascii()]
+    lines = [(i, t) for i, t in lines if b"\n" not in t and b"\r" not in t]
+    take = [i for i, _ in lines]
+    size = sum(len(t) + 1 for _, t in lines)
+    use = kernel.compiled_for(size) if fast is None else fast
+    if not use or not take or not _scanner_within(limits):
+        return out
+    from siftbus.match.events_numba import scan_events
+    from siftbus.match.scan_numba import OK
+
+    tables = SchemaTables.of(schema)
+    data = b"\n".join(t for _, t in lines)
+    status, _, _, etype, keys, str_s, str_e = scan_events(
+        np.frombuffer(data, np.uint8), *tables.args(), tables.max_attrs,
+        limits.max_line_bytes)
+    strings = [[a.position for a in t.attributes
+                if tables.kind[tables.type_attr[ti] + a.position] == 3]
+               for ti, t in enumerate(tables.types)]
+    for ln in np.flatnonzero(status == OK).tolist():
+        t = int(etype[ln])
+        et = tables.types[t]
+        row: list[Any] = keys[ln, :len(et.attributes)].tolist()
+        for q in strings[t]:
+            row[q] = data[str_s[ln, q]:str_e[ln, q]].decode("ascii")
+        out[take[ln]] = Event(et, tuple(row))
+    return out
+
+
+def _spec_chunks(path: Path, schema: Schema, limits: TextLimits,
+                 size: int = 4096) -> Iterator[EventChunk]:
+    """The specification's reader, in chunks of ``size`` events."""
+    from siftbus.match.cells import events_to_columns
+    from siftbus.model import read_events
+
+    batch: list[Event] = []
+    first = 0
+    for ev in read_events(path, schema, limits=limits):
+        batch.append(ev)
+        if len(batch) >= size:
+            yield _chunk_of(batch, first, events_to_columns)
+            first += len(batch)
+            batch = []
+    if batch:
+        yield _chunk_of(batch, first, events_to_columns)
+
+
+def _chunk_of(events: list[Event], first: int, to_columns: Any) -> EventChunk:
+    by_type: dict[str, list[int]] = {}
+    for i, e in enumerate(events):
+        by_type.setdefault(e.etype.name, []).append(i)
+    groups = tuple(TypeColumns(events[idx[0]].etype, np.array(idx, np.int64),
+                               to_columns(events[idx[0]].etype, [events[i] for i in idx]))
+                   for idx in by_type.values())
+    return EventChunk(first, len(events), groups, 0)
+
+
+def _event_chunk(data: bytes, schema: Schema, tables: SchemaTables, source: str,
+                 limits: TextLimits, line0: int, first: int) -> tuple[EventChunk, int]:
+    from siftbus.match.events_numba import scan_events
+
+    b = np.frombuffer(data, np.uint8)
+    status, start, end, etype, keys, str_s, str_e = scan_events(
+        b, *tables.args(), tables.max_attrs, limits.max_line_bytes)
+    ok_status, skip_status = 0, 1
+    type_index = {t.name: i for i, t in enumerate(tables.types)}
+    slow_events: dict[int, Event] = {}
+    for ln in np.flatnonzero(status == 2).tolist():
+        raw = data[start[ln]:end[ln]]
+        n = line0 + ln + 1
+        if len(raw) > limits.max_line_bytes:
+            raise _too_long(n, source, EventError, limits, "TextLimits.max_line_bytes")
+        text = decode_line(raw, source=source, line=n, kind=EventError)
+        if not text.strip():
+            status[ln] = skip_status
+            continue
+        ev = parse_event(text, schema, source=source, lineno=n, limits=limits)
+        slow_events[ln] = ev
+        etype[ln] = type_index[ev.etype.name]
+    is_event = status != skip_status
+    pos_of_line = np.cumsum(is_event) - 1
+    groups = []
+    for t, et in enumerate(tables.types):
+        lines = np.flatnonzero(is_event & (etype == t))
+        if not len(lines):
+            continue
+        cols: dict[str, np.ndarray] = {}
+        slow_here = [ln for ln in lines.tolist() if ln in slow_events]
+        for a in et.attributes:
+            q = a.position
+            if tables.kind[tables.type_attr[t] + q] == 3:
+                col = np.empty(len(lines), object)
+                col[:] = [data[s:e].decode("ascii") if status[ln] == ok_status else ""
+                          for ln, s, e in zip(lines.tolist(), str_s[lines, q].tolist(),
+                                              str_e[lines, q].tolist(), strict=True)]
+            else:
+                col = keys[lines, q].copy()
+            if slow_here:
+                where = np.searchsorted(lines, slow_here)
+                for w, ln in zip(where.tolist(), slow_here, strict=True):
+                    col[w] = slow_events[ln].keys[q]
+            cols[a.name] = col
+        groups.append(TypeColumns(et, pos_of_line[lines].astype(np.int64), cols))
+    return EventChunk(first, int(is_event.sum()), tuple(groups), len(data)), len(status)

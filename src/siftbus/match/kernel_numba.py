@@ -1,0 +1,400 @@
+"""The kernel interface compiled with numba (``cache=True``: compiled once per machine,
+then loaded from ``__pycache__``).
+
+Every function here has a twin of the same name and contract in
+:mod:`siftbus.match.kernel_python`; :mod:`siftbus.match.kernel` documents the array
+layout and picks the implementation. Everything works on plain integer arrays, so one
+kernel serves the per-event path (a batch of one), the batch path and the Spark stage:
+
+* an event is a row of *cell* numbers, one per attribute: the elementary interval (or
+  string class) its value falls in;
+* a *lead set* is either a slice of the entry array ``ent`` (``set_kind < 0``) or one
+  row of a ``uint64`` bitmap matrix (``set_kind`` = the row), chosen by fill ratio;
+* the index numbers profiles by *slot* (clustered by lead attribute and cell, so that
+  the candidates of one cell sit side by side in memory) and outputs their *rank*
+  (position in plain string order of the ids), so sorting output sorts ids.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_ONE = np.uint64(1)
+
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_TABLE = np.array([
+    0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51, 43,
+    22, 45, 39, 33, 30, 24, 18, 12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44,
+    32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9, 13, 8, 7, 6], dtype=np.int64)
+
+
+@njit(cache=True, inline="always")
+def _pop_lowest(w: np.uint64) -> tuple[int, np.uint64]:
+    """The position of the lowest set bit of ``w`` (de Bruijn), and ``w`` without it."""
+    low = w & (~w + _ONE)
+    return _DEBRUIJN_TABLE[(low * _DEBRUIJN) >> np.uint64(58)], w ^ low
+
+
+@njit(cache=True, inline="always")
+def _outside(c: int, first: int, width: int) -> bool:
+    """``not first <= c <= first + width`` in one unsigned comparison."""
+    return bool(np.uint32(c - first) > np.uint32(width))
+
+
+@njit(cache=True, inline="always")
+def _slot(ent: np.ndarray, t: int) -> int:
+    """The slot stored in entry ``t`` (two 16-bit halves in columns 6 and 7)."""
+    return np.int64(ent[t, 6] & 0xFFFF) | (np.int64(ent[t, 7] & 0x7FFF) << 16)  # type: ignore[return-value]
+
+
+@njit(cache=True, inline="always")
+def _full(ent: np.ndarray, t: int) -> bool:
+    """Whether entry ``t`` needs its profile's runs checked after the pre-checks pass."""
+    return (np.int64(ent[t, 7]) & 0x8000) != 0
+
+
+@njit(cache=True, inline="always")
+def _accepts(p: int, e: int, cells: np.ndarray, cond_off: np.ndarray,
+             runs: np.ndarray) -> bool:
+    """Whether profile ``p`` is in (satisfied-here ∪ unconstrained) of every non-lead
+    attribute, testing attributes in evaluation order and stopping at the first miss.
+
+    The profile's runs ``(attribute, first cell, last cell)`` are stored profile-major
+    (the transpose of the per-cell sets): ``p`` is in the set of cell ``c`` of attribute
+    ``b`` iff one of its runs on ``b`` contains ``c``; an attribute without runs is
+    unconstrained.
+    """
+    t = cond_off[p]
+    end = cond_off[p + 1]
+    while t < end:
+        b = runs[t, 0]
+        c = cells[e, b]
+        ok = False
+        while t < end and runs[t, 0] == b:
+            if runs[t, 1] <= c and c <= runs[t, 2]:
+                ok = True
+            t += 1
+        if not ok:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _append(buf: np.ndarray, k: int, value: int) -> np.ndarray:
+    """``buf[k] = value``, first doubling ``buf`` when it is full; returns the buffer (the
+    caller keeps the returned one: it is new after a growth)."""
+    if k >= buf.shape[0]:
+        grown = np.empty(2 * buf.shape[0], buf.dtype)
+        grown[:k] = buf[:k]
+        buf = grown
+    buf[k] = value
+    return buf
+
+
+@njit(cache=True)
+def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+                 set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
+                 bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                 rank: np.ndarray, always: np.ndarray, alive: np.ndarray, out: np.ndarray,
+                 k: int) -> int:
+    """Append the ranks event ``e`` matches to ``out[k:]`` (unsorted); returns the new
+    end. Writes nothing past ``len(out)`` but still counts, so a caller can grow ``out``
+    and redo the event."""
+    cap = out.shape[0]
+    m = cells.shape[1]
+    check_alive = alive.shape[0] > 0
+    for p in always:
+        if check_alive and alive[p] == 0:
+            continue
+        if k < cap:
+            out[k] = rank[p]
+        k += 1
+    for a in range(m):
+        g = cell_base[a] + cells[e, a]
+        row = set_kind[g]
+        if row < 0:
+            for t in range(set_off[g], set_off[g + 1]):
+                if _outside(cells[e, ent[t, 0]], ent[t, 1], ent[t, 2]):
+                    continue
+                if _outside(cells[e, ent[t, 3]], ent[t, 4], ent[t, 5]):
+                    continue
+                p = _slot(ent, t)
+                if check_alive and alive[p] == 0:
+                    continue
+                if _full(ent, t) and not _accepts(p, e, cells, cond_off, runs):
+                    continue
+                if k < cap:
+                    out[k] = rank[p]
+                k += 1
+        else:
+            for wi in range(bitmaps.shape[1]):
+                w = bitmaps[row, wi]
+                while w != 0:
+                    bit, w = _pop_lowest(w)
+                    p = wi * 64 + bit
+                    if _outside(cells[e, slot_pre[p, 0]], slot_pre[p, 1], slot_pre[p, 2]):
+                        continue
+                    if _outside(cells[e, slot_pre[p, 3]], slot_pre[p, 4], slot_pre[p, 5]):
+                        continue
+                    if check_alive and alive[p] == 0:
+                        continue
+                    if _accepts(p, e, cells, cond_off, runs):
+                        if k < cap:
+                            out[k] = rank[p]
+                        k += 1
+    return k
+
+
+@njit(cache=True)
+def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+                set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
+                bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                rank: np.ndarray, always: np.ndarray,
+                alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`siftbus.match.kernel.Kernels.index_match`."""
+    n_events = cells.shape[0]
+    offsets = np.zeros(n_events + 1, np.int64)
+    out = np.empty(max(64, n_events * 8), np.int32)
+    k = 0
+    for e in range(n_events):
+        end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
+                           bitmaps, cond_off, runs, rank, always, alive, out, k)
+        if end > out.shape[0]:
+            grown = np.empty(max(2 * out.shape[0], end + 64), np.int32)
+            grown[:k] = out[:k]
+            out = grown
+            end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
+                               bitmaps, cond_off, runs, rank, always, alive, out, k)
+        if end - k > 1:
+            out[k:end].sort()
+        k = end
+        offsets[e + 1] = k
+    return offsets, out[:k].copy()
+
+
+@njit(cache=True)
+def _csr_by_event(keys: np.ndarray, k: int, n_events: int, n: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of hits ``keys[:k]`` (``event * n + rank``, in any order): a counting sort by
+    event, then each event's few ranks sorted in place."""
+    offsets = np.zeros(n_events + 1, np.int64)
+    for i in range(k):
+        offsets[keys[i] // n + 1] += 1
+    for e in range(n_events):
+        offsets[e + 1] += offsets[e]
+    fill = offsets[:-1].copy()
+    out = np.empty(k, np.int32)
+    for i in range(k):
+        e = keys[i] // n
+        out[fill[e]] = keys[i] - e * n
+        fill[e] += 1
+    for e in range(n_events):
+        lo = offsets[e]
+        hi = offsets[e + 1]
+        if hi - lo > 32:
+            out[lo:hi].sort()
+            continue
+        for x in range(lo + 1, hi):  # insertion sort: a few matches per event
+            v = out[x]
+            y = x - 1
+            while y >= lo and out[y] > v:
+                out[y + 1] = out[y]
+                y -= 1
+            out[y + 1] = v
+    return offsets, out
+
+
+@njit(cache=True)
+def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+                        set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
+                        bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                        rank: np.ndarray, always: np.ndarray,
+                        alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`siftbus.match.kernel.Kernels.index_match_grouped`.
+
+    The events of a group are copied column by column (``block[attribute, member]``), so
+    the first pre-check of an entry runs over one contiguous column without a branch,
+    writing the passing members to ``sel`` (stream compaction); only those go on.
+    """
+    n_events = cells.shape[0]
+    m = cells.shape[1]
+    n = rank.shape[0]
+    check_alive = alive.shape[0] > 0
+    keys = np.empty(max(64, n_events * 8), np.int64)
+    k = 0
+    for e in range(n_events):
+        for p in always:
+            if check_alive and alive[p] == 0:
+                continue
+            keys = _append(keys, k, np.int64(e) * n + rank[p])
+            k += 1
+    block = np.empty((max(m, 1), n_events), np.int32)
+    members = np.empty(n_events, np.int64)
+    sel = np.empty(n_events, np.int64)
+    for a in range(m):
+        by_cell = np.argsort(cells[:, a], kind="mergesort")
+        i = 0
+        while i < n_events:
+            c = cells[by_cell[i], a]
+            j = i
+            while j < n_events and cells[by_cell[j], a] == c:
+                j += 1
+            size = j - i
+            for q in range(size):
+                ev = by_cell[i + q]
+                members[q] = ev
+                for b in range(m):
+                    block[b, q] = cells[ev, b]
+            i = j
+            g = cell_base[a] + c
+            row = set_kind[g]
+            if row < 0:
+                for t in range(set_off[g], set_off[g + 1]):
+                    col = block[ent[t, 0]]
+                    f1 = ent[t, 1]
+                    w1 = np.uint32(ent[t, 2])
+                    ns = 0
+                    for q in range(size):
+                        sel[ns] = q
+                        ns += int(np.uint32(col[q] - f1) <= w1)
+                    if ns == 0:
+                        continue
+                    p = _slot(ent, t)
+                    if check_alive and alive[p] == 0:
+                        continue
+                    b2 = ent[t, 3]
+                    f2 = ent[t, 4]
+                    w2 = ent[t, 5]
+                    full = _full(ent, t)
+                    for s_ in range(ns):
+                        q = sel[s_]
+                        if _outside(block[b2, q], f2, w2):
+                            continue
+                        e = members[q]
+                        if not full or _accepts(p, e, cells, cond_off, runs):
+                            keys = _append(keys, k, e * n + rank[p])
+                            k += 1
+            else:
+                for wi in range(bitmaps.shape[1]):
+                    w = bitmaps[row, wi]
+                    while w != 0:
+                        bit, w = _pop_lowest(w)
+                        p = wi * 64 + bit
+                        if check_alive and alive[p] == 0:
+                            continue
+                        for q in range(size):
+                            if _outside(block[slot_pre[p, 0], q], slot_pre[p, 1],
+                                        slot_pre[p, 2]):
+                                continue
+                            if _outside(block[slot_pre[p, 3], q], slot_pre[p, 4],
+                                        slot_pre[p, 5]):
+                                continue
+                            e = members[q]
+                            if _accepts(p, e, cells, cond_off, runs):
+                                keys = _append(keys, k, e * n + rank[p])
+                                k += 1
+    return _csr_by_event(keys, k, n_events, n)
+
+
+@njit(cache=True)
+def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+                    set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
+                    bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                    rank: np.ndarray, always: np.ndarray, alive: np.ndarray,
+                    out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.index_match_one`."""
+    k = _index_event(0, cells, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
+                     cond_off, runs, rank, always, alive, out, 0)
+    if 1 < k <= out.shape[0]:
+        out[:k].sort()
+    return k
+
+
+@njit(cache=True)
+def index_match_keys(keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
+                     cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
+                     ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
+                     cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
+                     always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
+    for a in range(keys.shape[0]):
+        lo = cell_base[a]
+        hi = cell_base[a + 1]
+        key = keys[a]
+        while lo < hi:  # the last bound <= key
+            mid = (lo + hi) >> 1
+            if bounds[mid] <= key:
+                lo = mid + 1
+            else:
+                hi = mid
+        row[0, a] = lo - 1 - cell_base[a]
+    k = _index_event(0, row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
+                     cond_off, runs, rank, always, alive, out, 0)
+    if 1 < k <= out.shape[0]:
+        out[:k].sort()
+    return k
+
+
+@njit(cache=True)
+def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, entry: np.ndarray,
+              row_of_cell: np.ndarray, list_off: np.ndarray, ent: np.ndarray,
+              bitmaps: np.ndarray) -> None:
+    """See :func:`siftbus.match.kernel.Kernels.fill_lead`."""
+    pos = list_off[:-1].copy()
+    for i in range(first.shape[0]):
+        p = slots[i]
+        word = p >> 6
+        bit = _ONE << np.uint64(p & 63)
+        for c in range(first[i], last[i] + 1):
+            r = row_of_cell[c]
+            if r >= 0:
+                bitmaps[r, word] |= bit
+            else:
+                j = pos[c]
+                ent[j, :] = entry[i, :]
+                pos[c] = j + 1
+
+
+@njit(cache=True)
+def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
+                   af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
+                   ncond: np.ndarray, always: np.ndarray,
+                   alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`siftbus.match.kernel.Kernels.counting_match`."""
+    n_events = cells.shape[0]
+    m = cells.shape[1]
+    n = ncond.shape[0]
+    check_alive = alive.shape[0] > 0
+    counter = np.zeros(n, np.int32)
+    touched = np.empty(max(16, n), np.int32)
+    offsets = np.zeros(n_events + 1, np.int64)
+    out = np.empty(max(64, n_events * 4), np.int32)
+    k = 0
+    for e in range(n_events):
+        start = k
+        nt = 0
+        for p in always:
+            if check_alive and alive[p] == 0:
+                continue
+            out = _append(out, k, p)
+            k += 1
+        for a in range(m):
+            g = cell_base[a] + cells[e, a]
+            for t in range(af_off[g], af_off[g + 1]):
+                f = af_mem[t]
+                for u in range(pr_off[f], pr_off[f + 1]):
+                    p = pr_mem[u]
+                    if counter[p] == 0:
+                        touched[nt] = p
+                        nt += 1
+                    counter[p] += 1
+                    if counter[p] == ncond[p] and not (check_alive and alive[p] == 0):
+                        out = _append(out, k, p)
+                        k += 1
+        for i in range(nt):
+            counter[touched[i]] = 0
+        if k - start > 1:
+            out[start:k] = np.sort(out[start:k])
+        offsets[e + 1] = k
+    return offsets, out[:k].copy()

@@ -1,0 +1,197 @@
+"""The kernel interface in numpy and plain Python: same arguments, same results as
+:mod:`siftbus.match.kernel_numba`, no compilation (see :mod:`siftbus.match.kernel`).
+
+Each event is matched with array operations over its candidate lists: the pre-checks of
+every entry of a lead set at once, then the runs of the survivors at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_NONE = np.zeros(0, np.int64)
+
+
+def _bitmap_members(bitmaps: np.ndarray, row: int, n: int) -> np.ndarray:
+    bits = np.unpackbits(bitmaps[row].view(np.uint8), bitorder="little")
+    return np.flatnonzero(bits[:n]).astype(np.int64)
+
+
+def _inside(cells: np.ndarray, attr: np.ndarray, first: np.ndarray,
+            width: np.ndarray) -> np.ndarray:
+    d = cells[attr.astype(np.int64)].astype(np.int64) - first.astype(np.int64)
+    return (d >= 0) & (d <= width.astype(np.int64))
+
+
+def _accepted(cand: np.ndarray, row: np.ndarray, cond_off: np.ndarray,
+              runs: np.ndarray) -> np.ndarray:
+    """Mask over ``cand`` (slots): every constrained non-lead attribute has a run
+    containing the event's cell."""
+    if not len(cand):
+        return np.zeros(0, bool)
+    start = cond_off[cand]
+    count = cond_off[cand + 1] - start
+    total = int(count.sum())
+    if total == 0:
+        return np.ones(len(cand), bool)
+    owner = np.repeat(np.arange(len(cand)), count)
+    idx = np.arange(total) - np.repeat(np.cumsum(count) - count, count) + np.repeat(start, count)
+    attr = runs[idx, 0].astype(np.int64)
+    c = row[attr]
+    inside = (runs[idx, 1] <= c) & (c <= runs[idx, 2])
+    m = len(row)
+    key = owner * m + attr
+    constrained = np.zeros(len(cand) * m, bool)
+    constrained[key] = True
+    hit = np.zeros(len(cand) * m, bool)
+    hit[key[inside]] = True
+    bad = np.asarray((constrained & ~hit).reshape(len(cand), m).any(axis=1))
+    return ~bad
+
+
+def _event(row: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+           set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
+           bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
+           always: np.ndarray, alive: np.ndarray) -> np.ndarray:
+    """Sorted ranks matched by one row of cells."""
+    check_alive = len(alive) > 0
+    parts = []
+    al = always.astype(np.int64)
+    if check_alive:
+        al = al[alive[al] != 0]
+    parts.append(rank[al])
+    n = len(rank)
+    for a in range(len(row)):
+        g = int(cell_base[a] + row[a])
+        kind = int(set_kind[g])
+        if kind < 0:
+            lo, hi = int(set_off[g]), int(set_off[g + 1])
+            if lo == hi:
+                continue
+            e = ent[lo:hi].astype(np.int64)
+            ok = _inside(row, e[:, 0], e[:, 1], e[:, 2]) & _inside(row, e[:, 3], e[:, 4],
+                                                                      e[:, 5])
+            e = e[ok]
+            slots = (e[:, 6] & 0xFFFF) | ((e[:, 7] & 0x7FFF) << 16)
+            full = (e[:, 7] & 0x8000) != 0
+        else:
+            slots = _bitmap_members(bitmaps, kind, n)
+            pre = slot_pre[slots]
+            ok = _inside(row, pre[:, 0], pre[:, 1], pre[:, 2]) & _inside(row, pre[:, 3],
+                                                                           pre[:, 4],
+                                                                           pre[:, 5])
+            slots = slots[ok]
+            full = np.ones(len(slots), bool)
+        if check_alive:
+            live = alive[slots] != 0
+            slots, full = slots[live], full[live]
+        need = slots[full]
+        keep = np.ones(len(slots), bool)
+        keep[full] = _accepted(need, row, cond_off, runs)
+        parts.append(rank[slots[keep]])
+    return np.sort(np.concatenate(parts)).astype(np.int32)
+
+
+def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+                set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
+                bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                rank: np.ndarray, always: np.ndarray,
+                alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`siftbus.match.kernel.Kernels.index_match`."""
+    rows = [_event(cells[e], cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
+                   cond_off, runs, rank, always, alive) for e in range(cells.shape[0])]
+    return _csr(rows)
+
+
+index_match_grouped = index_match
+
+
+def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+                    set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
+                    bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                    rank: np.ndarray, always: np.ndarray, alive: np.ndarray,
+                    out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.index_match_one`."""
+    got = _event(cells[0], cell_base, set_kind, set_off, ent, slot_pre, bitmaps, cond_off,
+                 runs, rank, always, alive)
+    if len(got) <= len(out):
+        out[:len(got)] = got
+    return len(got)
+
+
+def index_match_keys(keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
+                     cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
+                     ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
+                     cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
+                     always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
+    for a in range(len(keys)):
+        lo, hi = int(cell_base[a]), int(cell_base[a + 1])
+        row[0, a] = int(np.searchsorted(bounds[lo:hi], keys[a], side="right")) - 1
+    return index_match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
+                           cond_off, runs, rank, always, alive, out)
+
+
+def _expand(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(run index, cell) of every cell each run covers, runs in order."""
+    count = (last.astype(np.int64) - first.astype(np.int64) + 1).clip(0)
+    run = np.repeat(np.arange(len(first)), count)
+    cell = (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+            + np.repeat(first.astype(np.int64), count))
+    return run, cell
+
+
+def _fill(first: np.ndarray, last: np.ndarray, slots: np.ndarray, row_of_cell: np.ndarray,
+          list_off: np.ndarray, bitmaps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Set the bitmap bits; returns (run index, list position) of the list members."""
+    run, cell = _expand(first, last)
+    rows = row_of_cell[cell]
+    dense = rows >= 0
+    if dense.any():
+        p = slots[run[dense]].astype(np.int64)
+        np.bitwise_or.at(bitmaps, (rows[dense].astype(np.int64), p >> 6),
+                         np.left_shift(np.uint64(1), (p & 63).astype(np.uint64)))
+    run, cell = run[~dense], cell[~dense]
+    by_cell = np.argsort(cell, kind="stable")  # keeps run (slot) order inside a cell
+    run, cell = run[by_cell], cell[by_cell]
+    start = np.searchsorted(cell, cell, side="left")
+    pos = list_off[cell] + (np.arange(len(cell)) - start)
+    return run, pos
+
+
+def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, entry: np.ndarray,
+              row_of_cell: np.ndarray, list_off: np.ndarray, ent: np.ndarray,
+              bitmaps: np.ndarray) -> None:
+    """See :func:`siftbus.match.kernel.Kernels.fill_lead`."""
+    run, pos = _fill(first, last, slots, row_of_cell, list_off, bitmaps)
+    ent[pos] = entry[run]
+
+
+def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
+                   af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
+                   ncond: np.ndarray, always: np.ndarray,
+                   alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`siftbus.match.kernel.Kernels.counting_match`."""
+    n = len(ncond)
+    rows = []
+    for e in range(cells.shape[0]):
+        g = cell_base[:cells.shape[1]] + cells[e]
+        filters = np.concatenate([af_mem[af_off[x]:af_off[x + 1]] for x in g.tolist()]
+                                 or [_NONE]).astype(np.int64)
+        profs = np.concatenate([pr_mem[pr_off[f]:pr_off[f + 1]] for f in filters.tolist()]
+                               or [_NONE]).astype(np.int64)
+        count = np.bincount(profs, minlength=n)
+        hit = np.flatnonzero((count == ncond) & (ncond > 0))
+        hit = np.concatenate([hit, always.astype(np.int64)])
+        if len(alive):
+            hit = hit[alive[hit] != 0]
+        rows.append(np.sort(hit).astype(np.int32))
+    return _csr(rows)
+
+
+def _csr(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    if rows:
+        np.cumsum([len(r) for r in rows], out=offsets[1:])
+    flat = np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
+    return offsets, flat
