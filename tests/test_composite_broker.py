@@ -28,7 +28,6 @@ from composite_strategies import TIMED, S, composites, streams, timed
 from hostile import run_bad
 from siftbus.broker.composite import CompositeSettings
 from siftbus.broker.node import BrokerNode
-from siftbus.broker.protocols import rendezvous_directions
 from siftbus.broker.server import BrokerServer
 from siftbus.broker.simulator import Delivery, Simulator
 from siftbus.client import Client
@@ -38,7 +37,7 @@ from siftbus.lang.composite import CompositeProfile, format_composite, parse_com
 from siftbus.match.composite import CompositeMatch, EngineLimits, StampedEvent, reference_matches
 from siftbus.model import Event, Profile, parse_schema
 from test_broker_cli import broker_process, run_cli
-from test_broker_server import settle
+from test_broker_server import settle, start_network
 
 CONFIGS = [
     dict(protocol="flooding"),
@@ -173,24 +172,6 @@ def test_the_service_refuses_bad_requests_and_keeps_the_rest() -> None:
 
 # ---- real brokers on 127.0.0.1 -----------------------------------------------------
 
-async def start(names: list[str], edges: list[tuple[str, str]], protocol: str,
-                strategy: str, rn: dict[str, str] | None,
-                settings: CompositeSettings) -> dict[str, BrokerServer]:
-    servers: dict[str, BrokerServer] = {}
-    for i, b in enumerate(names):
-        nbrs = tuple(x for a, c in edges for x in (a, c) if b in (a, c) and x != b)
-        dirs = rendezvous_directions(edges, b, rn) if rn else None
-        node = BrokerNode(b, TIMED, protocol=protocol, strategy=strategy, neighbours=nbrs,
-                          rendezvous=dirs, composite=settings)
-        dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs if names.index(n) < i}
-        srv = BrokerServer(node, dial=dial)
-        await srv.start()
-        servers[b] = srv
-    for srv in servers.values():
-        await srv.wait_neighbours(10)
-    return servers
-
-
 async def collect(sub: Any, n: int, timeout: float = 10.0) -> list[CompositeMatch]:
     return [await sub.get(timeout) for _ in range(n)]
 
@@ -201,7 +182,8 @@ async def run_real(data: st.DataObject, protocol: str, strategy: str) -> None:
     edges = [(names[data.draw(st.integers(0, i - 1))], names[i]) for i in range(1, n)]
     rn = ({t: data.draw(st.sampled_from(names)) for t in TIMED.names}
           if protocol == "rendezvous" else None)
-    servers = await start(names, edges, protocol, strategy, rn, PATIENT)
+    servers = await start_network(names, edges, protocol, strategy, rn, schema=TIMED,
+                                  composite=PATIENT)
     clients: list[Client] = []
     try:
         sub = await Client.connect(port=servers[data.draw(st.sampled_from(names))].port,
