@@ -19,7 +19,7 @@ from siftbus.broker.server import BrokerServer, read_frame
 from siftbus.broker.simulator import Delivery
 from siftbus.client import Client, SyncClient
 from siftbus.errors import ConnectionLostError, RemoteError, SiftbusError
-from siftbus.model import Event, Profile
+from siftbus.model import Event, Profile, Schema
 from siftbus.wire.frames import VERSION, Message, MsgType, encode
 from test_broker_sim import SCHEMA, events, oracle, profiles
 
@@ -29,17 +29,18 @@ T = SCHEMA["T"]
 async def start_network(names: list[str], edges: list[tuple[str, str]], protocol: str,
                         strategy: str = "covering",
                         rendezvous: dict[str, str] | None = None,
-                        advertisements: bool = False) -> dict[str, BrokerServer]:
+                        advertisements: bool = False, schema: Schema = SCHEMA,
+                        **node: Any) -> dict[str, BrokerServer]:
     """Brokers of a tree, each its own server; a broker dials its neighbours listed
-    before it (as ``siftbus network up`` does)."""
+    before it (as ``siftbus network up`` does). ``node``: more ``BrokerNode`` options."""
     servers: dict[str, BrokerServer] = {}
     for i, b in enumerate(names):
         nbrs = tuple(x for a, c in edges for x in (a, c) if b in (a, c) and x != b)
         dirs = rendezvous_directions(edges, b, rendezvous) if rendezvous else None
-        node = BrokerNode(b, SCHEMA, protocol=protocol, strategy=strategy, neighbours=nbrs,
-                          rendezvous=dirs, advertisements=advertisements)
+        bn = BrokerNode(b, schema, protocol=protocol, strategy=strategy, neighbours=nbrs,
+                        rendezvous=dirs, advertisements=advertisements, **node)
         dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs if names.index(n) < i}
-        srv = BrokerServer(node, dial=dial)
+        srv = BrokerServer(bn, dial=dial)
         await srv.start()
         servers[b] = srv
     for srv in servers.values():

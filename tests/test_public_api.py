@@ -40,6 +40,24 @@ def test_quick_start_from_the_readme() -> None:
     assert matcher.match(event) == ["warm"]
 
 
+def test_composite_quick_start() -> None:
+    schema = siftbus.parse_schema('[GlassBreak]\nroom = "int[1,300]"\nlevel = "int[0,10]"\n'
+                                  '[Motion]\nroom = "int[1,300]"\npresent = "int[0,1]"\n')
+    alarm = siftbus.parse_composite("alarm@security: GlassBreak(level > 5) -> "
+                                    "Motion(present = 1) within 60 s same room", schema)
+    engine = siftbus.CompositeEngine(matcher="reference")
+    engine.add(alarm)
+    out = []
+    for t, line in enumerate(['{"type": "GlassBreak", "room": 3, "level": 8}',
+                              '{"type": "Motion", "room": 3, "present": 1}']):
+        event = siftbus.parse_event(line, schema)
+        out += engine.offer(siftbus.StampedEvent(event, t * 10_000_000, (t,)))
+    out += engine.advance(11_000_000)  # the clock passes the motion's time: it is evaluated
+    assert [(m.profile, m.subscriber, [lab for lab, _ in m.bindings]) for m in out] == [
+        ("alarm", "security", ["GlassBreak", "Motion"])]
+    assert siftbus.parse_composite(siftbus.format_composite(alarm), schema) == alarm
+
+
 def test_importing_siftbus_does_not_load_numba() -> None:
     import subprocess
     import sys

@@ -28,7 +28,7 @@ def test_demo_says_what_it_does_and_keeps_the_jvm_out_of_the_terminal(tmp_path: 
     assert f"its own messages go to {log}" in r.stderr
     assert "About a minute" in r.stderr
     assert [x.split("]")[0] for x in err if x.startswith("[")] == [
-        "[1/4", "[2/4", "[3/4", "[4/4"]
+        "[1/5", "[2/5", "[3/5", "[4/5", "[5/5"]
     # Nothing from the JVM in the terminal; it is in the named log file.
     jvm = re.compile(r"WARN|WARNING|log level|setLogLevel|\$anonfun|Exception|^\s+at ")
     assert [x for x in (r.stdout + r.stderr).splitlines() if jvm.search(x)] == []
@@ -48,5 +48,8 @@ def test_demo_says_what_it_does_and_keeps_the_jvm_out_of_the_terminal(tmp_path: 
     assert "profiles matched per event, mean (p^p)" in r.stdout
     assert "Bittner (2003)" in r.stdout
     assert f"Spark's own messages: {log}" in r.stdout
+    # The composite step: both rules, and the broker's engine agrees with Spark.
+    assert re.search(r"security-alarm\s*│\s*security\s*│\s*3 │", r.stdout), r.stdout
+    assert "heating-fault" in r.stdout and "the same as Spark's" in r.stdout
     for png in ("matches_per_event.png", "subscriber_load.png", "hot_profiles.png"):
         assert (out / "plots" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

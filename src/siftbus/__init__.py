@@ -36,8 +36,16 @@ from siftbus.lang import (
     parse_profile,
     parse_profiles,
 )
+from siftbus.lang.composite import (
+    CompositeProfile,
+    format_composite,
+    load_composites,
+    parse_composite,
+    parse_composites,
+)
 from siftbus.match import Matcher, ReferenceMatcher
 from siftbus.match.base import Snapshotting
+from siftbus.match.composite import CompositeEngine, CompositeMatch, EngineLimits, StampedEvent
 from siftbus.match.engines import Capability, make_matcher
 from siftbus.model import (
     DecimalDomain,
@@ -99,6 +107,7 @@ if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and
     from siftbus.security.policy import SecurityPolicy
     from siftbus.security.tls import ContextSet, TLSConfig
     from siftbus.security.tokens import TokenSigner, bearer_token
+    from siftbus.spark.composite import composite_matches, composite_stream
     from siftbus.spark.pipeline import Pipeline, run_files
     from siftbus.temporal import (
         Change,
@@ -188,6 +197,8 @@ _LAZY = {
     "Gateway": "siftbus.gateway",
     "GatewayLimits": "siftbus.gateway",
     "GatewayServer": "siftbus.gateway",
+    "composite_matches": "siftbus.spark.composite",
+    "composite_stream": "siftbus.spark.composite",
 }
 
 
@@ -229,6 +240,11 @@ __all__ = [
     "load_profiles",
     "parse_profile",
     "parse_profiles",
+    "CompositeProfile",
+    "format_composite",
+    "load_composites",
+    "parse_composite",
+    "parse_composites",
     # matching
     "Matcher",
     "ReferenceMatcher",
@@ -241,6 +257,10 @@ __all__ = [
     "make_matcher",
     "Capability",
     "Snapshotting",
+    "CompositeEngine",
+    "CompositeMatch",
+    "EngineLimits",
+    "StampedEvent",
     # covering and routing tables
     "covers",
     "equivalent",
@@ -306,6 +326,8 @@ __all__ = [
     # Spark pipeline
     "Pipeline",
     "run_files",
+    "composite_matches",
+    "composite_stream",
     # errors
     "AccessDenied",
     "AuthenticationError",

@@ -22,6 +22,10 @@
     [network.retained]            # optional: retained state per broker (docs/temporal.md)
     max_per_client = 10000
 
+    [network.composite]           # optional: composite profiles (docs/composite.md, Limits)
+    lateness = 2.0                # seconds an event may arrive late and still count
+    clock = true                  # the brokers' clocks move the watermark
+
     [network.rendezvous]          # rendezvous: the RN of each event type (default: first broker)
     Temperature = "B2"
 
@@ -59,6 +63,7 @@ from siftbus.security.policy import OPEN, SecurityPolicy
 from siftbus.security.tls import ContextSet
 from siftbus.wire.limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
+from .composite import COMPOSITE_DEFAULTS, CompositeSettings
 from .handoff import HANDOFFS
 from .handoff_base import check_claims
 from .node import BrokerNode, check_name, default_engine
@@ -102,6 +107,8 @@ class NetworkConfig:
     edges: tuple[tuple[str, str], ...]
     limits: Limits = DEFAULT_LIMITS
     """What every broker of the network accepts from one peer (``[network.limits]``)."""
+    composite: CompositeSettings = COMPOSITE_DEFAULTS
+    """How the brokers evaluate composite profiles (``[network.composite]``)."""
     security: SecurityPolicy = OPEN
     """Who may connect and do what (``[security]``; open when absent)."""
     retained: RetainedLimits = DEFAULT_RETAINED_LIMITS
@@ -130,7 +137,8 @@ class NetworkConfig:
                           neighbours=b.neighbours, rendezvous=dirs, engine=self.engine,
                           store=ProfileStore(b.store) if b.store else None,
                           guard=Guard(self.security), handoff=self.handoff,
-                          sessions=self.sessions, edges=self.edges)
+                          sessions=self.sessions, edges=self.edges,
+                          composite=self.composite)
         node.retained.limits = self.retained
         return node
 
@@ -179,7 +187,7 @@ def parse_network(text: str, *, path: Path | None = None,
         raise fail("[network] must be a table", "network")
     unknown = set(net) - {"schema", "protocol", "strategy", "imperfect", "advertisements",
                           "engine", "max_frame", "rendezvous", "limits", "retained",
-                          "handoff", "sessions"}
+                          "handoff", "sessions", "composite"}
     if unknown:
         key = sorted(unknown)[0]
         raise fail(f"unknown [network] key {key!r}", key, key)
@@ -294,11 +302,19 @@ def parse_network(text: str, *, path: Path | None = None,
     for tname in rn_raw:
         if tname not in schema:
             raise fail(f"[network.rendezvous] names unknown event type {tname!r}", tname, tname)
+    composite = net.get("composite", {})
+    if not isinstance(composite, dict):
+        raise fail("[network.composite] must be a table", "composite", "composite")
+    try:
+        settings = CompositeSettings.from_mapping(composite)
+    except ConfigError as exc:
+        raise fail(exc.message, exc.field or "composite", exc.field) from None
     security = _parse_security(data, schema, base, brokers, fail)
     return NetworkConfig(path, schema, protocol, strategy, flags["imperfect"],
                          flags["advertisements"], engine, limits.max_frame, rendezvous,
-                         brokers, tuple(sorted(edges)), limits, security, retained,
-                         handoff, policy)
+                         brokers, tuple(sorted(edges)), limits, composite=settings,
+                         security=security, retained=retained, handoff=handoff,
+                         sessions=policy)
 
 
 def _parse_sessions(net: dict[str, Any], protocol: str, strategy: str, fail: Any

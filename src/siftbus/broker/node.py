@@ -44,6 +44,8 @@ from siftbus.wire.profiles import (
 )
 
 from .access import ClientAccess
+from .composite import SERVICE as COMPOSITE_SERVICE
+from .composite import CompositeService, CompositeSettings
 from .handoff import default_handoff, make_handoff
 from .protocols import Routing, make_routing
 from .retained import TYPES as RETAINED_TYPES
@@ -87,7 +89,8 @@ class BrokerNode:
                  clock: Callable[[], float] = time.time, limits: Limits | None = None,
                  guard: Guard | None = None, handoff: str | None = None,
                  sessions: SessionPolicy | None = None,
-                 edges: Iterable[tuple[str, str]] | None = None) -> None:
+                 edges: Iterable[tuple[str, str]] | None = None,
+                 composite: CompositeSettings | None = None) -> None:
         self.name = check_name(name, "broker")
         self.schema = schema
         self.protocol = protocol
@@ -129,6 +132,13 @@ class BrokerNode:
         self._adverts: dict[str, int] = {}
         """Client link -> advertisements it holds (counted in its principal's quota)."""
         self._init_sessions(handoff, sessions, edges, protocol, strategy)
+        #: called with the clock's time by the server's timer (``tick_interval``)
+        self.tickers: list[Callable[[float], None]] = []
+        #: composite profiles of the local clients (docs/composite.md)
+        self.composites = CompositeService(self, composite)
+        self.services[COMPOSITE_SERVICE] = self.composites.handle
+        self.client_down_listeners.append(self.composites.client_down)
+        self.tickers.append(self.composites.tick)
         if store is not None:
             self._restore(store)
 
@@ -183,6 +193,9 @@ class BrokerNode:
         self.transport_send(link, msg)
 
     def deliver(self, link: str, items: list[tuple[Block, np.ndarray, list[str]]]) -> None:
+        items = self.composites.intercept(link, items)  # component rows feed the automata
+        if not items:
+            return
         if self.sessions.deliver(link, items):
             return  # a session client's: numbered, buffered, sent by its session
         n = sum(len(pids) for _, _, pids in items)
@@ -317,6 +330,7 @@ class BrokerNode:
         start = time.perf_counter()
         res = self.routing.route(src, kind, blocks)
         c.observe_route(time.perf_counter() - start)
+        self.composites.end_step()  # the step's component rows, once per event
         c.filter_ops += res.filtered
         c.matches += res.matches
         c.events_out += res.events_out

@@ -66,6 +66,9 @@ CLIENT_BUFFER_LIMIT = DEFAULT_LIMITS.max_out_buffer
 """Default bytes queued for one client beyond which notifications to it are dropped
 (counted); ``Limits.max_out_buffer`` sets it per server."""
 
+TICK_INTERVAL = 0.1
+"""Seconds between the clock ticks the node's tickers get."""
+
 BROKER_HIGH_WATER = 4 * 1024 * 1024
 """Bytes queued toward a neighbour beyond which a reader waits for the link to drain."""
 
@@ -130,6 +133,8 @@ class BrokerServer:
         await self.listener.start()
         for name, addr in self.dial.items():
             self._spawn(self._dial_loop(name, addr))
+        if self.node.tickers:
+            self._spawn(self._tick_loop())
         if self.tls is not None:
             self._spawn(self._reload_certificates())
 
@@ -292,6 +297,17 @@ class BrokerServer:
                 self._send(link, Message(MsgType.ERROR, error_body(exc, corr)))
 
         self._spawn(run())
+
+    async def _tick_loop(self) -> None:
+        """Tell the node's tickers the time (composite windows close without events)."""
+        while not self._closing:
+            await asyncio.sleep(TICK_INTERVAL)
+            now = self.node.clock()
+            for tick in self.node.tickers:
+                try:
+                    tick(now)
+                except Exception:  # a ticker's bug must not stop the others
+                    log.exception("%s: ticker failed", self.node.name)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

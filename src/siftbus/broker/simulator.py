@@ -31,6 +31,7 @@ from siftbus.wire.events import Envelope, decode_batch, encode_envelope_blocks
 from siftbus.wire.frames import Message, MsgType, decode_payload, encode
 from siftbus.wire.profiles import encode_profile
 
+from .composite import CompositeSettings
 from .node import BrokerNode
 from .protocols import rendezvous_directions
 from .session_table import SessionBusy
@@ -65,6 +66,8 @@ class SimClient:
     errors: list[dict[str, Any]] = field(default_factory=list)
     retained: list[Message] = field(default_factory=list)
     """Retained-state messages received (TNOTIFY changes, ACKs), in order."""
+    replies: list[dict[str, Any]] = field(default_factory=list)
+    """REPLY bodies: answers to calls and service pushes (``service``, ``event``)."""
     seq: int = 0
     connected: bool = True
     session: bool = False
@@ -101,7 +104,8 @@ class Simulator:
                  engine: str | None = None, seed: int = 0, roundtrip: bool = False,
                  clock: Callable[[], float] | None = None,
                  handoff: str | None = None, sessions: SessionPolicy | None = None,
-                 out_of_band: bool = True) -> None:
+                 out_of_band: bool = True,
+                 composite: CompositeSettings | None = None) -> None:
         self.schema = schema
         self.edges = [(a, b) for a, b in edges]
         self.rng = random.Random(seed)
@@ -128,7 +132,8 @@ class Simulator:
                               imperfect=imperfect, advertisements=advertisements,
                               neighbours=tuple(nbrs[b]), rendezvous=dirs, engine=engine,
                               clock=clock if clock is not None else self.clock,
-                              handoff=handoff, sessions=sessions, edges=self.edges)
+                              handoff=handoff, sessions=sessions, edges=self.edges,
+                              composite=composite)
             node.transport_send = self._sender(b)
             node.call_later = self.call_later
             if out_of_band:
@@ -223,6 +228,8 @@ class Simulator:
             c.errors.append(msg.body)
         elif msg.type in (MsgType.TNOTIFY, MsgType.ACK):
             c.retained.append(msg)
+        elif msg.type is MsgType.REPLY:
+            c.replies.append(msg.body)
 
     def step(self) -> bool:
         """Deliver the head message of one non-empty link (random); ``False`` when idle."""
@@ -370,6 +377,12 @@ class Simulator:
         for i in ids:
             c.adverts.pop(i, None)
         self._client_send(c, Message(MsgType.UNADV, {"ids": list(ids)}))
+
+    def call(self, client: str, service: str, method: str, **args: Any) -> None:
+        """Queue a CALL of a broker-hosted service (the answer lands in ``replies``)."""
+        c = self.clients[client]
+        self._client_send(c, Message(MsgType.CALL, {"service": service, "method": method,
+                                                    "args": args, "corr": 0}))
 
     def publish(self, client: str, events: Sequence[Event]) -> list[tuple[str, int]]:
         """Queue a PUB batch; returns the publication identities the network will use."""

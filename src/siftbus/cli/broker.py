@@ -326,6 +326,9 @@ def subscribe_cmd(
     = 0,
     timeout: Annotated[float, typer.Option(help="Exit after this many seconds (0: never).")]
     = 0.0,
+    composite: Annotated[bool, typer.Option("--composite", help="The lines are composite "
+                                            "profiles ('alarm: A(...) -> B(...) within 60 s "
+                                            "same room', docs/composite.md).")] = False,
     token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
     session: Annotated[str | None, typer.Option(
         "--session", help="Session id: the broker keeps what comes while this client is "
@@ -335,7 +338,7 @@ def subscribe_cmd(
         "number; a restart resumes after its last line (exactly once, also after kill -9)."
         )] = None,
 ) -> None:
-    """Subscribe and print each notification as a JSON line."""
+    """Subscribe and print each notification (or composite match) as a JSON line."""
     from siftbus.errors import ConfigError, ConnectionLostError
 
     host, port = _address(config, name, broker)
@@ -343,6 +346,9 @@ def subscribe_cmd(
     if not profiles and session is None:
         raise ConfigError("give at least one profile (or --session to resume one)",
                           field="profiles")
+    if composite:
+        _run(_subscribe_composite(host, port, profiles or [], client, count, timeout, creds))
+        return
     last = _resume_point(out) if out is not None else 0
 
     async def main() -> None:
@@ -425,6 +431,47 @@ def _resume_point(out: Path) -> int:
                           "by subscribe --session --out", source=str(out),
                           line=len(lines), field="out")
     return n
+
+
+async def _until_done(done: asyncio.Event, timeout: float) -> None:
+    """Wait for ``done``, which a signal (SIGINT, SIGTERM) or ``timeout`` seconds also set."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, done.set)
+    if timeout:
+        loop.call_later(timeout, done.set)
+    await done.wait()
+
+
+async def _subscribe_composite(host: str, port: int, lines: list[str], client: str | None,
+                               count: int, timeout: float, creds: dict[str, Any]) -> None:
+    from siftbus.client import Client
+    from siftbus.client.composite import CompositeClient, CompositeSubscription, match_json
+
+    c = await Client.connect(host, port, name=client, **creds)
+    done = asyncio.Event()
+    got = 0
+
+    async def pump(sub: CompositeSubscription) -> None:
+        nonlocal got
+        async for m in sub:
+            if count and got >= count:
+                return
+            print(match_json(m), flush=True)
+            got += 1
+            if count and got >= count:
+                done.set()
+
+    try:
+        subs = await CompositeClient.of(c).subscribe(*lines)
+        print(f"subscribed {', '.join(s.id for s in subs)} at {c.broker}", file=sys.stderr,
+              flush=True)
+        tasks = [asyncio.ensure_future(pump(s)) for s in subs]
+        await _until_done(done, timeout)
+        for t in tasks:
+            t.cancel()
+    finally:
+        await c.close()
 
 
 def register(app: typer.Typer) -> None:

@@ -57,6 +57,7 @@ from siftbus.wire.profiles import encode_profile
 from siftbus.wire.transport import FrameConnection
 from siftbus.wire.transport import connect as open_connection
 
+from .composite import CompositeClient, CompositeSubscription
 from .notifications import (
     Notification,
     NotificationBatch,
@@ -577,6 +578,13 @@ class Client(RetainedClient):
         reply = await self._request(MsgType.CALL, {"service": service, "method": method,
                                                    "args": args}, _timeout)
         return reply.get("result")
+
+    async def subscribe_composite(self, line: str, *, queue_size: int = 10_000
+                                  ) -> CompositeSubscription:
+        """Subscribe a composite profile line (``ID: pattern within D ...``, see
+        docs/composite.md); its access broker evaluates it and pushes the matches."""
+        sub, = await CompositeClient.of(self).subscribe(line, queue_size=queue_size)
+        return sub
 
     async def stats(self) -> dict[str, Any]:
         """The broker's instrumentation counters."""

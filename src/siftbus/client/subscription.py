@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from siftbus.model import Profile
 
@@ -38,8 +38,10 @@ class SubscriptionOwner(Protocol):
     async def unsubscribe(self, *ids: str | Subscription) -> None: ...
 
 
-async def next_notification(queue: asyncio.Queue[Notification],
-                            ended: asyncio.Event) -> Notification:
+T = TypeVar("T")
+
+
+async def next_notification(queue: asyncio.Queue[T], ended: asyncio.Event) -> T:
     """The next notification of ``queue``; ``StopAsyncIteration`` once ``ended`` is set
     and the queue is empty (what was received before the end is still handed out)."""
     if not queue.empty():

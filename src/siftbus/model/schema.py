@@ -6,6 +6,10 @@ attributes are declared::
     [Temperature]
     sensor = "int[1,400]"
     value = "decimal[-40,60,1]"
+
+A type may declare one of its int or decimal attributes as its *event time* (seconds)
+with the key ``"@time" = "attribute"``; composite profiles order events by it (see
+docs/composite.md). Events of other types take their publication's time stamp.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ class EventType:
 
     name: str
     attributes: tuple[Attribute, ...]
+    time: str | None = None
+    """The attribute that holds the event time in seconds (``"@time"``), if declared."""
     _by_name: Mapping[str, Attribute] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -47,6 +53,8 @@ class EventType:
                 raise SchemaError(f"attribute {attr.name!r} of {self.name} is declared twice")
             by_name[attr.name] = attr
         object.__setattr__(self, "_by_name", by_name)
+        if self.time is not None:
+            _check_time_attribute(self.name, by_name.get(self.time), self.time)
 
     @classmethod
     def of(cls, name: str, **specs: str | AnyDomain) -> EventType:
@@ -114,12 +122,19 @@ class Schema:
         for t in self.types:
             out.append(f"[{t.name}]")
             out.extend(f'{a.name} = "{a.domain.spec}"' for a in t.attributes)
+            if t.time is not None:
+                out.append(f'"{TIME_KEY}" = "{t.time}"')
             out.append("")
         return "\n".join(out)
 
     def to_dict(self) -> dict[str, dict[str, str]]:
         """``{type: {attribute: spec}}``, the shape of the TOML file (for the wire)."""
-        return {t.name: {a.name: a.domain.spec for a in t.attributes} for t in self.types}
+        out: dict[str, dict[str, str]] = {}
+        for t in self.types:
+            out[t.name] = {a.name: a.domain.spec for a in t.attributes}
+            if t.time is not None:
+                out[t.name][TIME_KEY] = t.time
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object], *, source: str | None = None,
@@ -130,6 +145,7 @@ class Schema:
         positions): looking it up for every key made a schema of 10,000 types quadratic.
         """
         types = []
+        times: dict[str, object] = {}  # "@time" per type, applied once the types exist
         for tname, table in data.items():
             if not isinstance(table, Mapping):
                 raise SchemaError(
@@ -140,6 +156,9 @@ class Schema:
                 raise SchemaError(f"event type name {excerpt(repr(tname))} is not a plain "
                                   "identifier", source=source, line=_find_line(text, tname, None))
             attrs = []
+            if TIME_KEY in table:
+                times[tname] = table[TIME_KEY]
+                table = {k: v for k, v in table.items() if k != TIME_KEY}
             for i, (aname, spec) in enumerate(table.items()):
                 if not is_identifier(aname):
                     raise SchemaError(
@@ -161,7 +180,44 @@ class Schema:
                 raise exc.located(source=source, line=_find_line(text, tname, None)) from None
         if not types:
             raise SchemaError("the schema declares no event type", source=source)
+        if times:
+            types = [_with_time(t, times[t.name], source, text) if t.name in times else t
+                     for t in types]
         return cls(tuple(types))
+
+
+TIME_KEY = "@time"
+"""The key of a type's table that names its event-time attribute."""
+
+MAX_TIME_PLACES = 6
+"""Event times are whole microseconds, so a decimal time has at most 6 places."""
+
+
+def _check_time_attribute(tname: str, attr: Attribute | None, name: str) -> None:
+    if attr is None:
+        raise SchemaError(f"{tname}: {TIME_KEY} names {excerpt(repr(name))}, which is not an "
+                          f"attribute of {tname}", field=TIME_KEY)
+    d = attr.domain
+    if d.spec.split("[", 1)[0] not in ("int", "decimal"):
+        raise SchemaError(f"{tname}: the time attribute {name!r} must be int or decimal "
+                          f"(seconds), not {d.spec}", field=TIME_KEY)
+    places = getattr(d, "places", 0)
+    if places > MAX_TIME_PLACES:
+        raise SchemaError(f"{tname}: the time attribute {name!r} has {places} decimal "
+                          f"places; at most {MAX_TIME_PLACES} (microseconds)", field=TIME_KEY)
+
+
+def _with_time(etype: EventType, name: object, source: str | None,
+               text: str | None) -> EventType:
+    """``etype`` with its declared time attribute (errors located at the ``@time`` key)."""
+    line = _find_line(text, etype.name, TIME_KEY)
+    if not isinstance(name, str):
+        raise SchemaError(f"{etype.name}: {TIME_KEY} must name an attribute, such as "
+                          f'"{TIME_KEY}" = "ts"', source=source, line=line, column=1)
+    try:
+        return EventType(etype.name, etype.attributes, name)
+    except SiftbusError as exc:
+        raise exc.located(source=source, line=line, column=1) from None
 
 
 def _find_line(text: str | None, table: str, key: str | None) -> int | None:

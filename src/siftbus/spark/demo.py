@@ -195,6 +195,8 @@ class DemoResult:
     """Where Spark's own messages went (``None``: the terminal)."""
     run: str = ""
     """What was run, as the plots' captions name it."""
+    composites: Any = None
+    """The composite step's :class:`~siftbus.spark.composite_demo.CompositeDemo`."""
 
 
 def shown(path: Path) -> str:
@@ -216,8 +218,9 @@ def _alarm_names(alarm_profiles: dict[str, list[Profile]]) -> str:
     return ", ".join(names) + (f" and {floors} floor janitors" if floors else "")
 
 
-STEPS = 4
-"""Steps the demo announces: start Spark, generate, match and deliver, analyse."""
+STEPS = 5
+"""Steps the demo announces: start Spark, generate, match and deliver, analyse, and the
+composite profiles."""
 
 
 def run_demo(out: str | Path = "demo-out", *, seed: int = 42, scale: float = 1.0,
@@ -270,6 +273,9 @@ def run_demo(out: str | Path = "demo-out", *, seed: int = 42, scale: float = 1.0
         f"and deliver the alarms (to {_alarm_names(alarm_profiles)}) live through three "
         "brokers on 127.0.0.1",
         "  4. analyse the notifications and draw three plots",
+        f"  5. find the patterns of {shown(ex / 'composites.txt')} in event time (the "
+        "security alarm: glass breaking, then motion in the room; the heating fault), on "
+        "Spark and in the broker's engine",
         "About a minute on an idle 2-core machine, longer on a busy one: most of it is "
         "starting Spark and its Python workers (each compiles the matcher once) and "
         "writing the notifications.",
@@ -326,8 +332,16 @@ def run_demo(out: str | Path = "demo-out", *, seed: int = 42, scale: float = 1.0
     with spark_progress(spark, enabled=progress):
         analysis = analyze_output(spark, o, o / "plots", run=run)
     times["analysis and plots"] = time.perf_counter() - t0
+    from siftbus.spark.composite_demo import run_composites
+
+    _say(say, f"[5/{STEPS}] finding the composite profiles' patterns in the day ...")
+    t0 = time.perf_counter()
+    with spark_progress(spark, enabled=progress), \
+            job_step(spark, "composite profiles over the day"):
+        composites = run_composites(building_day(spark, schema, seed=seed, day=day), schema, ex)
+    times["composite profiles (Spark, then the broker's engine)"] = time.perf_counter() - t0
     return DemoResult(o, n_events, report, analysis, delivery, sent, received, times,
-                      log if log.is_file() else None, run)
+                      log if log.is_file() else None, run, composites)
 
 
 def summary_rows(result: DemoResult) -> list[tuple[str, str]]:
@@ -405,6 +419,9 @@ def print_demo(result: DemoResult) -> None:
     console.print("[bold]plots[/bold] (captioned with the run and its totals)")
     for p in a.plots:
         console.print(f"  {shown(Path(p))}", soft_wrap=True)
+    from siftbus.spark.composite_demo import print_composites
+
+    print_composites(result.composites)
 
 
 __all__ = [

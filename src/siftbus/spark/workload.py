@@ -7,7 +7,11 @@
   ``examples/building/schema.toml`` (Bittner's use case): periodic temperature,
   brightness, sun and lamp reports, change-driven motion, window and button events, and a
   few real alarms (glass breaking, lamps failing) among many harmless reports. Values
-  follow the time of day (a warm afternoon outside, occupied offices from 8 to 18).
+  follow the time of day (a warm afternoon outside, occupied offices from 8 to 18). Two
+  incidents for the composite profiles of ``examples/building/composites.txt``: every
+  real glass break is followed by an intruder's motion in its room 10-50 s later, and
+  every room's heater switches on in the morning and off in the evening, but in
+  ``heater_faults`` rooms it is broken (the room stays at 16 degrees all day).
 
 Both are deterministic for a given seed and partition count.
 """
@@ -26,6 +30,8 @@ from siftbus.spark.sinks import write_one_file
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+ROOMS = 300
+"""Rooms of the building (basement and eight floors of thirty)."""
 ENUM_LABELS = ("A", "B", "C", "D", "E")
 DOMAIN = 1000
 
@@ -75,6 +81,8 @@ class BuildingDay:
     """Real alarms: glass-break reports with a high level, at random times."""
     outdoor_period: int = 60
     sun_period: int = 60
+    heater_faults: int = 2
+    """Rooms whose heater is broken (always cold; a seeded choice)."""
 
     def scaled(self, factor: float) -> BuildingDay:
         """More (or fewer) events of every kind, by ``factor``."""
@@ -89,7 +97,7 @@ class BuildingDay:
                            s(self.motion_events), s(self.window_events), s(self.button_events),
                            self.lamps, p(self.lamp_period), self.glass_sensors,
                            p(self.glass_period), self.glass_breaks, p(self.outdoor_period),
-                           p(self.sun_period))
+                           p(self.sun_period), self.heater_faults)
 
     def expected_events(self) -> int:
         day = 86_400
@@ -97,12 +105,20 @@ class BuildingDay:
                 + self.brightness_sensors * (day // self.brightness_period)
                 + self.motion_events + self.window_events + self.button_events
                 + self.lamps * (day // self.lamp_period)
-                + self.glass_sensors * (day // self.glass_period) + self.glass_breaks
+                + self.glass_sensors * (day // self.glass_period) + 2 * self.glass_breaks
+                + 2 * ROOMS
                 + 4 * (day // self.outdoor_period) + 4 * (day // self.sun_period))
 
 
 _BUILDING_TYPES = ("Temperature", "Brightness", "Motion", "GlassBreak", "WindowContact",
-                   "LampStatus", "Button", "Sun", "OutdoorTemp")
+                   "LampStatus", "Button", "Sun", "OutdoorTemp", "Heater")
+
+
+def faulty_heater_rooms(seed: int, day: BuildingDay | None = None) -> list[int]:
+    """The rooms whose heater is broken in the day of ``seed`` (a bijection of the rooms,
+    so exactly ``heater_faults`` of them)."""
+    n = (day or BuildingDay()).heater_faults
+    return sorted(r for r in range(1, ROOMS + 1) if (r * 7919 + seed) % ROOMS < n)
 
 
 def _check_building_schema(schema: Schema) -> None:
@@ -155,8 +171,11 @@ def building_day(spark: SparkSession, schema: Schema, *, seed: int = 42,
     t = F.col("t")
     src = F.col("src")
     temp = periodic(d.temperature_sensors, d.temperature_period)
-    # Indoor: 20.5 at night, up to 23.5 in the afternoon, each room a little different.
-    indoor = (F.lit(22.0) + 1.5 * phase(t, 9) + (src % 7 - 3) * 0.3 + F.randn(seed + 1) * 0.4)
+    # Indoor: 20.5 at night, up to 23.5 in the afternoon, each room a little different;
+    # a room with a broken heater stays at 16.
+    broken = ((room_of(src) * 7919 + seed) % ROOMS) < d.heater_faults
+    indoor = F.when(broken, F.lit(16.0) + F.randn(seed + 1) * 0.4).otherwise(
+        F.lit(22.0) + 1.5 * phase(t, 9) + (src % 7 - 3) * 0.3 + F.randn(seed + 1) * 0.4)
     parts.append(temp.select(t, j("Temperature", ("sensor", src), ("room", room_of(src)),
                                   ("value", F.round(clamp(indoor, -40, 60), 1)))))
     outdoor = periodic(4, d.outdoor_period)
@@ -199,6 +218,20 @@ def building_day(spark: SparkSession, schema: Schema, *, seed: int = 42,
                                     ("room", room_of(src * 37 % 400 + 1)),
                                     ("zone", F.lit("north-1")),
                                     ("level", (8 + F.floor(rnd(16) * 3)).cast("long")))))
+    # The intruder: motion in the broken room 10-50 s after each real break.
+    parts.append(breaks.select((t + 10 + F.floor(rnd(18) * 41)).cast("long").alias("t"),
+                               j("Motion", ("sensor", src * 37 % 400 + 1),
+                                 ("room", room_of(src * 37 % 400 + 1)),
+                                 ("present", F.lit(1).cast("long")))))
+    # Heaters: on between 5:30 and 6:30, off between 20:00 and 21:00, every room.
+    heaters = spark.range(0, 2 * ROOMS, numPartitions=partitions).select(
+        (F.col("id") % ROOMS + 1).alias("src"), (F.col("id") >= ROOMS).alias("off"))
+    heaters = heaters.select(
+        "src", "off", F.when(F.col("off"), 20 * 3600).otherwise(5 * 3600 + 1800)
+        .cast("long").alias("base"))
+    parts.append(heaters.select(
+        (F.col("base") + F.floor(rnd(19) * 3600)).cast("long").alias("t"),
+        j("Heater", ("room", src), ("on", (~F.col("off")).cast("long")))))
     sun = periodic(4, d.sun_period)
     facade = F.element_at(F.array(*[F.lit(f) for f in ("N", "E", "S", "W")]),
                           src.cast("int"))
@@ -224,6 +257,7 @@ def write_day(df: DataFrame, path: str | Path) -> int:
 __all__ = [
     "BuildingDay",
     "building_day",
+    "faulty_heater_rooms",
     "standard_events",
     "standard_schema_toml",
     "write_day",
