@@ -1,5 +1,9 @@
 """The public surface is exactly ``siftbus.__all__``, and each name is importable."""
 
+import ast
+import importlib
+from pathlib import Path
+
 import pytest
 
 import siftbus
@@ -155,3 +159,17 @@ def test_sessions_and_mobility_are_public() -> None:
     assert state.hello(None, [], [])["limits"] == {"max_count": 10}
     policy = siftbus.SessionPolicy.from_mapping({"max_count": 10, "handoff_timeout": 5})
     assert policy.limits == siftbus.SessionLimits(max_count=10)
+
+
+def test_one_table_names_every_public_name_and_its_home() -> None:
+    """``_EXPORTS`` is the one list of public names: the imports for type checkers name the
+    same modules, and each name is the object its module defines."""
+    tree = ast.parse(Path(siftbus.__file__).read_text(encoding="utf-8"))
+    static = {a.name: n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+              for a in n.names if n.module and n.module.startswith("siftbus")}
+    assert static == siftbus._EXPORTS
+    assert siftbus.__all__ == list(siftbus._EXPORTS)
+    for name, module in siftbus._EXPORTS.items():
+        assert getattr(importlib.import_module(module), name) is getattr(siftbus, name)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        siftbus.nope  # noqa: B018

@@ -5,133 +5,214 @@ content); siftbus delivers each event to exactly the subscribers whose profiles 
 satisfies. The public API is what ``__all__`` lists; every other module is internal.
 """
 
+import importlib
 import typing
 
-from siftbus.errors import (
-    AccessDenied,
-    AuthenticationError,
-    ConfigError,
-    ConnectionLostError,
-    ConstraintError,
-    DomainError,
-    DuplicateProfileError,
-    EnvironmentProblem,
-    EventError,
-    InputError,
-    ProfileError,
-    ProfileSyntaxError,
-    QuotaExceeded,
-    SchemaError,
-    SecurityError,
-    SiftbusError,
-    UnknownProfileError,
-    UnsatisfiableProfileError,
-    WireError,
-    XmlFilterError,
-)
-from siftbus.lang import (
-    ProfileLimits,
-    format_profile,
-    load_profiles,
-    parse_profile,
-    parse_profiles,
-)
-from siftbus.lang.composite import (
-    CompositeProfile,
-    format_composite,
-    load_composites,
-    parse_composite,
-    parse_composites,
-)
-from siftbus.match import Matcher, ReferenceMatcher
-from siftbus.match.base import Snapshotting
-from siftbus.match.composite import CompositeEngine, CompositeMatch, EngineLimits, StampedEvent
-from siftbus.match.engines import Capability, make_matcher
-from siftbus.model import (
-    DecimalDomain,
-    EnumDomain,
-    Event,
-    EventType,
-    IntDomain,
-    IntervalSet,
-    Op,
-    Predicate,
-    Profile,
-    Schema,
-    StringConstraint,
-    StringDomain,
-    TextLimits,
-    load_schema,
-    parse_event,
-    parse_json_line,
-    parse_schema,
-    read_events,
-    read_lines,
-)
-
-if typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers and editors
-    from siftbus.broker.config import load_network
-    from siftbus.broker.node import BrokerNode
-    from siftbus.broker.server import BrokerServer
-    from siftbus.broker.sessions import SessionLimits, SessionPolicy
-    from siftbus.broker.simulator import Simulator
+if typing.TYPE_CHECKING:  # the same names for type checkers (`as`: re-exported; tested)
+    from siftbus.broker.config import load_network as load_network
+    from siftbus.broker.node import BrokerNode as BrokerNode
+    from siftbus.broker.server import BrokerServer as BrokerServer
+    from siftbus.broker.sessions import (
+        SessionLimits as SessionLimits,
+        SessionPolicy as SessionPolicy,
+    )
+    from siftbus.broker.simulator import Simulator as Simulator
     from siftbus.channel import (
-        EventChannel,
-        EventChannelFactory,
-        Filter,
-        MappingFilter,
-        StructuredEvent,
+        EventChannel as EventChannel,
+        EventChannelFactory as EventChannelFactory,
+        Filter as Filter,
+        MappingFilter as MappingFilter,
+        StructuredEvent as StructuredEvent,
     )
-    from siftbus.channel.remote import ChannelClient, ChannelService
-    from siftbus.client import Client, SessionState, SyncClient, client_tls, connect
+    from siftbus.channel.remote import (
+        ChannelClient as ChannelClient,
+        ChannelService as ChannelService,
+    )
+    from siftbus.client import (
+        Client as Client,
+        SessionState as SessionState,
+        SyncClient as SyncClient,
+        client_tls as client_tls,
+        connect as connect,
+    )
     from siftbus.covering import (
-        CoveringIndex,
-        FilterPoset,
-        ForwardingTable,
-        PosetForest,
-        Relation,
-        Update,
-        covers,
-        equivalent,
-        merge,
-        merge_set,
-        overlaps,
-        relation,
+        CoveringIndex as CoveringIndex,
+        FilterPoset as FilterPoset,
+        ForwardingTable as ForwardingTable,
+        PosetForest as PosetForest,
+        Relation as Relation,
+        Update as Update,
+        covers as covers,
+        equivalent as equivalent,
+        merge as merge,
+        merge_set as merge_set,
+        overlaps as overlaps,
+        relation as relation,
     )
-    from siftbus.gateway import Gateway, GatewayLimits, GatewayServer
-    from siftbus.match.conformance import check_matcher
-    from siftbus.match.counting import CountingMatcher
-    from siftbus.match.explain import Explanation, explain
-    from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
-    from siftbus.security.guard import Guard, check_bind
-    from siftbus.security.policy import SecurityPolicy
-    from siftbus.security.tls import ContextSet, TLSConfig
-    from siftbus.security.tokens import TokenSigner, bearer_token
-    from siftbus.spark.composite import composite_matches, composite_stream
-    from siftbus.spark.pipeline import Pipeline, run_files
+    from siftbus.errors import (
+        AccessDenied as AccessDenied,
+        AuthenticationError as AuthenticationError,
+        ConfigError as ConfigError,
+        ConnectionLostError as ConnectionLostError,
+        ConstraintError as ConstraintError,
+        DomainError as DomainError,
+        DuplicateProfileError as DuplicateProfileError,
+        EnvironmentProblem as EnvironmentProblem,
+        EventError as EventError,
+        InputError as InputError,
+        ProfileError as ProfileError,
+        ProfileSyntaxError as ProfileSyntaxError,
+        QuotaExceeded as QuotaExceeded,
+        SchemaError as SchemaError,
+        SecurityError as SecurityError,
+        SiftbusError as SiftbusError,
+        UnknownProfileError as UnknownProfileError,
+        UnsatisfiableProfileError as UnsatisfiableProfileError,
+        WireError as WireError,
+        XmlFilterError as XmlFilterError,
+    )
+    from siftbus.gateway import (
+        Gateway as Gateway,
+        GatewayLimits as GatewayLimits,
+        GatewayServer as GatewayServer,
+    )
+    from siftbus.lang import (
+        ProfileLimits as ProfileLimits,
+        format_profile as format_profile,
+        load_profiles as load_profiles,
+        parse_profile as parse_profile,
+        parse_profiles as parse_profiles,
+    )
+    from siftbus.lang.composite import (
+        CompositeProfile as CompositeProfile,
+        format_composite as format_composite,
+        load_composites as load_composites,
+        parse_composite as parse_composite,
+        parse_composites as parse_composites,
+    )
+    from siftbus.match import Matcher as Matcher, ReferenceMatcher as ReferenceMatcher
+    from siftbus.match.base import Snapshotting as Snapshotting
+    from siftbus.match.composite import (
+        CompositeEngine as CompositeEngine,
+        CompositeMatch as CompositeMatch,
+        EngineLimits as EngineLimits,
+        StampedEvent as StampedEvent,
+    )
+    from siftbus.match.conformance import check_matcher as check_matcher
+    from siftbus.match.counting import CountingMatcher as CountingMatcher
+    from siftbus.match.engines import Capability as Capability, make_matcher as make_matcher
+    from siftbus.match.explain import Explanation as Explanation, explain as explain
+    from siftbus.match.index import (
+        CompiledIndex as CompiledIndex,
+        IndexMatcher as IndexMatcher,
+        MatchCSR as MatchCSR,
+        events_to_columns as events_to_columns,
+    )
+    from siftbus.model import (
+        DecimalDomain as DecimalDomain,
+        EnumDomain as EnumDomain,
+        Event as Event,
+        EventType as EventType,
+        IntDomain as IntDomain,
+        IntervalSet as IntervalSet,
+        Op as Op,
+        Predicate as Predicate,
+        Profile as Profile,
+        Schema as Schema,
+        StringConstraint as StringConstraint,
+        StringDomain as StringDomain,
+        TextLimits as TextLimits,
+        load_schema as load_schema,
+        parse_event as parse_event,
+        parse_json_line as parse_json_line,
+        parse_schema as parse_schema,
+        read_events as read_events,
+        read_lines as read_lines,
+    )
+    from siftbus.security.guard import Guard as Guard, check_bind as check_bind
+    from siftbus.security.policy import SecurityPolicy as SecurityPolicy
+    from siftbus.security.tls import ContextSet as ContextSet, TLSConfig as TLSConfig
+    from siftbus.security.tokens import (
+        TokenSigner as TokenSigner,
+        bearer_token as bearer_token,
+    )
+    from siftbus.spark.composite import (
+        composite_matches as composite_matches,
+        composite_stream as composite_stream,
+    )
+    from siftbus.spark.pipeline import Pipeline as Pipeline, run_files as run_files
     from siftbus.temporal import (
-        Change,
-        DoubleForest,
-        PersistentNotification,
-        PreloadPolicy,
-        Semantics,
-        TemporalFilter,
-        Validity,
+        Change as Change,
+        DoubleForest as DoubleForest,
+        PersistentNotification as PersistentNotification,
+        PreloadPolicy as PreloadPolicy,
+        Semantics as Semantics,
+        TemporalFilter as TemporalFilter,
+        Validity as Validity,
     )
-    from siftbus.wire.limits import Limits
-    from siftbus.xmlfilter import ParallelFilter, XmlEventFilter, XmlNetwork, parse_subscriptions
+    from siftbus.wire.limits import Limits as Limits
+    from siftbus.xmlfilter import (
+        ParallelFilter as ParallelFilter,
+        XmlEventFilter as XmlEventFilter,
+        XmlNetwork as XmlNetwork,
+        parse_subscriptions as parse_subscriptions,
+    )
 
 __version__ = "0.1.0"
 
-# Names whose modules pull in numba or numpy: loaded on first use, so that importing
-# siftbus (and every CLI start) stays fast.
-_LAZY = {
+# The public API, one entry per name: the module that defines it. Nothing is imported
+# until first used, so `import siftbus` (and every CLI start) stays fast whatever a
+# layer pulls in (numba, pyspark, lxml).
+_EXPORTS: dict[str, str] = {
+    # model: schema, events, profiles
+    "DecimalDomain": "siftbus.model",
+    "EnumDomain": "siftbus.model",
+    "Event": "siftbus.model",
+    "EventType": "siftbus.model",
+    "IntDomain": "siftbus.model",
+    "IntervalSet": "siftbus.model",
+    "Op": "siftbus.model",
+    "Predicate": "siftbus.model",
+    "Profile": "siftbus.model",
+    "Schema": "siftbus.model",
+    "StringConstraint": "siftbus.model",
+    "StringDomain": "siftbus.model",
+    "load_schema": "siftbus.model",
+    "parse_event": "siftbus.model",
+    "parse_schema": "siftbus.model",
+    "read_events": "siftbus.model",
+    # reading text input: one rule for line files, safe JSON, limits
+    "TextLimits": "siftbus.model",
+    "read_lines": "siftbus.model",
+    "parse_json_line": "siftbus.model",
+    # languages
+    "ProfileLimits": "siftbus.lang",
+    "format_profile": "siftbus.lang",
+    "load_profiles": "siftbus.lang",
+    "parse_profile": "siftbus.lang",
+    "parse_profiles": "siftbus.lang",
+    "CompositeProfile": "siftbus.lang.composite",
+    "format_composite": "siftbus.lang.composite",
+    "load_composites": "siftbus.lang.composite",
+    "parse_composite": "siftbus.lang.composite",
+    "parse_composites": "siftbus.lang.composite",
+    # matching
+    "Matcher": "siftbus.match",
+    "ReferenceMatcher": "siftbus.match",
     "IndexMatcher": "siftbus.match.index",
+    "CountingMatcher": "siftbus.match.counting",
     "CompiledIndex": "siftbus.match.index",
     "MatchCSR": "siftbus.match.index",
     "events_to_columns": "siftbus.match.index",
-    "CountingMatcher": "siftbus.match.counting",
     "check_matcher": "siftbus.match.conformance",
+    "make_matcher": "siftbus.match.engines",
+    "Capability": "siftbus.match.engines",
+    "Snapshotting": "siftbus.match.base",
+    "CompositeEngine": "siftbus.match.composite",
+    "CompositeMatch": "siftbus.match.composite",
+    "EngineLimits": "siftbus.match.composite",
+    "StampedEvent": "siftbus.match.composite",
+    # covering and routing tables
     "covers": "siftbus.covering",
     "equivalent": "siftbus.covering",
     "overlaps": "siftbus.covering",
@@ -144,7 +225,7 @@ _LAZY = {
     "PosetForest": "siftbus.covering",
     "ForwardingTable": "siftbus.covering",
     "Update": "siftbus.covering",
-    # temporal subspace matching (persistent notifications, DoubleForest, preloading)
+    # temporal subspace matching
     "DoubleForest": "siftbus.temporal",
     "PersistentNotification": "siftbus.temporal",
     "TemporalFilter": "siftbus.temporal",
@@ -152,7 +233,7 @@ _LAZY = {
     "Validity": "siftbus.temporal",
     "Change": "siftbus.temporal",
     "PreloadPolicy": "siftbus.temporal",
-    # broker network and its client library
+    # broker network and client library
     "BrokerNode": "siftbus.broker.node",
     "BrokerServer": "siftbus.broker.server",
     "Simulator": "siftbus.broker.simulator",
@@ -162,11 +243,11 @@ _LAZY = {
     "connect": "siftbus.client",
     "Limits": "siftbus.wire.limits",
     "client_tls": "siftbus.client",
-    # sessions and mobility (docs/mobility.md)
+    # sessions and mobility
     "SessionState": "siftbus.client",
     "SessionPolicy": "siftbus.broker.sessions",
     "SessionLimits": "siftbus.broker.sessions",
-    # security: TLS, principals, rights, quotas (docs/security.md)
+    # security
     "SecurityPolicy": "siftbus.security.policy",
     "Guard": "siftbus.security.guard",
     "TLSConfig": "siftbus.security.tls",
@@ -174,7 +255,7 @@ _LAZY = {
     "TokenSigner": "siftbus.security.tokens",
     "bearer_token": "siftbus.security.tokens",
     "check_bind": "siftbus.security.guard",
-    # notification channels (CORBA Notification Service model, ETCL filters)
+    # notification channels
     "EventChannelFactory": "siftbus.channel",
     "EventChannel": "siftbus.channel",
     "StructuredEvent": "siftbus.channel",
@@ -186,167 +267,52 @@ _LAZY = {
     "XmlEventFilter": "siftbus.xmlfilter",
     "ParallelFilter": "siftbus.xmlfilter",
     "XmlNetwork": "siftbus.xmlfilter",
-    "parse_subscriptions": "siftbus.xmlfilter",
-    # Spark pipeline (imports pyspark when first used)
-    "Pipeline": "siftbus.spark.pipeline",
-    "run_files": "siftbus.spark.pipeline",
-    # why an event matches a profile or not
-    "explain": "siftbus.match.explain",
-    "Explanation": "siftbus.match.explain",
-    # HTTP/WebSocket gateway (imports FastAPI when first used)
+    # the HTTP gateway and explanations
     "Gateway": "siftbus.gateway",
     "GatewayLimits": "siftbus.gateway",
     "GatewayServer": "siftbus.gateway",
+    "explain": "siftbus.match.explain",
+    "Explanation": "siftbus.match.explain",
+    "parse_subscriptions": "siftbus.xmlfilter",
+    # Spark pipeline
+    "Pipeline": "siftbus.spark.pipeline",
+    "run_files": "siftbus.spark.pipeline",
     "composite_matches": "siftbus.spark.composite",
     "composite_stream": "siftbus.spark.composite",
+    # errors
+    "AccessDenied": "siftbus.errors",
+    "AuthenticationError": "siftbus.errors",
+    "QuotaExceeded": "siftbus.errors",
+    "SecurityError": "siftbus.errors",
+    "ConfigError": "siftbus.errors",
+    "ConnectionLostError": "siftbus.errors",
+    "ConstraintError": "siftbus.errors",
+    "DomainError": "siftbus.errors",
+    "DuplicateProfileError": "siftbus.errors",
+    "EnvironmentProblem": "siftbus.errors",
+    "EventError": "siftbus.errors",
+    "InputError": "siftbus.errors",
+    "ProfileError": "siftbus.errors",
+    "ProfileSyntaxError": "siftbus.errors",
+    "SchemaError": "siftbus.errors",
+    "SiftbusError": "siftbus.errors",
+    "UnknownProfileError": "siftbus.errors",
+    "UnsatisfiableProfileError": "siftbus.errors",
+    "WireError": "siftbus.errors",
+    "XmlFilterError": "siftbus.errors",
 }
+
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
+    module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'siftbus' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
+    globals()[name] = value  # later lookups skip this function
     return value
 
-__all__ = [
-    # model: schema, events, profiles
-    "DecimalDomain",
-    "EnumDomain",
-    "Event",
-    "EventType",
-    "IntDomain",
-    "IntervalSet",
-    "Op",
-    "Predicate",
-    "Profile",
-    "Schema",
-    "StringConstraint",
-    "StringDomain",
-    "load_schema",
-    "parse_event",
-    "parse_schema",
-    "read_events",
-    # reading text input: one rule for line files, safe JSON, limits
-    "TextLimits",
-    "read_lines",
-    "parse_json_line",
-    # languages
-    "ProfileLimits",
-    "format_profile",
-    "load_profiles",
-    "parse_profile",
-    "parse_profiles",
-    "CompositeProfile",
-    "format_composite",
-    "load_composites",
-    "parse_composite",
-    "parse_composites",
-    # matching
-    "Matcher",
-    "ReferenceMatcher",
-    "IndexMatcher",
-    "CountingMatcher",
-    "CompiledIndex",
-    "MatchCSR",
-    "events_to_columns",
-    "check_matcher",
-    "make_matcher",
-    "Capability",
-    "Snapshotting",
-    "CompositeEngine",
-    "CompositeMatch",
-    "EngineLimits",
-    "StampedEvent",
-    # covering and routing tables
-    "covers",
-    "equivalent",
-    "overlaps",
-    "relation",
-    "Relation",
-    "merge",
-    "merge_set",
-    "CoveringIndex",
-    "FilterPoset",
-    "PosetForest",
-    "ForwardingTable",
-    "Update",
-    # temporal subspace matching
-    "DoubleForest",
-    "PersistentNotification",
-    "TemporalFilter",
-    "Semantics",
-    "Validity",
-    "Change",
-    "PreloadPolicy",
-    # broker network and client library
-    "BrokerNode",
-    "BrokerServer",
-    "Simulator",
-    "load_network",
-    "Client",
-    "SyncClient",
-    "connect",
-    "Limits",
-    "client_tls",
-    # sessions and mobility
-    "SessionState",
-    "SessionPolicy",
-    "SessionLimits",
-    # security
-    "SecurityPolicy",
-    "Guard",
-    "TLSConfig",
-    "ContextSet",
-    "TokenSigner",
-    "bearer_token",
-    "check_bind",
-    # notification channels
-    "EventChannelFactory",
-    "EventChannel",
-    "StructuredEvent",
-    "Filter",
-    "MappingFilter",
-    "ChannelService",
-    "ChannelClient",
-    # XML event filter
-    "XmlEventFilter",
-    "ParallelFilter",
-    "XmlNetwork",
-    # the HTTP gateway and explanations
-    "Gateway",
-    "GatewayLimits",
-    "GatewayServer",
-    "explain",
-    "Explanation",
-    "parse_subscriptions",
-    # Spark pipeline
-    "Pipeline",
-    "run_files",
-    "composite_matches",
-    "composite_stream",
-    # errors
-    "AccessDenied",
-    "AuthenticationError",
-    "QuotaExceeded",
-    "SecurityError",
-    "ConfigError",
-    "ConnectionLostError",
-    "ConstraintError",
-    "DomainError",
-    "DuplicateProfileError",
-    "EnvironmentProblem",
-    "EventError",
-    "InputError",
-    "ProfileError",
-    "ProfileSyntaxError",
-    "SchemaError",
-    "SiftbusError",
-    "UnknownProfileError",
-    "UnsatisfiableProfileError",
-    "WireError",
-    "XmlFilterError",
-]
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
