@@ -223,7 +223,7 @@ def bytes_per_entry() -> float:
     tracemalloc.start()
     a = tracemalloc.get_traced_memory()[0]
     for p in profiles:
-        node._subscribe_all("c", [p])
+        node.client_profiles.subscribe_all("c", [p])
     b = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     return (b - a) / len(profiles)

@@ -23,13 +23,12 @@ import numpy as np
 from siftbus.errors import (
     ConfigError,
     SiftbusError,
-    UnknownProfileError,
     WireError,
 )
 from siftbus.lang.profile import format_profile
 from siftbus.match.base import Matcher
 from siftbus.match.engines import DEFAULT_ENGINE, make_matcher
-from siftbus.model import Profile, Schema
+from siftbus.model import Schema
 from siftbus.security.guard import Guard
 from siftbus.security.principal import ANONYMOUS, Principal
 from siftbus.security.rights import Rights
@@ -39,11 +38,10 @@ from siftbus.wire.limits import DEFAULT_LIMITS, Limits
 from siftbus.wire.profiles import (
     check_count,
     decode_profile,
-    decode_profile_texts,
-    decode_profiles,
 )
 
 from .access import ClientAccess
+from .client_profiles import ClientProfiles
 from .composite import SERVICE as COMPOSITE_SERVICE
 from .composite import CompositeService, CompositeSettings
 from .handoff import default_handoff, make_handoff
@@ -127,10 +125,8 @@ class BrokerNode:
         #: view of it: principals of clients, name bindings, rights, quotas
         self.guard = guard or Guard()
         self.access = ClientAccess(self.guard, self.name, store)
-        self._pieces: dict[str, tuple[str, ...]] = {}
-        """gid of a narrowed profile -> the gids of its pieces (when more than one)."""
-        self._adverts: dict[str, int] = {}
-        """Client link -> advertisements it holds (counted in its principal's quota)."""
+        #: the local clients' profiles and advertisements in the routing table
+        self.client_profiles = ClientProfiles(self)
         self._init_sessions(handoff, sessions, edges, protocol, strategy)
         #: called with the clock's time by the server's timer (``tick_interval``)
         self.tickers: list[Callable[[float], None]] = []
@@ -140,7 +136,7 @@ class BrokerNode:
         self.client_down_listeners.append(self.composites.client_down)
         self.tickers.append(self.composites.tick)
         if store is not None:
-            self._restore(store)
+            self.client_profiles.restore(store)
 
     def _init_sessions(self, handoff: str | None, policy: SessionPolicy | None,
                        edges: Iterable[tuple[str, str]] | None, protocol: str,
@@ -163,21 +159,7 @@ class BrokerNode:
 
     def forget_client(self, link: str) -> None:
         """Remove every profile and advertisement of a client (its session ended)."""
-        self.routing.unadvertise_all(link)
-        self.access.release(link[1:], self._adverts.pop(link, 0))
-        self._forget_profiles(link)
-        if self.store is not None:
-            self.store.delete_client(link[1:])
-
-    def _gid(self, client: str, pid: str) -> str:
-        """The network-wide id of a client's profile (a session's keeps its own)."""
-        return self.sessions.gid(client, pid) or f"{self.name}/{client}/{pid}"
-
-    def _advert_gid(self, client: str, pid: str) -> str:
-        s = self.sessions.sessions.get(client)
-        if s is not None:
-            return f"~{client}/{s.epoch}/{pid}"
-        return f"{self.name}/{client}/{pid}"
+        self.client_profiles.forget(link)
 
     # ---- RoutingHost -----------------------------------------------------------------
 
@@ -256,10 +238,7 @@ class BrokerNode:
         without a store its profiles go too, with one they stay (durable)."""
         self.clients.discard(link)
         if not self.sessions.detach(link):  # a session keeps profiles and adverts
-            self.routing.unadvertise_all(link)
-            self.access.release(link[1:], self._adverts.pop(link, 0))
-            if self.store is None:
-                self._forget_profiles(link)
+            self.client_profiles.detach(link)
         self.access.detach(link)
         self.retained.client_down(link)
         for listener in self.client_down_listeners:
@@ -354,19 +333,19 @@ class BrokerNode:
                 return
             reply["count"] = n
         elif t is MsgType.SUB:
-            profiles = self._client_profiles(body, client)
-            self._subscribe_all(client, profiles)
+            profiles = self.client_profiles.decode(body, client)
+            self.client_profiles.subscribe_all(client, profiles)
             reply["ids"] = [p.id for p in profiles]
         elif t is MsgType.UNSUB:
             ids = [str(i) for i in check_count(get(body, "ids", list), "ids", self.limits)]
-            self._unsubscribe_all(client, ids)
+            self.client_profiles.unsubscribe_all(client, ids)
             reply["ids"] = ids
         elif t is MsgType.ADV:
-            self._advertise_all(link, client, self._client_profiles(body, client,
-                                                                    key="adverts"))
+            cp = self.client_profiles
+            cp.advertise_all(link, client, cp.decode(body, client, key="adverts"))
         elif t is MsgType.UNADV:
             for pid in check_count(get(body, "ids", list), "ids", self.limits):
-                self._unadvertise(link, client, str(pid))
+                self.client_profiles.unadvertise(link, client, str(pid))
         elif t is MsgType.PING:
             pass
         elif t is MsgType.SACK:
@@ -383,123 +362,6 @@ class BrokerNode:
             raise WireError(f"{t.name} is not a client request")
         if corr is not None:
             self.transport_send(link, Message(MsgType.ACK, reply))
-
-    def _client_profiles(self, body: dict[str, Any], client: str,
-                         key: str = "profiles") -> list[Profile]:
-        """The profiles of a client's SUB or ADV, checked against :attr:`limits`."""
-        if "texts" in body:
-            out = decode_profile_texts(body["texts"], self.schema, self.limits)
-        else:
-            out = decode_profiles(get(body, key, list), self.schema, self.limits, what=key)
-        return [p.with_id(p.id, client) for p in out]
-
-    def _subscribe_all(self, client: str, profiles: list[Profile],
-                       persist: bool = True,
-                       pieces: list[tuple[Profile, ...]] | None = None) -> None:
-        """Subscribe every profile or none (one store transaction): on any failure --
-        a duplicate id, a store error, a right or quota refused -- the table and the
-        store are left as they were, so they never disagree.
-
-        Each profile is checked against the client's subscribe right (unless its
-        ``pieces`` are given) and registered as itself or, narrowed, as disjoint pieces
-        under gids ``<gid>``, ``<gid>#2``, ... that all notify under its id. Without
-        ``persist`` (restoring durable profiles) the quota is counted by the caller."""
-        link = "@" + client
-        if pieces is None:
-            pieces = self.access.subscribe_pieces(link, profiles)
-        store = self.store if persist else None
-        added: list[str] = []
-        if persist:
-            self.access.reserve(link, len(profiles))
-        try:
-            if store is not None:
-                store.begin()
-                for p in profiles:
-                    store.insert(client, p)
-            for p, cut in zip(profiles, pieces, strict=True):
-                gid = self._gid(client, p.id)
-                gids = self._piece_gids(gid, len(cut))
-                for g, x in zip(gids, cut, strict=True):
-                    self.routing.subscribe(link, x.with_id(g, client), local_id=p.id)
-                    added.append(g)
-                if len(gids) > 1:
-                    self._pieces[gid] = gids
-            if store is not None:
-                store.commit()
-        except BaseException:
-            for g in reversed(added):
-                self.routing.unsubscribe(link, g)
-                self._pieces.pop(g, None)
-            if store is not None:
-                store.rollback()
-            if persist:
-                self.access.release(client, len(profiles))
-            raise
-
-    @staticmethod
-    def _piece_gids(gid: str, n: int) -> tuple[str, ...]:
-        """``#`` never occurs in a profile id, so piece gids cannot clash with one."""
-        return (gid, *(f"{gid}#{k}" for k in range(2, n + 1)))
-
-    def _restore(self, store: ProfileStore) -> None:
-        """Load the durable profiles, each under its owner's rights of now."""
-        for client, p in store.load(self.schema):
-            cut = self.access.restored_pieces(client, p)
-            if cut is not None:
-                self._subscribe_all(client, [p], persist=False, pieces=[cut])
-
-    def _forget_profiles(self, link: str) -> None:
-        """Remove every profile of a client that left (no store: nothing is durable)."""
-        gone = self.routing.unsubscribe_all(link)
-        for e in gone:
-            self._pieces.pop(e.id, None)
-        self.access.release(link[1:], len({e.local_id for e in gone}))
-
-    def _advertise_all(self, link: str, client: str, profiles: list[Profile]) -> None:
-        """Advertise within the client's advertise right and profile quota."""
-        self.access.check_advertise(link, profiles)
-        self.access.reserve(link, len(profiles))
-        self._adverts[link] = self._adverts.get(link, 0) + len(profiles)
-        for p in profiles:
-            self.routing.advertise(link, p.with_id(self._advert_gid(client, p.id), client))
-
-    def _unadvertise(self, link: str, client: str, pid: str) -> None:
-        gid = self._advert_gid(client, pid)
-        if gid in self.routing.table.adverts_from(link) and self._adverts.get(link):
-            self._adverts[link] -= 1  # (a handoff's adverts were never counted here)
-            self.access.release(client, 1)
-        self.routing.unadvertise(link, gid)
-
-    def _unsubscribe_all(self, client: str, pids: list[str]) -> None:
-        """Remove every profile or none (as :meth:`_subscribe_all`)."""
-        link = "@" + client
-        store = self.store
-        removed: list[tuple[str, Profile]] = []
-        try:
-            if store is not None:
-                store.begin()
-                for pid in pids:
-                    store.delete(client, pid)
-            for pid in pids:
-                gid = self._gid(client, pid)
-                e = self.routing.table.entries.get(gid)
-                if e is None or e.src != link:
-                    raise UnknownProfileError(f"{client} has no profile {pid!r}", field=pid)
-                for g in self._pieces.get(gid, (gid,)):
-                    piece = self.routing.table.entries[g].profile
-                    self.routing.unsubscribe(link, g)
-                    removed.append((pid, piece))
-            if store is not None:
-                store.commit()
-        except BaseException:
-            for pid, p in reversed(removed):
-                self.routing.subscribe(link, p, local_id=pid)
-            if store is not None:
-                store.rollback()
-            raise
-        for pid in pids:
-            self._pieces.pop(self._gid(client, pid), None)
-        self.access.release(client, len(pids))
 
     # ---- services ------------------------------------------------------------------------------
 

@@ -30,16 +30,9 @@ from siftbus.wire.frames import Message, MsgType
 from siftbus.wire.limits import Limits
 from siftbus.wire.profiles import decode_profiles
 
+from .duplicates import Seen
 from .session_store import SessionStore
-from .sessions import (
-    DEFAULT_POLICY,
-    SESSION_PREFIX,
-    Chunk,
-    Seen,
-    Session,
-    SessionLimits,
-    SessionPolicy,
-)
+from .sessions import DEFAULT_POLICY, SESSION_PREFIX, Chunk, Session, SessionLimits, SessionPolicy
 from .stats import Counters
 
 log = logging.getLogger("siftbus.broker")

@@ -30,10 +30,8 @@ import contextlib
 import itertools
 import logging
 import ssl
-import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from decimal import Decimal
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +46,9 @@ from siftbus.errors import (
     WireError,
 )
 from siftbus.lang.profile import parse_profile_text, resolve
-from siftbus.model import Event, Profile, Schema, event_from_dict, parse_event
+from siftbus.model import Event, Profile, Schema
 from siftbus.security.tls import TLSConfig, client_context
-from siftbus.wire.events import Block, decode_batch, encode_block, group_by_type, in_order
+from siftbus.wire.events import Block, decode_batch, in_order
 from siftbus.wire.frames import Message, MsgType, decode_error, encode
 from siftbus.wire.limits import CLIENT_LIMITS
 from siftbus.wire.profiles import encode_profile
@@ -65,12 +63,10 @@ from .notifications import (
     event_json,
     notify_block,
 )
+from .publishing import Publisher
 from .retained import RetainedClient
 from .session import SessionState
 from .subscription import BatchCallback, Callback, Subscription, next_notification
-
-MAX_BATCH = 5000
-"""Events per PUB frame when publishing a large batch."""
 
 MAX_SUB_BATCH = 5000
 """Profiles per SUB frame (the broker's ``max_profiles`` limit is 10,000 by default)."""
@@ -84,9 +80,10 @@ def remote_error(body: dict[str, Any]) -> RemoteError:
     return decode_error(body).to_error()
 
 
-class Client(RetainedClient):
-    """A connection to one broker (publisher, subscriber, or both); persistent
-    notifications and temporal filters: :class:`~siftbus.client.retained.RetainedClient`."""
+class Client(Publisher, RetainedClient):
+    """A connection to one broker (publisher, subscriber, or both); publishing:
+    :class:`~siftbus.client.publishing.Publisher`; persistent notifications and temporal
+    filters: :class:`~siftbus.client.retained.RetainedClient`."""
 
     def __init__(self, conn: FrameConnection | None, *, queue_size: int = 10_000) -> None:
         self._conn = conn
@@ -481,90 +478,6 @@ class Client(RetainedClient):
     async def unadvertise(self, id: str) -> None:
         await self._request(MsgType.UNADV, {"ids": [id]})
         self.adverts = [p for p in self.adverts if p.id != id]
-
-    # ---- publishing ---------------------------------------------------------------------------
-
-    def event(self, event: Event | Mapping[str, Any] | str) -> Event:
-        """An :class:`Event` from an event, an event-file object or a JSON line."""
-        if isinstance(event, Event):
-            return event
-        assert self.schema is not None
-        if isinstance(event, str):
-            return parse_event(event, self.schema)
-        data = {k: Decimal(repr(v)) if isinstance(v, float) else v for k, v in event.items()}
-        return event_from_dict(data, self.schema)
-
-    def _blocks(self, events: list[Event], ts: list[float] | float) -> list[dict[str, Any]]:
-        """Encoded blocks (one per event type) for events published now; the events get
-        consecutive sequence numbers in the order given."""
-        n = len(events)
-        seq = np.arange(self._seq, self._seq + n, dtype=np.int64)
-        stamps = np.full(n, ts) if isinstance(ts, float) else np.array(ts, np.float64)
-        self._seq += n
-        out = []
-        for at in group_by_type(events):
-            if at is None:
-                out.append(encode_block(Block.of_events(events, self.name, seq, stamps)))
-            else:
-                out.append(encode_block(Block.of_events(
-                    [events[i] for i in at.tolist()], self.name, seq[at], stamps[at], at)))
-        return out
-
-    async def publish(self, event: Event | Mapping[str, Any] | str) -> int:
-        """Publish one event; events published in the same loop turn share one frame.
-
-        Returns the event's sequence number.
-        """
-        if self._lost is not None:
-            raise self._lost
-        self._buffer.append(self.event(event))
-        self._buffer_ts.append(time.time())
-        seq = self._seq + len(self._buffer) - 1
-        if len(self._buffer) >= MAX_BATCH:
-            self._flush_now()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_now)
-        return seq
-
-    async def publish_batch(self, events: Iterable[Event | Mapping[str, Any] | str], *,
-                            ack: bool = False) -> int:
-        """Publish many events in as few frames as possible; returns how many.
-
-        With ``ack=True`` waits until the broker has routed them (flow control). Events
-        travel in columnar blocks (one frame per :data:`MAX_BATCH` events); the call
-        waits for the socket only when its buffer is above the high-water mark.
-        """
-        if self._lost is not None:
-            raise self._lost
-        self._flush_now()
-        now = time.time()
-        evs = [self.event(e) for e in events]
-        for i in range(0, len(evs), MAX_BATCH):
-            body = {"blocks": self._blocks(evs[i:i + MAX_BATCH], now)}
-            if ack:
-                await self._request(MsgType.PUB, body)
-            else:
-                self._write(Message(MsgType.PUB, body))
-        await self._drain()
-        return len(evs)
-
-    async def _drain(self) -> None:
-        assert self._conn is not None, "not connected"
-        await self._conn.drain()
-
-    def _flush_now(self) -> None:
-        self._flush_scheduled = False
-        if self._buffer and not self._closed:
-            body = {"blocks": self._blocks(self._buffer, self._buffer_ts)}
-            self._buffer = []
-            self._buffer_ts = []
-            self._write(Message(MsgType.PUB, body))
-
-    async def flush(self) -> None:
-        """Send buffered events and wait until the socket buffer drains."""
-        self._flush_now()
-        await self._drain()
 
     async def ping(self, timeout: float = 30.0) -> None:
         """Round trip to the broker: everything sent before has been handled there."""
