@@ -20,11 +20,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_strategies import SCHEMA, WORDS, T, U  # the same small schema
 from siftbus.broker.simulator import Delivery, Simulator
 from siftbus.lang.profile import format_profile
 from siftbus.model import Event, IntervalSet, Profile, StringConstraint
 from siftbus.model.constraint import Constraint
-from test_broker_sim import SCHEMA, WORDS, T, U  # the same small schema
 
 ROUTINGS: dict[str, dict[str, Any]] = {
     "flooding": dict(protocol="flooding"),
