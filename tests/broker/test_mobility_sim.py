@@ -19,12 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mobility_workload import SCHEMA, T, mirror_errors, run_mobility
 from siftbus.broker.handoff import HANDOFFS, default_handoff
 from siftbus.broker.sessions import SessionPolicy
 from siftbus.broker.simulator import Simulator
 from siftbus.errors import ConfigError
 from siftbus.model import Event, IntervalSet, Profile
+
+from .mobility_workload import SCHEMA, T, mirror_errors, run_mobility
 
 SUBSCRIBER_SAFE = [("acyclic", r) for r in sorted(HANDOFFS["acyclic"].claims)] + [
     ("acyclic", "forwarding/identity"), ("acyclic", "forwarding/simple")]

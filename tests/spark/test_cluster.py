@@ -16,18 +16,17 @@ import pytest
 
 from siftbus.model import load_schema
 from siftbus.spark.pipeline import run_files
-from spark_fixtures import (
+
+from .jobs import (
     PROFILES_TEXT,
     SCHEMA_TOML,
     expected_notifications,
     read_notifications,
     siftbus_exe,
-    spark,
     write_event_files,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-__all__ = ["spark"]  # the session fixture, imported so pytest finds it
 
 
 def _free_port() -> int:

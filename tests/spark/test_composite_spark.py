@@ -22,10 +22,8 @@ from siftbus.match.composite import (
     reference_matches,
 )
 from siftbus.model import Event
-from spark_fixtures import spark
 
 pytestmark = pytest.mark.spark
-__all__ = ["spark"]
 
 Key = tuple[str, tuple[tuple[str, float, str, int], ...], float]
 

@@ -32,18 +32,16 @@ from siftbus.spark.sinks import (
 )
 from siftbus.spark.sources import read_source, watch_directory
 from siftbus.spark.subscriptions import StoredProfiles, SubscriptionSet, profile_source
-from spark_fixtures import (
-    PROFILES_TEXT,
-    SCHEMA_TOML,
-    schema_file,
-    siftbus_exe,
-    spark,
-    webhook_server,
-)
 from spark_strategies import event_dicts, events_of, profile_sets
 
+from .jobs import (
+    PROFILES_TEXT,
+    SCHEMA_TOML,
+    siftbus_exe,
+    webhook_server,
+)
+
 pytestmark = pytest.mark.spark
-__all__ = ["schema_file", "spark"]  # fixtures, imported so pytest finds them
 
 SCHEMA = parse_schema(SCHEMA_TOML)
 ENGINES = ["reference", *(["index"] if index_available() else [])]

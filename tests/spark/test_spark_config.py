@@ -9,7 +9,8 @@ import pytest
 
 from siftbus.errors import ConfigError, EnvironmentProblem
 from siftbus.spark.session import SparkSettings, find_java, load_settings
-from spark_fixtures import SCHEMA_TOML, siftbus_exe
+
+from .jobs import SCHEMA_TOML, siftbus_exe
 
 
 def test_settings_from_toml_and_flags(tmp_path: Path) -> None:

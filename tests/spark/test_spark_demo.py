@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_fixtures import siftbus_exe
+from .jobs import siftbus_exe
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -22,8 +22,9 @@ from siftbus.spark.parse import (
     parse_xml_batch,
     validate_keyed_batch,
 )
-from spark_fixtures import SCHEMA_TOML
 from spark_strategies import event_dicts, events_of, profile_sets
+
+from .jobs import SCHEMA_TOML
 
 SCHEMA = parse_schema(SCHEMA_TOML)
 ENGINES = ["reference", *(["index"] if index_available() else [])]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_fixtures import (
+from .jobs import (
     PROFILES_TEXT,
     SCHEMA_TOML,
     expected_notifications,

@@ -1,5 +1,6 @@
-"""Shared fixtures for the Spark tests: ONE SparkSession per test session (the JVM start is
-slow), small shuffle partitions, no UI. Test modules import the fixtures from here."""
+"""What the Spark tests feed a pipeline and expect of it: a small schema and profiles, event
+files, the notifications they must produce, the ``siftbus`` executable, and a webhook
+server that records what it is sent."""
 
 from __future__ import annotations
 
@@ -12,10 +13,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from siftbus.errors import EnvironmentProblem
-
 SCHEMA_TOML = """\
 [Temp]
 room = "int[1,20]"
@@ -27,28 +24,6 @@ name = "string"
 open = "int[0,1]"
 floor = "int[-1,8]"
 """
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    """The one SparkSession of the test run (local[2])."""
-    from siftbus.spark.session import SparkSettings, build_session
-
-    try:
-        session = build_session(SparkSettings(master="local[2]", app_name="siftbus-tests",
-                                              shuffle_partitions=4, arrow_batch_rows=4096))
-    except EnvironmentProblem as exc:
-        pytest.skip(f"Spark unavailable: {exc}")
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="session")
-def schema_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small schema with every domain kind, as a file."""
-    p = tmp_path_factory.mktemp("schema") / "schema.toml"
-    p.write_text(SCHEMA_TOML, encoding="utf-8")
-    return p
 
 
 PROFILES_TEXT = """\
