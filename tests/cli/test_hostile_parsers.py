@@ -5,9 +5,9 @@ JSON and profile text given as options), each input run through every command th
 it: ``check``, ``match``, ``publish`` (against a broker started here on port 0),
 ``explain`` and ``channel create --qos``. ``run_bad`` asserts the error contract each
 time: exit 2, one ``siftbus: error:`` line of readable length naming the place, no
-traceback, bounded time and memory. The inputs are generated here (some are 40 MB); every
-one of them failed one of these assertions, or hung, before the parsers were hardened, or
-pins a rule that must stay (the line number of a CR-only file).
+traceback, bounded time and memory. The inputs are generated in ``hostile_inputs.py``
+(some are 40 MB); every one of them failed one of these assertions, or hung, before the
+parsers were hardened, or pins a rule that must stay (the line number of a CR-only file).
 """
 
 from __future__ import annotations
