@@ -1,9 +1,13 @@
 """A tree of five real brokers on 127.0.0.1 port 0 (in this process) with a handoff
-protocol, for the session and mobility tests: its small schema, start and close."""
+protocol, for the session and mobility tests and ``bench/mobility.py``: its small schema,
+start, close, and a bounded wait for a condition."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
+from typing import Any
 
 from siftbus.broker.node import BrokerNode
 from siftbus.broker.protocols import rendezvous_directions
@@ -44,3 +48,11 @@ async def start_tree(handoff: str, protocol: str = "forwarding",
 async def close_all(servers: dict[str, BrokerServer]) -> None:
     for s in servers.values():
         await s.close()
+
+
+async def wait_for(cond: Any, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)

@@ -10,7 +10,6 @@ import random
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,15 +17,7 @@ from siftbus.client import Client
 from siftbus.client.session import SessionState
 from siftbus.model import Event
 
-from .mobility import NAMES, T, close_all, start_tree
-
-
-async def wait_for(cond: Any, timeout: float = 20.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
+from .mobility import NAMES, T, close_all, start_tree, wait_for
 
 
 async def test_a_session_resumes_after_a_disconnect_exactly_once() -> None:
