@@ -112,9 +112,9 @@ def sim_case(handoff: str, routing: str, kind: str, n: int, moves: int, covered:
 
 async def loopback(handoff: str, routing: str, rate: int, seconds: float,
                    reconnect_only: bool = False) -> dict[str, Any]:
+    from broker.mobility import NAMES, close_all, start_tree, wait_for
     from siftbus.client import Client
     from siftbus.client.session import SessionState
-    from test_mobility_server import NAMES, close_all, start_tree, wait_for
 
     servers = await start_tree(handoff, routing)
     rng = random.Random(1)

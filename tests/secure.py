@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker_strategies import SCHEMA
 from siftbus.broker.node import BrokerNode
 from siftbus.broker.server import BrokerServer
 from siftbus.client import Client, client_tls
@@ -22,7 +23,6 @@ from siftbus.security.guard import Guard
 from siftbus.security.policy import SecurityPolicy
 from siftbus.security.tls import ContextSet, TLSConfig
 from siftbus.security.tokens import TokenSigner, new_secret
-from test_broker_sim import SCHEMA
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ import random
 
 from hypothesis import strategies as st
 
+from broker_strategies import WORDS, interval_sets, string_constraints
 from siftbus.model import IntervalSet, Profile, StringConstraint, parse_schema
 from siftbus.model.constraint import Constraint
 from siftbus.temporal import PersistentNotification, Semantics, TemporalFilter, Validity
-from test_broker_sim import WORDS, interval_sets, string_constraints
 
 SCHEMA = parse_schema("""
 [T]

@@ -17,7 +17,7 @@ Every protocol is a :class:`~siftbus.broker.handoff_base.HandoffBase`: the node 
 ``HANDOFF`` messages (:meth:`receive`) and the session table asks it to fetch an arriving
 session (:meth:`move_in`) and to hand one over. ``claims`` names the routing protocols
 under which it claims mobility-safety -- no notification lost, none twice -- which the
-simulator checks on random trees and moves (``tests/test_mobility_sim.py``).
+simulator checks on random trees and moves (``tests/broker/test_mobility_sim.py``).
 ``docs/mobility.md`` explains the protocols, their guarantees and their cost.
 """
 

@@ -115,7 +115,7 @@ class HandoffBase:
     name = ""
     claims: frozenset[str] = frozenset()
     """The routing protocols under which this handoff claims mobility-safety (checked in
-    ``tests/test_mobility_sim.py``)."""
+    ``tests/broker/test_mobility_sim.py``)."""
     out_of_band = False
     """Whether ``req``/``xfer`` go directly between the two brokers (ping/pong) rather
     than along the tree; the simulator honours it, real brokers relay along the tree."""

@@ -17,7 +17,7 @@ The cost is that of ordinary subscriptions: each ping and pong subscription floo
 tree (and so does the old profiles' removal, which makes every broker swap the old gids
 for the new). A pong only proves that the ping's path is complete, not that the new
 profiles reached every publisher: the protocol is **not mobility-safe** in general --
-``tests/test_mobility_sim.py`` finds counter-examples (``docs/mobility.md`` shows one).
+``tests/broker/test_mobility_sim.py`` finds counter-examples (``docs/mobility.md`` shows one).
 The simulator sends the out-of-band messages on direct links; real brokers relay them
 along the tree.
 """

@@ -5,7 +5,7 @@ exact, ``*`` or ``prefix*`` compile to siftbus profiles over a derived event typ
 (:mod:`siftbus.lang.etcl.profiles`) and go through a :class:`~siftbus.match.Matcher`; the
 rest are evaluated one by one. The index answers exactly what
 ``types_match(...) and constraint.evaluate(ev)`` answers for each constraint (proven
-differentially in tests/test_etcl_index.py). A channel keeps its consumer-side filters in
+differentially in tests/lang/test_etcl_index.py). A channel keeps its consumer-side filters in
 one index, so an event costs the matcher plus the filters it satisfies.
 """
 

@@ -4,7 +4,7 @@
 match stage, the benchmarks and the differential tests all take engines from here. Each
 :class:`Engine` declares its :class:`Capability` set; code asks the registry
 (``engine("index").has(Capability.SNAPSHOT)``, :func:`names`) instead of probing a
-matcher's attributes, and ``tests/test_match_engines.py`` checks that every declaration
+matcher's attributes, and ``tests/match/test_engines.py`` checks that every declaration
 is true of the matcher the engine builds.
 
 | engine      | capabilities                     | what                                 |

@@ -15,7 +15,7 @@ So every value, and every error with its file, line and column, is the specifica
 the scanners only ever accept lines they get right, and the first bad line of a file is
 reported as ``load_profiles`` and ``read_events`` report it (duplicate profile ids
 included). Which lines the scanners take is their business; what comes out is not
-(``tests/test_match_ingest.py`` checks both paths against each other with hypothesis on
+(``tests/match/test_ingest.py`` checks both paths against each other with hypothesis on
 random and mutated lines).
 
 When the kernels are not compiled (``SIFTBUS_KERNELS=python``, or ``auto`` on a small

@@ -9,7 +9,7 @@ sure about (any byte outside printable ASCII, strings with escapes, Bittner's fo
 repeated attributes, an error of any kind, a limit) is marked *slow* and left to the
 specification's path, which gives its value or its exact error: so the scanners need to
 be right only on the lines they accept, and the tests check exactly that
-(:mod:`siftbus.match.ingest`, ``tests/test_match_ingest.py``).
+(:mod:`siftbus.match.ingest`, ``tests/match/test_ingest.py``).
 
 Schema tables (built by :class:`siftbus.match.ingest.SchemaTables`):
 

@@ -200,7 +200,7 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str,
     (with the reason ``siftbus check`` gives): a bad line never stops the job. The lines
     the compiled scanner is sure of skip ``parse_event``
     (:func:`~siftbus.match.ingest.scan_event_texts`: the same events, proven in
-    tests/test_match_ingest.py); every other line, and every error, is ``parse_event``'s.
+    tests/match/test_ingest.py); every other line, and every error, is ``parse_event``'s.
 
     ``event`` numbers a file's events from 0 as ``siftbus match`` does: ``events_before``
     plus the events of the same file and partition before this one. ``counted`` carries

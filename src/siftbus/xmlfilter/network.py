@@ -22,7 +22,7 @@ when that one is withdrawn, the subscriptions it covered are forwarded then.
 :class:`XmlNetwork` runs the network in one process, counting every message between
 brokers and its bytes (subscriptions as ADiWa XML, events as their XML, advertisements
 as subscription documents, withdrawals as the id), so that the strategies can be
-compared on the same workload; ``tests/test_xml_network.py`` checks that every strategy
+compared on the same workload; ``tests/xmlfilter/test_xml_network.py`` checks that every strategy
 delivers exactly what one XML filter holding every subscription delivers.
 """
 

@@ -33,7 +33,7 @@ CHUNK = 64 * 1024
 #: a message in memory up to this size is fed at once and not pruned
 SMALL = 1024 * 1024
 # Not collect_ids=False: with it lxml 6 loads an external DTD (file:///etc/passwd).
-# tests/test_xml_hostile.py sends one.
+# tests/xmlfilter/test_xml_hostile.py sends one.
 _PARSER_OPTIONS: dict[str, Any] = {
     "remove_comments": True, "remove_pis": True, "resolve_entities": False,
     "no_network": True, "huge_tree": True,

@@ -1,0 +1,53 @@
+"""Real broker servers for tests: a tree of ``BrokerServer``s on 127.0.0.1 port 0 in this
+process, and a wait until the network is quiet. Shared by the broker, client, temporal,
+security and gateway tests."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from broker_strategies import SCHEMA
+from siftbus.broker.node import BrokerNode
+from siftbus.broker.protocols import rendezvous_directions
+from siftbus.broker.server import BrokerServer
+from siftbus.client import Client
+from siftbus.model import Schema
+
+
+async def start_network(names: list[str], edges: list[tuple[str, str]], protocol: str,
+                        strategy: str = "covering",
+                        rendezvous: dict[str, str] | None = None,
+                        advertisements: bool = False, schema: Schema = SCHEMA,
+                        **node: Any) -> dict[str, BrokerServer]:
+    """Brokers of a tree, each its own server; a broker dials its neighbours listed
+    before it (as ``siftbus network up`` does). ``node``: more ``BrokerNode`` options."""
+    servers: dict[str, BrokerServer] = {}
+    for i, b in enumerate(names):
+        nbrs = tuple(x for a, c in edges for x in (a, c) if b in (a, c) and x != b)
+        dirs = rendezvous_directions(edges, b, rendezvous) if rendezvous else None
+        bn = BrokerNode(b, schema, protocol=protocol, strategy=strategy, neighbours=nbrs,
+                        rendezvous=dirs, advertisements=advertisements, **node)
+        dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs if names.index(n) < i}
+        srv = BrokerServer(bn, dial=dial)
+        await srv.start()
+        servers[b] = srv
+    for srv in servers.values():
+        await srv.wait_neighbours(10)
+    return servers
+
+
+async def settle(servers: dict[str, BrokerServer], clients: list[Client]) -> None:
+    """Wait until no broker-to-broker message is in flight and clients have read all."""
+    prev = None
+    for _ in range(500):
+        snap = tuple((s.node.stats().messages_in, s.node.stats().messages_out)
+                     for s in servers.values())
+        if snap == prev and sum(a for a, _ in snap) == sum(b for _, b in snap):
+            break
+        prev = snap
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError("network did not settle")
+    for c in clients:
+        await c.ping()

@@ -1,0 +1,300 @@
+"""The PrimAS index against the reference matcher: fixed cases, conformance, hypothesis."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from siftbus.errors import DomainError, DuplicateProfileError, UnknownProfileError
+from siftbus.lang.profile import parse_profile
+from siftbus.match import Matcher, ReferenceMatcher
+from siftbus.match import index as index_module
+from siftbus.match.conformance import (
+    _hot,
+    check_matcher,
+    random_event,
+    random_profile,
+    random_type,
+)
+from siftbus.match.engines import make_matcher
+from siftbus.match.index import CompiledIndex, IndexMatcher, MatchCSR, events_to_columns
+from siftbus.model import Event, Op, Predicate, Profile, parse_schema
+
+THRESHOLDS = [0.0, 1 / 32, 1.0]
+
+FIG41 = parse_schema('[T4]\na3 = "int[0,200]"\na4 = "int[0,200]"\na5 = "int[0,200]"\n')
+FIG41_PROFILES = [
+    "p1: T4(a3 = 10, a4 = 20, a5 = 50)",
+    "p2: T4(a3 = 40, a4 = 10, a5 = 80)",
+    "p3: T4(a3 = 40, a4 = 20, a5 = 100)",
+    "p4: T4(a3 = 40, a5 = 100)",
+    "p5: T4(a3 = 40, a4 = 20, a5 = 100)",
+]
+
+
+def fig41(threshold: float, pending_limit: int = 0) -> IndexMatcher:
+    m = IndexMatcher(threshold, pending_limit=pending_limit)
+    for text in FIG41_PROFILES:
+        m.add(parse_profile(text, FIG41))
+    return m
+
+
+def ev(values: dict[str, object]) -> Event:
+    return Event.of(FIG41["T4"], values)
+
+
+@pytest.mark.parametrize("threshold", THRESHOLDS)
+def test_bittner_figure_4_1(threshold: float) -> None:
+    m = fig41(threshold)
+    assert m.match(ev({"a3": 40, "a4": 10, "a5": 80})) == ["p2"]
+    assert m.match(ev({"a3": 40, "a4": 20, "a5": 100})) == ["p3", "p4", "p5"]
+    assert m.match(ev({"a3": 40, "a4": 7, "a5": 100})) == ["p4"]
+    assert m.match(ev({"a3": 41, "a4": 20, "a5": 100})) == []
+
+
+@pytest.mark.parametrize("threshold", THRESHOLDS)
+@pytest.mark.parametrize("pending_limit", [0, 16])
+@pytest.mark.usefixtures("kernels")
+def test_conformance(threshold: float, pending_limit: int) -> None:
+    check_matcher(lambda: IndexMatcher(threshold, pending_limit=pending_limit), seed=3,
+                  rounds=2)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), threshold=st.sampled_from(THRESHOLDS),
+       pending_limit=st.sampled_from([0, 2, 16]), n_profiles=st.integers(0, 80),
+       grouped=st.booleans())
+@pytest.mark.usefixtures("kernels")
+def test_differential_interleaved(seed: int, threshold: float, pending_limit: int,
+                                  n_profiles: int, grouped: bool) -> None:
+    """The conformance suite on random seeds: random schemas, every operator,
+    interleaved add/remove/match against the reference, per event, in batches (by the
+    per-event batch kernel or the grouped-by-cell one) and through snapshots."""
+    saved = index_module.GROUPED_MIN, index_module.GROUPED_MIN_PROFILES
+    index_module.GROUPED_MIN = 1 if grouped else 10**9
+    index_module.GROUPED_MIN_PROFILES = 0
+    try:
+        check_matcher(lambda: IndexMatcher(threshold, pending_limit=pending_limit),
+                      seed=seed, rounds=1, profiles=n_profiles, events=15)
+    finally:
+        index_module.GROUPED_MIN, index_module.GROUPED_MIN_PROFILES = saved
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), threshold=st.sampled_from(THRESHOLDS),
+       perm_seed=st.integers(0, 1000), by_events=st.booleans())
+def test_evaluation_orders_do_not_change_results(seed: int, threshold: float, perm_seed: int,
+                                                 by_events: bool) -> None:
+    rnd = random.Random(seed)
+    t = random_type(rnd)
+    hot = _hot(rnd, t)
+    m = IndexMatcher(threshold, pending_limit=0)
+    ref = ReferenceMatcher()
+    for i in range(60):
+        p = random_profile(rnd, t, f"p{i}", hot)
+        if p is not None:
+            m.add(p)
+            ref.add(p)
+    evs = [random_event(rnd, t, hot) for _ in range(30)]
+    want = ref.match_batch(evs)
+    assert m.match_batch(evs) == want
+    names = list(t.names)
+    random.Random(perm_seed).shuffle(names)
+    m.optimize(order={t.name: names})
+    assert m.evaluation_order(t.name) == tuple(names)
+    assert m.match_batch(evs) == want
+    assert [m.match(e) for e in evs] == want
+    m.optimize(evs if by_events else None)
+    assert m.match_batch(evs) == want
+    assert [m.match(e) for e in evs] == want
+
+
+def test_optimize_puts_selective_attribute_first() -> None:
+    schema = parse_schema('[S]\nwide = "int[0,999]"\nnarrow = "int[0,999]"\n')
+    m = IndexMatcher(pending_limit=0)
+    for i in range(200):
+        m.add(parse_profile(f"p{i}: S(wide < 900, narrow in [{i}, {i + 500}])", schema))
+    assert m.evaluation_order("S") == ("narrow", "wide")
+    # Events that always sit on narrow = 300, wide = 950 make "wide" the selective one.
+    evs = [Event.of(schema["S"], {"wide": 950, "narrow": 300}) for _ in range(50)]
+    m.optimize(evs)
+    assert m.evaluation_order("S")[0] == "wide"
+    assert m.match(evs[0]) == []
+
+
+def test_errors_and_protocol() -> None:
+    m = fig41(1 / 32)
+    assert isinstance(m, Matcher)
+    with pytest.raises(DuplicateProfileError):
+        m.add(parse_profile("p1: T4(a3 = 1)", FIG41))
+    with pytest.raises(UnknownProfileError):
+        m.remove("nope")
+    with pytest.raises(UnknownProfileError):
+        m.get("nope")
+    with pytest.raises(ValueError):
+        IndexMatcher(1.5)
+    assert len(m) == 5 and "p3" in m and "zz" not in m
+
+
+def test_snapshot_csr_pickle_and_version() -> None:
+    schema = parse_schema('[A]\nx = "int[0,9]"\ns = "string"\n[B]\ny = "enum[L,M,H]"\n')
+    m = IndexMatcher(pending_limit=0)
+    for text in ['a1@alice: A(x > 3)', 'a2: A(s prefix "ro")', 'a3: A(x = 5, s = "room")',
+                 'b1@bob: B(y >= M)', 'b0: B()']:
+        m.add(parse_profile(text, schema))
+    v0 = m.snapshot().version
+    snap = pickle.loads(pickle.dumps(m.snapshot()))
+    assert isinstance(snap, CompiledIndex) and snap.version == v0
+    a_events = [Event.of(schema["A"], {"x": x, "s": s})
+                for x, s in [(5, "room"), (2, "rook"), (9, "x"), (0, "")]]
+    cols = events_to_columns(schema["A"], a_events)
+    assert cols["x"].dtype == np.int64
+    csr = snap.match_columns("A", cols)
+    assert isinstance(csr, MatchCSR)
+    assert csr.offsets.dtype == np.int64 and csr.profiles.dtype == np.int32
+    assert csr.rows(snap.profile_ids) == [["a1", "a2", "a3"], ["a2"], ["a1"], []]
+    owners = [str(snap.owners[i]) for i in csr.profiles[: csr.offsets[1]]]
+    assert owners == ["alice", "a2", "a3"]
+    b = snap.match_columns("B", {"y": np.array([0, 1, 2])})
+    assert b.rows(snap.profile_ids) == [["b0"], ["b0", "b1"], ["b0", "b1"]]
+    # extra columns are ignored; unknown types match nothing
+    cols["extra"] = np.zeros(4)
+    assert snap.match_columns("A", cols).n_matches == 5
+    assert snap.match_columns("Nope", {"q": np.zeros(3)}).offsets.tolist() == [0, 0, 0, 0]
+    m.remove("a1")
+    assert m.snapshot().version > v0
+    assert m.match_columns("A", cols).rows(m.snapshot().profile_ids)[0] == ["a2", "a3"]
+
+
+def test_match_columns_record_batch_and_bad_columns() -> None:
+    pa = pytest.importorskip("pyarrow")
+    schema = parse_schema('[A]\nx = "int[0,9]"\ns = "string"\n')
+    m = IndexMatcher(pending_limit=0)
+    m.add(parse_profile('a1: A(x > 3, s != "no")', schema))
+    batch = pa.record_batch({"x": [4, 2, 9], "s": ["yes", "yes", "no"], "other": [1, 2, 3]})
+    csr = m.match_columns("A", batch)
+    assert csr.offsets.tolist() == [0, 1, 1, 1]
+    with pytest.raises(DomainError):
+        m.match_columns("A", {"x": np.array([10]), "s": np.array(["a"], dtype=object)})
+    with pytest.raises(DomainError):
+        m.match_columns("A", {"x": np.array([1])})
+    with pytest.raises(DomainError):
+        m.match_columns("A", {"x": np.array([1]), "s": np.array([3], dtype=object)})
+    with pytest.raises(DomainError):
+        m.match_columns("A", {"x": np.array([1.5]), "s": np.array(["a"], dtype=object)})
+    objects = np.array([7, 2], dtype=object)
+    csr = m.match_columns("A", {"x": objects, "s": np.array(["a", "b"], dtype=object)})
+    assert csr.offsets.tolist() == [0, 1, 1]
+
+
+def test_levels_merge_and_tombstones_compact() -> None:
+    schema = parse_schema('[A]\nx = "int[0,999]"\n')
+    m = IndexMatcher(pending_limit=0)
+    ref = ReferenceMatcher()
+    rnd = random.Random(7)
+    evs = [Event.of(schema["A"], {"x": rnd.randrange(1000)}) for _ in range(50)]
+    for i in range(300):
+        p = parse_profile(f"p{i:04d}: A(x in [{rnd.randrange(900)}, {rnd.randrange(900, 1000)}])",
+                          schema)
+        m.add(p)
+        ref.add(p)
+        m.match(evs[i % 50])
+        assert m.stats().levels <= 10
+    assert m.match_batch(evs) == ref.match_batch(evs)
+    for i in range(0, 300, 2):
+        m.remove(f"p{i:04d}")
+        ref.remove(f"p{i:04d}")
+    assert m.match_batch(evs) == ref.match_batch(evs)
+    st_ = m.stats()
+    assert st_.tombstones <= st_.profiles
+    m.optimize()
+    st_ = m.stats()
+    assert st_.levels == 1 and st_.tombstones == 0 and st_.pending == 0
+    assert m.match_batch(evs) == ref.match_batch(evs)
+
+
+@pytest.mark.parametrize("threshold", THRESHOLDS)
+def test_large_batches_with_tombstones(threshold: float, monkeypatch: pytest.MonkeyPatch
+                                       ) -> None:
+    """Batches above GROUPED_MIN take the grouped kernel; tombstones must be honoured."""
+    monkeypatch.setattr(index_module, "GROUPED_MIN_PROFILES", 0)
+    rnd = random.Random(11)
+    t = random_type(rnd, max_attrs=6)
+    hot = _hot(rnd, t)
+    m = IndexMatcher(threshold, pending_limit=0)
+    ref = ReferenceMatcher()
+    for i in range(300):
+        p = random_profile(rnd, t, f"p{i}", hot)
+        if p is not None:
+            m.add(p)
+            ref.add(p)
+    evs = [random_event(rnd, t, hot) for _ in range(index_module.GROUPED_MIN + 50)]
+    m.match(evs[0])  # compile one level
+    for pid in [p.id for p in list(ref.profiles())[::5]]:
+        m.remove(pid)
+        ref.remove(pid)
+    assert m.stats().tombstones > 0
+    assert m.match_batch(evs) == ref.match_batch(evs)
+    snap = m.snapshot()
+    csr = snap.match_columns(t.name, events_to_columns(t, evs))
+    assert csr.rows(snap.profile_ids) == ref.match_batch(evs)
+
+
+def test_many_cells_use_wide_precheck_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More than 32767 cells: the pre-check arrays switch from int16 to int32."""
+    monkeypatch.setattr(index_module, "GROUPED_MIN_PROFILES", 0)
+    schema = parse_schema('[W]\na = "int[0,100000]"\nb = "int[0,9]"\n')
+    etype = schema["W"]
+    m = IndexMatcher(pending_limit=0)
+    ref = ReferenceMatcher()
+    for i in range(17_000):
+        p = Profile.build(f"p{i:05d}", etype, [Predicate("a", Op.EQ, (i * 3,)),
+                                               Predicate("b", Op.LE, (i % 10,))])
+        m.add(p)
+        ref.add(p)
+    evs = [Event.of(etype, {"a": a, "b": b}) for a, b in
+           [(0, 0), (3, 9), (29_997, 5), (30_000, 9), (50_001, 0), (100_000, 9)]]
+    want = ref.match_batch(evs)
+    assert [m.match(e) for e in evs] == want
+    snap = m.snapshot()
+    ct = snap.types["W"]
+    assert ct.set_ent.dtype == np.int32 and len(ct.set_kind) > 32767
+    big = evs * 60  # the grouped kernel as well (GROUPED_MIN_PROFILES is 0 here)
+    assert snap.match_columns("W", events_to_columns(etype, big)).rows(
+        snap.profile_ids) == want * 60
+
+
+def test_kernel_choice_by_batch_and_profile_count() -> None:
+    assert not index_module.use_grouped(10_000, 1_000)  # few profiles: per-event kernel
+    assert not index_module.use_grouped(10, 100_000)  # small batch: per-event kernel
+    assert index_module.use_grouped(index_module.GROUPED_MIN,
+                                    index_module.GROUPED_MIN_PROFILES)
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+@pytest.mark.parametrize("engine", ["index", "counting"])
+def test_many_matches_per_event_grow_the_output_buffers(
+        engine: str, grouped: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Far more matches per event than the kernels' first output guess (8 per event for
+    the index, 4 for counting): the buffers must grow without losing or reordering any."""
+    monkeypatch.setattr(index_module, "GROUPED_MIN", 1 if grouped else 10**9)
+    monkeypatch.setattr(index_module, "GROUPED_MIN_PROFILES", 0)
+    schema = parse_schema('[G]\na = "int[0,9]"\nb = "int[0,9]"\n')
+    etype = schema["G"]
+    m = make_matcher(engine)
+    ref = ReferenceMatcher()
+    for i in range(120):  # every event matches 60..120 of these
+        p = Profile.build(f"p{i:03d}", etype, [Predicate("a", Op.LE, (9 if i % 2 else i % 10,))]
+                          if i % 2 or i < 20 else [Predicate("b", Op.GE, (0,))])
+        m.add(p)
+        ref.add(p)
+    evs = [Event.of(etype, {"a": a % 10, "b": a % 7}) for a in range(300)]
+    want = ref.match_batch(evs)
+    assert min(len(w) for w in want) >= 60
+    assert m.match_batch(evs) == want

@@ -1,0 +1,188 @@
+"""The XML endpoint under a security policy (the hook of siftbus.xmlfilter.http_security),
+on real uvicorn servers: bearer tokens, HTTPS, rights per route, subscriptions owned by
+their principal, callback URLs only under the allow-list, denials counted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from broker.processes import run_cli
+from secure import Pki, make_pki, policy
+from siftbus.errors import ConfigError
+from siftbus.security.guard import Guard
+from siftbus.security.policy import OPEN
+from siftbus.xmlfilter import XmlEventFilter
+from siftbus.xmlfilter.http import create_app
+from siftbus.xmlfilter.http_security import callback_addresses, secure_app, server_security
+from xmlfilter.servers import APPENDIX6, APPENDIX7, Running, receiver_app, serve
+
+PRINCIPALS = {"ops": {"services": ["xml.*"]},
+              "alice": {"services": ["xml.subscribe"]},
+              "bob": {"services": ["xml.subscribe"]},
+              "sensor": {"services": ["xml.publish"]},
+              "nobody": {}}
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"), brokers=("localhost",), clients=())
+
+
+def doc_for(recv: str, name: str) -> bytes:
+    """The thesis' three subscriptions, all calling back ``recv``/submit/``name``."""
+    subs = APPENDIX6.replace(b"http://localhost:4001/submit", f"{recv}/submit/{name}".encode())
+    subs = subs.replace(b"http://localhost:4002/submit", f"{recv}/submit/{name}".encode())
+    return subs.replace(b"<callbackMethod>HTTPS</callbackMethod>",
+                        b"<callbackMethod>HTTP</callbackMethod>")
+
+
+async def serve_tls(app: Any, pki: Pki) -> Running:
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                            lifespan="on", ssl_certfile=str(pki.dir / "localhost.pem"),
+                            ssl_keyfile=str(pki.dir / "localhost.key"))
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    for _ in range(500):
+        if server.started or task.done():
+            break
+        await asyncio.sleep(0.01)
+    assert server.started
+    return Running(server, task)
+
+
+@pytest.fixture
+async def world(pki: Pki) -> AsyncIterator[dict[str, Any]]:
+    inbox: list[tuple[str, bytes, dict[str, str]]] = []
+    recv = await serve(receiver_app(inbox))
+    guard = Guard(policy(pki, PRINCIPALS, callback_prefixes=[f"{recv.url}/submit/"]))
+    filt = XmlEventFilter()
+    app = secure_app(create_app(filt), guard)
+    endpoint = await serve_tls(app, pki)
+    url = endpoint.url.replace("http://", "https://").replace("127.0.0.1", "localhost")
+    try:
+        yield {"url": url, "plain": endpoint.url, "recv": recv.url, "inbox": inbox,
+               "filter": filt, "guard": guard, "app": app}
+    finally:
+        await endpoint.stop()
+        await recv.stop()
+
+
+def client(pki: Pki, who: str | None = None, token: str | None = None) -> httpx.AsyncClient:
+    headers = {}
+    if who is not None or token is not None:
+        headers["Authorization"] = f"Bearer {token or pki.token(str(who))}"
+    return httpx.AsyncClient(timeout=10, verify=pki.client_tls(), headers=headers)
+
+
+async def test_without_a_valid_token_nothing_is_learned(world: dict[str, Any],
+                                                        pki: Pki) -> None:
+    url = world["url"]
+    async with client(pki, "alice") as alice:
+        r = await alice.post(f"{url}/subscriptions", content=doc_for(world["recv"], "a"))
+        assert r.status_code == 201, r.text
+    tampered = pki.token("ops")[:-3] + "abc"
+    for c in (client(pki), client(pki, token=tampered), client(pki, token="x")):
+        async with c:
+            for method, path in (("GET", "/subscriptions"), ("GET", "/stats"),
+                                 ("POST", "/publish"), ("GET", "/openapi.json"),
+                                 ("GET", "/docs"), ("POST", "/subscriptions")):
+                r = await c.request(method, f"{url}{path}", content=APPENDIX7)
+                assert r.status_code == 401, (method, path, r.text)
+                assert "token" in r.json()["error"] or "credentials" in r.json()["error"]
+                assert "ids" not in r.text and "matcher" not in r.text
+    assert len(world["filter"]) == 3  # nobody harmed alice
+    assert world["inbox"] == []  # nothing was published
+    assert world["guard"].stats()["denials"]["authentication/connect"] == 18
+    # plain HTTP to the HTTPS endpoint: no answer at all
+    async with httpx.AsyncClient(timeout=5) as c:
+        with pytest.raises(httpx.HTTPError):
+            await c.get(f"{world['plain']}/subscriptions",
+                        headers={"Authorization": f"Bearer {pki.token('ops')}"})
+
+
+async def test_rights_per_route_and_ownership(world: dict[str, Any], pki: Pki) -> None:
+    url, recv, inbox = world["url"], world["recv"], world["inbox"]
+    async with (client(pki, "alice") as alice, client(pki, "bob") as bob,
+                client(pki, "sensor") as sensor, client(pki, "ops") as ops,
+                client(pki, "nobody") as nobody):
+        r = await alice.post(f"{url}/subscriptions", content=doc_for(recv, "a"))
+        ids = r.json()["ids"]
+        assert r.status_code == 201 and len(ids) == 3
+        for c, method, path in ((alice, "POST", "/publish"), (sensor, "POST", "/subscriptions"),
+                                (sensor, "GET", "/subscriptions"), (alice, "GET", "/stats"),
+                                (nobody, "GET", "/subscriptions"), (bob, "GET", "/docs")):
+            r = await c.request(method, f"{url}{path}", content=APPENDIX7)
+            assert r.status_code == 403, (method, path, r.text)
+            assert "may not call xml." in r.json()["error"]
+        # bob neither sees nor deletes alice's subscriptions
+        assert (await bob.get(f"{url}/subscriptions")).json()["ids"] == []
+        assert sorted((await alice.get(f"{url}/subscriptions")).json()["ids"]) == sorted(ids)
+        assert sorted((await ops.get(f"{url}/subscriptions")).json()["ids"]) == sorted(ids)
+        r = await bob.delete(f"{url}/subscriptions/{ids[0]}")
+        assert r.status_code == 404
+        assert len(world["filter"]) == 3
+        r = await sensor.post(f"{url}/publish", content=APPENDIX7)
+        assert r.status_code == 200 and r.json()["events"] == 3
+        assert {name for name, _, _ in inbox} == {"a"}
+        assert (await alice.delete(f"{url}/subscriptions/{ids[0]}")).status_code == 200
+        assert len(world["filter"]) == 2
+        assert (await ops.get(f"{url}/stats")).status_code == 200
+    denied = world["guard"].stats()["denied_by_principal"]
+    assert denied == {"alice": 2, "sensor": 2, "nobody": 1, "bob": 2}, denied
+
+
+async def test_callbacks_only_under_the_allowed_prefixes(world: dict[str, Any],
+                                                         pki: Pki) -> None:
+    url, recv = world["url"], world["recv"]
+    async with client(pki, "alice") as alice:
+        evil = doc_for(recv, "a").replace(f"{recv}/submit/a".encode(),
+                                          b"http://169.254.169.254/latest", 1)
+        r = await alice.post(f"{url}/subscriptions", content=evil)
+        assert r.status_code == 403 and "allowed prefix" in r.json()["error"], r.text
+        assert len(world["filter"]) == 0  # the whole document refused, nothing registered
+        # an empty address defaults to the client's host: outside the list too
+        empty = doc_for(recv, "a").replace(f"{recv}/submit/a".encode(), b"")
+        r = await alice.post(f"{url}/subscriptions", content=empty)
+        assert r.status_code == 403
+        # a header naming an allowed address is accepted as the default
+        r = await alice.post(f"{url}/subscriptions", content=empty,
+                             headers={"X-Callback-Address": f"{recv}/submit/h"})
+        assert r.status_code == 201, r.text
+        # what the hook cannot read it does not pass on
+        r = await alice.post(f"{url}/subscriptions", content=b"<subscriptionList><")
+        assert r.status_code == 403
+        r = await alice.post(f"{url}/publish", content=APPENDIX7)
+        assert r.status_code == 403
+    stats = world["guard"].stats()
+    assert stats["denials"]["access/register a callback to"] == 2, stats
+
+
+def test_callback_addresses_of_a_document() -> None:
+    assert callback_addresses(APPENDIX6, "d") == ["http://localhost:4001/submit",
+                                                  "http://localhost:4002/submit",
+                                                  "http://localhost:4002/submit"]
+    empty = APPENDIX6.replace(b"http://localhost:4001/submit", b"")
+    assert callback_addresses(empty, "http://me/")[0] == "http://me/"
+
+
+def test_safe_defaults_of_the_xml_endpoint(pki: Pki, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--insecure"):
+        server_security(OPEN, None, None, host="0.0.0.0", insecure=False)
+    guard, tls = server_security(OPEN, None, None, host="0.0.0.0", insecure=True)
+    assert guard.open and tls == {}
+    pol = policy(pki, PRINCIPALS)
+    with pytest.raises(ConfigError, match="needs --cert and --key"):
+        server_security(pol, None, None, host="127.0.0.1", insecure=False)
+    guard, tls = server_security(pol, pki.dir / "localhost.pem", pki.dir / "localhost.key",
+                                 host="0.0.0.0", insecure=False)
+    assert not guard.open and tls["ssl_certfile"].endswith("localhost.pem")
+    r = run_cli("xml-filter", "serve", "--host", "0.0.0.0", "--port", "0")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--insecure" in r.stderr, \
+        r.stderr
