@@ -53,7 +53,9 @@ class AcyclicGraph(HandoffBase):
     """Tarkoma's acyclic-graph subscriber handoff (see the module docstring)."""
 
     name = "acyclic"
-    claims = frozenset({"flooding", "forwarding", "forwarding+advertisements", "rendezvous"})
+    # forwarding (with or without advertisements) is not claimed: seed 99999 of the
+    # simulator loses one notification of a moving subscriber there (docs/mobility.md)
+    claims = frozenset({"flooding", "rendezvous"})
 
     def __init__(self, host: HandoffHost, edges: Iterable[tuple[str, str]],
                  policy: SessionPolicy) -> None:
