@@ -49,6 +49,13 @@ from siftbus.model.textio import TEXT_LIMITS, parse_json_line, read_lines, split
 _ID_PREFIX = re.compile(r"\s*+([\w.\-/]++)(?:@([\w.\-/]++))?\s*+:(?!=)")
 
 
+def split_id(text: str) -> tuple[str | None, str, int]:
+    """The ``ID[@SUBSCRIBER]:`` prefix of a profile line (primitive or composite): the id
+    (``None`` without one), the subscriber (``""`` without one) and where the body starts."""
+    m = _ID_PREFIX.match(text)
+    return (m[1], m[2] or "", m.end()) if m else (None, "", 0)
+
+
 @dataclass(frozen=True, slots=True)
 class ProfileLimits:
     """Limits on one profile line (``docs/profile-language.md``, section "Limits").
@@ -128,12 +135,7 @@ def parse_profile_text(text: str, *, source: str | None = None, line: int = 1,
         raise ProfileSyntaxError(f"profile line longer than {limits.max_line} characters "
                                  "(ProfileLimits.max_line)", source=source, line=line,
                                  column=limits.max_line + 1)
-    pid: str | None = None
-    subscriber = ""
-    offset = 0
-    m = _ID_PREFIX.match(text)
-    if m:
-        pid, subscriber, offset = m[1], m[2] or "", m.end()
+    pid, subscriber, offset = split_id(text)
     body = text[offset:]
     try:
         tree = _parser().parse(body)

@@ -13,7 +13,6 @@ line; :class:`CompositeLimits` bounds what one line may cost.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -42,11 +41,9 @@ from siftbus.lang.composite.syntax import (
     format_duration,
     iter_components,
 )
-from siftbus.lang.profile import parse_profile
+from siftbus.lang.profile import parse_profile, split_id
 from siftbus.model import Profile, Schema
 from siftbus.model.textio import read_text
-
-_ID_PREFIX = re.compile(r"\s*+([\w.\-/]++)(?:@([\w.\-/]++))?\s*+:(?!=)")
 
 MAX_WINDOW = 2**62
 """Longest window in microseconds (about 146,000 years): times stay int64."""
@@ -100,12 +97,7 @@ def parse_composite(text: str, schema: Schema, *, id: str | None = None,
         raise ProfileSyntaxError(f"composite profile line is longer than {limits.max_line} "
                                  "characters", source=source, line=line,
                                  column=limits.max_line + 1)
-    pid: str | None = None
-    subscriber = ""
-    offset = 0
-    m = _ID_PREFIX.match(text)
-    if m:
-        pid, subscriber, offset = m[1], m[2] or "", m.end()
+    pid, subscriber, offset = split_id(text)
     if id is not None:
         pid = id
     if pid is None:
