@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, Protocol
@@ -109,7 +110,7 @@ class _Locate:
         self.best: list[Any] | None = None
 
 
-class HandoffBase:
+class HandoffBase(ABC):
     """The common part of the handoff protocols (see the module docstring)."""
 
     name = ""
@@ -173,10 +174,10 @@ class HandoffBase:
             return
         handler(link, body)
 
-    def link_up(self, z: str) -> None:
+    def link_up(self, z: str) -> None:  # noqa: B027 - a hook: nothing by default
         """A neighbour link came up (ping/pong's control plane follows the links)."""
 
-    def link_down(self, z: str) -> None:
+    def link_down(self, z: str) -> None:  # noqa: B027 - a hook: nothing by default
         """A neighbour link went."""
 
     def on_plane(self, z: str, msg: Message) -> None:
@@ -198,18 +199,18 @@ class HandoffBase:
         else:
             self.locate(s)
 
+    @abstractmethod
     def begin(self, s: Session, previous: str) -> None:
         """Start taking the session over from ``previous`` (its profiles are known)."""
-        raise NotImplementedError
 
-    def claim(self, s: Session) -> None:
+    def claim(self, s: Session) -> None:  # noqa: B027 - a hook: nothing by default
         """The session's newest attachment is here from now on (before it is located:
         older moves arriving meanwhile must not take its profiles away)."""
 
-    def on_away(self, s: Session) -> None:
+    def on_away(self, s: Session) -> None:  # noqa: B027 - a hook: nothing by default
         """Its client left; by default nothing is done until someone asks for it."""
 
-    def on_back(self, s: Session) -> None:
+    def on_back(self, s: Session) -> None:  # noqa: B027 - a hook: nothing by default
         """Its client came back here."""
 
     def give_up(self, s: Session) -> None:

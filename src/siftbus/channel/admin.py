@@ -7,6 +7,7 @@ filters passes everything (also under OR_OP, as the specification reads).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -49,7 +50,7 @@ def combine(op: str, admin: bool | None, proxy: bool | None) -> bool:
     return (a and p) if op == Q.AND_OP else (a or p)
 
 
-class Admin(Node):
+class Admin(Node, ABC):
     """What both admins share: proxies by id, the operator, destruction, the snapshot."""
 
     def __init__(self, channel: ChannelHooks, admin_id: int, op: str,
@@ -147,8 +148,9 @@ class Admin(Node):
 
     # -- state ---------------------------------------------------------------------------
 
+    @abstractmethod
     def _proxy_class(self, state: ProxyState) -> type[Proxy]:
-        raise NotImplementedError
+        """The proxy class a saved proxy state restores as (consumer or supplier side)."""
 
     def snapshot(self) -> AdminState:
         return AdminState(self.side, self.id, self.op, props(self._qos),

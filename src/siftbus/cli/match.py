@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
@@ -124,18 +125,18 @@ def match_and_write(matcher: Matcher, chunk: EventChunk, writer: MatchWriter) ->
     return int(offsets[-1])
 
 
-class MatchWriter:
+class MatchWriter(ABC):
     """Where match rows go: JSON lines, or Arrow/Parquet record batches."""
 
+    @abstractmethod
     def write_csr(self, first: int, offsets: Any, profiles: Any, snap: Snapshot) -> None:
         """Rows ``first, first+1, ...``: CSR of dense profile indices of ``snap``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def write_rows(self, first: int, rows: Sequence[Sequence[str]]) -> None:
         """Rows ``first, first+1, ...`` as lists of ids."""
-        raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a hook: nothing by default
         """Finish the output (footers)."""
 
 

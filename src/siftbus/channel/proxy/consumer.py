@@ -3,6 +3,7 @@ from a pull supplier by the channel's dispatcher) enter the channel."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -98,7 +99,7 @@ class SequenceProxyPushConsumer(PushProxyConsumer):
         self.submit(envelopes)
 
 
-class PullProxyConsumer(ProxyConsumer):
+class PullProxyConsumer(ProxyConsumer, ABC):
     """The channel polls the connected pull supplier (``try_pull``-style) from its
     dispatcher thread: :meth:`poll` asks once, outside the channel lock."""
 
@@ -118,9 +119,9 @@ class PullProxyConsumer(ProxyConsumer):
     def disconnect_sequence_pull_consumer(self) -> None:
         self.disconnect()
 
+    @abstractmethod
     def poll(self) -> list[Envelope]:
         """Ask the supplier once; the events it had (none: empty)."""
-        raise NotImplementedError
 
 
 class ProxyPullConsumer(PullProxyConsumer):
