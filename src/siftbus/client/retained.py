@@ -36,6 +36,8 @@ from siftbus.wire.frames import MsgType
 from siftbus.wire.profiles import encode_profile
 from siftbus.wire.retained import decode_change, encode_publication
 
+from .subscription import next_notification
+
 log = logging.getLogger("siftbus.client")
 
 ChangeCallback = Callable[[Change], Any]
@@ -108,21 +110,7 @@ class RetainedSubscription:
         return self
 
     async def __anext__(self) -> Change:
-        if not self.queue.empty():
-            return self.queue.get_nowait()
-        if self.client.ended.is_set():
-            raise StopAsyncIteration
-        getter = asyncio.ensure_future(self.queue.get())
-        stopper = asyncio.ensure_future(self.client.ended.wait())
-        try:
-            done, _ = await asyncio.wait({getter, stopper},
-                                         return_when=asyncio.FIRST_COMPLETED)
-            if getter in done:
-                return getter.result()
-            raise StopAsyncIteration
-        finally:
-            getter.cancel()
-            stopper.cancel()
+        return await next_notification(self.queue, self.client.ended)
 
     async def get(self, timeout: float | None = None) -> Change:
         """The next change (``TimeoutError`` after ``timeout`` seconds)."""
