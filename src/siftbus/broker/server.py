@@ -48,7 +48,7 @@ from siftbus.security.tls import ContextSet
 from siftbus.wire.events import notify_count, split_block
 from siftbus.wire.frames import Message, MsgType, encode, error_body, get
 from siftbus.wire.limits import DEFAULT_LIMITS, Limits
-from siftbus.wire.listener import Listener
+from siftbus.wire.listener import Listener, cancel_all
 from siftbus.wire.transport import (
     ConnectionClosed,
     FrameConnection,
@@ -162,11 +162,7 @@ class BrokerServer:
         for conn in list(self._dialed):
             conn.close()
         await self.listener.close()
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_all(self._tasks)
         for conn in list(self._dialed):
             await conn.wait_closed(2.0)
         if self.node.store is not None:

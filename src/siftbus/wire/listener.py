@@ -21,7 +21,8 @@ import contextlib
 import logging
 import ssl as ssl_module
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from siftbus.errors import EnvironmentProblem, SiftbusError, WireError
 
@@ -125,11 +126,7 @@ class Listener:
         conns = list(self.connections)
         for conn in conns:
             conn.close()
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_all(self._tasks)
         for conn in conns:
             await conn.wait_closed(grace)
         if self._server is not None:
@@ -144,4 +141,15 @@ class Listener:
         await self.close()
 
 
-__all__ = ["Handler", "Listener"]
+async def cancel_all(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended (what it raised is its own business:
+    a server closing does not fail because a handler did)."""
+    pending = list(tasks)
+    for t in pending:
+        t.cancel()
+    for t in pending:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await t
+
+
+__all__ = ["Handler", "Listener", "cancel_all"]

@@ -44,7 +44,7 @@ from siftbus.security.tls import ContextSet
 from siftbus.wire.frames import Message, MsgType, error_body
 from siftbus.wire.httpserver import serve_metrics
 from siftbus.wire.limits import DEFAULT_LIMITS, Limits
-from siftbus.wire.listener import Listener
+from siftbus.wire.listener import Listener, cancel_all
 from siftbus.wire.signals import stop_on_signals
 from siftbus.wire.transport import FrameConnection
 
@@ -119,11 +119,7 @@ class ChannelServer:
 
     async def close(self) -> None:
         await self.listener.close()
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_all(self._tasks)
 
     async def __aenter__(self) -> ChannelServer:
         await self.start()
