@@ -27,6 +27,7 @@ from decimal import Decimal
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -379,6 +380,26 @@ def iter_profile_lines(text: str | Iterable[tuple[int, str]], schema: Schema, *,
     ``text`` is the file's text (split by :func:`~siftbus.model.textio.split_lines`) or
     numbered lines from :func:`~siftbus.model.textio.read_lines`.
     """
+    return iter_unique_lines(
+        text, lambda raw, n: parse_profile(raw, schema, source=source, line=n, limits=limits),
+        what="profile", source=source)
+
+
+class _Identified(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+Item = TypeVar("Item", bound=_Identified)
+
+
+def iter_unique_lines(text: str | Iterable[tuple[int, str]],
+                      parse: Callable[[str, int], Item], *, what: str,
+                      source: str | None = None) -> Iterator[Item | SiftbusError]:
+    """``parse(line, number)`` for every line of a line file (the text, split by the one
+    rule of :func:`~siftbus.model.textio.split_lines`, or numbered lines), skipping blank
+    lines and ``#`` comments; a bad line yields its error, and an id already used on an
+    earlier line is an error too."""
     seen: dict[str, int] = {}
     numbered = split_lines(text) if isinstance(text, str) else text
     for n, raw in numbered:
@@ -386,16 +407,16 @@ def iter_profile_lines(text: str | Iterable[tuple[int, str]], schema: Schema, *,
         if not stripped or stripped.startswith("#"):
             continue
         try:
-            p = parse_profile(raw, schema, source=source, line=n, limits=limits)
+            item = parse(raw, n)
         except SiftbusError as exc:
             yield exc
             continue
-        if p.id in seen:
-            yield ProfileError(f"profile id {p.id!r} is already used on line {seen[p.id]}",
-                               source=source, line=n, column=1)
+        if item.id in seen:
+            yield ProfileError(f"{what} id {item.id!r} is already used on line "
+                               f"{seen[item.id]}", source=source, line=n, column=1)
             continue
-        seen[p.id] = n
-        yield p
+        seen[item.id] = n
+        yield item
 
 
 def parse_profiles(text: str | Iterable[tuple[int, str]], schema: Schema, *,

@@ -41,7 +41,7 @@ from siftbus.lang.composite.syntax import (
     format_duration,
     iter_components,
 )
-from siftbus.lang.profile import parse_profile, split_id
+from siftbus.lang.profile import iter_unique_lines, parse_profile, split_id
 from siftbus.model import Profile, Schema
 from siftbus.model.textio import read_text
 
@@ -351,22 +351,9 @@ def iter_composite_lines(text: str, schema: Schema, *, source: str | None = None
                          ) -> Iterator[CompositeProfile | SiftbusError]:
     """Every composite profile of a file, or the error of each bad line (blank lines and
     ``#`` comments skipped; duplicate ids are errors)."""
-    seen: dict[str, int] = {}
-    for n, raw in enumerate(text.splitlines(), start=1):
-        stripped = raw.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        try:
-            c = parse_composite(raw, schema, source=source, line=n, limits=limits)
-        except SiftbusError as exc:
-            yield exc
-            continue
-        if c.id in seen:
-            yield ProfileError(f"composite profile id {c.id!r} is already used on line "
-                               f"{seen[c.id]}", source=source, line=n, column=1)
-            continue
-        seen[c.id] = n
-        yield c
+    return iter_unique_lines(
+        text, lambda raw, n: parse_composite(raw, schema, source=source, line=n, limits=limits),
+        what="composite profile", source=source)
 
 
 def parse_composites(text: str, schema: Schema, *, source: str | None = None,
