@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import psutil
 import websockets
 
@@ -124,9 +125,11 @@ async def gateway_run(url: str, evs: list[dict[str, int]], batch: int, pace: flo
 
     async def read() -> None:
         async for raw in ws:
-            msg = json.loads(raw)
-            if msg.get("type") == "notification":
-                got[msg["event"]["n"]] = time.perf_counter()
+            msg = orjson.loads(raw)
+            if msg.get("type") == "notifications":  # several per message
+                now = time.perf_counter()
+                for note in msg["notifications"]:
+                    got[note["event"]["n"]] = now
                 if len(got) == len(evs):
                     done.set()
 
@@ -135,7 +138,7 @@ async def gateway_run(url: str, evs: list[dict[str, int]], batch: int, pace: flo
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
 
         async def post(part: list[dict[str, int]]) -> None:
-            body = "\n".join(json.dumps(e) for e in part)
+            body = b"\n".join(orjson.dumps(e) for e in part)
             r = await http.post("/api/publish", content=body,
                                 headers={"content-type": "application/x-ndjson"})
             assert r.json()["published"] == len(part), r.text

@@ -76,8 +76,10 @@ class WsReader:
                 self._take(json.loads(raw))
 
     def _take(self, msg: dict[str, Any]) -> None:
-        if msg["type"] == "notification":
-            self.notes.append(msg)
+        if msg["type"] == "notifications":  # several per message, in arrival order
+            assert msg["notifications"] and all(
+                n["type"] == "notification" for n in msg["notifications"])
+            self.notes.extend(msg["notifications"])
         elif msg["type"] != "network":
             self.replies.put_nowait(msg)
 

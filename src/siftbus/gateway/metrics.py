@@ -89,7 +89,7 @@ class GatewayCollector(Collector):
         yield family(CounterMetricFamily, "siftbus_gateway_notifications_dropped",
                      "Notifications dropped: the consumer's queue was full.", dropped,
                      reason="slow_consumer")
-        depths = [o.queue.qsize() for o in live]
+        depths = [o.queued for o in live]
         yield family(GaugeMetricFamily, "siftbus_gateway_queued_messages",
                      "Messages waiting toward consumers, summed.", sum(depths))
         yield family(GaugeMetricFamily, "siftbus_gateway_queued_messages_max",

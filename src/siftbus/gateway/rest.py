@@ -145,7 +145,7 @@ def router(gw: Gateway) -> APIRouter:
               summary="The pull subscriptions")
     async def subscriptions(token: Token) -> list[dict[str, Any]]:
         client = await gw.session(token)
-        return [{"id": sid, "profile": ob.subscriptions[sid], "queued": ob.queue.qsize(),
+        return [{"id": sid, "profile": ob.subscriptions[sid], "queued": ob.queued,
                  "dropped": ob.dropped} for sid, ob in gw.pulls.items()
                 if ob.client is client]
 
@@ -167,16 +167,10 @@ def router(gw: Gateway) -> APIRouter:
         first one (both bounded by the gateway's limits)."""
         ob = await pull(sid, token)
         wait = min(wait, gw.limits.max_wait)
-        if ob.queue.empty() and wait > 0:
-            try:
-                first = await asyncio.wait_for(ob.queue.get(), wait)
-            except TimeoutError:
-                first = None
-            got = [first] if first is not None else []
-        else:
-            got = []
-        got += ob.take(min(max, gw.limits.max_pull) - len(got))
-        return {"notifications": got, "dropped": ob.dropped}
+        if wait > 0:
+            await ob.wait(wait)
+        return {"notifications": ob.take(min(max, gw.limits.max_pull)),
+                "dropped": ob.dropped}
 
     @api.delete("/subscriptions/{sid}", status_code=204, summary="Unsubscribe")
     async def unsubscribe(sid: str, token: Token) -> Response:

@@ -40,9 +40,10 @@ from siftbus.model import event_from_dict
 from siftbus.model.textio import parse_json_line
 
 from .auth import Bearer, request_token, websocket_token
+from .codec import dumps
 from .guards import error_body
 from .hub import Gateway
-from .streams import Outbox, sse_frame
+from .streams import Outbox, check_subscription_id, sse_frame
 
 log = logging.getLogger("siftbus.gateway")
 
@@ -64,19 +65,58 @@ class WebSocketSession:
         self.outbox = outbox
         self._send_lock = asyncio.Lock()
         self._watch: asyncio.Task[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
 
     async def send(self, msg: dict[str, Any]) -> None:
         async with self._send_lock:  # replies, notifications and snapshots interleave
-            await self.ws.send_json(msg)
+            await self.ws.send_text(dumps(msg))
 
     async def write_loop(self) -> None:
-        """Empty the outbox at the client's pace (a stalled client stalls only this)."""
+        """Empty the outbox at the client's pace (a stalled client stalls only this):
+        whatever waits goes in one ``notifications`` message (at most ``ws_batch``
+        notifications and ``ws_batch_bytes`` bytes, unless one alone is longer)."""
+        ob = self.outbox
+        limit, max_bytes = self.gw.limits.ws_batch, self.gw.limits.ws_batch_bytes
         while True:
-            msg = await self.outbox.queue.get()
-            notice = self.outbox.drop_notice()
+            await ob.wait()
+            if ob.taken_over:
+                await self.ws.close(code=4000, reason="session taken over by another socket")
+                return
+            notice = ob.drop_notice()
             if notice is not None:
                 await self.send(notice)
-            await self.send(msg)
+            parts = ob.take_encoded(limit, max_bytes)
+            if parts:
+                text = b"".join((b'{"type":"notifications","notifications":[',
+                                 b",".join(parts), b"]}")).decode()
+                async with self._send_lock:
+                    await self.ws.send_text(text)
+
+    def _start_writer(self) -> None:
+        self._writer = asyncio.ensure_future(self.write_loop())
+
+    async def attach(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The ``session`` op: this socket's subscriptions become those of a broker
+        session (its first op of the kind; resumed after the last acknowledged row)."""
+        if self.outbox.session is not None or self.outbox.subscriptions:
+            raise WireError("session must come before any subscribe on this socket, "
+                            "once", field="op")
+        sid, ack, clean = data.get("id"), data.get("ack", 0), data.get("clean", False)
+        if type(ack) is not int or ack < 0:
+            raise WireError("session ack: the last session number processed (0 or more)",
+                            field="ack")
+        if not isinstance(clean, bool):
+            raise WireError("session clean: true or false", field="clean")
+        ob, reply = await self.gw.open_session(self.token, check_subscription_id(sid),
+                                               ack=ack, clean=clean)
+        old, self.outbox = self.outbox, ob
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(BaseException):
+                await self._writer
+        await self.gw.close_outbox(old)
+        self._start_writer()
+        return reply
 
     async def watch_loop(self, interval: float) -> None:
         while True:
@@ -131,11 +171,15 @@ class WebSocketSession:
             return {"type": "watching", "interval": interval}
         if op == "ping":
             return {"type": "pong"}
-        raise WireError(f"unknown op {op!r} (subscribe, unsubscribe, publish, watch, ping)",
-                        field="op")
+        if op == "session":
+            return await self.attach(data)
+        if op == "ack":
+            return {"type": "acked", "n": gw.ack(self.outbox, data.get("n"))}
+        raise WireError(f"unknown op {op!r} (subscribe, unsubscribe, publish, watch, ping, "
+                        "session, ack)", field="op")
 
     async def run(self) -> None:
-        writer = asyncio.ensure_future(self.write_loop())
+        self._start_writer()
         try:
             while True:
                 text = await self.ws.receive_text()
@@ -152,7 +196,7 @@ class WebSocketSession:
         except (WebSocketDisconnect, RuntimeError):
             pass  # the client went (RuntimeError: a send after the close)
         finally:
-            for task in (writer, self._watch):
+            for task in (self._writer, self._watch):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(BaseException):
@@ -211,15 +255,13 @@ async def _sse_stream(gw: Gateway, ob: Outbox, subs: list[dict[str, str]]
     try:
         yield sse_frame({"type": "subscribed", "subscriptions": subs})
         while True:
-            try:
-                msg = await asyncio.wait_for(ob.queue.get(), KEEPALIVE)
-            except TimeoutError:
+            if not await ob.wait(KEEPALIVE):
                 yield b": keep-alive\n\n"
                 continue
             notice = ob.drop_notice()
             if notice is not None:
                 yield sse_frame(notice)
-            yield sse_frame(msg)
+            yield b"".join(sse_frame(msg) for msg in ob.take(gw.limits.ws_batch))
     finally:
         # cleanup in its own task: this generator may be finalised while cancelled
         gw.spawn(gw.close_outbox(ob))

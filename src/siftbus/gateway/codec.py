@@ -1,0 +1,135 @@
+"""JSON in and out of the gateway, per batch rather than per event.
+
+Out: :func:`block_events` turns a columnar event block (what a NOTIFY frame carries) into
+the event-file JSON objects with one list operation per attribute, not one Python call
+per value; :func:`dumps` encodes with orjson (several times faster than ``json`` on the
+gateway's messages, ``bench/gateway.py``).
+
+In: :func:`fast_event_object` reads one event with orjson when the text is plainly an
+event -- a flat object of integers and strings, no escapes -- and proves it holds no
+repeated key; anything else (fractions, escapes, nesting, errors) returns ``None`` and
+the caller reads it with the exact reader (:func:`siftbus.model.textio.parse_json_line`),
+which stays the reference: ``tests/gateway/test_codec.py`` checks with hypothesis that
+both give the same events and refuse the same lines.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import orjson
+
+from siftbus.model import DecimalDomain, EnumDomain, IntDomain, StringDomain
+from siftbus.wire.events import Block
+
+_EXACT_FLOAT = 2**53
+"""Keys below this are exact in a float64, so ``key / 10**places`` rounds once, like
+``float(Decimal(key).scaleb(-places))``."""
+
+
+def dumps_bytes(msg: Any) -> bytes:
+    """One JSON text as UTF-8 (orjson; what it cannot encode -- an integer over 64 bits
+    -- goes through ``json``, so any message ``json.dumps`` takes is encoded)."""
+    try:
+        return orjson.dumps(msg, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return json.dumps(msg).encode()
+
+
+def dumps(msg: Any) -> str:
+    """:func:`dumps_bytes` as text."""
+    return dumps_bytes(msg).decode()
+
+
+def _column(block: Block, position: int, domain: Any) -> list[Any]:
+    """The JSON values of one attribute for every row (as ``Event.to_json_dict``)."""
+    col = block.keys[:, position]
+    if isinstance(domain, IntDomain):
+        return col.astype(np.int64, copy=False).tolist()
+    if isinstance(domain, StringDomain):
+        return col.tolist()
+    if isinstance(domain, EnumDomain):
+        labels = domain.labels
+        return [labels[k] for k in col.tolist()]
+    if isinstance(domain, DecimalDomain):
+        ints = col.astype(np.int64, copy=False)
+        if len(ints) and int(np.abs(ints).max()) >= _EXACT_FLOAT:
+            return [float(Decimal(k).scaleb(-domain.places)) for k in ints.tolist()]
+        return (ints / domain.scale).tolist()
+    out = []
+    for k in col.tolist():  # a domain kind without a column rule: value by value
+        v = domain.value(k)
+        out.append(float(v) if isinstance(v, Decimal) else v)
+    return out
+
+
+def block_events(block: Block) -> list[dict[str, Any]]:
+    """The event-file JSON object of every row of ``block`` (equal to
+    ``[e.to_json_dict() for e in block.events()]``)."""
+    et = block.etype
+    names = ("type", *(a.name for a in et.attributes))
+    cols = [_column(block, a.position, a.domain) for a in et.attributes]
+    return [dict(zip(names, row, strict=True))
+            for row in zip([et.name] * len(block), *cols, strict=True)]
+
+
+def fast_event_object(line: str) -> dict[str, Any] | None:
+    """The JSON object of an event line when it is plainly one (see the module
+    docstring), else ``None`` (then read it with the exact reader)."""
+    if "\\" in line:
+        return None  # escapes: quotes inside strings, surrogates
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if type(data) is not dict:
+        return None
+    strings = 0
+    for v in data.values():
+        t = type(v)
+        if t is str:
+            strings += 1
+        elif t is not int:
+            return None  # fractions (exact decimals needed), bools, null, nesting
+    # without escapes every '"' delimits a key or a string value: a repeated key
+    # (which orjson would silently merge) leaves more quotes than the object has
+    if line.count('"') != 2 * (len(data) + strings):
+        return None
+    return data
+
+
+def fast_event_array(text: str) -> list[dict[str, Any]] | None:
+    """The objects of a JSON array of events (or of one event) when every item is
+    plainly one, else ``None`` (then read the body with the exact reader)."""
+    if "\\" in text:
+        return None
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if type(data) is dict:
+        data = [data]
+    if type(data) is not list:
+        return None
+    quotes = 0
+    for item in data:
+        if type(item) is not dict:
+            return None
+        strings = 0
+        for v in item.values():
+            t = type(v)
+            if t is str:
+                strings += 1
+            elif t is not int:
+                return None
+        quotes += 2 * (len(item) + strings)
+    if text.count('"') != quotes:
+        return None
+    return data
+
+
+__all__ = ["block_events", "dumps", "dumps_bytes", "fast_event_array",
+           "fast_event_object"]
