@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
