@@ -26,8 +26,13 @@ SCHEMA = Schema.from_dict({
     "D": {"v": "decimal[-10,10,2]", "n": "int[-5,5]"},
 })
 
-VALUES = st.one_of(st.sampled_from([-6, -1, 0, 5, 6, 7, 8]), st.integers(-10, 12), st.integers(), st.sampled_from(["LO", "MID", "HI",
-                   "lo", ""]), st.text(max_size=4), st.booleans(), st.none(),
+EDGES = [-6, -5, -1, 0, 5, 6, 7, 8, 2**63, -2**63 - 1, 2**64, True, False, None, "LO",
+         "HI", "lo", "", "7", 1.0, 7.5, "10.00", 9.999, 10.001, -10.005, [1], {}]
+"""Values at and just beyond the test schema's domain bounds, and of other kinds."""
+
+VALUES = st.one_of(st.sampled_from(EDGES), st.integers(-10, 12), st.integers(),
+                   st.sampled_from(["LO", "MID", "HI", "lo", ""]), st.text(max_size=4),
+                   st.booleans(), st.none(),
                    st.floats(allow_nan=False, allow_infinity=False, width=32),
                    st.decimals(-12, 12, places=3, allow_nan=False),
                    st.lists(st.integers(0, 3), max_size=2))
@@ -85,6 +90,31 @@ def test_json_lines_give_what_the_event_reader_gives_line_by_line(lines: list[st
     got = parse_publish_body(text, "application/x-ndjson", SCHEMA, GatewayLimits())
     assert list(got.events) == expected
     assert [(e.line, e.column, e.message) for e in got.errors] == refused
+
+
+def test_values_at_the_domain_bounds_are_read_as_the_event_reader_reads_them() -> None:
+    base = {"T": {"type": "T", "a": 3, "b": "MID", "s": "x"},
+            "D": {"type": "D", "v": 1.25, "n": 0}}
+    lines = []
+    for obj in base.values():
+        for attr in obj:
+            lines += [json.dumps({**obj, attr: v}) for v in EDGES]
+    text = "\n".join(lines)
+    expected, refused = [], []
+    for i, ln in enumerate(lines, 1):
+        try:
+            expected.append(parse_event(ln, SCHEMA))
+        except SiftbusError as exc:
+            refused.append((i, exc.message))
+    got = parse_publish_body(text, "application/x-ndjson", SCHEMA,
+                             GatewayLimits(max_errors=1000))
+    assert list(got.events) == expected
+    assert [(e.line, e.message) for e in got.errors] == refused
+    assert 20 < len(expected) < len(lines) - 20  # both kinds, many of each
+    array = parse_publish_body("[" + ",".join(lines) + "]", "application/json", SCHEMA,
+                               GatewayLimits(max_errors=1000))
+    assert array.events == got.events
+    assert [(e.line, e.message) for e in array.errors] == refused
 
 
 @settings(max_examples=200, deadline=None)
