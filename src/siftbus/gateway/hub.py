@@ -37,6 +37,7 @@ from siftbus.errors import (
     ConnectionLostError,
     DuplicateProfileError,
     QuotaExceeded,
+    RemoteError,
     SiftbusError,
     UnknownProfileError,
     WireError,
@@ -52,6 +53,10 @@ log = logging.getLogger("siftbus.gateway")
 
 SNAPSHOT_TTL = 0.5
 """Seconds a network snapshot is reused (every dashboard shares one)."""
+
+SESSION_RETRY = 5.0
+"""Seconds a session socket waits for its session's previous broker connection to
+close (a reconnect right after a disconnect, a take-over)."""
 
 
 @dataclass(slots=True)
@@ -294,12 +299,21 @@ class Gateway:
             await self.close_outbox(held[1])
         state = SessionState(sid, last=ack, clean=clean, auto_ack=False)
         b = self.net.broker(self.broker)
-        try:
-            c = await Client.connect(b.host, b.port, timeout=self.timeout, token=token,
-                                     tls=self._tls, session=state)
-        except (ConnectionLostError, OSError) as exc:
-            raise ConnectionLostError(f"broker {self.broker} does not answer: {exc}") \
-                from None
+        deadline = time.monotonic() + SESSION_RETRY
+        while True:
+            try:
+                c = await Client.connect(b.host, b.port, timeout=self.timeout, token=token,
+                                         tls=self._tls, session=state)
+                break
+            except (ConnectionLostError, OSError) as exc:
+                raise ConnectionLostError(f"broker {self.broker} does not answer: {exc}") \
+                    from None
+            except RemoteError as exc:
+                # the session's previous connection (a socket that just went, or was
+                # taken over) may still be closing at the broker: wait for it, briefly
+                if "already connected" not in exc.message or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
         # the broker's in-flight window (max_inflight rows) bounds what waits here: a
         # session socket drops nothing, it is slowed down by its own acknowledgements
         ob = Outbox(f"s{next(self._keys)}", 2**62, c)
