@@ -17,6 +17,7 @@ from siftbus.errors import SiftbusError
 from siftbus.gateway import GatewayLimits
 from siftbus.gateway.codec import block_events, dumps
 from siftbus.gateway.publish import parse_publish_body
+from siftbus.gateway.streams import Outbox
 from siftbus.model import Event, Schema, event_from_dict, parse_event
 from siftbus.model.textio import parse_json_line
 from siftbus.wire.events import Block
@@ -160,3 +161,24 @@ def test_block_events_equal_each_events_json(ts: list[tuple[int, str, str]],
         got = block_events(block)
         assert got == [e.to_json_dict() for e in evs]
         assert json.loads(dumps(got)) == json.loads(json.dumps(got))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 3000), max_size=60), st.integers(1, 20),
+       st.integers(200, 5000))
+def test_an_outbox_hands_out_everything_in_order_within_its_bounds(
+        sizes: list[int], limit: int, max_bytes: int) -> None:
+    """Messages taken as JSON arrays: in order, none lost or twice, each array within
+    ``limit`` items and ``max_bytes`` (unless one item alone is longer); what overflows
+    ``queue_size`` is dropped and counted."""
+    ob = Outbox("w1", 40, None)  # type: ignore[arg-type]  # no broker needed
+    msgs = [{"i": i, "pad": "x" * k} for i, k in enumerate(sizes)]
+    assert ob.offer(msgs) == min(40, len(msgs))
+    assert ob.dropped == max(0, len(msgs) - 40)
+    out: list[dict[str, Any]] = []
+    while (array := ob.take_encoded(limit, max_bytes)) is not None:
+        part = json.loads(array)
+        assert 1 <= len(part) <= limit
+        assert len(array) <= max_bytes or len(part) == 1
+        out += part
+    assert out == msgs[:40] and ob.queued == 0 and not ob.ready.is_set()

@@ -85,12 +85,11 @@ class WebSocketSession:
             notice = ob.drop_notice()
             if notice is not None:
                 await self.send(notice)
-            parts = ob.take_encoded(limit, max_bytes)
-            if parts:
-                text = b"".join((b'{"type":"notifications","notifications":[',
-                                 b",".join(parts), b"]}")).decode()
+            array = ob.take_encoded(limit, max_bytes)
+            if array is not None:
+                text = b'{"type":"notifications","notifications":' + array + b"}"
                 async with self._send_lock:
-                    await self.ws.send_text(text)
+                    await self.ws.send_text(text.decode())
 
     def _start_writer(self) -> None:
         self._writer = asyncio.ensure_future(self.write_loop())

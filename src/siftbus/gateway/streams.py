@@ -113,22 +113,21 @@ class Outbox:
             self.ready.clear()
         return out
 
-    def take_encoded(self, limit: int, max_bytes: int) -> list[bytes]:
-        """Up to ``limit`` queued notifications as JSON texts, together at most
-        ``max_bytes`` long (but at least one), without waiting."""
-        p = self.pending
-        out: list[bytes] = []
-        size = 0
-        while p and len(out) < limit:
-            text = dumps_bytes(p[0])
-            if out and size + len(text) > max_bytes:
-                break
-            p.popleft()
-            out.append(text)
-            size += len(text) + 1
-        if not p:
-            self.ready.clear()
-        return out
+    def take_encoded(self, limit: int, max_bytes: int) -> bytes | None:
+        """Up to ``limit`` queued notifications as one JSON array, at most ``max_bytes``
+        long unless a single notification is longer (then it goes alone); ``None`` when
+        nothing waits. Encoded in one call; a too-long array is cut in proportion and
+        the rest put back, in order."""
+        msgs = self.take(limit)
+        while msgs:
+            text = dumps_bytes(msgs)
+            if len(text) <= max_bytes or len(msgs) == 1:
+                return text
+            keep = max(1, min(len(msgs) - 1, len(msgs) * max_bytes // len(text)))
+            self.pending.extendleft(reversed(msgs[keep:]))
+            self.ready.set()
+            msgs = msgs[:keep]
+        return None
 
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait until a notification is queued (``False``: ``timeout`` seconds passed)."""
