@@ -62,7 +62,8 @@ def create_app(gw: Gateway) -> FastAPI:
     # layer would make every layer depend on every other
     app = FastAPI(title="siftbus gateway", version=metadata.version("siftbus"),
                   description="Publish, subscribe and inspect a siftbus broker network "
-                  "over HTTP, WebSocket and Server-Sent Events.")
+                  "over HTTP, WebSocket and Server-Sent Events.\n\n"
+                  + streaming.WEBSOCKET_PROTOCOL)
 
     @app.exception_handler(SiftbusError)
     async def siftbus_error(request: Request, exc: SiftbusError) -> JSONResponse:

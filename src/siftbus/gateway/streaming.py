@@ -1,27 +1,13 @@
 """Notifications as streams: one WebSocket for many subscriptions, and Server-Sent Events.
 
-WebSocket ``/api/ws``: the client sends JSON messages, each answered on the same socket
-(its ``ref``, if any, is echoed)::
-
-    {"op": "subscribe", "profile": "Temperature(value > 20)", "id": "hot"}
-        -> {"type": "subscribed", "id": "hot", "profile": "Temperature(value > 20)"}
-    {"op": "unsubscribe", "id": "hot"}            -> {"type": "unsubscribed", "id": "hot"}
-    {"op": "publish", "events": [{...}, ...]}    -> {"type": "published", "count": n}
-    {"op": "watch", "interval": 1.0}             -> {"type": "network", ...} every second
-    {"op": "ping"}                               -> {"type": "pong"}
-
-and receives ``{"type": "notification", "subscription": "hot", "src", "seq", "ts",
-"event"}`` for its subscriptions, ``{"type": "dropped", "count", "total"}`` after
-notifications were dropped because it read too slowly, and ``{"type": "error",
-"error": {...}}`` for a bad message (the socket stays open).
-
-Both take the caller's token (``Authorization: Bearer`` or ``?token=``; see
-:mod:`~siftbus.gateway.auth`); a WebSocket without valid credentials on a secured
-network is closed with 1008 before it opens.
+The WebSocket protocol is :data:`WEBSOCKET_PROTOCOL` (also the OpenAPI document's
+description, so ``/docs`` shows it). Both streams take the caller's token
+(``Authorization: Bearer`` or ``?token=``; see :mod:`~siftbus.gateway.auth`); a WebSocket
+without valid credentials on a secured network is closed with 1008 before it opens.
 
 SSE ``GET /api/sse?profile=...&profile=...``: the profiles are subscribed for the
-response's lifetime; events ``subscribed``, ``notification`` and ``dropped`` carry the
-same JSON.
+response's lifetime; events ``subscribed``, ``notification`` (one per notification, the
+objects of a ``notifications`` array) and ``dropped``.
 """
 
 from __future__ import annotations
@@ -52,6 +38,51 @@ KEEPALIVE = 15.0
 
 MIN_WATCH = 0.2
 """The shortest ``watch`` interval (seconds)."""
+
+WEBSOCKET_PROTOCOL = """\
+## WebSocket `/api/ws`
+
+One socket, many subscriptions. The client sends JSON messages; each is answered on the
+socket (a `ref` in the message is echoed in its answer):
+
+- `{"op": "subscribe", "profile": "T(a > 2)", "id": "hot"}` ->
+  `{"type": "subscribed", "id", "profile"}`
+- `{"op": "unsubscribe", "id": "hot"}` -> `{"type": "unsubscribed", "id"}`
+- `{"op": "publish", "events": [{...}, ...]}` (or `"event": {...}`) ->
+  `{"type": "published", "count"}`
+- `{"op": "watch", "interval": 1.0}` (0 stops) -> `{"type": "watching"}`, then
+  `{"type": "network", ...}` every interval
+- `{"op": "ping"}` -> `{"type": "pong"}`
+- `{"op": "session", "id": "phone-7", "ack": 0, "clean": false}` ->
+  `{"type": "session", "id", "state", "acked", "subscriptions", "lost", "overflow"}`
+- `{"op": "ack", "n": 41}` -> `{"type": "acked", "n"}`
+- anything wrong -> `{"type": "error", "error": {"type", "message", "field", ...}}`
+  (the socket stays open)
+
+**Notifications** come several per message, in publication order:
+`{"type": "notifications", "notifications": [{"type": "notification", "subscription":
+"hot", "src": "B1/c3", "seq": 7, "ts": 1.7e9, "event": {"type": "T", "a": 3}}, ...]}` --
+whatever waited for the socket, at most `ws_batch` notifications and `ws_batch_bytes`
+bytes per message. `{"type": "dropped", "count", "total"}` comes first when
+notifications were dropped because the socket read too slowly (its queue holds
+`queue_size`).
+
+**Sessions** (nothing lost, nothing twice across disconnects): send `session` before any
+`subscribe`. The socket then has a broker session of its own (`docs/mobility.md`): each
+notification carries `n`, its session number (one per notified event, from 1, without
+gaps; an event matching two subscriptions gives two notifications with the same `n`).
+Acknowledge with `{"op": "ack", "n": N}` once everything up to `N` is processed. While
+the socket is away the broker keeps the subscriptions and buffers the notifications (up
+to its session limits; what it had to drop is reported as `lost`/`overflow`). Attach
+again with the same `id` -- the subscriptions are back (`subscriptions`) and the
+notifications after the last acknowledged number follow; with `"ack": N` the socket
+says it processed up to `N` itself (rows up to `N` are not sent again). A session socket
+drops nothing: unacknowledged notifications are bounded by the broker's in-flight
+window (`max_inflight`), so a socket that stops acknowledging stops receiving. A second
+socket attaching the same session with the same credentials takes it over (the first
+is closed with code 4000); `"clean": true` starts the session afresh.
+"""
+"""The WebSocket protocol (markdown: docs/gateway.md and the OpenAPI description)."""
 
 
 class WebSocketSession:
