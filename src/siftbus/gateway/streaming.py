@@ -26,7 +26,7 @@ from siftbus.model import event_from_dict
 from siftbus.model.textio import parse_json_line
 
 from .auth import Bearer, request_token, websocket_token
-from .codec import dumps
+from .codec import dumps, plain_events
 from .guards import error_body
 from .hub import Gateway
 from .streams import Outbox, check_subscription_id, sse_frame
@@ -179,14 +179,16 @@ class WebSocketSession:
             if len(items) > gw.limits.max_batch:
                 raise EventError(f"at most {gw.limits.max_batch} events per message",
                                  field="events")
-            evs = []
-            for i, e in enumerate(items, 1):
-                try:
-                    evs.append(event_from_dict(e, gw.schema))
-                except SiftbusError as exc:
-                    raise exc.located(source="events", line=i) from None
+            evs = plain_events(items, gw.schema)  # checked per type and attribute
+            for i, (e, ev) in enumerate(zip(items, evs, strict=True), 1):
+                if ev is None:  # not plainly valid: the exact check, or its error
+                    try:
+                        evs[i - 1] = event_from_dict(e, gw.schema)
+                    except SiftbusError as exc:
+                        raise exc.located(source="events", line=i) from None
             return {"type": "published",
-                    "count": await gw.publish(self.outbox.client, evs)}
+                    "count": await gw.publish(self.outbox.client,
+                                              [e for e in evs if e is not None])}
         if op == "watch":
             interval = data.get("interval", 1.0)
             if not isinstance(interval, int | float) or isinstance(interval, bool) or \
