@@ -143,6 +143,11 @@ async def test_session_errors_and_take_over(gn: GatewayNetwork) -> None:
         assert one.close_code == 4000
         assert (await two.request(op="subscribe", id="u", profile="U()"))["type"] == \
             "subscribed"
+        # its broker connection lost: the socket is closed, to be attached again
+        _, ob = gn.gateway.gateway.attached["tab"]
+        await ob.client.close()
+        await asyncio.wait_for(two.task, 10)
+        assert two.ws.close_code == 1012
     finally:
         await two.close()
         await one.close()

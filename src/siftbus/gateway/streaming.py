@@ -97,6 +97,7 @@ class WebSocketSession:
         self._send_lock = asyncio.Lock()
         self._watch: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._ended: asyncio.Task[None] | None = None
 
     async def send(self, msg: dict[str, Any]) -> None:
         async with self._send_lock:  # replies, notifications and snapshots interleave
@@ -146,7 +147,17 @@ class WebSocketSession:
                 await self._writer
         await self.gw.close_outbox(old)
         self._start_writer()
+        self._ended = asyncio.ensure_future(self._close_when_lost(ob))
         return reply
+
+    async def _close_when_lost(self, ob: Outbox) -> None:
+        """Close the socket when its session's broker connection is lost, so that the
+        client attaches again and resumes (not when the gateway closed it itself)."""
+        await ob.client.ended.wait()
+        if ob.key in self.gw.outboxes:
+            with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+                await self.ws.close(code=1012, reason="broker connection lost: attach "
+                                    "the session again to resume")
 
     async def watch_loop(self, interval: float) -> None:
         while True:
@@ -228,7 +239,7 @@ class WebSocketSession:
         except (WebSocketDisconnect, RuntimeError):
             pass  # the client went (RuntimeError: a send after the close)
         finally:
-            for task in (self._writer, self._watch):
+            for task in (self._writer, self._watch, self._ended):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(BaseException):
