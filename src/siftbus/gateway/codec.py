@@ -83,6 +83,20 @@ def block_events(block: Block) -> list[dict[str, Any]]:
             for row in zip([et.name] * len(block), *cols, strict=True)]
 
 
+def _quotes(obj: dict[str, Any]) -> int | None:
+    """The quotes a flat object of integers and strings is written with (when its text
+    has no escapes: two per key and per string value), ``None`` for any other object
+    (fractions need exact decimals; bools, null and nesting the exact reader)."""
+    strings = 0
+    for v in obj.values():
+        t = type(v)
+        if t is str:
+            strings += 1
+        elif t is not int:
+            return None
+    return 2 * (len(obj) + strings)
+
+
 def fast_event_object(line: str) -> dict[str, Any] | None:
     """The JSON object of an event line when it is plainly one (see the module
     docstring), else ``None`` (then read it with the exact reader)."""
@@ -94,16 +108,9 @@ def fast_event_object(line: str) -> dict[str, Any] | None:
         return None
     if type(data) is not dict:
         return None
-    strings = 0
-    for v in data.values():
-        t = type(v)
-        if t is str:
-            strings += 1
-        elif t is not int:
-            return None  # fractions (exact decimals needed), bools, null, nesting
     # without escapes every '"' delimits a key or a string value: a repeated key
     # (which orjson would silently merge) leaves more quotes than the object has
-    if line.count('"') != 2 * (len(data) + strings):
+    if _quotes(data) != line.count('"'):
         return None
     return data
 
@@ -123,16 +130,10 @@ def fast_event_array(text: str) -> list[dict[str, Any]] | None:
         return None
     quotes = 0
     for item in data:
-        if type(item) is not dict:
+        q = _quotes(item) if type(item) is dict else None
+        if q is None:
             return None
-        strings = 0
-        for v in item.values():
-            t = type(v)
-            if t is str:
-                strings += 1
-            elif t is not int:
-                return None
-        quotes += 2 * (len(item) + strings)
+        quotes += q
     if text.count('"') != quotes:
         return None
     return data
