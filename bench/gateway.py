@@ -130,9 +130,10 @@ async def gateway_run(url: str, evs: list[dict[str, int]], batch: int, pace: flo
     async def read() -> None:
         async for raw in ws:
             msg = orjson.loads(raw)
-            if msg.get("type") == "notifications":  # several per message
-                now = time.perf_counter()
-                for note in msg["notifications"]:
+            kind = msg.get("type")
+            if kind in ("notifications", "notification"):  # several per message, or
+                now = time.perf_counter()                # one (a gateway before them)
+                for note in msg["notifications"] if kind == "notifications" else [msg]:
                     got[note["event"]["n"]] = now
                 if len(got) == len(evs):
                     done.set()
