@@ -13,8 +13,10 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 import websockets
+from prometheus_client.parser import text_string_to_metric_families
 
 from broker.servers import settle
 from broker_strategies import SCHEMA
@@ -143,6 +145,12 @@ async def test_session_errors_and_take_over(gn: GatewayNetwork) -> None:
         assert one.close_code == 4000
         assert (await two.request(op="subscribe", id="u", profile="U()"))["type"] == \
             "subscribed"
+        async with httpx.AsyncClient(base_url=gn.url) as http:
+            text = (await http.get("/metrics")).text
+        samples = {(s.name, s.labels.get("kind")): s.value
+                   for f in text_string_to_metric_families(text) for s in f.samples}
+        assert samples[("siftbus_gateway_session_sockets", None)] == 1  # one after take-over
+        assert samples[("siftbus_gateway_consumers", "websocket")] == 1
         # its broker connection lost: the socket is closed, to be attached again
         _, ob = gn.gateway.gateway.attached["tab"]
         await ob.client.close()

@@ -316,7 +316,7 @@ class Gateway:
                 await asyncio.sleep(0.05)
         # the broker's in-flight window (max_inflight rows) bounds what waits here: a
         # session socket drops nothing, it is slowed down by its own acknowledgements
-        ob = Outbox(f"s{next(self._keys)}", 2**62, c)
+        ob = Outbox(f"w{next(self._keys)}", 2**62, c)  # a WebSocket consumer
         ob.session = sid
         c.unclaimed_callback = lambda n: self._session_note(ob, n)
         for pid in c.restored:
