@@ -188,12 +188,16 @@ class RawPoster:
     def __init__(self, url: str) -> None:
         u = urlsplit(url)
         self.host, self.port = u.hostname or "127.0.0.1", u.port or 80
-        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = []
 
     async def post(self, body: bytes) -> tuple[int, Any]:
-        conn = self.idle.pop() if self.idle else \
-            await asyncio.open_connection(self.host, self.port)
-        reader, writer = conn
+        while self.idle:  # uvicorn closes a connection idle for 5 s: never reuse those
+            reader, writer, used = self.idle.pop()
+            if time.monotonic() - used < 3.0:
+                break
+            writer.close()
+        else:
+            reader, writer = await asyncio.open_connection(self.host, self.port)
         writer.write(b"POST /api/publish HTTP/1.1\r\nhost: gateway\r\n"
                      b"content-type: application/x-ndjson\r\ncontent-length: %d\r\n\r\n"
                      % len(body) + body)
@@ -201,11 +205,11 @@ class RawPoster:
         length = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
         assert length is not None, head
         answer = orjson.loads(await reader.readexactly(int(length[1])))
-        self.idle.append(conn)
+        self.idle.append((reader, writer, time.monotonic()))
         return int(head.split(b" ", 2)[1]), answer
 
     def close(self) -> None:
-        for _, writer in self.idle:
+        for _, writer, _ in self.idle:
             writer.close()
 
 
