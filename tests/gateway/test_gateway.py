@@ -76,8 +76,10 @@ class WsReader:
                 self._take(json.loads(raw))
 
     def _take(self, msg: dict[str, Any]) -> None:
-        if msg["type"] == "notification":
-            self.notes.append(msg)
+        if msg["type"] == "notifications":  # several per message, in arrival order
+            assert msg["notifications"] and all(
+                n["type"] == "notification" for n in msg["notifications"])
+            self.notes.extend(msg["notifications"])
         elif msg["type"] != "network":
             self.replies.put_nowait(msg)
 
@@ -190,7 +192,8 @@ async def test_publish_reports_bad_lines_and_publishes_the_rest(gn: GatewayNetwo
 
 
 async def test_request_limits_give_one_clear_error() -> None:
-    limits = GatewayLimits(max_body=2000, max_batch=5, max_subscriptions=2)
+    limits = GatewayLimits(max_body=2000, max_batch=5, max_subscriptions=2,
+                           request_timeout=0.5)
     gn = await start_gateway_network(limits=limits)
     try:
         async with httpx.AsyncClient(base_url=gn.url) as http:
@@ -207,6 +210,10 @@ async def test_request_limits_give_one_clear_error() -> None:
             assert r.status_code == 413
             r = await http.post("/api/publish", json=[{"type": "U", "x": 1}] * 6)
             assert r.status_code == 413 and "at most 5" in r.json()["error"]["message"]
+            r = await http.post("/api/subscriptions", json={"profile": "U()", "id": "w"})
+            assert r.status_code == 201
+            r = await http.get("/api/subscriptions/w/notifications", params={"wait": 5})
+            assert r.status_code == 504 and "0.5 s" in r.json()["error"]["message"]
             r = await http.get("/api/health")
             assert r.status_code == 200  # and it keeps serving
         reader = WsReader(await websockets.connect(ws_url(gn)))

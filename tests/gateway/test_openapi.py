@@ -53,3 +53,7 @@ def test_the_document_describes_the_routes(gateway_url: str) -> None:
             "/api/network", "/api/sse", "/api/channels"} <= paths
     body = doc["paths"]["/api/publish"]["post"]["requestBody"]["content"]
     assert {"application/json", "application/x-ndjson"} <= set(body)
+    ws = doc["info"]["description"]  # the WebSocket protocol, sessions and acks included
+    assert all(f'"op": "{op}"' in ws for op in ("subscribe", "unsubscribe", "publish",
+                                                 "watch", "ping", "session", "ack"))
+    assert '"type": "notifications"' in ws

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,3 +83,30 @@ async def test_hostile_bodies_get_a_4xx_and_the_gateway_keeps_serving(
             assert len(r.text) < 20_000  # an excerpt, never the input
         r = await http.post("/api/publish", json={"type": "U", "x": 1})
         assert r.json() == {"published": 1, "rejected": 0, "errors": []}
+
+
+async def test_the_fast_publish_route_answers_as_the_declared_one(gn: GatewayNetwork
+                                                                  ) -> None:
+    """``app.PublishRoute`` serves POST /api/publish in front of the router; the FastAPI
+    route (reached here through the bare router) must give the same answers."""
+    bodies = [("application/json", b'{"type": "U", "x": 1}'),
+              ("application/json", b'[{"type": "U", "x": 1}, {"type": "U", "x": 99}]'),
+              ("application/x-ndjson", b'{"type": "U", "x": 2}\n{"type": "Q"}\n\n{'),
+              ("application/x-ndjson", b'{"type": "Q"}'),
+              ("application/json", b'[{"type": "U", "x": 1.5}, {"type": "U", "x": 2}]')]
+    app = gn.gateway.http.app
+    fast = httpx.AsyncClient(base_url=gn.url, timeout=30)
+    bare = AsyncExitStackMiddleware(app.router)  # what FastAPI puts around its router
+    declared = httpx.AsyncClient(transport=httpx.ASGITransport(app=bare),
+                                 base_url="http://gateway", timeout=30)
+    async with fast, declared:
+        for ctype, body in bodies:
+            a = await fast.post("/api/publish", content=body, headers={"content-type": ctype})
+            b = await declared.post("/api/publish", content=body,
+                                    headers={"content-type": ctype})
+            assert (a.status_code, a.json()) == (b.status_code, b.json()), body
+            assert a.headers["content-type"] == "application/json"
+        r = await fast.post("/api/publish", content=b"[1, ", headers={
+            "content-type": "application/json"})  # a whole-body error: the one shape
+        assert r.status_code == 400 and r.json()["error"]["type"] == "EventError"
+        assert r.json()["error"]["line"] == 1

@@ -34,6 +34,10 @@ def gateway_cmd(
         help="Subscriptions per connection.")] = None,
     max_connections: Annotated[int | None, typer.Option(
         help="Connections and requests in progress.")] = None,
+    ws_batch: Annotated[int | None, typer.Option(
+        help="Notifications in one WebSocket message at most.")] = None,
+    ws_batch_bytes: Annotated[int | None, typer.Option(
+        help="Bytes of one WebSocket notifications message at most.")] = None,
     duration: Annotated[float, typer.Option(
         help="Stop after this many seconds (0: run until interrupted).")] = 0.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
@@ -48,7 +52,8 @@ def gateway_cmd(
     given: dict[str, Any] = {
         "max_body": max_body, "max_batch": max_batch, "request_timeout": request_timeout,
         "queue_size": queue_size, "max_subscriptions": max_subscriptions,
-        "max_connections": max_connections}  # None: the default of docs/gateway.md
+        "max_connections": max_connections, "ws_batch": ws_batch,
+        "ws_batch_bytes": ws_batch_bytes}  # None: the default of docs/gateway.md
     limits = GatewayLimits(**{k: v for k, v in given.items() if v is not None})
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format=f"%(asctime)s gateway {name} %(levelname)s %(message)s")

@@ -173,10 +173,13 @@ class Client(Publisher, RetainedClient):
         self.ended.clear()
         await self._handshake(host, port, self.name, timeout, old, server_hostname)
 
-    def ack(self) -> None:
-        """Acknowledge every session row handed out so far (with ``auto_ack=False``)."""
+    def ack(self, upto: int | None = None) -> None:
+        """Acknowledge every session row handed out so far (with ``auto_ack=False``), or
+        those numbered up to ``upto`` (a relay such as the gateway acknowledges what its
+        own consumer has acknowledged)."""
         if self.session is not None and self._conn is not None:
-            self._write(Message(MsgType.SACK, {"ack": self.session.last}))
+            n = self.session.last if upto is None else min(upto, self.session.last)
+            self._write(Message(MsgType.SACK, {"ack": n}))
 
     async def _handshake(self, host: str, port: int, name: str | None, timeout: float,
                          previous: str | None, server_hostname: str | None) -> None:

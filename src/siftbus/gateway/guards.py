@@ -83,12 +83,10 @@ class RequestLimits:
                 self._count(int(msg["status"]))
             await send(msg)
 
-        run = self.app(scope, limited_receive, tracking_send)
-        try:
-            if scope.get("path", "").startswith(self.untimed):
-                await run
-            else:
-                await asyncio.wait_for(run, self.timeout)
+        untimed = scope.get("path", "").startswith(self.untimed)
+        try:  # a timeout scope, not wait_for: no extra task per request
+            async with asyncio.timeout(None if untimed else self.timeout):
+                await self.app(scope, limited_receive, tracking_send)
         except TimeoutError:
             if not started:
                 self._count(504)

@@ -30,12 +30,14 @@ import msgpack
 
 from siftbus.broker.config import NetworkConfig
 from siftbus.broker.stats import histogram_quantile
-from siftbus.client import Client, client_tls
+from siftbus.client import Client, Notification, NotificationBatch, client_tls
+from siftbus.client.session import SessionState
 from siftbus.errors import (
     AuthenticationError,
     ConnectionLostError,
     DuplicateProfileError,
     QuotaExceeded,
+    RemoteError,
     SiftbusError,
     UnknownProfileError,
     WireError,
@@ -43,13 +45,18 @@ from siftbus.errors import (
 from siftbus.lang.profile import format_profile, parse_profile_text
 from siftbus.model import Event, Schema
 
+from .codec import block_events
 from .limits import DEFAULT_LIMITS, GatewayLimits
-from .streams import Outbox, check_subscription_id
+from .streams import Outbox, check_subscription_id, notification_message
 
 log = logging.getLogger("siftbus.gateway")
 
 SNAPSHOT_TTL = 0.5
 """Seconds a network snapshot is reused (every dashboard shares one)."""
+
+SESSION_RETRY = 5.0
+"""Seconds a session socket waits for its session's previous broker connection to
+close (a reconnect right after a disconnect, a take-over)."""
 
 
 @dataclass(slots=True)
@@ -83,6 +90,10 @@ class Gateway:
         self.counters = GatewayCounters()
         self.outboxes: dict[str, Outbox] = {}
         self.pulls: dict[str, Outbox] = {}
+        self.routes: dict[str, tuple[Outbox, str]] = {}
+        """Broker profile id -> its consumer and the consumer's id for it."""
+        self.attached: dict[str, tuple[str | None, Outbox]] = {}
+        """Session id -> the token and outbox of the socket attached to it here."""
         self.secured = net.security.authenticates
         """Every request needs a bearer token (the network has no anonymous access)."""
         self._tls = client_tls(net.security.ca) if net.security.ca is not None else None
@@ -103,6 +114,8 @@ class Gateway:
             await self.session(None)
 
     async def close(self) -> None:
+        for ob in [o for o in self.outboxes.values() if o.session is not None]:
+            await self.close_outbox(ob)
         for c in list(self._sessions.values()):
             with contextlib.suppress(SiftbusError, ConnectionError, OSError):
                 await c.close()
@@ -161,11 +174,21 @@ class Gateway:
         return ob
 
     async def close_outbox(self, ob: Outbox) -> None:
-        """Forget a consumer: its profiles leave the broker."""
-        self.outboxes.pop(ob.key, None)
+        """Forget a consumer: its profiles leave the broker -- except a session's, which
+        the broker keeps (and buffers for) until the session comes back or expires."""
+        if self.outboxes.pop(ob.key, None) is None:
+            return
         self._account(ob)
         ids = [ob.broker_id(s) for s in ob.subscriptions]
+        for i in ids:
+            self.routes.pop(i, None)
         ob.subscriptions.clear()
+        if ob.session is not None:
+            if self.attached.get(ob.session, (None, None))[1] is ob:
+                del self.attached[ob.session]
+            with contextlib.suppress(SiftbusError, ConnectionError, OSError):
+                await ob.client.close()
+            return
         if ids and not ob.client.ended.is_set():
             with contextlib.suppress(SiftbusError, ConnectionError, TimeoutError):
                 await ob.client.unsubscribe(*ids)
@@ -196,8 +219,16 @@ class Gateway:
         if sid in ob.subscriptions:
             raise DuplicateProfileError(f"subscription {sid!r} exists on this connection",
                                         field="id")
-        await ob.client.subscribe(parsed, lambda n: ob.notify(sid, n),
-                                  id=ob.broker_id(sid))
+        bid = ob.broker_id(sid)
+        self.routes[bid] = (ob, sid)
+        try:
+            if ob.session is not None:  # numbered one by one (see _session_note)
+                await ob.client.subscribe(parsed, ob.client.unclaimed_callback, id=bid)
+            else:
+                await ob.client.subscribe(parsed, batch_callback=self.on_batch, id=bid)
+        except BaseException:
+            self.routes.pop(bid, None)
+            raise
         line = format_profile(parsed, with_id=False)
         ob.subscriptions[sid] = line
         return {"id": sid, "profile": line}
@@ -208,6 +239,113 @@ class Gateway:
                                       field="id")
         del ob.subscriptions[sid]
         await ob.client.unsubscribe(ob.broker_id(sid))
+        self.routes.pop(ob.broker_id(sid), None)  # after: what came before still arrives
+
+    def on_batch(self, batch: NotificationBatch) -> None:
+        """The broker clients' batch callback: a NOTIFY frame's notifications as JSON
+        objects, handed to each consumer at once, in publication order. The event
+        objects are built per block and column (:func:`~.codec.block_events`); what
+        remains per notification is one small dict."""
+        routes = self.routes
+        blocks = batch.blocks
+        merge = len(blocks) > 1 and all(nb.at is not None for nb in blocks)
+        keyed: list[tuple[int, Outbox, dict[str, Any]]] = []
+        out: dict[Outbox, list[dict[str, Any]]] = {}
+        for nb in blocks:
+            evs = block_events(nb.block)
+            srcs = nb.block.srcs()
+            seqs = nb.seq.tolist()
+            stamps = nb.ts.tolist()
+            at = nb.at.tolist() if merge and nb.at is not None else None
+            for r, pid in zip(nb.rows().tolist(), nb.ids, strict=True):
+                route = routes.get(pid)
+                if route is None:
+                    continue  # unsubscribed meanwhile
+                ob, sid = route
+                msg = {"type": "notification", "subscription": sid, "src": srcs[r],
+                       "seq": seqs[r], "ts": stamps[r], "event": evs[r]}
+                if at is not None:
+                    keyed.append((at[r], ob, msg))
+                else:
+                    out.setdefault(ob, []).append(msg)
+        if keyed:
+            keyed.sort(key=lambda k: k[0])  # stable: a row's ids stay sorted
+            for _, ob, msg in keyed:
+                out.setdefault(ob, []).append(msg)
+        for ob, msgs in out.items():
+            ob.offer(msgs)
+
+    # ---- sessions ---------------------------------------------------------------------
+
+    async def open_session(self, token: str | None, sid: str, *, ack: int = 0,
+                           clean: bool = False) -> tuple[Outbox, dict[str, Any]]:
+        """A consumer attached to broker session ``sid`` over a broker connection of its
+        own: the broker numbers its notifications, keeps them until acknowledged
+        (:meth:`ack`) and, when the socket comes back, resends those after the last
+        acknowledged number. ``ack``: the consumer's own last processed number (rows up
+        to it are not sent again). A socket of the same token attached to ``sid`` here
+        is taken over (closed); another token's is refused. Returns the outbox and the
+        ``session`` reply."""
+        if token is None and self.secured:
+            await self.session(None)  # raises: credentials required
+        check_subscription_id(sid)
+        held = self.attached.get(sid)
+        if held is not None:
+            if held[0] != token:
+                raise DuplicateProfileError(f"session {sid!r} is attached to another "
+                                            "socket", field="session")
+            held[1].taken_over = True
+            held[1].ready.set()
+            await self.close_outbox(held[1])
+        state = SessionState(sid, last=ack, clean=clean, auto_ack=False)
+        b = self.net.broker(self.broker)
+        deadline = time.monotonic() + SESSION_RETRY
+        while True:
+            try:
+                c = await Client.connect(b.host, b.port, timeout=self.timeout, token=token,
+                                         tls=self._tls, session=state)
+                break
+            except (ConnectionLostError, OSError) as exc:
+                raise ConnectionLostError(f"broker {self.broker} does not answer: {exc}") \
+                    from None
+            except RemoteError as exc:
+                # the session's previous connection (a socket that just went, or was
+                # taken over) may still be closing at the broker: wait for it, briefly
+                if "already connected" not in exc.message or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
+        # the broker's in-flight window (max_inflight rows) bounds what waits here: a
+        # session socket drops nothing, it is slowed down by its own acknowledgements
+        ob = Outbox(f"w{next(self._keys)}", 2**62, c)  # a WebSocket consumer
+        ob.session = sid
+        c.unclaimed_callback = lambda n: self._session_note(ob, n)
+        for pid in c.restored:
+            ob.subscriptions[pid] = ""
+            self.routes[pid] = (ob, pid)
+        self.outboxes[ob.key] = ob
+        self.attached[sid] = (token, ob)
+        status = state.status
+        return ob, {"type": "session", "id": sid, "state": status.get("state"),
+                    "acked": max(ack, int(status.get("acked", 0))),
+                    "subscriptions": list(c.restored), "lost": status.get("lost", 0),
+                    "overflow": status.get("overflow", {})}
+
+    def _session_note(self, ob: Outbox, n: Notification) -> None:
+        session = ob.client.session
+        assert session is not None
+        ob.offer([notification_message(n.profile, n, session.numbers.get((n.src, n.seq)))])
+
+    def ack(self, ob: Outbox, upto: Any) -> int:
+        """A session socket has processed every notification numbered up to ``upto``."""
+        session = ob.client.session
+        if ob.session is None or session is None:
+            raise WireError("ack needs a session (send {\"op\": \"session\", \"id\": ...} "
+                            "first)", field="session")
+        if type(upto) is not int or not 0 <= upto <= session.last:
+            raise WireError(f"ack: a session number from 0 to {session.last} (the last "
+                            "one sent)", field="n")
+        ob.client.ack(upto)
+        return upto
 
     # ---- publishing ---------------------------------------------------------------------
 

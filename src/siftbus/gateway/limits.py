@@ -38,13 +38,19 @@ class GatewayLimits:
     """Bytes of one WebSocket message from a client (more closes it with 1009)."""
     max_pull: int = 1000
     """Notifications one pull request returns."""
+    ws_batch: int = 1000
+    """Notifications in one WebSocket ``notifications`` message (or one SSE write): a
+    consumer gets what waits for it at once, up to this many."""
+    ws_batch_bytes: int = 512 * 1024
+    """Bytes of one WebSocket ``notifications`` message (below the 1 MiB that many
+    WebSocket libraries accept by default); a single longer notification goes alone."""
     max_wait: float = 25.0
     """Seconds a pull request may wait for a first notification."""
 
     def __post_init__(self) -> None:
         for name in ("max_body", "max_batch", "max_errors", "queue_size",
                      "max_subscriptions", "max_sessions", "max_connections", "ws_max_message",
-                     "max_pull"):
+                     "max_pull", "ws_batch", "ws_batch_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"gateway limit {name} must be a positive integer",

@@ -14,7 +14,10 @@ siftbus_gateway_notifications_dropped_total    counter   reason (slow_consumer)
 siftbus_gateway_queued_messages                gauge
 siftbus_gateway_queued_messages_max            gauge
 siftbus_gateway_broker_sessions                gauge
+siftbus_gateway_session_sockets                gauge
 =============================================  ========  ==============================
+
+``queued_messages`` counts notifications (the name is kept for existing dashboards).
 
 ``gateway`` is the name of the broker the gateway is a client of. The gateway's
 ``/metrics`` also carries the process's own ``process_*`` metrics.
@@ -89,14 +92,18 @@ class GatewayCollector(Collector):
         yield family(CounterMetricFamily, "siftbus_gateway_notifications_dropped",
                      "Notifications dropped: the consumer's queue was full.", dropped,
                      reason="slow_consumer")
-        depths = [o.queue.qsize() for o in live]
+        depths = [o.queued for o in live]
         yield family(GaugeMetricFamily, "siftbus_gateway_queued_messages",
-                     "Messages waiting toward consumers, summed.", sum(depths))
+                     "Notifications waiting toward consumers, summed.", sum(depths))
         yield family(GaugeMetricFamily, "siftbus_gateway_queued_messages_max",
-                     "The most messages waiting toward one consumer.", max(depths, default=0))
+                     "The most notifications waiting toward one consumer.",
+                     max(depths, default=0))
         yield family(GaugeMetricFamily, "siftbus_gateway_broker_sessions",
                      "Broker connections open (one per distinct token and broker).",
                      g.session_count)
+        yield family(GaugeMetricFamily, "siftbus_gateway_session_sockets",
+                     "WebSockets attached to a broker session (each with its own broker "
+                     "connection).", len(g.attached))
 
 
 def gateway_registry(gateway: Gateway, *, process: bool = True) -> CollectorRegistry:

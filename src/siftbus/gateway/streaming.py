@@ -1,27 +1,13 @@
 """Notifications as streams: one WebSocket for many subscriptions, and Server-Sent Events.
 
-WebSocket ``/api/ws``: the client sends JSON messages, each answered on the same socket
-(its ``ref``, if any, is echoed)::
-
-    {"op": "subscribe", "profile": "Temperature(value > 20)", "id": "hot"}
-        -> {"type": "subscribed", "id": "hot", "profile": "Temperature(value > 20)"}
-    {"op": "unsubscribe", "id": "hot"}            -> {"type": "unsubscribed", "id": "hot"}
-    {"op": "publish", "events": [{...}, ...]}    -> {"type": "published", "count": n}
-    {"op": "watch", "interval": 1.0}             -> {"type": "network", ...} every second
-    {"op": "ping"}                               -> {"type": "pong"}
-
-and receives ``{"type": "notification", "subscription": "hot", "src", "seq", "ts",
-"event"}`` for its subscriptions, ``{"type": "dropped", "count", "total"}`` after
-notifications were dropped because it read too slowly, and ``{"type": "error",
-"error": {...}}`` for a bad message (the socket stays open).
-
-Both take the caller's token (``Authorization: Bearer`` or ``?token=``; see
-:mod:`~siftbus.gateway.auth`); a WebSocket without valid credentials on a secured
-network is closed with 1008 before it opens.
+The WebSocket protocol is :data:`WEBSOCKET_PROTOCOL` (also the OpenAPI document's
+description, so ``/docs`` shows it). Both streams take the caller's token
+(``Authorization: Bearer`` or ``?token=``; see :mod:`~siftbus.gateway.auth`); a WebSocket
+without valid credentials on a secured network is closed with 1008 before it opens.
 
 SSE ``GET /api/sse?profile=...&profile=...``: the profiles are subscribed for the
-response's lifetime; events ``subscribed``, ``notification`` and ``dropped`` carry the
-same JSON.
+response's lifetime; events ``subscribed``, ``notification`` (one per notification, the
+objects of a ``notifications`` array) and ``dropped``.
 """
 
 from __future__ import annotations
@@ -40,9 +26,10 @@ from siftbus.model import event_from_dict
 from siftbus.model.textio import parse_json_line
 
 from .auth import Bearer, request_token, websocket_token
+from .codec import dumps, plain_events
 from .guards import error_body
 from .hub import Gateway
-from .streams import Outbox, sse_frame
+from .streams import Outbox, check_subscription_id, sse_frame
 
 log = logging.getLogger("siftbus.gateway")
 
@@ -51,6 +38,51 @@ KEEPALIVE = 15.0
 
 MIN_WATCH = 0.2
 """The shortest ``watch`` interval (seconds)."""
+
+WEBSOCKET_PROTOCOL = """\
+## WebSocket `/api/ws`
+
+One socket, many subscriptions. The client sends JSON messages; each is answered on the
+socket (a `ref` in the message is echoed in its answer):
+
+- `{"op": "subscribe", "profile": "T(a > 2)", "id": "hot"}` ->
+  `{"type": "subscribed", "id", "profile"}`
+- `{"op": "unsubscribe", "id": "hot"}` -> `{"type": "unsubscribed", "id"}`
+- `{"op": "publish", "events": [{...}, ...]}` (or `"event": {...}`) ->
+  `{"type": "published", "count"}`
+- `{"op": "watch", "interval": 1.0}` (0 stops) -> `{"type": "watching"}`, then
+  `{"type": "network", ...}` every interval
+- `{"op": "ping"}` -> `{"type": "pong"}`
+- `{"op": "session", "id": "phone-7", "ack": 0, "clean": false}` ->
+  `{"type": "session", "id", "state", "acked", "subscriptions", "lost", "overflow"}`
+- `{"op": "ack", "n": 41}` -> `{"type": "acked", "n"}`
+- anything wrong -> `{"type": "error", "error": {"type", "message", "field", ...}}`
+  (the socket stays open)
+
+**Notifications** come several per message, in publication order:
+`{"type": "notifications", "notifications": [{"type": "notification", "subscription":
+"hot", "src": "B1/c3", "seq": 7, "ts": 1.7e9, "event": {"type": "T", "a": 3}}, ...]}` --
+whatever waited for the socket, at most `ws_batch` notifications and `ws_batch_bytes`
+bytes per message. `{"type": "dropped", "count", "total"}` comes first when
+notifications were dropped because the socket read too slowly (its queue holds
+`queue_size`).
+
+**Sessions** (nothing lost, nothing twice across disconnects): send `session` before any
+`subscribe`. The socket then has a broker session of its own (`docs/mobility.md`): each
+notification carries `n`, its session number (one per notified event, from 1, without
+gaps; an event matching two subscriptions gives two notifications with the same `n`).
+Acknowledge with `{"op": "ack", "n": N}` once everything up to `N` is processed. While
+the socket is away the broker keeps the subscriptions and buffers the notifications (up
+to its session limits; what it had to drop is reported as `lost`/`overflow`). Attach
+again with the same `id` -- the subscriptions are back (`subscriptions`) and the
+notifications after the last acknowledged number follow; with `"ack": N` the socket
+says it processed up to `N` itself (rows up to `N` are not sent again). A session socket
+drops nothing: unacknowledged notifications are bounded by the broker's in-flight
+window (`max_inflight`), so a socket that stops acknowledging stops receiving. A second
+socket attaching the same session with the same credentials takes it over (the first
+is closed with code 4000); `"clean": true` starts the session afresh.
+"""
+"""The WebSocket protocol (markdown: docs/gateway.md and the OpenAPI description)."""
 
 
 class WebSocketSession:
@@ -64,19 +96,68 @@ class WebSocketSession:
         self.outbox = outbox
         self._send_lock = asyncio.Lock()
         self._watch: asyncio.Task[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._ended: asyncio.Task[None] | None = None
 
     async def send(self, msg: dict[str, Any]) -> None:
         async with self._send_lock:  # replies, notifications and snapshots interleave
-            await self.ws.send_json(msg)
+            await self.ws.send_text(dumps(msg))
 
     async def write_loop(self) -> None:
-        """Empty the outbox at the client's pace (a stalled client stalls only this)."""
+        """Empty the outbox at the client's pace (a stalled client stalls only this):
+        whatever waits goes in one ``notifications`` message (at most ``ws_batch``
+        notifications and ``ws_batch_bytes`` bytes, unless one alone is longer)."""
+        ob = self.outbox
+        limit, max_bytes = self.gw.limits.ws_batch, self.gw.limits.ws_batch_bytes
         while True:
-            msg = await self.outbox.queue.get()
-            notice = self.outbox.drop_notice()
+            await ob.wait()
+            if ob.taken_over:
+                await self.ws.close(code=4000, reason="session taken over by another socket")
+                return
+            notice = ob.drop_notice()
             if notice is not None:
                 await self.send(notice)
-            await self.send(msg)
+            array = ob.take_encoded(limit, max_bytes)
+            if array is not None:
+                text = b'{"type":"notifications","notifications":' + array + b"}"
+                async with self._send_lock:
+                    await self.ws.send_text(text.decode())
+
+    def _start_writer(self) -> None:
+        self._writer = asyncio.ensure_future(self.write_loop())
+
+    async def attach(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The ``session`` op: this socket's subscriptions become those of a broker
+        session (its first op of the kind; resumed after the last acknowledged row)."""
+        if self.outbox.session is not None or self.outbox.subscriptions:
+            raise WireError("session must come before any subscribe on this socket, "
+                            "once", field="op")
+        sid, ack, clean = data.get("id"), data.get("ack", 0), data.get("clean", False)
+        if type(ack) is not int or ack < 0:
+            raise WireError("session ack: the last session number processed (0 or more)",
+                            field="ack")
+        if not isinstance(clean, bool):
+            raise WireError("session clean: true or false", field="clean")
+        ob, reply = await self.gw.open_session(self.token, check_subscription_id(sid),
+                                               ack=ack, clean=clean)
+        old, self.outbox = self.outbox, ob
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(BaseException):
+                await self._writer
+        await self.gw.close_outbox(old)
+        self._start_writer()
+        self._ended = asyncio.ensure_future(self._close_when_lost(ob))
+        return reply
+
+    async def _close_when_lost(self, ob: Outbox) -> None:
+        """Close the socket when its session's broker connection is lost, so that the
+        client attaches again and resumes (not when the gateway closed it itself)."""
+        await ob.client.ended.wait()
+        if ob.key in self.gw.outboxes:
+            with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+                await self.ws.close(code=1012, reason="broker connection lost: attach "
+                                    "the session again to resume")
 
     async def watch_loop(self, interval: float) -> None:
         while True:
@@ -109,14 +190,16 @@ class WebSocketSession:
             if len(items) > gw.limits.max_batch:
                 raise EventError(f"at most {gw.limits.max_batch} events per message",
                                  field="events")
-            evs = []
-            for i, e in enumerate(items, 1):
-                try:
-                    evs.append(event_from_dict(e, gw.schema))
-                except SiftbusError as exc:
-                    raise exc.located(source="events", line=i) from None
+            evs = plain_events(items, gw.schema)  # checked per type and attribute
+            for i, (e, ev) in enumerate(zip(items, evs, strict=True), 1):
+                if ev is None:  # not plainly valid: the exact check, or its error
+                    try:
+                        evs[i - 1] = event_from_dict(e, gw.schema)
+                    except SiftbusError as exc:
+                        raise exc.located(source="events", line=i) from None
             return {"type": "published",
-                    "count": await gw.publish(self.outbox.client, evs)}
+                    "count": await gw.publish(self.outbox.client,
+                                              [e for e in evs if e is not None])}
         if op == "watch":
             interval = data.get("interval", 1.0)
             if not isinstance(interval, int | float) or isinstance(interval, bool) or \
@@ -131,11 +214,15 @@ class WebSocketSession:
             return {"type": "watching", "interval": interval}
         if op == "ping":
             return {"type": "pong"}
-        raise WireError(f"unknown op {op!r} (subscribe, unsubscribe, publish, watch, ping)",
-                        field="op")
+        if op == "session":
+            return await self.attach(data)
+        if op == "ack":
+            return {"type": "acked", "n": gw.ack(self.outbox, data.get("n"))}
+        raise WireError(f"unknown op {op!r} (subscribe, unsubscribe, publish, watch, ping, "
+                        "session, ack)", field="op")
 
     async def run(self) -> None:
-        writer = asyncio.ensure_future(self.write_loop())
+        self._start_writer()
         try:
             while True:
                 text = await self.ws.receive_text()
@@ -152,7 +239,7 @@ class WebSocketSession:
         except (WebSocketDisconnect, RuntimeError):
             pass  # the client went (RuntimeError: a send after the close)
         finally:
-            for task in (writer, self._watch):
+            for task in (self._writer, self._watch, self._ended):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(BaseException):
@@ -211,15 +298,13 @@ async def _sse_stream(gw: Gateway, ob: Outbox, subs: list[dict[str, str]]
     try:
         yield sse_frame({"type": "subscribed", "subscriptions": subs})
         while True:
-            try:
-                msg = await asyncio.wait_for(ob.queue.get(), KEEPALIVE)
-            except TimeoutError:
+            if not await ob.wait(KEEPALIVE):
                 yield b": keep-alive\n\n"
                 continue
             notice = ob.drop_notice()
             if notice is not None:
                 yield sse_frame(notice)
-            yield sse_frame(msg)
+            yield b"".join(sse_frame(msg) for msg in ob.take(gw.limits.ws_batch))
     finally:
         # cleanup in its own task: this generator may be finalised while cancelled
         gw.spawn(gw.close_outbox(ob))
