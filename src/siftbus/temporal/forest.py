@@ -21,18 +21,23 @@ our reading of it):
 Only the difference is tested. Siblings are tested together: a node with many children
 (the roots of a type, or a wide filter's children) keeps their key hulls as numpy
 columns (:mod:`siftbus.temporal.hulls`), so one vectorised pass leaves only the
-candidates for the exact test.
+candidates for the exact test. Where both the query and a candidate are *plain* (one
+interval per constrained attribute) that pass is exact, in both bounds: the candidate is
+taken, descended into or collected without an exact test, on insert (descent and
+adoption), delete (re-placing) and every query alike. ``trust_hulls=False`` runs the
+exact test on every candidate instead (the path the fast one is checked against).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, Iterator
 
 from siftbus.covering.relations import constraint_disjoint, covers, same_type
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.model import EventType, Profile
 
-from .hulls import COVER, OVERLAP, WITHIN, Hulls, Layout, Probe
+from .hulls import COVER, WITHIN, Hulls, Layout, Probe
 
 COLUMNS_FROM = 12
 """Sibling sets larger than this keep hull columns (smaller ones are tested one by one)."""
@@ -89,12 +94,21 @@ class _Kids:
             self.hulls.remove(node)
         node.at = -1
 
-    def select(self, probe: Probe, rel: int) -> list[_Node]:
-        """The children that may stand in relation ``rel`` to the query (a superset)."""
+    def split(self, probe: Probe, rel: int) -> tuple[list[_Node], list[_Node]]:
+        """The children that may stand in relation ``rel`` to the query, as ``(sure,
+        maybe)``: the hull test decided ``sure`` exactly, ``maybe`` need the exact test."""
         if self.small is not None:
-            return list(self.small)
+            return [], list(self.small)
         assert self.hulls is not None
-        return self.hulls.select(probe, rel)
+        return self.hulls.split(probe, rel)
+
+    def split_overlap(self, probe: Probe) -> tuple[list[_Node], list[_Node], list[_Node]]:
+        """The children that may overlap the query: ``(inside it, overlapping it but not
+        inside, maybe)`` -- the first two decided exactly by the hull test."""
+        if self.small is not None:
+            return [], [], list(self.small)
+        assert self.hulls is not None
+        return self.hulls.split_overlap(probe)
 
 
 class _Top:
@@ -116,7 +130,10 @@ class SubspaceForest:
     subspaces covering the query). Profiles of different types never relate.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, trust_hulls: bool = True) -> None:
+        self.trust_hulls = trust_hulls
+        """Take the hull test's word where it is exact (both sides plain); ``False``
+        runs the exact test on every candidate (the reference for the fast path)."""
         self._tops: dict[str, list[_Top]] = {}
         self._by_key: dict[int, _Node] = {}
         self._by_filter: dict[Hashable, _Node] = {}
@@ -164,6 +181,12 @@ class SubspaceForest:
             parent.kids = _Kids()
         return parent.kids
 
+    def _probe(self, top: _Top, box: Profile) -> Probe:
+        probe = top.layout.probe(box)
+        if probe.plain and not self.trust_hulls:
+            return dataclasses.replace(probe, plain=False)  # every candidate tested
+        return probe
+
     @staticmethod
     def _filter_key(box: Profile) -> Hashable:
         return (box.etype.name, box.conditions)
@@ -203,33 +226,42 @@ class SubspaceForest:
         covering it, then adopt the siblings it covers there. For a ``new`` node, an
         equivalent node already stored is returned instead."""
         box = node.box
-        probe = top.layout.probe(box)
+        probe = self._probe(top, box)
         parent = start
         while True:
             kids = self._kids_of(parent, top) if parent is not None else top.roots
+            sure, maybe = kids.split(probe, COVER)
             nxt = None
-            for c in kids.select(probe, COVER):
-                if c is node:
-                    continue
-                self.tests += 1
-                if covers(c.box, box):
-                    if new:
-                        self.tests += 1
-                        if covers(box, c.box):
-                            return c  # equivalent subspace written differently
+            for c in sure:  # covers box: no test
+                if c is not node:
                     nxt = c
                     break
             if nxt is None:
+                for c in maybe:
+                    if c is node:
+                        continue
+                    self.tests += 1
+                    if covers(c.box, box):
+                        nxt = c
+                        break
+            if nxt is None:
                 break
+            if new:
+                self.tests += 1
+                if covers(box, nxt.box):
+                    return nxt  # equivalent subspace written differently
             parent = nxt
-        for c in kids.select(probe, WITHIN):
-            if c is node:
-                continue
+        sure, maybe = kids.split(probe, WITHIN)
+        for c in maybe:
             self.tests += 1
             if covers(box, c.box):
-                kids.remove(c)
-                c.parent = node
-                self._kids_of(node, top).add(c, top.layout)
+                sure.append(c)
+        for c in sure:
+            if c is node:
+                continue
+            kids.remove(c)
+            c.parent = node
+            self._kids_of(node, top).add(c, top.layout)
         node.parent = parent
         kids.add(node, top.layout)
         return node
@@ -253,12 +285,19 @@ class SubspaceForest:
         top = self._top(q.etype, False)
         if top is None:
             return out
-        probe = top.layout.probe(q)
+        probe = self._probe(top, q)
         overlaps = overlap_test(q)
         stack = [top.roots]
         while stack:
             kids = stack.pop()
-            for n in kids.select(probe, OVERLAP):
+            inside, sure, maybe = kids.split_overlap(probe)
+            for n in inside:
+                _collect(n, out)
+            for n in sure:
+                out.extend(n.keys)
+                if n.kids is not None:
+                    stack.append(n.kids)
+            for n in maybe:
                 self.tests += 1
                 if n.kids is None:
                     if overlaps(n.box):
@@ -279,13 +318,18 @@ class SubspaceForest:
         top = self._top(q.etype, False)
         if top is None:
             return out
-        probe = top.layout.probe(q)
+        probe = self._probe(top, q)
         overlaps = overlap_test(q)
         stack = [top.roots]
         while stack:
             kids = stack.pop()
-            cands = kids.select(probe, OVERLAP)
-            for n in cands:
+            inside, sure, maybe = kids.split_overlap(probe)
+            for n in inside:
+                _collect(n, out)
+            for n in sure:  # overlaps q, not inside: something below may be
+                if n.kids is not None:
+                    stack.append(n.kids)
+            for n in maybe:
                 self.tests += 1
                 if covers(q, n.box):
                     _collect(n, out)
@@ -303,11 +347,16 @@ class SubspaceForest:
         top = self._top(q.etype, False)
         if top is None:
             return out
-        probe = top.layout.probe(q)
+        probe = self._probe(top, q)
         stack = [top.roots]
         while stack:
             kids = stack.pop()
-            for n in kids.select(probe, COVER):
+            sure, maybe = kids.split(probe, COVER)
+            for n in sure:
+                out.extend(n.keys)
+                if n.kids is not None:
+                    stack.append(n.kids)
+            for n in maybe:
                 self.tests += 1
                 if covers(n.box, q):  # else no descendant (inside n) covers q
                     out.extend(n.keys)
