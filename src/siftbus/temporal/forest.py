@@ -35,7 +35,7 @@ from collections.abc import Callable, Hashable, Iterator
 
 from siftbus.covering.relations import constraint_disjoint, covers, same_type
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
-from siftbus.model import EventType, Profile
+from siftbus.model import EventType, IntervalSet, Profile
 
 from .hulls import COVER, WITHIN, Hulls, Layout, Probe
 
@@ -227,6 +227,7 @@ class SubspaceForest:
         equivalent node already stored is returned instead."""
         box = node.box
         probe = self._probe(top, box)
+        t = Relations(box, general=not self.trust_hulls)
         parent = start
         while True:
             kids = self._kids_of(parent, top) if parent is not None else top.roots
@@ -241,20 +242,20 @@ class SubspaceForest:
                     if c is node:
                         continue
                     self.tests += 1
-                    if covers(c.box, box):
+                    if t.around(c.box):
                         nxt = c
                         break
             if nxt is None:
                 break
             if new:
                 self.tests += 1
-                if covers(box, nxt.box):
+                if t.inside(nxt.box):
                     return nxt  # equivalent subspace written differently
             parent = nxt
         sure, maybe = kids.split(probe, WITHIN)
         for c in maybe:
             self.tests += 1
-            if covers(box, c.box):
+            if t.inside(c.box):
                 sure.append(c)
         for c in sure:
             if c is node:
@@ -286,7 +287,7 @@ class SubspaceForest:
         if top is None:
             return out
         probe = self._probe(top, q)
-        overlaps = overlap_test(q)
+        t = Relations(q, general=not self.trust_hulls)
         stack = [top.roots]
         while stack:
             kids = stack.pop()
@@ -300,14 +301,14 @@ class SubspaceForest:
             for n in maybe:
                 self.tests += 1
                 if n.kids is None:
-                    if overlaps(n.box):
+                    if t.overlaps(n.box):
                         out.extend(n.keys)
                     continue
-                if covers(q, n.box):
+                if t.inside(n.box):
                     _collect(n, out)  # lower bound: the whole subtree lies inside q
                     continue
                 self.tests += 1
-                if overlaps(n.box):
+                if t.overlaps(n.box):
                     out.extend(n.keys)
                     stack.append(n.kids)
         return out
@@ -319,7 +320,7 @@ class SubspaceForest:
         if top is None:
             return out
         probe = self._probe(top, q)
-        overlaps = overlap_test(q)
+        t = Relations(q, general=not self.trust_hulls)
         stack = [top.roots]
         while stack:
             kids = stack.pop()
@@ -331,13 +332,13 @@ class SubspaceForest:
                     stack.append(n.kids)
             for n in maybe:
                 self.tests += 1
-                if covers(q, n.box):
+                if t.inside(n.box):
                     _collect(n, out)
                     continue
                 if n.kids is None:
                     continue
                 self.tests += 1
-                if overlaps(n.box):  # else nothing below n can lie inside q
+                if t.overlaps(n.box):  # else nothing below n can lie inside q
                     stack.append(n.kids)
         return out
 
@@ -348,6 +349,7 @@ class SubspaceForest:
         if top is None:
             return out
         probe = self._probe(top, q)
+        around = Relations(q, general=not self.trust_hulls).around
         stack = [top.roots]
         while stack:
             kids = stack.pop()
@@ -358,7 +360,7 @@ class SubspaceForest:
                     stack.append(n.kids)
             for n in maybe:
                 self.tests += 1
-                if covers(n.box, q):  # else no descendant (inside n) covers q
+                if around(n.box):  # else no descendant (inside n) covers q
                     out.extend(n.keys)
                     if n.kids is not None:
                         stack.append(n.kids)
@@ -429,6 +431,77 @@ class SubspaceForest:
             assert self._by_key[k] is n
 
 
+class Relations:
+    """The three exact relation tests of one query ``q`` against stored boxes of its type:
+    ``overlaps(b)``, ``inside(b)`` (``q`` covers ``b``), ``around(b)`` (``b`` covers
+    ``q``). For a plain ``q`` (one non-full interval per constrained attribute) they read
+    the boxes' intervals directly instead of calling the general constraint relations;
+    ``general=True`` (or a query that is not plain) uses those relations throughout."""
+
+    __slots__ = ("around", "inside", "overlaps")
+
+    def __init__(self, q: Profile, *, general: bool = False) -> None:
+        spans = None if general else _plain_spans(q)
+        if spans is None:
+            self.overlaps = overlap_test(q)
+            self.inside: Callable[[Profile], bool] = lambda b: covers(q, b)
+            self.around: Callable[[Profile], bool] = lambda b: covers(b, q)
+            return
+        cons = {c.position: c.constraint for c in q.conditions}
+        need = len(spans)
+
+        def overlaps(b: Profile) -> bool:
+            for c in b.conditions:
+                s = spans.get(c.position)
+                if s is not None:
+                    iv = c.constraint.intervals  # type: ignore[union-attr]
+                    if not iv or iv[-1][1] < s[0] or s[1] < iv[0][0]:
+                        return False
+                    if len(iv) > 1 and constraint_disjoint(c.constraint, cons[c.position]):
+                        return False
+            return True
+
+        def inside(b: Profile) -> bool:
+            met = 0
+            for c in b.conditions:
+                s = spans.get(c.position)
+                if s is not None:
+                    iv = c.constraint.intervals  # type: ignore[union-attr]
+                    if iv and (iv[0][0] < s[0] or iv[-1][1] > s[1]):
+                        return False
+                    met += 1
+            return met == need  # b free where q constrains: q's interval is not full
+
+        def around(b: Profile) -> bool:
+            for c in b.conditions:
+                s = spans.get(c.position)
+                if s is None:
+                    return covers(b, q)  # b constrains what q leaves free: the general rule
+                iv = c.constraint.intervals  # type: ignore[union-attr]
+                if not any(lo <= s[0] and s[1] <= hi for lo, hi in iv):
+                    return False
+            return True
+
+        self.overlaps, self.inside, self.around = overlaps, inside, around
+
+
+def _plain_spans(q: Profile) -> dict[int, tuple[int, int]] | None:
+    """``q``'s interval per constrained attribute, if every constraint is one interval
+    that is not the attribute's whole domain (else ``None``)."""
+    spans: dict[int, tuple[int, int]] = {}
+    attrs = q.etype.attributes
+    for c in q.conditions:
+        con = c.constraint
+        if not isinstance(con, IntervalSet) or len(con.intervals) != 1:
+            return None
+        lo, hi = con.intervals[0]
+        dom = attrs[c.position].domain
+        if lo <= dom.min_key and hi >= dom.max_key:  # type: ignore[union-attr]
+            return None
+        spans[c.position] = (lo, hi)
+    return spans
+
+
 def overlap_test(q: Profile) -> Callable[[Profile], bool]:
     """``overlaps(q, b)`` for boxes ``b`` of ``q``'s type, with ``q``'s constraints looked
     up once instead of once per test."""
@@ -454,4 +527,4 @@ def _collect(node: _Node, out: list[int]) -> None:
             stack.extend(n.kids.nodes())
 
 
-__all__ = ["COLUMNS_FROM", "SubspaceForest", "overlap_test"]
+__all__ = ["COLUMNS_FROM", "SubspaceForest", "Relations", "overlap_test"]

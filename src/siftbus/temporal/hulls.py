@@ -20,8 +20,9 @@ attributes (one int64); beyond them the exact test decides.
 A subspace is *plain* when every constraint it has is one interval of keys, not the whole
 domain, on one of the first 63 attributes (no strings, no holes). Between two plain
 subspaces the three conditions are also sufficient: the hull test *is* the relation, and
-:meth:`Hulls.split` hands those candidates back as certain (no exact test). Only where
-the query or the stored subspace is not plain does the exact test still run.
+:meth:`Hulls.split` hands those candidates back as certain (no exact test). "``q``
+covers ``s``" needs only ``q`` plain (a hull inside one interval lies inside it, holes
+or not). Elsewhere the exact test still runs.
 """
 
 from __future__ import annotations
@@ -182,6 +183,8 @@ class Hulls(Generic[T]):
         idx = self._candidates(q, rel)
         if not q.plain:
             return [], self._items(idx)
+        if rel == WITHIN:
+            return self._items(idx), []
         if idx is None:
             idx = np.arange(self.n)
         p = self.plain[idx]
@@ -189,25 +192,26 @@ class Hulls(Generic[T]):
 
     def split_overlap(self, q: Probe) -> tuple[list[T], list[T], list[T]]:
         """The items that may overlap ``q``, as ``(inside, overlap, maybe)``: ``inside``
-        lie inside ``q`` (the lower bound), ``overlap`` overlap it and do not lie inside
-        (both exact: both plain), ``maybe`` need the exact tests."""
+        lie inside ``q`` (the lower bound; exact for a plain ``q``), ``overlap`` overlap
+        it and do not lie inside (exact: both plain), ``maybe`` need the exact tests."""
         idx = self._candidates(q, OVERLAP)
         if not q.plain:
             return [], [], self._items(idx)
         if idx is None:
             idx = np.arange(self.n)
-        p = self.plain[idx]
-        sure, maybe = idx[p], idx[~p]
-        inside = (self.sig[sure] & np.int64(q.sig)) == q.sig
+        inside = (self.sig[idx] & np.int64(q.sig)) == q.sig
         for r, a, b in q.rows:
-            inside &= (self.lo[r, sure] >= a) & (self.hi[r, sure] <= b)
-        return self._items(sure[inside]), self._items(sure[~inside]), self._items(maybe)
+            inside &= (self.lo[r, idx] >= a) & (self.hi[r, idx] <= b)
+        rest = ~inside
+        p = self.plain[idx]
+        return (self._items(idx[inside]), self._items(idx[rest & p]),
+                self._items(idx[rest & ~p]))
 
     def _items(self, idx: np.ndarray | None) -> list[T]:
         items = self.items
         if idx is None:
             return items[:self.n]  # type: ignore[return-value]
-        return [items[i] for i in idx.tolist()]  # type: ignore[misc]
+        return [items[i] for i in idx.tolist()]
 
     def _candidates(self, q: Probe, rel: int) -> np.ndarray | None:
         """Column numbers passing the hull test (``None``: all of them)."""
