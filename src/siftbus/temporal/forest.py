@@ -74,7 +74,8 @@ class _Kids:
         assert self.hulls is not None
         return list(self.hulls)
 
-    def add(self, node: _Node, layout: Layout) -> None:
+    def add(self, node: _Node, layout: Layout, probe: Probe | None = None) -> None:
+        """Add a child (``probe``: its box's, if the caller has it)."""
         if self.small is not None:
             self.small.append(node)
             if len(self.small) > COLUMNS_FROM:
@@ -84,7 +85,7 @@ class _Kids:
                 self.hulls, self.small = hulls, None
             return
         assert self.hulls is not None
-        self.hulls.add(node, layout.probe(node.box))
+        self.hulls.add(node, probe if probe is not None else layout.probe(node.box))
 
     def remove(self, node: _Node) -> None:
         if self.small is not None:
@@ -264,7 +265,7 @@ class SubspaceForest:
             c.parent = node
             self._kids_of(node, top).add(c, top.layout)
         node.parent = parent
-        kids.add(node, top.layout)
+        kids.add(node, top.layout, probe)
         return node
 
     def _delete(self, node: _Node) -> None:
