@@ -53,6 +53,18 @@ def boxes(draw: st.DrawFn, pid: str = "p", strings: bool = True) -> Profile:
 
 
 @st.composite
+def plain_boxes(draw: st.DrawFn, pid: str = "p") -> Profile:
+    """A random subspace with one interval per constrained attribute (no holes, no
+    strings): the shape whose hull relations are exact."""
+    cons: dict[str, Constraint] = {}
+    for name, hi in (("a", 7), ("b", 2), ("c", 40)):
+        if draw(st.booleans()):
+            lo = draw(st.integers(0, hi))
+            cons[name] = IntervalSet.range(lo, draw(st.integers(lo, hi)))
+    return Profile.from_constraints(pid, T, cons)
+
+
+@st.composite
 def validities(draw: st.DrawFn) -> Validity:
     start = draw(st.sampled_from([-1.0, *TIMES]))
     end = draw(st.sampled_from([t for t in [*TIMES, 13.0, float("inf")] if t > start]))
@@ -69,8 +81,10 @@ def filters(draw: st.DrawFn, fid: str) -> TemporalFilter:
     return TemporalFilter(draw(boxes(fid)), draw(st.sampled_from(list(Semantics))))
 
 
-def random_box(rng: random.Random, pid: str, strings: bool = True) -> Profile:
-    """A random subspace from a seeded generator (for long sequences)."""
+def random_box(rng: random.Random, pid: str, strings: bool = True,
+               holes: bool = True) -> Profile:
+    """A random subspace from a seeded generator (for long sequences); without
+    ``holes`` every constraint is one interval."""
     if rng.random() < 0.15:
         cons: dict[str, Constraint] = {}
         if rng.random() < 0.5:
@@ -78,19 +92,19 @@ def random_box(rng: random.Random, pid: str, strings: bool = True) -> Profile:
         return Profile.from_constraints(pid, U, cons)
     cons = {}
     if rng.random() < 0.7:
-        cons["a"] = _random_set(rng, 0, 7)
+        cons["a"] = _random_set(rng, 0, 7, holes)
     if rng.random() < 0.5:
-        cons["b"] = _random_set(rng, 0, 2)
+        cons["b"] = _random_set(rng, 0, 2, holes)
     if rng.random() < 0.5:
-        cons["c"] = _random_set(rng, 0, 40)
+        cons["c"] = _random_set(rng, 0, 40, holes)
     if strings and rng.random() < 0.2:
         c = StringConstraint.make(frozenset(rng.sample(WORDS, rng.randint(1, 2))))
         cons["s"] = c
     return Profile.from_constraints(pid, T, cons)
 
 
-def _random_set(rng: random.Random, lo: int, hi: int) -> IntervalSet:
-    r = rng.random()
+def _random_set(rng: random.Random, lo: int, hi: int, holes: bool = True) -> IntervalSet:
+    r = rng.random() if holes else rng.random() * 0.8
     if r < 0.3:
         return IntervalSet.points([rng.randint(lo, hi)])
     if r < 0.8:

@@ -20,8 +20,9 @@ from siftbus.errors import ConfigError, DuplicateProfileError, UnknownProfileErr
 from siftbus.model import IntervalSet, Profile, parse_schema
 from siftbus.temporal import NO_PRELOAD, PreloadPolicy, SubspaceForest, SubspaceStore
 from siftbus.temporal import forest as forest_module
+from siftbus.temporal.forest import Relations
 from siftbus.temporal.hulls import COVER, OVERLAP, WITHIN
-from temporal_strategies import SCHEMA, T, boxes, random_box
+from temporal_strategies import SCHEMA, T, boxes, plain_boxes, random_box
 
 
 def brute(stored: dict[int, Profile], q: Profile) -> tuple[list[int], list[int], list[int]]:
@@ -99,6 +100,74 @@ def test_long_random_sequences(seed: int, columns_from: int) -> None:
         f.remove(k)
     f.check()
     assert len(f) == 0 and f.roots() == []
+
+
+# ---- the hull fast path (plain boxes) against the exact-test path and brute force -----
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_trusting_exact_hulls_changes_no_answer(data: st.DataObject) -> None:
+    """The forest that takes the hull test's word for plain boxes answers every query like
+    the one that tests every candidate exactly, and like brute force, after random
+    interleaved inserts and deletes; both keep the invariants."""
+    for threshold in (12, 2):
+        forest_module.COLUMNS_FROM = threshold
+        try:
+            fast, slow = SubspaceForest(), SubspaceForest(trust_hulls=False)
+            stored: dict[int, Profile] = {}
+            for key in range(data.draw(st.integers(1, 30), label="steps")):
+                if stored and data.draw(st.integers(0, 2)) == 0:
+                    k = data.draw(st.sampled_from(sorted(stored)))
+                    fast.remove(k)
+                    slow.remove(k)
+                    del stored[k]
+                else:
+                    stored[key] = data.draw(st.one_of(plain_boxes(f"p{key}"), boxes(f"p{key}")))
+                    fast.add(key, stored[key])
+                    slow.add(key, stored[key])
+                fast.check()
+                slow.check()
+                q = data.draw(st.one_of(plain_boxes("q"), boxes("q")))
+                assert answers(fast, q) == answers(slow, q) == brute(stored, q)
+        finally:
+            forest_module.COLUMNS_FROM = 12
+
+
+@settings(max_examples=300, deadline=None)
+@given(q=st.one_of(plain_boxes("q"), boxes("q")), b=st.one_of(plain_boxes("b"), boxes("b")))
+def test_plain_query_tests_equal_the_general_relations(q: Profile, b: Profile) -> None:
+    if q.etype != b.etype:
+        return  # the forest and the stores only test boxes of the query's type
+    for t in (Relations(q), Relations(q, general=True)):
+        assert t.overlaps(b) == overlaps(q, b)
+        assert t.inside(b) == covers(q, b)
+        assert t.around(b) == covers(b, q)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_the_fast_path_runs_fewer_exact_tests(seed: int, columns_from: int) -> None:
+    """On plain boxes the hull fast path decides most relations itself: the same seeded
+    sequence needs fewer exact tests than the exact-test path, with equal answers."""
+    rng = random.Random(seed)
+    fast, slow = SubspaceForest(), SubspaceForest(trust_hulls=False)
+    stored: dict[int, Profile] = {}
+    for step in range(800):
+        if stored and rng.random() < 0.3:
+            k = rng.choice(sorted(stored))
+            fast.remove(k)
+            slow.remove(k)
+            del stored[k]
+        else:
+            stored[step] = random_box(rng, f"p{step}", strings=False, holes=False)
+            fast.add(step, stored[step])
+            slow.add(step, stored[step])
+        if step % 40 == 0:
+            q = random_box(rng, "q", strings=False, holes=False)
+            assert answers(fast, q) == answers(slow, q) == brute(stored, q)
+    fast.check()
+    # Small sibling sets (below COLUMNS_FROM) have no columns and are tested as before.
+    assert fast.tests < (slow.tests / 2 if columns_from == 2 else slow.tests), \
+        (fast.tests, slow.tests)
 
 
 def test_equal_boxes_share_a_node_and_leave_with_their_last_key() -> None:

@@ -21,18 +21,23 @@ our reading of it):
 Only the difference is tested. Siblings are tested together: a node with many children
 (the roots of a type, or a wide filter's children) keeps their key hulls as numpy
 columns (:mod:`siftbus.temporal.hulls`), so one vectorised pass leaves only the
-candidates for the exact test.
+candidates for the exact test. Where both the query and a candidate are *plain* (one
+interval per constrained attribute) that pass is exact, in both bounds: the candidate is
+taken, descended into or collected without an exact test, on insert (descent and
+adoption), delete (re-placing) and every query alike. ``trust_hulls=False`` runs the
+exact test on every candidate instead (the path the fast one is checked against).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, Iterator
 
 from siftbus.covering.relations import constraint_disjoint, covers, same_type
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
-from siftbus.model import EventType, Profile
+from siftbus.model import EventType, IntervalSet, Profile
 
-from .hulls import COVER, OVERLAP, WITHIN, Hulls, Layout, Probe
+from .hulls import COVER, WITHIN, Hulls, Layout, Probe
 
 COLUMNS_FROM = 12
 """Sibling sets larger than this keep hull columns (smaller ones are tested one by one)."""
@@ -69,7 +74,8 @@ class _Kids:
         assert self.hulls is not None
         return list(self.hulls)
 
-    def add(self, node: _Node, layout: Layout) -> None:
+    def add(self, node: _Node, layout: Layout, probe: Probe | None = None) -> None:
+        """Add a child (``probe``: its box's, if the caller has it)."""
         if self.small is not None:
             self.small.append(node)
             if len(self.small) > COLUMNS_FROM:
@@ -79,7 +85,7 @@ class _Kids:
                 self.hulls, self.small = hulls, None
             return
         assert self.hulls is not None
-        self.hulls.add(node, layout.probe(node.box))
+        self.hulls.add(node, probe if probe is not None else layout.probe(node.box))
 
     def remove(self, node: _Node) -> None:
         if self.small is not None:
@@ -89,12 +95,21 @@ class _Kids:
             self.hulls.remove(node)
         node.at = -1
 
-    def select(self, probe: Probe, rel: int) -> list[_Node]:
-        """The children that may stand in relation ``rel`` to the query (a superset)."""
+    def split(self, probe: Probe, rel: int) -> tuple[list[_Node], list[_Node]]:
+        """The children that may stand in relation ``rel`` to the query, as ``(sure,
+        maybe)``: the hull test decided ``sure`` exactly, ``maybe`` need the exact test."""
         if self.small is not None:
-            return list(self.small)
+            return [], list(self.small)
         assert self.hulls is not None
-        return self.hulls.select(probe, rel)
+        return self.hulls.split(probe, rel)
+
+    def split_overlap(self, probe: Probe) -> tuple[list[_Node], list[_Node], list[_Node]]:
+        """The children that may overlap the query: ``(inside it, overlapping it but not
+        inside, maybe)`` -- the first two decided exactly by the hull test."""
+        if self.small is not None:
+            return [], [], list(self.small)
+        assert self.hulls is not None
+        return self.hulls.split_overlap(probe)
 
 
 class _Top:
@@ -116,7 +131,10 @@ class SubspaceForest:
     subspaces covering the query). Profiles of different types never relate.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, trust_hulls: bool = True) -> None:
+        self.trust_hulls = trust_hulls
+        """Take the hull test's word where it is exact (both sides plain); ``False``
+        runs the exact test on every candidate (the reference for the fast path)."""
         self._tops: dict[str, list[_Top]] = {}
         self._by_key: dict[int, _Node] = {}
         self._by_filter: dict[Hashable, _Node] = {}
@@ -164,6 +182,12 @@ class SubspaceForest:
             parent.kids = _Kids()
         return parent.kids
 
+    def _probe(self, top: _Top, box: Profile) -> Probe:
+        probe = top.layout.probe(box)
+        if probe.plain and not self.trust_hulls:
+            return dataclasses.replace(probe, plain=False)  # every candidate tested
+        return probe
+
     @staticmethod
     def _filter_key(box: Profile) -> Hashable:
         return (box.etype.name, box.conditions)
@@ -203,35 +227,45 @@ class SubspaceForest:
         covering it, then adopt the siblings it covers there. For a ``new`` node, an
         equivalent node already stored is returned instead."""
         box = node.box
-        probe = top.layout.probe(box)
+        probe = self._probe(top, box)
+        t = Relations(box, general=not self.trust_hulls)
         parent = start
         while True:
             kids = self._kids_of(parent, top) if parent is not None else top.roots
+            sure, maybe = kids.split(probe, COVER)
             nxt = None
-            for c in kids.select(probe, COVER):
-                if c is node:
-                    continue
-                self.tests += 1
-                if covers(c.box, box):
-                    if new:
-                        self.tests += 1
-                        if covers(box, c.box):
-                            return c  # equivalent subspace written differently
+            for c in sure:  # covers box: no test
+                if c is not node:
                     nxt = c
                     break
             if nxt is None:
+                for c in maybe:
+                    if c is node:
+                        continue
+                    self.tests += 1
+                    if t.around(c.box):
+                        nxt = c
+                        break
+            if nxt is None:
                 break
+            if new:
+                self.tests += 1
+                if t.inside(nxt.box):
+                    return nxt  # equivalent subspace written differently
             parent = nxt
-        for c in kids.select(probe, WITHIN):
+        sure, maybe = kids.split(probe, WITHIN)
+        for c in maybe:
+            self.tests += 1
+            if t.inside(c.box):
+                sure.append(c)
+        for c in sure:
             if c is node:
                 continue
-            self.tests += 1
-            if covers(box, c.box):
-                kids.remove(c)
-                c.parent = node
-                self._kids_of(node, top).add(c, top.layout)
+            kids.remove(c)
+            c.parent = node
+            self._kids_of(node, top).add(c, top.layout)
         node.parent = parent
-        kids.add(node, top.layout)
+        kids.add(node, top.layout, probe)
         return node
 
     def _delete(self, node: _Node) -> None:
@@ -253,22 +287,29 @@ class SubspaceForest:
         top = self._top(q.etype, False)
         if top is None:
             return out
-        probe = top.layout.probe(q)
-        overlaps = overlap_test(q)
+        probe = self._probe(top, q)
+        t = Relations(q, general=not self.trust_hulls)
         stack = [top.roots]
         while stack:
             kids = stack.pop()
-            for n in kids.select(probe, OVERLAP):
+            inside, sure, maybe = kids.split_overlap(probe)
+            for n in inside:
+                _collect(n, out)
+            for n in sure:
+                out.extend(n.keys)
+                if n.kids is not None:
+                    stack.append(n.kids)
+            for n in maybe:
                 self.tests += 1
                 if n.kids is None:
-                    if overlaps(n.box):
+                    if t.overlaps(n.box):
                         out.extend(n.keys)
                     continue
-                if covers(q, n.box):
+                if t.inside(n.box):
                     _collect(n, out)  # lower bound: the whole subtree lies inside q
                     continue
                 self.tests += 1
-                if overlaps(n.box):
+                if t.overlaps(n.box):
                     out.extend(n.keys)
                     stack.append(n.kids)
         return out
@@ -279,21 +320,26 @@ class SubspaceForest:
         top = self._top(q.etype, False)
         if top is None:
             return out
-        probe = top.layout.probe(q)
-        overlaps = overlap_test(q)
+        probe = self._probe(top, q)
+        t = Relations(q, general=not self.trust_hulls)
         stack = [top.roots]
         while stack:
             kids = stack.pop()
-            cands = kids.select(probe, OVERLAP)
-            for n in cands:
+            inside, sure, maybe = kids.split_overlap(probe)
+            for n in inside:
+                _collect(n, out)
+            for n in sure:  # overlaps q, not inside: something below may be
+                if n.kids is not None:
+                    stack.append(n.kids)
+            for n in maybe:
                 self.tests += 1
-                if covers(q, n.box):
+                if t.inside(n.box):
                     _collect(n, out)
                     continue
                 if n.kids is None:
                     continue
                 self.tests += 1
-                if overlaps(n.box):  # else nothing below n can lie inside q
+                if t.overlaps(n.box):  # else nothing below n can lie inside q
                     stack.append(n.kids)
         return out
 
@@ -303,13 +349,19 @@ class SubspaceForest:
         top = self._top(q.etype, False)
         if top is None:
             return out
-        probe = top.layout.probe(q)
+        probe = self._probe(top, q)
+        around = Relations(q, general=not self.trust_hulls).around
         stack = [top.roots]
         while stack:
             kids = stack.pop()
-            for n in kids.select(probe, COVER):
+            sure, maybe = kids.split(probe, COVER)
+            for n in sure:
+                out.extend(n.keys)
+                if n.kids is not None:
+                    stack.append(n.kids)
+            for n in maybe:
                 self.tests += 1
-                if covers(n.box, q):  # else no descendant (inside n) covers q
+                if around(n.box):  # else no descendant (inside n) covers q
                     out.extend(n.keys)
                     if n.kids is not None:
                         stack.append(n.kids)
@@ -380,6 +432,77 @@ class SubspaceForest:
             assert self._by_key[k] is n
 
 
+class Relations:
+    """The three exact relation tests of one query ``q`` against stored boxes of its type:
+    ``overlaps(b)``, ``inside(b)`` (``q`` covers ``b``), ``around(b)`` (``b`` covers
+    ``q``). For a plain ``q`` (one non-full interval per constrained attribute) they read
+    the boxes' intervals directly instead of calling the general constraint relations;
+    ``general=True`` (or a query that is not plain) uses those relations throughout."""
+
+    __slots__ = ("around", "inside", "overlaps")
+
+    def __init__(self, q: Profile, *, general: bool = False) -> None:
+        spans = None if general else _plain_spans(q)
+        if spans is None:
+            self.overlaps = overlap_test(q)
+            self.inside: Callable[[Profile], bool] = lambda b: covers(q, b)
+            self.around: Callable[[Profile], bool] = lambda b: covers(b, q)
+            return
+        cons = {c.position: c.constraint for c in q.conditions}
+        need = len(spans)
+
+        def overlaps(b: Profile) -> bool:
+            for c in b.conditions:
+                s = spans.get(c.position)
+                if s is not None:
+                    iv = c.constraint.intervals  # type: ignore[union-attr]
+                    if not iv or iv[-1][1] < s[0] or s[1] < iv[0][0]:
+                        return False
+                    if len(iv) > 1 and constraint_disjoint(c.constraint, cons[c.position]):
+                        return False
+            return True
+
+        def inside(b: Profile) -> bool:
+            met = 0
+            for c in b.conditions:
+                s = spans.get(c.position)
+                if s is not None:
+                    iv = c.constraint.intervals  # type: ignore[union-attr]
+                    if iv and (iv[0][0] < s[0] or iv[-1][1] > s[1]):
+                        return False
+                    met += 1
+            return met == need  # b free where q constrains: q's interval is not full
+
+        def around(b: Profile) -> bool:
+            for c in b.conditions:
+                s = spans.get(c.position)
+                if s is None:
+                    return covers(b, q)  # b constrains what q leaves free: the general rule
+                iv = c.constraint.intervals  # type: ignore[union-attr]
+                if not any(lo <= s[0] and s[1] <= hi for lo, hi in iv):
+                    return False
+            return True
+
+        self.overlaps, self.inside, self.around = overlaps, inside, around
+
+
+def _plain_spans(q: Profile) -> dict[int, tuple[int, int]] | None:
+    """``q``'s interval per constrained attribute, if every constraint is one interval
+    that is not the attribute's whole domain (else ``None``)."""
+    spans: dict[int, tuple[int, int]] = {}
+    attrs = q.etype.attributes
+    for c in q.conditions:
+        con = c.constraint
+        if not isinstance(con, IntervalSet) or len(con.intervals) != 1:
+            return None
+        lo, hi = con.intervals[0]
+        dom = attrs[c.position].domain
+        if lo <= dom.min_key and hi >= dom.max_key:  # type: ignore[union-attr]
+            return None
+        spans[c.position] = (lo, hi)
+    return spans
+
+
 def overlap_test(q: Profile) -> Callable[[Profile], bool]:
     """``overlaps(q, b)`` for boxes ``b`` of ``q``'s type, with ``q``'s constraints looked
     up once instead of once per test."""
@@ -405,4 +528,4 @@ def _collect(node: _Node, out: list[int]) -> None:
             stack.extend(n.kids.nodes())
 
 
-__all__ = ["COLUMNS_FROM", "SubspaceForest", "overlap_test"]
+__all__ = ["COLUMNS_FROM", "SubspaceForest", "Relations", "overlap_test"]

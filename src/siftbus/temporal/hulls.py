@@ -16,6 +16,13 @@ the result. :class:`Hulls` keeps them as numpy columns (growable, O(1) add and r
 so one vectorised pass over a large set of siblings keeps only the candidates; the exact
 test (holes in interval sets, strings) runs on those alone. Signatures cover the first 63
 attributes (one int64); beyond them the exact test decides.
+
+A subspace is *plain* when every constraint it has is one interval of keys, not the whole
+domain, on one of the first 63 attributes (no strings, no holes). Between two plain
+subspaces the three conditions are also sufficient: the hull test *is* the relation, and
+:meth:`Hulls.split` hands those candidates back as certain (no exact test). "``q``
+covers ``s``" needs only ``q`` plain (a hull inside one interval lies inside it, holes
+or not). Elsewhere the exact test still runs.
 """
 
 from __future__ import annotations
@@ -50,6 +57,9 @@ class Probe:
     (relative to its domain) first."""
     sig: int
     """Bits of the constrained attributes among the first 63 (strings included)."""
+    plain: bool = False
+    """Every constraint one non-full interval on one of the first 63 attributes: the
+    hull relations with another plain subspace are then exact."""
 
 
 class Layout:
@@ -72,17 +82,25 @@ class Layout:
         lo, hi = list(self.dom_lo), list(self.dom_hi)
         rows: list[tuple[float, int, int, int]] = []
         sig = 0
+        plain = True
         for c in p.conditions:
             if c.position < _BITS:
                 sig |= 1 << c.position
+            else:
+                plain = False
             con = c.constraint
             if isinstance(con, IntervalSet):
                 r = self.row[c.position]
                 lo[r], hi[r] = con.lo, con.hi
-                share = (con.hi - con.lo + 1) / (self.dom_hi[r] - self.dom_lo[r] + 1)
-                rows.append((share, r, con.lo, con.hi))
+                width = self.dom_hi[r] - self.dom_lo[r] + 1
+                if len(con.intervals) != 1 or con.hi - con.lo + 1 >= width:
+                    plain = False  # holes, or a full constraint a hand-made profile kept
+                rows.append(((con.hi - con.lo + 1) / width, r, con.lo, con.hi))
+            else:
+                plain = False
         rows.sort()
-        return Probe(tuple(lo), tuple(hi), tuple((r, a, b) for _, r, a, b in rows), sig)
+        return Probe(tuple(lo), tuple(hi), tuple((r, a, b) for _, r, a, b in rows), sig,
+                     plain)
 
 
 class Placed(Protocol):
@@ -97,12 +115,13 @@ T = TypeVar("T", bound=Placed)
 class Hulls(Generic[T]):
     """Hull columns of a changing set of items (each added with its :class:`Probe`)."""
 
-    __slots__ = ("hi", "items", "lo", "n", "sig")
+    __slots__ = ("hi", "items", "lo", "n", "plain", "sig")
 
     def __init__(self, nrows: int, cap: int = 64) -> None:
         self.lo = np.zeros((nrows, cap), dtype=np.int64)
         self.hi = np.zeros((nrows, cap), dtype=np.int64)
         self.sig = np.zeros(cap, dtype=np.int64)
+        self.plain = np.zeros(cap, dtype=np.bool_)
         self.items: list[T | None] = [None] * cap
         self.n = 0
 
@@ -122,6 +141,9 @@ class Hulls(Generic[T]):
         sig = np.zeros(cap, dtype=np.int64)
         sig[:self.n] = self.sig[:self.n]
         self.sig = sig
+        plain = np.zeros(cap, dtype=np.bool_)
+        plain[:self.n] = self.plain[:self.n]
+        self.plain = plain
         self.items.extend([None] * (cap - len(self.items)))
 
     def add(self, item: T, probe: Probe) -> None:
@@ -131,6 +153,7 @@ class Hulls(Generic[T]):
         self.lo[:, i] = probe.lo
         self.hi[:, i] = probe.hi
         self.sig[i] = probe.sig
+        self.plain[i] = probe.plain
         self.items[i] = item
         item.at = i
         self.n += 1
@@ -144,6 +167,7 @@ class Hulls(Generic[T]):
             self.lo[:, i] = self.lo[:, last]
             self.hi[:, i] = self.hi[:, last]
             self.sig[i] = self.sig[last]
+            self.plain[i] = self.plain[last]
             self.items[i] = moved
             assert moved is not None
             moved.at = i
@@ -151,6 +175,46 @@ class Hulls(Generic[T]):
 
     def select(self, q: Probe, rel: int) -> list[T]:
         """The items that may stand in relation ``rel`` to ``q`` (a superset)."""
+        return self._items(self._candidates(q, rel))
+
+    def split(self, q: Probe, rel: int) -> tuple[list[T], list[T]]:
+        """The items that may stand in relation ``rel`` to ``q``, as ``(sure, maybe)``:
+        ``sure`` do (both plain: the hull test was exact), ``maybe`` need the exact test."""
+        idx = self._candidates(q, rel)
+        if not q.plain:
+            return [], self._items(idx)
+        if rel == WITHIN:
+            return self._items(idx), []
+        if idx is None:
+            idx = np.arange(self.n)
+        p = self.plain[idx]
+        return self._items(idx[p]), self._items(idx[~p])
+
+    def split_overlap(self, q: Probe) -> tuple[list[T], list[T], list[T]]:
+        """The items that may overlap ``q``, as ``(inside, overlap, maybe)``: ``inside``
+        lie inside ``q`` (the lower bound; exact for a plain ``q``), ``overlap`` overlap
+        it and do not lie inside (exact: both plain), ``maybe`` need the exact tests."""
+        idx = self._candidates(q, OVERLAP)
+        if not q.plain:
+            return [], [], self._items(idx)
+        if idx is None:
+            idx = np.arange(self.n)
+        inside = (self.sig[idx] & np.int64(q.sig)) == q.sig
+        for r, a, b in q.rows:
+            inside &= (self.lo[r, idx] >= a) & (self.hi[r, idx] <= b)
+        rest = ~inside
+        p = self.plain[idx]
+        return (self._items(idx[inside]), self._items(idx[rest & p]),
+                self._items(idx[rest & ~p]))
+
+    def _items(self, idx: np.ndarray | None) -> list[T]:
+        items = self.items
+        if idx is None:
+            return items[:self.n]  # type: ignore[return-value]
+        return [items[i] for i in idx.tolist()]
+
+    def _candidates(self, q: Probe, rel: int) -> np.ndarray | None:
+        """Column numbers passing the hull test (``None``: all of them)."""
         n = self.n
         idx: np.ndarray | None = None
         if rel == COVER:
@@ -177,10 +241,7 @@ class Hulls(Generic[T]):
                 if idx is None:
                     idx = np.arange(n)
                 idx = idx[(self.sig[idx] & np.int64(q.sig)) == q.sig]
-        items = self.items
-        if idx is None:
-            return items[:n]  # type: ignore[return-value]
-        return [items[i] for i in idx.tolist()]
+        return idx
 
 
 __all__ = ["COVER", "OVERLAP", "WITHIN", "Hulls", "Layout", "Probe"]

@@ -140,13 +140,16 @@ class PreloadTable:
                 out.append(range(size))
             else:
                 assert isinstance(c, IntervalSet)
-                out.append([k - lo for k in c])
+                out.append([k for a, b in c.intervals for k in range(a - lo, b - lo + 1)])
         return out
 
     def _spanned(self, box: Profile) -> Iterable[int]:
+        keys = self._keys(box)
+        if len(keys) == 1:  # the common (automatic) table: a cell is the key offset
+            return keys[0]
         strides = self.strides
-        for combo in itertools.product(*self._keys(box)):
-            yield sum(k * s for k, s in zip(combo, strides, strict=True))
+        return (sum(k * s for k, s in zip(combo, strides, strict=True))
+                for combo in itertools.product(*keys))
 
     def _outside_free(self, box: Profile) -> bool:
         return all(c.position in self.positions for c in box.conditions)
@@ -163,10 +166,13 @@ class PreloadTable:
 
     def add(self, slot: int, box: Profile) -> None:
         free = self._outside_free(box)
-        for cell in self._spanned(box):
-            _put(self.contains, cell, slot)
-            if free:
-                _put(self.free, cell, slot)
+        for table in (self.contains, self.free) if free else (self.contains,):
+            get = table.get
+            for cell in self._spanned(box):
+                bm = get(cell)
+                if bm is None:
+                    bm = table[cell] = BitMap()
+                bm.add(slot)
         cell1 = self._exact_cell(box)
         if cell1 is not None:
             _put(self.exact, cell1, slot)

@@ -13,11 +13,10 @@ from collections.abc import Callable, Iterator, Sequence
 
 from pyroaring import BitMap
 
-from siftbus.covering.relations import covers
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.model import EventType, Profile
 
-from .forest import SubspaceForest, overlap_test
+from .forest import Relations, SubspaceForest
 from .hulls import COVER, OVERLAP, WITHIN
 from .preload import PreloadPolicy, PreloadTable
 
@@ -180,12 +179,13 @@ class SubspaceStore:
 
 
 def _relation(rel: int, q: Profile) -> Callable[[Profile], bool]:
+    t = Relations(q)
     if rel == OVERLAP:
-        return overlap_test(q)
+        return t.overlaps
     if rel == COVER:
-        return lambda b: covers(b, q)
+        return t.around
     assert rel == WITHIN
-    return lambda b: covers(q, b)
+    return t.inside
 
 
 __all__ = ["Selection", "SubspaceStore"]
