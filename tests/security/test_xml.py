@@ -5,6 +5,7 @@ their principal, callback URLs only under the allow-list, denials counted."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,12 @@ from siftbus.security.guard import Guard
 from siftbus.security.policy import OPEN
 from siftbus.xmlfilter import XmlEventFilter
 from siftbus.xmlfilter.http import create_app
-from siftbus.xmlfilter.http_security import callback_addresses, secure_app, server_security
+from siftbus.xmlfilter.http_security import (
+    callback_addresses,
+    secure_app,
+    server_security,
+    uvicorn_tls,
+)
 from xmlfilter.servers import APPENDIX6, APPENDIX7, Running, receiver_app, serve
 
 PRINCIPALS = {"ops": {"services": ["xml.*"]},
@@ -43,10 +49,11 @@ def doc_for(recv: str, name: str) -> bytes:
                         b"<callbackMethod>HTTP</callbackMethod>")
 
 
-async def serve_tls(app: Any, pki: Pki) -> Running:
+async def serve_tls(app: Any, pki: Pki, tls: dict[str, Any] | None = None) -> Running:
+    tls = tls or {"ssl_certfile": str(pki.dir / "localhost.pem"),
+                  "ssl_keyfile": str(pki.dir / "localhost.key")}
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                            lifespan="on", ssl_certfile=str(pki.dir / "localhost.pem"),
-                            ssl_keyfile=str(pki.dir / "localhost.key"))
+                            lifespan="on", **tls)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     for _ in range(500):
@@ -176,13 +183,66 @@ def test_safe_defaults_of_the_xml_endpoint(pki: Pki, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--insecure"):
         server_security(OPEN, None, None, host="0.0.0.0", insecure=False)
     guard, tls = server_security(OPEN, None, None, host="0.0.0.0", insecure=True)
-    assert guard.open and tls == {}
+    assert guard.open and tls is None and uvicorn_tls(tls) == {}
     pol = policy(pki, PRINCIPALS)
     with pytest.raises(ConfigError, match="needs --cert and --key"):
         server_security(pol, None, None, host="127.0.0.1", insecure=False)
     guard, tls = server_security(pol, pki.dir / "localhost.pem", pki.dir / "localhost.key",
                                  host="0.0.0.0", insecure=False)
-    assert not guard.open and tls["ssl_certfile"].endswith("localhost.pem")
+    assert not guard.open and uvicorn_tls(tls)["ssl_certfile"].endswith("localhost.pem")
     r = run_cli("xml-filter", "serve", "--host", "0.0.0.0", "--port", "0")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--insecure" in r.stderr, \
         r.stderr
+
+
+def _served_serial(port: int, pki: Pki) -> int:
+    """The serial number of the certificate a new TLS connection to ``port`` gets."""
+    import socket
+
+    from cryptography import x509
+
+    ctx = pki.client_tls()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def _file_serial(path: Path) -> int:
+    from cryptography import x509
+
+    return x509.load_pem_x509_certificate(path.read_bytes()).serial_number
+
+
+async def test_the_xml_endpoint_reloads_replaced_certificates(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from secure import make_pki
+    from siftbus.security.certs import issue
+
+    pki = make_pki(tmp_path, brokers=("localhost",), clients=())
+    guard, tls = server_security(policy(pki, PRINCIPALS), tmp_path / "localhost.pem",
+                                 tmp_path / "localhost.key", host="127.0.0.1",
+                                 insecure=False)
+    app = secure_app(create_app(XmlEventFilter()), guard, tls=tls)
+    app.reload_interval = 0.02
+    endpoint = await serve_tls(app, pki, uvicorn_tls(tls))
+    port = int(endpoint.url.rsplit(":", 1)[1])
+    try:
+        first = _file_serial(tmp_path / "localhost.pem")
+        assert await asyncio.to_thread(_served_serial, port, pki) == first
+        issue(tmp_path, "localhost")  # a new certificate in the same files
+        st = (tmp_path / "localhost.pem").stat()
+        os.utime(tmp_path / "localhost.pem", (st.st_atime, st.st_mtime + 5))
+        second = _file_serial(tmp_path / "localhost.pem")
+        assert second != first
+        for _ in range(250):
+            if "XML endpoint: certificates reloaded" in caplog.text:
+                break
+            await asyncio.sleep(0.02)
+        assert "XML endpoint: certificates reloaded" in caplog.text
+        assert await asyncio.to_thread(_served_serial, port, pki) == second
+        async with client(pki, "ops") as c:  # the new certificate verifies; still secured
+            assert (await c.get(f"https://localhost:{port}/stats")).status_code == 200
+    finally:
+        await endpoint.stop()

@@ -206,12 +206,12 @@ def serve(
                         sender="http://localhost/")
     limits = XmlLimits(max_body=max_body, max_request_seconds=max_request_seconds)
     # security: the hook at the HTTP boundary (siftbus.xmlfilter.http_security)
-    from siftbus.xmlfilter.http_security import secure_app, server_security
+    from siftbus.xmlfilter.http_security import secure_app, server_security, uvicorn_tls
 
     guard, tls = server_security(_policy(config), cert, key, host=host, insecure=insecure)
     inner = create_app(f, limits=limits)
-    run_server(secure_app(inner, guard, max_body=max_body), host, port, inner=inner,
-               tls=tls)
+    run_server(secure_app(inner, guard, max_body=max_body, tls=tls), host, port, inner=inner,
+               tls=uvicorn_tls(tls))
 
 
 def _policy(config: Path | None) -> SecurityPolicy:

@@ -22,6 +22,12 @@ the app unchanged. With a secured guard:
   refused with 403 before anything is registered, so the server never calls an address
   outside the allow-list.
 
+* **Certificates** are reloaded without a restart: with the server's
+  :class:`~siftbus.security.tls.ContextSet` (``secure_app(..., tls=)``, the uvicorn
+  arguments of :func:`uvicorn_tls`) the hook runs ``ContextSet.watch`` for the app's
+  lifespan, as the broker and the channel server do; later handshakes get the new
+  certificate.
+
 Every refusal is an :class:`~siftbus.errors.AuthenticationError` or
 :class:`~siftbus.errors.AccessDenied` counted and logged by the guard; the JSON body is
 the endpoint's error shape ``{"error", "type", "line", "column"}``.
@@ -29,6 +35,8 @@ the endpoint's error shape ``{"error", "type", "line", "column"}``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -41,7 +49,7 @@ from siftbus.errors import AccessDenied, ConfigError, SecurityError, SiftbusErro
 from siftbus.security.guard import Guard, check_bind
 from siftbus.security.policy import SecurityPolicy
 from siftbus.security.principal import Principal
-from siftbus.security.tls import TLSConfig
+from siftbus.security.tls import RELOAD_INTERVAL, ContextSet, TLSConfig
 from siftbus.security.tokens import bearer_token
 
 Scope = MutableMapping[str, Any]
@@ -122,12 +130,19 @@ class XmlAccess:
 class SecureXmlApp:
     """The ASGI middleware (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, guard: Guard, *, max_body: int = MAX_BODY) -> None:
+    def __init__(self, app: ASGIApp, guard: Guard, *, max_body: int = MAX_BODY,
+                 tls: ContextSet | None = None,
+                 reload_interval: float = RELOAD_INTERVAL) -> None:
         self.app = app
         self.access = XmlAccess(guard)
         self.max_body = max_body
+        self.tls = tls
+        self.reload_interval = reload_interval
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" and self.tls is not None:
+            await self._lifespan(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -174,6 +189,17 @@ class SecureXmlApp:
             await self.app(scope, receive, self._capture(send, principal, "delete"))
             return
         await self.app(scope, receive, send)
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app's lifespan, with the certificate watcher running through it."""
+        assert self.tls is not None
+        watcher = asyncio.ensure_future(self.tls.watch("XML endpoint", self.reload_interval))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
 
     def _authorize(self, principal: Principal, method: str, path: str) -> str:
         """The route's kind after checking the right it needs."""
@@ -291,10 +317,11 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 def server_security(policy: SecurityPolicy, cert: Path | None, key: Path | None, *,
-                    host: str, insecure: bool) -> tuple[Guard, dict[str, Any]]:
-    """The guard and the uvicorn TLS keyword arguments of an XML endpoint under
+                    host: str, insecure: bool) -> tuple[Guard, ContextSet | None]:
+    """The guard and the TLS contexts (``None``: plain HTTP) of an XML endpoint under
     ``policy``, after the safe-default check of its bind address (loopback only without
-    TLS and authentication, unless ``insecure``)."""
+    TLS and authentication, unless ``insecure``). Serve with :func:`uvicorn_tls` of the
+    contexts and ``secure_app(..., tls=)``, which reloads replaced certificates."""
     if (cert is None) != (key is None):
         raise ConfigError("--cert and --key go together", field="cert")
     if cert is not None and policy.ca is None:
@@ -303,21 +330,33 @@ def server_security(policy: SecurityPolicy, cert: Path | None, key: Path | None,
     if policy.ca is not None and cert is None:
         raise ConfigError("[security] has a ca: the XML endpoint needs --cert and --key "
                           "(siftbus certs issue NAME)", field="cert")
-    tls: dict[str, Any] = {}
+    tls: ContextSet | None = None
     if cert is not None and key is not None and policy.ca is not None:
-        TLSConfig(cert, key, policy.ca).check()
-        tls = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
-    check_bind(host, tls=bool(tls), authenticated=policy.authenticates, insecure=insecure,
-               what="XML endpoint")
+        tls = ContextSet(TLSConfig(cert, key, policy.ca))
+    check_bind(host, tls=tls is not None, authenticated=policy.authenticates,
+               insecure=insecure, what="XML endpoint")
     return Guard(policy), tls
 
 
-def secure_app(app: Any, guard: Guard, *, max_body: int = MAX_BODY) -> Any:
+def uvicorn_tls(tls: ContextSet | None) -> dict[str, Any]:
+    """uvicorn's keyword arguments for serving HTTPS from ``tls``'s live server context
+    (the one ``ContextSet.watch`` reloads in place); ``{}`` for plain HTTP."""
+    if tls is None or tls.server is None:
+        return {}
+    server = tls.server
+    return {"ssl_certfile": str(tls.config.cert), "ssl_keyfile": str(tls.config.key),
+            "ssl_context_factory": lambda _config, _default: server}
+
+
+def secure_app(app: Any, guard: Guard, *, max_body: int = MAX_BODY,
+               tls: ContextSet | None = None) -> Any:
     """``app`` behind the security hook (``app`` itself when ``guard`` is open). The
-    hook's state is reachable as ``returned.access`` (owners, the guard's counters)."""
+    hook's state is reachable as ``returned.access`` (owners, the guard's counters);
+    with ``tls`` it reloads replaced certificates for the app's lifespan."""
     if guard.open:
         return app
-    return SecureXmlApp(app, guard, max_body=max_body)
+    return SecureXmlApp(app, guard, max_body=max_body, tls=tls)
 
 
-__all__ = ["SecureXmlApp", "XmlAccess", "callback_addresses", "secure_app", "server_security"]
+__all__ = ["SecureXmlApp", "XmlAccess", "callback_addresses", "secure_app", "server_security",
+           "uvicorn_tls"]
