@@ -246,3 +246,84 @@ async def test_the_xml_endpoint_reloads_replaced_certificates(
             assert (await c.get(f"https://localhost:{port}/stats")).status_code == 200
     finally:
         await endpoint.stop()
+
+
+async def test_quotas_on_the_xml_endpoint(pki: Pki) -> None:
+    """The broker's quotas at the XML endpoint: subscriptions held (``max_profiles``: a
+    document that would pass it is refused whole) and documents published per second
+    (``publish_rate``), each answered 429 naming the quota and counted."""
+    inbox: list[tuple[str, bytes, dict[str, str]]] = []
+    recv = await serve(receiver_app(inbox))
+    quotas = {**PRINCIPALS, "alice": {"services": ["xml.subscribe"], "max_profiles": 4},
+              "sensor": {"services": ["xml.publish"], "publish_rate": 0.01,
+                         "publish_burst": 2.0}}
+    guard = Guard(policy(pki, quotas, callback_prefixes=[f"{recv.url}/submit/"]))
+    filt = XmlEventFilter()
+    endpoint = await serve_tls(secure_app(create_app(filt), guard), pki)
+    url = endpoint.url.replace("http://", "https://").replace("127.0.0.1", "localhost")
+    try:
+        async with client(pki, "alice") as alice, client(pki, "sensor") as sensor:
+            r = await alice.post(f"{url}/subscriptions", content=doc_for(recv.url, "a"))
+            assert r.status_code == 201 and len(r.json()["ids"]) == 3
+            r = await alice.post(f"{url}/subscriptions", content=doc_for(recv.url, "b"))
+            assert r.status_code == 429, r.text  # 3 + 3 > 4: refused whole
+            assert "alice exceeds its max_profiles quota of 4" in r.json()["error"]
+            assert r.json()["type"] == "QuotaExceeded" and len(filt) == 3
+            first = await alice.get(f"{url}/subscriptions")
+            r = await alice.delete(f"{url}/subscriptions/{first.json()['ids'][0]}")
+            assert r.status_code == 200 and len(filt) == 2
+            for _ in range(2):  # the burst
+                r = await sensor.post(f"{url}/publish", content=APPENDIX7)
+                assert r.status_code == 200, r.text
+            r = await sensor.post(f"{url}/publish", content=APPENDIX7)
+            assert r.status_code == 429 and "publish_rate" in r.json()["error"]
+        denials = guard.stats()["denied_by_principal"]
+        assert denials["alice"] == 1 and denials["sensor"] == 1
+    finally:
+        await endpoint.stop()
+        await recv.stop()
+
+
+async def test_subscription_owners_survive_a_restart_with_a_store(pki: Pki,
+                                                                   tmp_path: Path) -> None:
+    """With a store the endpoint registers the documents again after a restart, and
+    every ownership check holds as before: the owner lists, inspects and deletes its
+    subscriptions, another principal gets 404 for them, a deletion stays deleted."""
+    store = tmp_path / "xml"
+    inbox: list[tuple[str, bytes, dict[str, str]]] = []
+    recv = await serve(receiver_app(inbox))
+    pol = policy(pki, PRINCIPALS, callback_prefixes=[f"{recv.url}/submit/"])
+
+    async def start() -> tuple[Running, str, XmlEventFilter]:
+        filt = XmlEventFilter()
+        ep = await serve_tls(secure_app(create_app(filt), Guard(pol), store=store), pki)
+        return ep, ep.url.replace("http://", "https://").replace("127.0.0.1", "localhost"), \
+            filt
+
+    try:
+        endpoint, url, filt = await start()
+        async with client(pki, "alice") as alice:
+            r = await alice.post(f"{url}/subscriptions", content=doc_for(recv.url, "a"))
+            ids = r.json()["ids"]
+            assert r.status_code == 201 and len(ids) == 3
+            assert (await alice.delete(f"{url}/subscriptions/{ids[2]}")).status_code == 200
+        await endpoint.stop()
+        endpoint, url, filt = await start()  # restarted
+        assert sorted(s.id for s in filt.subscriptions()) == sorted(ids[:2])
+        async with client(pki, "alice") as alice, client(pki, "bob") as bob:
+            assert sorted((await alice.get(f"{url}/subscriptions")).json()["ids"]) == \
+                sorted(ids[:2])
+            assert (await bob.get(f"{url}/subscriptions")).json()["ids"] == []
+            assert (await bob.get(f"{url}/subscriptions/{ids[0]}")).status_code == 404
+            assert (await bob.delete(f"{url}/subscriptions/{ids[0]}")).status_code == 404
+            assert (await alice.get(f"{url}/subscriptions/{ids[0]}")).status_code == 200
+            assert (await alice.delete(f"{url}/subscriptions/{ids[0]}")).status_code == 200
+        await endpoint.stop()
+        endpoint, url, filt = await start()  # and again: the deletion stayed
+        assert [s.id for s in filt.subscriptions()] == [ids[1]]
+        (store.parent / "xml.owners.json").write_text("{not json")
+        with pytest.raises(ConfigError, match="owners file"):
+            secure_app(create_app(XmlEventFilter()), Guard(pol), store=store)
+    finally:
+        await endpoint.stop()
+        await recv.stop()
