@@ -193,6 +193,9 @@ def test_safe_defaults_of_the_xml_endpoint(pki: Pki, tmp_path: Path) -> None:
     r = run_cli("xml-filter", "serve", "--host", "0.0.0.0", "--port", "0")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--insecure" in r.stderr, \
         r.stderr
+    r = run_cli("xml-filter", "serve", "--port", "0", "--store", str(tmp_path / "s"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "--store keeps subscription owners: it needs --config" in r.stderr
 
 
 def _served_serial(port: int, pki: Pki) -> int:

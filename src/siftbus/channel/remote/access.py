@@ -209,17 +209,26 @@ class ChannelAccess:
     def created(self, principal: Principal, method: str, args: Mapping[str, Any],
                 result: Any) -> None:
         """Record the owner of what ``method`` just created (``result`` is its id)."""
-        if self.guard.open or not isinstance(result, int) or isinstance(result, bool):
+        if self.guard.open:
             return
         ch = _id(args, "channel")
-        if method == "create_channel":
-            self._owners[(result, "", "", 0)] = principal.name
+        if not isinstance(result, int) or isinstance(result, bool):
+            key = None
+        elif method == "create_channel":
+            key = (result, "", "", 0)
         elif method in _CREATES_ADMIN and ch is not None:
-            self._owners[(ch, "admin", _CREATES_ADMIN[method], result)] = principal.name
+            key = (ch, "admin", _CREATES_ADMIN[method], result)
         elif method in _CREATES_PROXY and ch is not None:
-            self._owners[(ch, "proxy", _CREATES_PROXY[method], result)] = principal.name
+            key = (ch, "proxy", _CREATES_PROXY[method], result)
         else:
+            key = None
+        if key is None:
+            self.refund(principal, method)  # nothing recorded: nothing held
             return
+        prev = self._owners.get(key)
+        if prev is not None:  # a stale record of an id used again: the old one is gone
+            self._usage(prev).release_profiles(1)
+        self._owners[key] = principal.name
         self._save()
 
     def destroyed(self, channel: int) -> None:
