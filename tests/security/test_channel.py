@@ -240,3 +240,46 @@ async def test_the_channel_server_reloads_replaced_certificates(
             await ops.close()
     finally:
         watcher.cancel()
+
+
+async def test_quotas_on_the_channel_service(pki: Pki, tmp_path: Path) -> None:
+    """The broker's quotas on the channel service: objects held (``max_profiles``) and
+    events pushed per second (``publish_rate``), each refused whole with a clear,
+    retriable error and counted -- never a silent drop; a disconnected proxy and a
+    destroyed channel give their objects back, and a restart keeps the count."""
+    quotas = {"ops": {"services": ["channel.*"]},
+              "alice": {"services": ["channel.use"], "max_profiles": 2},
+              "bob": {"services": ["channel.use"], "publish_rate": 1.0,
+                      "publish_burst": 3.0}}
+    pol = policy(pki, quotas)
+    store = tmp_path / "channels.db"
+    async with channel_server(pol, pki, store) as srv:
+        ops, alice, bob = [await caller(srv, pki, w) for w in ("ops", "alice", "bob")]
+        cid = await ops.call("create_channel")
+        first = await alice.call("obtain_consumer", channel=cid)
+        await alice.call("obtain_consumer", channel=cid)
+        with pytest.raises(SiftbusError, match=r"alice exceeds its max_profiles quota of 2") \
+                as held:
+            await alice.call("obtain_consumer", channel=cid)
+        assert "max_profiles" in str(held.value)
+        await alice.call("disconnect", channel=cid, proxy=first)  # gives one back
+        third = await alice.call("obtain_consumer", channel=cid)
+        assert third != first
+        supply = await bob.call("obtain_supplier", channel=cid)
+        assert await bob.call("push", channel=cid, proxy=supply,
+                              events=[ev(1), ev(2), ev(3)]) == 3
+        with pytest.raises(SiftbusError, match=r"bob exceeds its publish_rate quota") as rate:
+            await bob.call("push", channel=cid, proxy=supply, events=[ev(4), ev(5)])
+        assert getattr(rate.value, "retriable", False) or "publish_rate" in str(rate.value)
+        pulled = await alice.call("pull", channel=cid, proxy=third, max=10)
+        assert names(pulled) == ["e1", "e2", "e3"]  # the refused push left nothing behind
+        stats = await ops.call("security_stats")
+        assert stats["denied_by_principal"].get("alice", 0) >= 1
+        assert stats["denied_by_principal"].get("bob", 0) >= 1
+        for c in (ops, alice, bob):
+            await c.close()
+    async with channel_server(pol, pki, store) as srv:  # restarted: still holds two
+        alice = await caller(srv, pki, "alice")
+        with pytest.raises(SiftbusError, match=r"max_profiles quota of 2"):
+            await alice.call("obtain_consumer", channel=cid)
+        await alice.close()

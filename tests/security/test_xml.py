@@ -5,6 +5,7 @@ their principal, callback URLs only under the allow-list, denials counted."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,12 @@ from siftbus.security.guard import Guard
 from siftbus.security.policy import OPEN
 from siftbus.xmlfilter import XmlEventFilter
 from siftbus.xmlfilter.http import create_app
-from siftbus.xmlfilter.http_security import callback_addresses, secure_app, server_security
+from siftbus.xmlfilter.http_security import (
+    callback_addresses,
+    secure_app,
+    server_security,
+    uvicorn_tls,
+)
 from xmlfilter.servers import APPENDIX6, APPENDIX7, Running, receiver_app, serve
 
 PRINCIPALS = {"ops": {"services": ["xml.*"]},
@@ -43,10 +49,11 @@ def doc_for(recv: str, name: str) -> bytes:
                         b"<callbackMethod>HTTP</callbackMethod>")
 
 
-async def serve_tls(app: Any, pki: Pki) -> Running:
+async def serve_tls(app: Any, pki: Pki, tls: dict[str, Any] | None = None) -> Running:
+    tls = tls or {"ssl_certfile": str(pki.dir / "localhost.pem"),
+                  "ssl_keyfile": str(pki.dir / "localhost.key")}
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                            lifespan="on", ssl_certfile=str(pki.dir / "localhost.pem"),
-                            ssl_keyfile=str(pki.dir / "localhost.key"))
+                            lifespan="on", **tls)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     for _ in range(500):
@@ -176,13 +183,150 @@ def test_safe_defaults_of_the_xml_endpoint(pki: Pki, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--insecure"):
         server_security(OPEN, None, None, host="0.0.0.0", insecure=False)
     guard, tls = server_security(OPEN, None, None, host="0.0.0.0", insecure=True)
-    assert guard.open and tls == {}
+    assert guard.open and tls is None and uvicorn_tls(tls) == {}
     pol = policy(pki, PRINCIPALS)
     with pytest.raises(ConfigError, match="needs --cert and --key"):
         server_security(pol, None, None, host="127.0.0.1", insecure=False)
     guard, tls = server_security(pol, pki.dir / "localhost.pem", pki.dir / "localhost.key",
                                  host="0.0.0.0", insecure=False)
-    assert not guard.open and tls["ssl_certfile"].endswith("localhost.pem")
+    assert not guard.open and uvicorn_tls(tls)["ssl_certfile"].endswith("localhost.pem")
     r = run_cli("xml-filter", "serve", "--host", "0.0.0.0", "--port", "0")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--insecure" in r.stderr, \
         r.stderr
+    r = run_cli("xml-filter", "serve", "--port", "0", "--store", str(tmp_path / "s"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "--store keeps subscription owners: it needs --config" in r.stderr
+
+
+def _served_serial(port: int, pki: Pki) -> int:
+    """The serial number of the certificate a new TLS connection to ``port`` gets."""
+    import socket
+
+    from cryptography import x509
+
+    ctx = pki.client_tls()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def _file_serial(path: Path) -> int:
+    from cryptography import x509
+
+    return x509.load_pem_x509_certificate(path.read_bytes()).serial_number
+
+
+async def test_the_xml_endpoint_reloads_replaced_certificates(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from secure import make_pki
+    from siftbus.security.certs import issue
+
+    pki = make_pki(tmp_path, brokers=("localhost",), clients=())
+    guard, tls = server_security(policy(pki, PRINCIPALS), tmp_path / "localhost.pem",
+                                 tmp_path / "localhost.key", host="127.0.0.1",
+                                 insecure=False)
+    app = secure_app(create_app(XmlEventFilter()), guard, tls=tls)
+    app.reload_interval = 0.02
+    endpoint = await serve_tls(app, pki, uvicorn_tls(tls))
+    port = int(endpoint.url.rsplit(":", 1)[1])
+    try:
+        first = _file_serial(tmp_path / "localhost.pem")
+        assert await asyncio.to_thread(_served_serial, port, pki) == first
+        issue(tmp_path, "localhost")  # a new certificate in the same files
+        st = (tmp_path / "localhost.pem").stat()
+        os.utime(tmp_path / "localhost.pem", (st.st_atime, st.st_mtime + 5))
+        second = _file_serial(tmp_path / "localhost.pem")
+        assert second != first
+        for _ in range(250):
+            if "XML endpoint: certificates reloaded" in caplog.text:
+                break
+            await asyncio.sleep(0.02)
+        assert "XML endpoint: certificates reloaded" in caplog.text
+        assert await asyncio.to_thread(_served_serial, port, pki) == second
+        async with client(pki, "ops") as c:  # the new certificate verifies; still secured
+            assert (await c.get(f"https://localhost:{port}/stats")).status_code == 200
+    finally:
+        await endpoint.stop()
+
+
+async def test_quotas_on_the_xml_endpoint(pki: Pki) -> None:
+    """The broker's quotas at the XML endpoint: subscriptions held (``max_profiles``: a
+    document that would pass it is refused whole) and documents published per second
+    (``publish_rate``), each answered 429 naming the quota and counted."""
+    inbox: list[tuple[str, bytes, dict[str, str]]] = []
+    recv = await serve(receiver_app(inbox))
+    quotas = {**PRINCIPALS, "alice": {"services": ["xml.subscribe"], "max_profiles": 4},
+              "sensor": {"services": ["xml.publish"], "publish_rate": 0.01,
+                         "publish_burst": 2.0}}
+    guard = Guard(policy(pki, quotas, callback_prefixes=[f"{recv.url}/submit/"]))
+    filt = XmlEventFilter()
+    endpoint = await serve_tls(secure_app(create_app(filt), guard), pki)
+    url = endpoint.url.replace("http://", "https://").replace("127.0.0.1", "localhost")
+    try:
+        async with client(pki, "alice") as alice, client(pki, "sensor") as sensor:
+            r = await alice.post(f"{url}/subscriptions", content=doc_for(recv.url, "a"))
+            assert r.status_code == 201 and len(r.json()["ids"]) == 3
+            r = await alice.post(f"{url}/subscriptions", content=doc_for(recv.url, "b"))
+            assert r.status_code == 429, r.text  # 3 + 3 > 4: refused whole
+            assert "alice exceeds its max_profiles quota of 4" in r.json()["error"]
+            assert r.json()["type"] == "QuotaExceeded" and len(filt) == 3
+            first = await alice.get(f"{url}/subscriptions")
+            r = await alice.delete(f"{url}/subscriptions/{first.json()['ids'][0]}")
+            assert r.status_code == 200 and len(filt) == 2
+            for _ in range(2):  # the burst
+                r = await sensor.post(f"{url}/publish", content=APPENDIX7)
+                assert r.status_code == 200, r.text
+            r = await sensor.post(f"{url}/publish", content=APPENDIX7)
+            assert r.status_code == 429 and "publish_rate" in r.json()["error"]
+        denials = guard.stats()["denied_by_principal"]
+        assert denials["alice"] == 1 and denials["sensor"] == 1
+    finally:
+        await endpoint.stop()
+        await recv.stop()
+
+
+async def test_subscription_owners_survive_a_restart_with_a_store(pki: Pki,
+                                                                   tmp_path: Path) -> None:
+    """With a store the endpoint registers the documents again after a restart, and
+    every ownership check holds as before: the owner lists, inspects and deletes its
+    subscriptions, another principal gets 404 for them, a deletion stays deleted."""
+    store = tmp_path / "xml"
+    inbox: list[tuple[str, bytes, dict[str, str]]] = []
+    recv = await serve(receiver_app(inbox))
+    pol = policy(pki, PRINCIPALS, callback_prefixes=[f"{recv.url}/submit/"])
+
+    async def start() -> tuple[Running, str, XmlEventFilter]:
+        filt = XmlEventFilter()
+        ep = await serve_tls(secure_app(create_app(filt), Guard(pol), store=store), pki)
+        return ep, ep.url.replace("http://", "https://").replace("127.0.0.1", "localhost"), \
+            filt
+
+    try:
+        endpoint, url, filt = await start()
+        async with client(pki, "alice") as alice:
+            r = await alice.post(f"{url}/subscriptions", content=doc_for(recv.url, "a"))
+            ids = r.json()["ids"]
+            assert r.status_code == 201 and len(ids) == 3
+            assert (await alice.delete(f"{url}/subscriptions/{ids[2]}")).status_code == 200
+        await endpoint.stop()
+        endpoint, url, filt = await start()  # restarted
+        assert sorted(s.id for s in filt.subscriptions()) == sorted(ids[:2])
+        async with client(pki, "alice") as alice, client(pki, "bob") as bob:
+            assert sorted((await alice.get(f"{url}/subscriptions")).json()["ids"]) == \
+                sorted(ids[:2])
+            assert (await bob.get(f"{url}/subscriptions")).json()["ids"] == []
+            assert (await bob.get(f"{url}/subscriptions/{ids[0]}")).status_code == 404
+            assert (await bob.delete(f"{url}/subscriptions/{ids[0]}")).status_code == 404
+            assert (await alice.get(f"{url}/subscriptions/{ids[0]}")).status_code == 200
+            assert (await alice.delete(f"{url}/subscriptions/{ids[0]}")).status_code == 200
+        await endpoint.stop()
+        endpoint, url, filt = await start()  # and again: the deletion stayed
+        assert [s.id for s in filt.subscriptions()] == [ids[1]]
+        (store.parent / "xml.owners.json").write_text("{not json")
+        with pytest.raises(ConfigError, match="owners file"):
+            secure_app(create_app(XmlEventFilter()), Guard(pol), store=store)
+    finally:
+        await endpoint.stop()
+        await recv.stop()

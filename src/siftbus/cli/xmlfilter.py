@@ -190,6 +190,9 @@ def serve(
     key: Path = typer.Option(None, "--key", help="key of --cert."),
     insecure: bool = typer.Option(False, "--insecure", help="listen on a non-loopback "
                                   "address without TLS and authentication (logged loudly)."),
+    store: Path = typer.Option(None, "--store", help="with --config: keep the documents "
+                               "registered over HTTP and their owners in STORE.owners.json "
+                               "and STORE.documents/ (restored at start)."),
 ) -> None:
     """Serve POST /publish, POST|GET /subscriptions, DELETE /subscriptions/{id}, GET /stats."""
     from siftbus.xmlfilter import XmlEventFilter
@@ -206,12 +209,15 @@ def serve(
                         sender="http://localhost/")
     limits = XmlLimits(max_body=max_body, max_request_seconds=max_request_seconds)
     # security: the hook at the HTTP boundary (siftbus.xmlfilter.http_security)
-    from siftbus.xmlfilter.http_security import secure_app, server_security
+    from siftbus.xmlfilter.http_security import secure_app, server_security, uvicorn_tls
 
     guard, tls = server_security(_policy(config), cert, key, host=host, insecure=insecure)
     inner = create_app(f, limits=limits)
-    run_server(secure_app(inner, guard, max_body=max_body), host, port, inner=inner,
-               tls=tls)
+    if store is not None and guard.open:
+        raise SiftbusError("--store keeps subscription owners: it needs --config with a "
+                           "[security] section")
+    run_server(secure_app(inner, guard, max_body=max_body, tls=tls, store=store), host, port,
+               inner=inner, tls=uvicorn_tls(tls))
 
 
 def _policy(config: Path | None) -> SecurityPolicy:

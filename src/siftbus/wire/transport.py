@@ -16,10 +16,14 @@ owner:
 * a listener's connections share a budget of ``max_buffered`` bytes: over it, those
   holding a partial frame are not read until it drops (and time out if it does not).
 
-Writes go straight to the transport. :meth:`~FrameConnection.offer` writes a frame that
-may be dropped (notifications) and drops it, counted, when more than
-``max_out_buffer`` bytes are queued toward the peer; :meth:`~FrameConnection.drain`
-waits for a congested peer (backpressure).
+Writes are coalesced per event-loop turn: the frames written while one turn runs go to
+the transport as one write at its end (at once beyond :data:`FLUSH_BYTES`), so a server
+working through a backlog of requests answers with one send (and, over TLS, one record)
+instead of one per frame, and its peer wakes once for them; a lone frame still leaves in
+the same turn. :meth:`~FrameConnection.offer` writes a frame that may be dropped
+(notifications) and drops it, counted, when more than ``max_out_buffer`` bytes are
+queued toward the peer; :meth:`~FrameConnection.drain` sends what is pending and waits
+for a congested peer (backpressure); closing sends what is pending first.
 
 A :class:`~siftbus.wire.listener.Listener` accepts connections (at most
 ``max_connections``; one more gets an ERROR and is closed), runs the owner's handler for
@@ -56,6 +60,10 @@ from .limits import CLIENT_LIMITS, DEFAULT_LIMITS, Limits
 
 READ_HIGH_WATER = 256 * 1024
 """Bytes of complete, unread frames beyond which a connection stops reading."""
+
+FLUSH_BYTES = 64 * 1024
+"""Pending written bytes that go to the transport at once rather than at the end of the
+loop turn (bounds the memory and the delay a long turn adds)."""
 
 LINGER = 1.0
 """Seconds a refused connection is kept half-closed, its input discarded, so that the
@@ -167,6 +175,10 @@ class FrameConnection(asyncio.Protocol):
         self._drainers: list[asyncio.Future[None]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._closed: asyncio.Future[None] | None = None
+        self._out: list[bytes] = []
+        """Frames written in this loop turn, not yet given to the transport."""
+        self._out_bytes = 0
+        self._flush_handle: asyncio.Handle | None = None
         self.frames_in = self.bytes_in = self.frames_out = self.bytes_out = self.dropped = 0
 
     # ---- asyncio.Protocol ------------------------------------------------------------------
@@ -199,6 +211,7 @@ class FrameConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = self._closing = True
         self._cancel_timer()
+        self._drop_pending()
         self._forget_input()
         for fut in self._drainers:
             if not fut.done():
@@ -384,19 +397,50 @@ class FrameConnection(asyncio.Protocol):
 
     @property
     def buffered(self) -> int:
-        """Bytes written and not yet sent to the peer."""
+        """Bytes written and not yet sent to the peer (pending in this turn included)."""
         t = self.transport
-        return t.get_write_buffer_size() if t is not None and not self._lost else 0
+        if t is None or self._lost:
+            return 0
+        return self._out_bytes + t.get_write_buffer_size()
 
     def write(self, frame: bytes) -> bool:
-        """Write an encoded frame; ``False`` when the connection is closing."""
+        """Write an encoded frame (sent at the end of this loop turn with the others
+        written in it); ``False`` when the connection is closing."""
         if self.closing:
             return False
-        assert self.transport is not None
-        self.transport.write(frame)
+        self._out.append(frame)
+        self._out_bytes += len(frame)
         self.frames_out += 1
         self.bytes_out += len(frame)
+        if self._out_bytes >= FLUSH_BYTES:
+            self.flush()
+        elif self._flush_handle is None:
+            try:
+                self._flush_handle = asyncio.get_running_loop().call_soon(self.flush)
+            except RuntimeError:  # no loop running (a test's transport): now
+                self.flush()
         return True
+
+    def flush(self) -> None:
+        """Give the frames written so far to the transport now, as one write."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if not self._out:
+            return
+        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        self._out.clear()
+        self._out_bytes = 0
+        t = self.transport
+        if t is not None and not self._lost and not t.is_closing():
+            t.write(data)
+
+    def _drop_pending(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        self._out.clear()
+        self._out_bytes = 0
 
     def send(self, msg: Message) -> bool:
         """Encode and write ``msg``; ``False`` when the connection is closing."""
@@ -425,6 +469,7 @@ class FrameConnection(asyncio.Protocol):
         :class:`ConnectionClosed` if the connection goes meanwhile."""
         if self._lost:
             raise ConnectionClosed("connection closed")
+        self.flush()
         if not self._write_paused:
             return
         fut = asyncio.get_running_loop().create_future()
@@ -450,6 +495,7 @@ class FrameConnection(asyncio.Protocol):
             return
         self._discard = True
         self._forget_input()
+        self.flush()
         try:
             if not t.can_write_eof():
                 t.close()
@@ -469,6 +515,7 @@ class FrameConnection(asyncio.Protocol):
         self._cancel_timer()
         if self._discard:
             return
+        self.flush()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
@@ -476,6 +523,7 @@ class FrameConnection(asyncio.Protocol):
         """Close at once, dropping what is not sent."""
         self._closing = True
         self._cancel_timer()
+        self._drop_pending()
         if self.transport is not None and not self._lost:
             self.transport.abort()
 
@@ -527,5 +575,5 @@ async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME
     return decode_payload(payload, CLIENT_LIMITS), n + 4
 
 
-__all__ = ["LINGER", "READ_HIGH_WATER", "ConnectionClosed", "FrameConnection",
+__all__ = ["FLUSH_BYTES", "LINGER", "READ_HIGH_WATER", "ConnectionClosed", "FrameConnection",
            "TransportCounters", "TransportStats", "connect", "read_frame"]

@@ -22,6 +22,23 @@ the app unchanged. With a secured guard:
   refused with 403 before anything is registered, so the server never calls an address
   outside the allow-list.
 
+* **Quotas** are the principal's, from the same policy and counted by the same
+  :class:`~siftbus.security.quotas.QuotaUsage` as at a broker: ``max_profiles`` bounds
+  the subscriptions it holds (a document that would pass it is refused whole),
+  ``publish_rate``/``publish_burst`` the documents it posts to ``/publish`` per second
+  (a token bucket; the events inside a document are only known once it is matched).
+  Exceeding one answers 429 with the quota named, counted by the guard.
+* **A store** (``secure_app(..., store=)``, ``xml-filter serve --store``) keeps the
+  documents registered over HTTP and their subscriptions' owners
+  (``<store>.owners.json``, :class:`~siftbus.security.owners.OwnersFile`, as the channel
+  service keeps its owners; the documents in ``<store>.documents/``): after a restart
+  the endpoint registers them again and every ownership check still holds.
+* **Certificates** are reloaded without a restart: with the server's
+  :class:`~siftbus.security.tls.ContextSet` (``secure_app(..., tls=)``, the uvicorn
+  arguments of :func:`uvicorn_tls`) the hook runs ``ContextSet.watch`` for the app's
+  lifespan, as the broker and the channel server do; later handshakes get the new
+  certificate.
+
 Every refusal is an :class:`~siftbus.errors.AuthenticationError` or
 :class:`~siftbus.errors.AccessDenied` counted and logged by the guard; the JSON body is
 the endpoint's error shape ``{"error", "type", "line", "column"}``.
@@ -29,7 +46,11 @@ the endpoint's error shape ``{"error", "type", "line", "column"}``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
@@ -37,12 +58,22 @@ from typing import Any
 
 from lxml import etree
 
-from siftbus.errors import AccessDenied, ConfigError, SecurityError, SiftbusError
+from siftbus.errors import (
+    AccessDenied,
+    ConfigError,
+    DuplicateSubscriptionError,
+    QuotaExceeded,
+    SecurityError,
+    SiftbusError,
+)
 from siftbus.security.guard import Guard, check_bind
+from siftbus.security.owners import OwnersFile
 from siftbus.security.policy import SecurityPolicy
 from siftbus.security.principal import Principal
-from siftbus.security.tls import TLSConfig
+from siftbus.security.tls import RELOAD_INTERVAL, ContextSet, TLSConfig
 from siftbus.security.tokens import bearer_token
+
+log = logging.getLogger("siftbus.xmlfilter")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -63,15 +94,29 @@ def _json(status: int, exc: SiftbusError) -> tuple[int, bytes]:
                                "line": exc.line, "column": exc.column}).encode()
 
 
-def callback_addresses(body: bytes, default: str) -> list[str]:
-    """The callback addresses a subscription document names (``default`` for a receiver
-    without one); :class:`~siftbus.errors.AccessDenied` if the document cannot be read
-    (the hook fails closed: what it cannot check is not registered)."""
+def _document(body: bytes) -> Any:
+    """The root of a subscription document; :class:`~siftbus.errors.AccessDenied` if it
+    cannot be read (the hook fails closed: what it cannot check is not registered)."""
     try:
-        root = etree.fromstring(body, _PARSER)
+        return etree.fromstring(body, _PARSER)
     except (etree.XMLSyntaxError, ValueError) as exc:
         raise AccessDenied(f"the subscription document cannot be checked: {exc}"[:300],
                            action="subscribe") from None
+
+
+def subscription_count(root: Any) -> int:
+    """How many subscriptions a document (its root) holds."""
+    if etree.QName(root).localname == "subscription":
+        return 1
+    return sum(1 for el in root if isinstance(el.tag, str)
+               and etree.QName(el).localname == "subscription")
+
+
+def callback_addresses(body: bytes | Any, default: str) -> list[str]:
+    """The callback addresses a subscription document (its bytes or its root) names
+    (``default`` for a receiver without one); :class:`~siftbus.errors.AccessDenied` if
+    the document cannot be read."""
+    root = _document(body) if isinstance(body, bytes) else body
     out = []
     for el in root.iter():
         if not isinstance(el.tag, str) or etree.QName(el).localname != "receiver":
@@ -86,12 +131,120 @@ def callback_addresses(body: bytes, default: str) -> list[str]:
 
 
 class XmlAccess:
-    """Rights, ownership and the callback allow-list of one XML endpoint."""
+    """Rights, ownership, quotas and the callback allow-list of one XML endpoint; with a
+    ``store``, the registered documents and their owners survive a restart."""
 
-    def __init__(self, guard: Guard) -> None:
+    def __init__(self, guard: Guard, store: str | Path | None = None) -> None:
         self.guard = guard
         self.owners: dict[str, str] = {}
         """Subscription id -> the principal that registered it."""
+        self._docs: dict[str, tuple[str, str]] = {}
+        """Subscription id -> (its document's file, the default callback address)."""
+        self._file = OwnersFile(store, "XML subscription") if store else None
+        self._dir = Path(f"{store}.documents") if store else None
+        if self._file is not None:
+            try:
+                for sid, doc, sender, owner in self._file.load():
+                    self.owners[str(sid)] = str(owner)
+                    self._docs[str(sid)] = (str(doc), str(sender))
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"cannot read the XML subscription owners file: {exc}",
+                                  source=str(self._file.path)) from None
+
+    # ---- the store -------------------------------------------------------------------------
+
+    def restore(self, filt: Any) -> list[str]:
+        """Register the stored documents in ``filt`` again (each with its default
+        callback address); returns the ids restored. A document whose subscriptions are
+        registered already (``--subscriptions``) is skipped; one that no longer reads is
+        logged and left out; subscriptions deleted since are removed again."""
+        if self._dir is None:
+            return []
+        restored: list[str] = []
+        for doc, sender in sorted(set(self._docs.values())):
+            path = self._dir / doc
+            try:
+                ids = filt.subscribe_xml(path.read_bytes(), source=str(path),
+                                         default_method="HTTP", sender=sender)
+            except DuplicateSubscriptionError:
+                continue
+            except (OSError, SiftbusError) as exc:
+                log.error("XML endpoint: stored subscriptions %s not restored: %s", path, exc)
+                continue
+            for sid in ids:
+                if sid in self._docs:
+                    restored.append(sid)
+                else:
+                    filt.unsubscribe(sid)  # deleted before the restart
+        return restored
+
+    def registered(self, principal: Principal, ids: list[str], body: bytes,
+                   sender: str) -> None:
+        """Record the owner of newly registered ids (and, with a store, the document)."""
+        for sid in ids:
+            self.owners.setdefault(sid, principal.name)
+        if self._dir is None or not ids:
+            return
+        doc = hashlib.sha256(body).hexdigest()[:32] + ".xml"
+        self._dir.mkdir(parents=True, exist_ok=True)
+        if not (self._dir / doc).exists():
+            tmp = self._dir / (doc + ".tmp")
+            tmp.write_bytes(body)
+            tmp.replace(self._dir / doc)
+        for sid in ids:
+            self._docs.setdefault(sid, (doc, sender))
+        self._save()
+
+    def deleted(self, sid: str) -> None:
+        """Forget a deleted subscription's owner (and its document once unused)."""
+        self.owners.pop(sid, None)
+        entry = self._docs.pop(sid, None)
+        if entry is None or self._dir is None:
+            return
+        if all(d != entry[0] for d, _ in self._docs.values()):
+            with contextlib.suppress(OSError):
+                (self._dir / entry[0]).unlink()
+        self._save()
+
+    def _save(self) -> None:
+        if self._file is not None:
+            self._file.save([[sid, doc, sender, self.owners.get(sid, "")]
+                             for sid, (doc, sender) in self._docs.items()])
+
+    # ---- quotas ----------------------------------------------------------------------------
+
+    def held(self, principal: Principal, filt: Any) -> int:
+        """Subscriptions ``principal`` holds now (expired ones are no longer held)."""
+        n = 0
+        for sid, owner in self.owners.items():
+            if owner != principal.name:
+                continue
+            if filt is None:
+                n += 1
+                continue
+            with contextlib.suppress(SiftbusError, KeyError):
+                filt.get(sid)
+                n += 1
+        return n
+
+    def charge_subscribe(self, principal: Principal, n: int, filt: Any) -> None:
+        """Refuse (counted) a document of ``n`` subscriptions that would pass the
+        principal's ``max_profiles``."""
+        usage = self.guard.usage(principal)
+        if usage.quotas.max_profiles is None:
+            return
+        usage.profiles = self.held(principal, filt)
+        try:
+            usage.reserve_profiles(n)
+        except QuotaExceeded as exc:
+            raise self.guard.refuse(exc, principal.name, "subscribe") from None
+
+    def charge_publish(self, principal: Principal) -> None:
+        """Spend the principal's publish rate for one document, or refuse it (counted)."""
+        try:
+            self.guard.usage(principal).check_publish(1)
+        except QuotaExceeded as exc:
+            raise self.guard.refuse(exc, principal.name, "publish") from None
 
     def authenticate(self, headers: dict[str, str], peer: str) -> Principal:
         try:
@@ -122,12 +275,25 @@ class XmlAccess:
 class SecureXmlApp:
     """The ASGI middleware (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, guard: Guard, *, max_body: int = MAX_BODY) -> None:
+    def __init__(self, app: ASGIApp, guard: Guard, *, max_body: int = MAX_BODY,
+                 tls: ContextSet | None = None,
+                 reload_interval: float = RELOAD_INTERVAL,
+                 store: str | Path | None = None) -> None:
         self.app = app
-        self.access = XmlAccess(guard)
+        self.filter = getattr(getattr(app, "state", None), "filter", None)
+        """The endpoint's filter (``create_app``'s), for what the hook restores and
+        counts; ``None`` for another app."""
+        self.access = XmlAccess(guard, store)
+        if self.filter is not None:
+            self.access.restore(self.filter)
         self.max_body = max_body
+        self.tls = tls
+        self.reload_interval = reload_interval
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" and self.tls is not None:
+            await self._lifespan(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -150,6 +316,12 @@ class SecureXmlApp:
                 "error": f"no subscription {path.split('/')[2][:100]!r}",
                 "type": "UnknownSubscriptionError", "line": None, "column": None}).encode())
             return
+        if route == "publish":
+            try:
+                self.access.charge_publish(principal)
+            except QuotaExceeded as exc:
+                await self._answer(send, *_json(429, exc))
+                return
         if route == "register":
             body = await self._body(receive)
             if body is None:
@@ -158,14 +330,20 @@ class SecureXmlApp:
                 return
             default = headers.get("x-callback-address") or f"http://{client[0]}/"
             try:
-                self.access.check_callbacks(principal, callback_addresses(body, default))
+                root = _document(body)
+                self.access.check_callbacks(principal, callback_addresses(root, default))
+                self.access.charge_subscribe(principal, subscription_count(root),
+                                             self.filter)
+            except QuotaExceeded as exc:
+                await self._answer(send, *_json(429, exc))
+                return
             except SecurityError as exc:
                 if not isinstance(exc, AccessDenied) or not exc.principal:
                     self.access.guard.refuse(exc, principal.name, "subscribe")
                 await self._answer(send, *_json(403, exc))
                 return
             await self.app(scope, _replay(body, receive),
-                           self._capture(send, principal, "register"))
+                           self._capture(send, principal, "register", body, default))
             return
         if route == "list" and not self.access.is_admin(principal):
             await self.app(scope, receive, self._capture(send, principal, "list"))
@@ -174,6 +352,17 @@ class SecureXmlApp:
             await self.app(scope, receive, self._capture(send, principal, "delete"))
             return
         await self.app(scope, receive, send)
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app's lifespan, with the certificate watcher running through it."""
+        assert self.tls is not None
+        watcher = asyncio.ensure_future(self.tls.watch("XML endpoint", self.reload_interval))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
 
     def _authorize(self, principal: Principal, method: str, path: str) -> str:
         """The route's kind after checking the right it needs."""
@@ -223,7 +412,8 @@ class SecureXmlApp:
                 break
         return b"".join(chunks)
 
-    def _capture(self, send: Send, principal: Principal, kind: str) -> Send:
+    def _capture(self, send: Send, principal: Principal, kind: str, doc: bytes = b"",
+                 sender: str = "") -> Send:
         """Record the owner of registered ids, or cut a list down to the caller's."""
         start: dict[str, Any] = {}
         parts: list[bytes] = []
@@ -240,7 +430,7 @@ class SecureXmlApp:
                 return
             body = b"".join(parts)
             if start.get("status") in (200, 201):
-                body = self._rewrite(body, principal, kind)
+                body = self._rewrite(body, principal, kind, doc, sender)
             hdrs = [(k, v) for k, v in start.get("headers", [])
                     if k.lower() != b"content-length"]
             hdrs.append((b"content-length", str(len(body)).encode()))
@@ -249,7 +439,8 @@ class SecureXmlApp:
 
         return wrapped
 
-    def _rewrite(self, body: bytes, principal: Principal, kind: str) -> bytes:
+    def _rewrite(self, body: bytes, principal: Principal, kind: str, doc: bytes,
+                 sender: str) -> bytes:
         try:
             data = json.loads(body)
         except ValueError:
@@ -257,11 +448,11 @@ class SecureXmlApp:
         if not isinstance(data, dict):
             return body
         if kind == "register":
-            for sid in data.get("ids", []):
-                self.access.owners.setdefault(str(sid), principal.name)
+            self.access.registered(principal, [str(i) for i in data.get("ids", [])], doc,
+                                   sender)
             return body
         if kind == "delete":
-            self.access.owners.pop(str(data.get("id")), None)
+            self.access.deleted(str(data.get("id")))
             return body
         for key, value in data.items():  # every list of ids: only the caller's
             if isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -291,10 +482,11 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 def server_security(policy: SecurityPolicy, cert: Path | None, key: Path | None, *,
-                    host: str, insecure: bool) -> tuple[Guard, dict[str, Any]]:
-    """The guard and the uvicorn TLS keyword arguments of an XML endpoint under
+                    host: str, insecure: bool) -> tuple[Guard, ContextSet | None]:
+    """The guard and the TLS contexts (``None``: plain HTTP) of an XML endpoint under
     ``policy``, after the safe-default check of its bind address (loopback only without
-    TLS and authentication, unless ``insecure``)."""
+    TLS and authentication, unless ``insecure``). Serve with :func:`uvicorn_tls` of the
+    contexts and ``secure_app(..., tls=)``, which reloads replaced certificates."""
     if (cert is None) != (key is None):
         raise ConfigError("--cert and --key go together", field="cert")
     if cert is not None and policy.ca is None:
@@ -303,21 +495,34 @@ def server_security(policy: SecurityPolicy, cert: Path | None, key: Path | None,
     if policy.ca is not None and cert is None:
         raise ConfigError("[security] has a ca: the XML endpoint needs --cert and --key "
                           "(siftbus certs issue NAME)", field="cert")
-    tls: dict[str, Any] = {}
+    tls: ContextSet | None = None
     if cert is not None and key is not None and policy.ca is not None:
-        TLSConfig(cert, key, policy.ca).check()
-        tls = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
-    check_bind(host, tls=bool(tls), authenticated=policy.authenticates, insecure=insecure,
-               what="XML endpoint")
+        tls = ContextSet(TLSConfig(cert, key, policy.ca))
+    check_bind(host, tls=tls is not None, authenticated=policy.authenticates,
+               insecure=insecure, what="XML endpoint")
     return Guard(policy), tls
 
 
-def secure_app(app: Any, guard: Guard, *, max_body: int = MAX_BODY) -> Any:
+def uvicorn_tls(tls: ContextSet | None) -> dict[str, Any]:
+    """uvicorn's keyword arguments for serving HTTPS from ``tls``'s live server context
+    (the one ``ContextSet.watch`` reloads in place); ``{}`` for plain HTTP."""
+    if tls is None or tls.server is None:
+        return {}
+    server = tls.server
+    return {"ssl_certfile": str(tls.config.cert), "ssl_keyfile": str(tls.config.key),
+            "ssl_context_factory": lambda _config, _default: server}
+
+
+def secure_app(app: Any, guard: Guard, *, max_body: int = MAX_BODY,
+               tls: ContextSet | None = None, store: str | Path | None = None) -> Any:
     """``app`` behind the security hook (``app`` itself when ``guard`` is open). The
-    hook's state is reachable as ``returned.access`` (owners, the guard's counters)."""
+    hook's state is reachable as ``returned.access`` (owners, the guard's counters);
+    with ``tls`` it reloads replaced certificates for the app's lifespan; with
+    ``store`` the registered documents and their owners survive a restart."""
     if guard.open:
         return app
-    return SecureXmlApp(app, guard, max_body=max_body)
+    return SecureXmlApp(app, guard, max_body=max_body, tls=tls, store=store)
 
 
-__all__ = ["SecureXmlApp", "XmlAccess", "callback_addresses", "secure_app", "server_security"]
+__all__ = ["SecureXmlApp", "XmlAccess", "callback_addresses", "secure_app", "server_security",
+           "subscription_count", "uvicorn_tls"]

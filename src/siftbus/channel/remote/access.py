@@ -21,21 +21,29 @@ someone else's proxy or destroys a channel they neither own nor administer. Ever
 refusal is an :class:`~siftbus.errors.AccessDenied`, logged and counted by the guard.
 
 Owners survive a restart: with a store file they are kept in ``<store>.owners.json``
-beside it (objects restored without a recorded owner, such as those created before
-security was configured, belong to ``channel.admin`` principals only).
+beside it (:class:`~siftbus.security.owners.OwnersFile`; objects restored without a
+recorded owner, such as those created before security was configured, belong to
+``channel.admin`` principals only).
+
+**Quotas** are the principal's, from the same policy and counted by the same
+:class:`~siftbus.security.quotas.QuotaUsage` as at a broker (the guard's, shared by all
+the principal's connections): ``max_profiles`` bounds the objects it holds (channels,
+admins and proxies it created and has not destroyed or disconnected; restored ones
+count), ``publish_rate``/``publish_burst`` the events it pushes per second (a token
+bucket). Exceeding one refuses the call whole with a counted, retriable
+:class:`~siftbus.errors.QuotaExceeded` naming the quota: nothing is dropped silently.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from siftbus.errors import AccessDenied, ConfigError, SecurityError
+from siftbus.errors import AccessDenied, ConfigError, QuotaExceeded, SecurityError
 from siftbus.security.guard import Guard
-from siftbus.security.principal import Principal
+from siftbus.security.owners import OwnersFile
+from siftbus.security.principal import Principal, PrincipalKind
 
 ADMIN_METHODS = frozenset({"create_channel", "destroy_channel", "list_channels", "stats",
                            "channel_info", "set_admin", "security_stats"})
@@ -63,6 +71,9 @@ _CHANNEL_WIDE = {"subscription_change", "offer_change", "set_qos", "add_filter",
 """Methods that change a channel's shared objects when they name no proxy or admin of
 their own (the channel itself or its default admin 0)."""
 
+CREATES = frozenset({"create_channel", *_CREATES_ADMIN, *_CREATES_PROXY})
+"""Methods that create an object the caller then holds (its ``max_profiles`` quota)."""
+
 Key = tuple[int, str, str, int]
 """(channel, ``"admin"``/``"proxy"``, side, id); the channel itself is (id, "", "", 0)."""
 
@@ -78,8 +89,8 @@ class ChannelAccess:
     def __init__(self, guard: Guard, store: str | Path | None = None) -> None:
         self.guard = guard
         self._owners: dict[Key, str] = {}
-        self._file = Path(f"{store}.owners.json") if store else None
-        if self._file is not None and self._file.is_file():
+        self._file = OwnersFile(store, "channel") if store else None
+        if self._file is not None:
             self._load(self._file)
 
     @property
@@ -88,21 +99,24 @@ class ChannelAccess:
 
     # ---- owners, kept beside the store ------------------------------------------------------
 
-    def _load(self, path: Path) -> None:
+    def _load(self, file: OwnersFile) -> None:
+        rows = file.load()
         try:
-            rows = json.loads(path.read_text())
             self._owners = {(int(c), str(k), str(s), int(i)): str(p)
                             for c, k, s, i, p in rows}
-        except (OSError, ValueError, TypeError) as exc:
+        except (ValueError, TypeError) as exc:
             raise ConfigError(f"cannot read the channel owners file: {exc}",
-                              source=str(path)) from None
+                              source=str(file.path)) from None
+        if not self.guard.open:
+            for owner in self._owners.values():  # held already: counted, never refused
+                self._usage(owner).hold_profiles(1)
 
     def _save(self) -> None:
-        if self._file is None:
-            return
-        tmp = self._file.with_suffix(".tmp")
-        tmp.write_text(json.dumps([[*k, p] for k, p in self._owners.items()]))
-        os.replace(tmp, self._file)
+        if self._file is not None:
+            self._file.save([[*k, p] for k, p in self._owners.items()])
+
+    def _usage(self, name: str) -> Any:
+        return self.guard.usage(Principal(name, PrincipalKind.RECORDED))
 
     def owner(self, key: Key) -> str | None:
         """The principal that created the object, if recorded."""
@@ -149,6 +163,38 @@ class ChannelAccess:
             raise self._deny(principal, method, f"channel {ch}", "it changes objects of a "
                              "channel the principal does not own")
 
+    # ---- quotas (the broker's QuotaUsage, per principal) ------------------------------------
+
+    def charge(self, principal: Principal, method: str, args: Mapping[str, Any]) -> None:
+        """Count what the call will use against the principal's quotas, or refuse it
+        whole with a counted :class:`~siftbus.errors.QuotaExceeded`: one more object
+        held for a creating method, the rate for the events of a push. :meth:`refund`
+        gives the object back when the call then fails."""
+        if self.guard.open:
+            return
+        usage = self.guard.usage(principal)
+        try:
+            if method in CREATES:
+                usage.reserve_profiles(1)
+            elif method == "push" and isinstance(args.get("events"), list):
+                usage.check_publish(len(args["events"]))
+        except QuotaExceeded as exc:
+            raise self.guard.refuse(exc, principal.name, f"channel.{method}") from None
+
+    def refund(self, principal: Principal, method: str) -> None:
+        """A call :meth:`charge` counted failed: the object it reserved is not held."""
+        if not self.guard.open and method in CREATES:
+            self.guard.usage(principal).release_profiles(1)
+
+    def disconnected(self, args: Mapping[str, Any], side: str) -> None:
+        """A proxy was disconnected: its owner no longer holds it."""
+        ch, proxy = _id(args, "channel"), _id(args, "proxy")
+        owner = self._owners.pop((ch or 0, "proxy", side, proxy if proxy is not None else -1),
+                                 None)
+        if owner is not None:
+            self._usage(owner).release_profiles(1)
+            self._save()
+
     def _need(self, principal: Principal, key: Key, method: str, what: str) -> None:
         if self._owners.get(key) != principal.name:
             raise self._deny(principal, method, what, "it belongs to another principal")
@@ -163,26 +209,35 @@ class ChannelAccess:
     def created(self, principal: Principal, method: str, args: Mapping[str, Any],
                 result: Any) -> None:
         """Record the owner of what ``method`` just created (``result`` is its id)."""
-        if self.guard.open or not isinstance(result, int) or isinstance(result, bool):
+        if self.guard.open:
             return
         ch = _id(args, "channel")
-        if method == "create_channel":
-            self._owners[(result, "", "", 0)] = principal.name
+        if not isinstance(result, int) or isinstance(result, bool):
+            key = None
+        elif method == "create_channel":
+            key = (result, "", "", 0)
         elif method in _CREATES_ADMIN and ch is not None:
-            self._owners[(ch, "admin", _CREATES_ADMIN[method], result)] = principal.name
+            key = (ch, "admin", _CREATES_ADMIN[method], result)
         elif method in _CREATES_PROXY and ch is not None:
-            self._owners[(ch, "proxy", _CREATES_PROXY[method], result)] = principal.name
+            key = (ch, "proxy", _CREATES_PROXY[method], result)
         else:
+            key = None
+        if key is None:
+            self.refund(principal, method)  # nothing recorded: nothing held
             return
+        prev = self._owners.get(key)
+        if prev is not None:  # a stale record of an id used again: the old one is gone
+            self._usage(prev).release_profiles(1)
+        self._owners[key] = principal.name
         self._save()
 
     def destroyed(self, channel: int) -> None:
         """Forget the owners of a destroyed channel's objects."""
         gone = [k for k in self._owners if k[0] == channel]
         for k in gone:
-            del self._owners[k]
+            self._usage(self._owners.pop(k)).release_profiles(1)
         if gone:
             self._save()
 
 
-__all__ = ["ADMIN_METHODS", "ADMIN_RIGHT", "USE_RIGHT", "ChannelAccess"]
+__all__ = ["ADMIN_METHODS", "ADMIN_RIGHT", "CREATES", "USE_RIGHT", "ChannelAccess"]

@@ -135,10 +135,17 @@ class ChannelService:
         if access is not None and self._principal_of is not None and not access.open:
             principal = self._principal_of(caller)
             access.check(principal, method, args)
-            result = self._run(fn, method, args)
+            access.charge(principal, method, args)
+            try:
+                result = self._run(fn, method, args)
+            except BaseException:
+                access.refund(principal, method)
+                raise
             access.created(principal, method, args, result)
             if method == "destroy_channel":
                 access.destroyed(args["channel"])
+            elif method == "disconnect":
+                access.disconnected(args, self._side(args))
             return result
         return self._run(fn, method, args)
 
