@@ -51,7 +51,6 @@ class TargetEntry:
     top: frozenset[int] | None = None  # the pre-check's pids (most required), cached
     texts: tuple[str, ...] = ()  # (target.text,), for ElementMatch
     slots: dict[int, SlotIndex] = field(default_factory=dict)  # pid -> its constraints
-    receivers: Counter[Receiver] = field(default_factory=Counter)
     #: constraint id -> nested filter, evaluated on the event element
     nested: dict[int, NestedFilter] = field(default_factory=dict)
 
@@ -389,7 +388,6 @@ class Registry:
         self._fsize[fid] = len(cids)
         self._nfilters += 1
         entry.filters.add(fid)
-        entry.receivers[sub.receiver] += 1
         if cids:
             # until the next compile chooses by the slots' estimates, the constraint with
             # the fewest filters is the access (any of its constraints is correct)
@@ -430,8 +428,6 @@ class Registry:
 
     def _remove_filter(self, fid: int) -> None:
         entry = self._tid_entry[self._f_tid[fid]]
-        rec = self._f_rec[fid]
-        assert rec is not None
         cids = self._f_cids[fid]
         self._table.remove(fid)
         self._f_sub[fid] = None
@@ -448,9 +444,6 @@ class Registry:
         self._free_fids.append(fid)
         entry.filters.discard(fid)
         entry.unconditional.pop(fid, None)
-        entry.receivers[rec] -= 1
-        if entry.receivers[rec] == 0:
-            del entry.receivers[rec]
         for cid in cids:
             self._con_filters[cid].discard(fid)
             self._con_arr.pop(cid, None)

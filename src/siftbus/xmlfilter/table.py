@@ -19,6 +19,7 @@ compiling is amortised O(1) per change and bulk loading compiles once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 
 import numpy as np
 from numba import njit
@@ -204,19 +205,24 @@ class AccessTable:
         the removed filters are folded in. ``rank[0, fid]`` and ``rank[1, fid]`` are the
         places of the filter's subscription id and receiver among the live ones, sorted
         (so that sorting matched ranks sorts the ids)."""
-        rows = sorted(entries, key=lambda e: e[1])
+        # built column by column from Python lists, in bulk (one numpy call per column,
+        # not one per filter)
+        rows = sorted(entries, key=itemgetter(1))
         n = len(rows)
+        fids = np.array([r[0] for r in rows], np.int64).reshape(n)
         counts = np.zeros(ncid + 1, np.int64)
+        counts[1:] = np.bincount(np.array([r[1] for r in rows], np.int64).reshape(n),
+                                 minlength=ncid)[:ncid]
+        pad = (-1,) * _INLINE
         table = np.full((n, _ROW), -1, np.int64)
-        flat: list[int] = []
-        for j, (fid, access, others) in enumerate(rows):
-            counts[access + 1] += 1
-            table[j, _FID] = fid
-            table[j, _IN0 : _IN0 + min(len(others), _INLINE)] = others[:_INLINE]
-            table[j, _OBEG] = len(flat)
-            flat.extend(others[_INLINE:])
-            table[j, _OEND] = len(flat)
-        fids = table[:, _FID]
+        table[:, _FID] = fids
+        table[:, _IN0 : _IN0 + _INLINE] = np.array(
+            [(r[2] + pad)[:_INLINE] for r in rows], np.int64).reshape(n, _INLINE)
+        rest = [max(0, len(r[2]) - _INLINE) for r in rows]
+        ends = np.cumsum(np.array(rest, np.int64).reshape(n))
+        table[:, _OEND] = ends
+        table[:, _OBEG] = ends - np.array(rest, np.int64).reshape(n)
+        flat = [o for r in rows if len(r[2]) > _INLINE for o in r[2][_INLINE:]]
         table[:, _SUB] = rank[0, fids]
         table[:, _REC] = rank[1, fids]
         self._marks = np.zeros(int(rank.max(initial=0)) + 1, np.uint8)
