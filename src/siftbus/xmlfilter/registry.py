@@ -375,7 +375,7 @@ class Registry:
         for cid in cids:
             self._con_filters[cid].add(fid)
             self._con_arr.pop(cid, None)
-        view = View.of(f)
+        view = View.of(f) if f.nested or f.visible is not None else None
         self._f_view[fid] = view
         self._f_index[fid] = index
         if view is not None:
@@ -388,7 +388,9 @@ class Registry:
         self._fsize[fid] = len(cids)
         self._nfilters += 1
         entry.filters.add(fid)
-        if cids:
+        if len(cids) == 1:
+            self._table.add(fid, cids[0], ())
+        elif cids:
             # until the next compile chooses by the slots' estimates, the constraint with
             # the fewest filters is the access (any of its constraints is correct)
             con_filters = self._con_filters
@@ -396,10 +398,13 @@ class Registry:
             self._table.add(fid, access, tuple([c for c in cids if c != access]))
         else:
             entry.unconditional[fid] = None
-        for pid in {self._con_slot[c][1] for c in cids} - {-1}:
-            bm = entry.selectivity.get(pid)
+        con_slot, selectivity = self._con_slot, entry.selectivity
+        for pid in {con_slot[c][1] for c in cids}:
+            if pid < 0:  # a nested filter's constraint: no path
+                continue
+            bm = selectivity.get(pid)
             if bm is None:
-                bm = entry.selectivity[pid] = BitMap()
+                bm = selectivity[pid] = BitMap()
             bm.add(fid)
         entry.top = None
         return fid

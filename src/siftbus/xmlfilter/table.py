@@ -175,7 +175,9 @@ class AccessTable:
         """A new filter (it waits in the delta until the next compile)."""
         self._delta.setdefault(access, []).append((fid, others))
         self._delta_of[fid] = access
-        self._grow_stamp(max(access, *others) if others else access)
+        top = max(access, *others) if others else access
+        if top >= len(self._stamp):
+            self._grow_stamp(top)
         self._update()
 
     def remove(self, fid: int) -> None:
