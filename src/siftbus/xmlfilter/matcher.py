@@ -108,11 +108,27 @@ def _local(tag: str) -> str:
     return tag[tag.index("}") + 1 :] if tag[:1] == "{" else tag
 
 
-def _pick(items: list[Any], ranks: list[int]) -> tuple[Any, ...]:
-    """``tuple(items[r] for r in ranks)``, made in C."""
-    if len(ranks) == 1:
-        return (items[ranks[0]],)
-    return itemgetter(*ranks)(items)
+#: above this many ranks, ids are taken from an object array by numpy (one call, no
+#: Python int per rank); below, an ``itemgetter`` over the list costs less to set up
+_TAKE_MIN = 48
+
+
+def _pick(items: list[Any], table: np.ndarray, ranks: np.ndarray) -> tuple[Any, ...]:
+    """``tuple(items[r] for r in ranks)``, made in C; ``table`` is ``items`` as an
+    object array."""
+    n = len(ranks)
+    if n > _TAKE_MIN:
+        return tuple(table.take(ranks).tolist())
+    if n == 1:
+        return (items[int(ranks[0])],)
+    return itemgetter(*ranks.tolist())(items) if n else ()
+
+
+def _objects(items: list[Any]) -> np.ndarray:
+    """``items`` as a one-dimensional object array (whatever the items are)."""
+    arr = np.empty(len(items), object)
+    arr[:] = items
+    return arr
 
 
 def _fresh(s: str) -> str:
@@ -186,6 +202,8 @@ class XmlMatcher(Registry):
         rkeys = sorted(recs)
         self._rec_objs = [Receiver(_fresh(r.method), _fresh(r.address))  # type: ignore[union-attr]
                           for r in (recs[k] for k in rkeys)]
+        self._sub_table = _objects(self._sub_names)
+        self._rec_table = _objects(self._rec_objs)
         rec_rank = {k: i for i, k in enumerate(rkeys)}
         rank = np.zeros((2, max(1, len(f_sub))), np.int32)
         rank[0, live] = [sub_rank[f_sub[f]] for f in live]  # type: ignore[index]
@@ -315,8 +333,10 @@ class XmlMatcher(Registry):
                     assert rec_ranks is not None
                     st[2] += 1
                     st[5] += len(found)
-                    return ElementMatch(texts, _pick(self._sub_names, sub_ranks),
-                                        _pick(self._rec_objs, rec_ranks), tuple(found))
+                    return ElementMatch(texts,
+                                        _pick(self._sub_names, self._sub_table, sub_ranks),
+                                        _pick(self._rec_objs, self._rec_table, rec_ranks),
+                                        tuple(found))
             else:
                 found = self._match_counting(sat)
             st[5] += len(found)

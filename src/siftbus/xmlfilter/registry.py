@@ -110,6 +110,8 @@ class Registry:
         self._table = AccessTable(compile_min)
         self._sub_names: list[str] = []  # subscription ids and receivers by rank (compile)
         self._rec_objs: list[Receiver] = []
+        self._sub_table = np.empty(0, object)  # the same two as object arrays
+        self._rec_table = np.empty(0, object)
         self._tries: dict[frozenset[int], tuple[Trie, bool]] = {}
         #: ancestors-or-self tags -> (located-by-path targets, their trie, has '//' paths)
         self._by_chain: dict[tuple[str, ...], tuple[list[TargetEntry], Trie | None, bool]]

@@ -255,11 +255,14 @@ class AccessTable:
             self._stamp = new
 
     # -- matching -----------------------------------------------------------------------
-    def match(self, sat: np.ndarray) -> tuple[list[int], list[int] | None, list[int] | None]:
+    def match(self, sat: np.ndarray
+              ) -> tuple[list[int], np.ndarray | None, np.ndarray | None]:
         """The filters whose constraints are all in ``sat`` (an int32 array of satisfied
         constraint ids, which is consumed), through their access constraint; with the
         sorted distinct ranks of their subscriptions and receivers (see :meth:`compile`),
-        or None for those when a filter of the delta matched (it has no rank yet)."""
+        as int32 arrays valid until the next match (views of the kernel's output: the
+        caller turns them into ids at once), or None for those when a filter of the
+        delta matched (it has no rank yet)."""
         epoch = self._epoch + 1
         if epoch == 0x80:
             epoch = self._next_epoch()
@@ -279,7 +282,7 @@ class AccessTable:
         if k == 0:
             found: list[int] = []
             if not self._delta:
-                return found, found, found
+                return found, _EMPTY, _EMPTY
         else:
             found = out[0, :k].tolist()
         if self._delta:
@@ -288,8 +291,8 @@ class AccessTable:
             if len(found) > n:
                 return found, None, None
             if not n:
-                return found, [], []
-        return found, out[1, :nsub].tolist(), out[2, :nrec].tolist()
+                return found, _EMPTY, _EMPTY
+        return found, out[1, :nsub], out[2, :nrec]
 
     def _next_epoch(self) -> int:
         self._epoch += 1
