@@ -38,6 +38,13 @@ loop is timed as a calibration.
     python bench/xmlfilter.py --quick      # sparse up to 100,000, the others at 10,000
     python bench/xmlfilter.py              # adds 183,275 (the automotive scenario)
     python bench/xmlfilter.py --full       # adds 200,000, more repeats
+
+The previous engine as a same-run baseline: its ``src`` unpacked apart and put first on
+the path, the two run in turns (the XPath oracle and this workload generator stay)::
+
+    git archive main src | tar -x -C /tmp/prev
+    PYTHONPATH=/tmp/prev/src python bench/xmlfilter.py --sizes 183275,200000 \
+        --no-ablations --out /tmp/prev.json
 """
 
 from __future__ import annotations

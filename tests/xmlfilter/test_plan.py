@@ -157,3 +157,33 @@ def test_hundreds_of_matches_per_event_equal_the_oracle() -> None:
     assert view(f, doc) == want
     assert max(len(w[0]) for w in want) == 700
     check_table(f.matcher)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(conds=st.lists(st.lists(st.one_of(  # biased to 'exists', which most events meet
+    st.just(("readPoint/id", "attribute-exists", [])), dense_condition()),
+    min_size=1, max_size=2), min_size=49, max_size=140),
+       receivers=st.integers(1, 120),
+       docs=st.lists(epcis_documents(), min_size=1, max_size=3))
+def test_many_matches_per_event_equal_xpath_oracle(conds: list[list[Any]], receivers: int,
+                                                   docs: list[bytes]) -> None:
+    """Dozens to over a hundred matched subscriptions and receivers per event: their ids
+    are taken from object arrays by rank (above 48) instead of one by one; the notified
+    subscriptions and receivers equal the XPath oracle's, from the compiled snapshot
+    (every filter has a condition: an unconditional one takes the general path)."""
+    f = XmlEventFilter(compile_min=1)
+    subs = []
+    seen: set[str] = set()
+    for i, cs in enumerate(conds):
+        sub = Subscription.build(
+            Receiver("HTTP", f"http://r{i % receivers:03d}/"),
+            [ContentFilter.build("//ObjectEvent", cs, namespaces=NS)], id=f"m{i:03d}")
+        if sub.digest not in seen:
+            seen.add(sub.digest)
+            subs.append(sub)
+            f.subscribe(sub)
+    f.matcher.compile()
+    ref = XPathReference(subs, mode="xpath")
+    for doc in docs:
+        assert view(f, doc) == oracle(ref, doc)

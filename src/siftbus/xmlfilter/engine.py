@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -15,7 +14,7 @@ from siftbus.errors import DuplicateSubscriptionError, UnknownSubscriptionError,
 from siftbus.xmlfilter.document import read_subscriptions
 from siftbus.xmlfilter.limits import quoted
 from siftbus.xmlfilter.manager import Lifecycle, State, SubscriptionStatus
-from siftbus.xmlfilter.matcher import ElementMatch, Strategy, XmlMatcher
+from siftbus.xmlfilter.matcher import ElementMatch, Strategy, XmlMatcher, collector_paused
 from siftbus.xmlfilter.output import Dispatcher, Notification
 from siftbus.xmlfilter.splitter import cut
 from siftbus.xmlfilter.subscription import Subscription
@@ -37,22 +36,6 @@ class EventResult(NamedTuple):
     def notification(self) -> Notification | None:
         """The first notification (the whole event when anyone asked for it), or None."""
         return self.notifications[0] if self.notifications else None
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a document is registered: it builds
-    thousands of long-lived objects without cycles, and each full collection would scan
-    the whole index again (a quarter of the loading time at 183,275 subscriptions). It is
-    enabled again at the end if it was on (by whichever call ends first, when several
-    documents are registered at once)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class XmlEventFilter:
@@ -112,7 +95,7 @@ class XmlEventFilter:
         ``check`` is called between subscriptions; whatever it raises undoes the document
         (the HTTP endpoint bounds a request's time with it).
         """
-        with _collector_paused():
+        with collector_paused():
             return self._subscribe_xml(data, source, default_method, sender, check)
 
     def _subscribe_xml(self, data: bytes | str, source: str | None,

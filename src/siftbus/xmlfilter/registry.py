@@ -51,7 +51,6 @@ class TargetEntry:
     top: frozenset[int] | None = None  # the pre-check's pids (most required), cached
     texts: tuple[str, ...] = ()  # (target.text,), for ElementMatch
     slots: dict[int, SlotIndex] = field(default_factory=dict)  # pid -> its constraints
-    receivers: Counter[Receiver] = field(default_factory=Counter)
     #: constraint id -> nested filter, evaluated on the event element
     nested: dict[int, NestedFilter] = field(default_factory=dict)
 
@@ -111,6 +110,8 @@ class Registry:
         self._table = AccessTable(compile_min)
         self._sub_names: list[str] = []  # subscription ids and receivers by rank (compile)
         self._rec_objs: list[Receiver] = []
+        self._sub_table = np.empty(0, object)  # the same two as object arrays
+        self._rec_table = np.empty(0, object)
         self._tries: dict[frozenset[int], tuple[Trie, bool]] = {}
         #: ancestors-or-self tags -> (located-by-path targets, their trie, has '//' paths)
         self._by_chain: dict[tuple[str, ...], tuple[list[TargetEntry], Trie | None, bool]]
@@ -376,7 +377,7 @@ class Registry:
         for cid in cids:
             self._con_filters[cid].add(fid)
             self._con_arr.pop(cid, None)
-        view = View.of(f)
+        view = View.of(f) if f.nested or f.visible is not None else None
         self._f_view[fid] = view
         self._f_index[fid] = index
         if view is not None:
@@ -389,8 +390,9 @@ class Registry:
         self._fsize[fid] = len(cids)
         self._nfilters += 1
         entry.filters.add(fid)
-        entry.receivers[sub.receiver] += 1
-        if cids:
+        if len(cids) == 1:
+            self._table.add(fid, cids[0], ())
+        elif cids:
             # until the next compile chooses by the slots' estimates, the constraint with
             # the fewest filters is the access (any of its constraints is correct)
             con_filters = self._con_filters
@@ -398,10 +400,13 @@ class Registry:
             self._table.add(fid, access, tuple([c for c in cids if c != access]))
         else:
             entry.unconditional[fid] = None
-        for pid in {self._con_slot[c][1] for c in cids} - {-1}:
-            bm = entry.selectivity.get(pid)
+        con_slot, selectivity = self._con_slot, entry.selectivity
+        for pid in {con_slot[c][1] for c in cids}:
+            if pid < 0:  # a nested filter's constraint: no path
+                continue
+            bm = selectivity.get(pid)
             if bm is None:
-                bm = entry.selectivity[pid] = BitMap()
+                bm = selectivity[pid] = BitMap()
             bm.add(fid)
         entry.top = None
         return fid
@@ -430,8 +435,6 @@ class Registry:
 
     def _remove_filter(self, fid: int) -> None:
         entry = self._tid_entry[self._f_tid[fid]]
-        rec = self._f_rec[fid]
-        assert rec is not None
         cids = self._f_cids[fid]
         self._table.remove(fid)
         self._f_sub[fid] = None
@@ -448,9 +451,6 @@ class Registry:
         self._free_fids.append(fid)
         entry.filters.discard(fid)
         entry.unconditional.pop(fid, None)
-        entry.receivers[rec] -= 1
-        if entry.receivers[rec] == 0:
-            del entry.receivers[rec]
         for cid in cids:
             self._con_filters[cid].discard(fid)
             self._con_arr.pop(cid, None)

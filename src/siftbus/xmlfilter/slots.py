@@ -144,6 +144,31 @@ def unpack(data: bytes | bytearray) -> list[int]:
     return out.tolist()
 
 
+#: an EPC URN's text before its last ':' -> its scheme, or None when it is no EPC header
+_EPC_HEADS: dict[str, str | None] = {}
+
+
+def epc_parts(v: str) -> tuple[str, str] | None:
+    """(scheme, fields text) of an EPC URN: :func:`epc_split` without splitting, the
+    meaning of the header (``urn:epc:id:sgtin``, a handful per deployment) remembered."""
+    t = v.strip()
+    i = t.rfind(":")
+    if i < 0:
+        return None
+    head = t[:i]
+    scheme = _EPC_HEADS.get(head, "")
+    if scheme == "":
+        # the header decides everything but the last part, which must not be empty
+        split = epc_split(head + ":x")
+        scheme = None if split is None else split[0]
+        if len(_EPC_HEADS) >= 1024:  # documents may carry any number of headers
+            _EPC_HEADS.clear()
+        _EPC_HEADS[head] = scheme
+    if scheme is None or i == len(t) - 1:
+        return None
+    return scheme, t[i + 1 :]
+
+
 def _add_to(d: dict[str, bytes], key: str, cid: int) -> None:
     d[key] = d.get(key, b"") + pack((cid,))
 
@@ -177,8 +202,8 @@ class SlotIndex:
         self.eq: dict[str, bytes] = {}
         self._prefix: dict[int, dict[str, bytes]] = {}
         self._globs: list[tuple[Glob, int]] = []
-        # (scheme, fields, literal prefix length) -> literal prefix -> bucket
-        self._epc: dict[tuple[str, int, int], dict[tuple[str, ...], _EpcBucket]] = {}
+        # (scheme, fields, literal prefix length) -> literal prefix (joined by '.') -> bucket
+        self._epc: dict[tuple[str, int, int], dict[str, _EpcBucket]] = {}
         self._num: dict[str, _Sorted] = {}  # lt, le, gt, ge, ne
         self._num_eq: dict[float, list[int]] = {}
         #: value text -> its satisfied numeric constraints (packed); values repeat (a
@@ -245,7 +270,9 @@ class SlotIndex:
     def _apply_epc(self, pat: EpcPattern, cid: int, add: bool) -> None:
         k = pat.literal_prefix()
         key = (pat.scheme, len(pat.fields), k)
-        prefix = tuple(str(f) for f in pat.fields[:k])
+        # the literal fields joined as written: fields hold no '.', so the text is as
+        # distinctive as the tuple, and a value's prefix is found by slicing its text
+        prefix = ".".join(str(f) for f in pat.fields[:k])
         buckets = self._epc.setdefault(key, {})
         bucket = buckets.get(prefix)
         if bucket is None:
@@ -350,28 +377,42 @@ class SlotIndex:
             self._collect_numeric(v, buf, ints)
 
     def _collect_epc(self, v: str, buf: bytearray, ints: list[int]) -> None:
-        split = epc_split(v)
-        if split is None:
+        parts = epc_parts(v)
+        if parts is None:
             return
-        scheme, got = split
-        n = len(got)
+        scheme, body = parts
+        n = body.count(".") + 1
+        got: list[str] | None = None
         for (sch, nf, k), buckets in self._epc.items():
             if sch != scheme or nf != n:
                 continue
-            bucket = buckets.get(tuple(got[:k]))
+            if k == 0:
+                key = ""
+            elif k == n:
+                key = body
+            elif k == n - 1:
+                key = body[: body.rfind(".")]
+            else:
+                if got is None:
+                    got = body.split(".")
+                key = ".".join(got[:k])
+            bucket = buckets.get(key)
             if bucket is None:
                 continue
             if bucket.wild:
                 buf += bucket.wild
-            for pat, cid in bucket.others:
-                if pat.matches_fields(got):
-                    ints.append(cid)
-            if len(bucket.ranges):
-                x = EpcPattern.field_number(got[k])
-                if x is not None:
-                    for pat, cid in bucket.ranges.stab(x):
-                        if pat.matches_fields(got):  # the fields after the range
-                            ints.append(cid)
+            if bucket.others or len(bucket.ranges):
+                if got is None:
+                    got = body.split(".")
+                for pat, cid in bucket.others:
+                    if pat.matches_fields(got):
+                        ints.append(cid)
+                if len(bucket.ranges):
+                    x = EpcPattern.field_number(got[k])
+                    if x is not None:
+                        for pat, cid in bucket.ranges.stab(x):
+                            if pat.matches_fields(got):  # the fields after the range
+                                ints.append(cid)
 
     def _collect_numeric(self, v: str, buf: bytearray, ints: list[int]) -> None:
         hit = self._num_cache.get(v)

@@ -253,12 +253,15 @@ def make_condition(
     Refused beyond ``limits``: a path longer than ``max_expression`` characters, more than
     ``max_values`` operands, an operand longer than ``max_value``.
     """
-    _check_size("attribute path", attribute, limits.max_expression, "max_expression")
+    if len(attribute) > limits.max_expression:
+        _check_size("attribute path", attribute, limits.max_expression, "max_expression")
     if len(values) > limits.max_values:
         raise SubscriptionError(f"{len(values):,} values in one condition, more than "
                                 f"{limits.max_values:,} (max_values)", field="value")
+    longest = limits.max_value
     for v in values:
-        _check_size("value", v, limits.max_value, "max_value")
+        if len(v) > longest:
+            _check_size("value", v, longest, "max_value")
     vals = tuple(values)
     # the target matters only to an absolute path (its steps may be stripped)
     where = target.key if target is not None and attribute.lstrip()[:1] == "/" else None

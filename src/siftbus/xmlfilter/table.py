@@ -19,6 +19,7 @@ compiling is amortised O(1) per change and bulk loading compiles once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 
 import numpy as np
 from numba import njit
@@ -174,7 +175,9 @@ class AccessTable:
         """A new filter (it waits in the delta until the next compile)."""
         self._delta.setdefault(access, []).append((fid, others))
         self._delta_of[fid] = access
-        self._grow_stamp(max(access, *others) if others else access)
+        top = max(access, *others) if others else access
+        if top >= len(self._stamp):
+            self._grow_stamp(top)
         self._update()
 
     def remove(self, fid: int) -> None:
@@ -204,19 +207,24 @@ class AccessTable:
         the removed filters are folded in. ``rank[0, fid]`` and ``rank[1, fid]`` are the
         places of the filter's subscription id and receiver among the live ones, sorted
         (so that sorting matched ranks sorts the ids)."""
-        rows = sorted(entries, key=lambda e: e[1])
+        # built column by column from Python lists, in bulk (one numpy call per column,
+        # not one per filter)
+        rows = sorted(entries, key=itemgetter(1))
         n = len(rows)
+        fids = np.array([r[0] for r in rows], np.int64).reshape(n)
         counts = np.zeros(ncid + 1, np.int64)
+        counts[1:] = np.bincount(np.array([r[1] for r in rows], np.int64).reshape(n),
+                                 minlength=ncid)[:ncid]
+        pad = (-1,) * _INLINE
         table = np.full((n, _ROW), -1, np.int64)
-        flat: list[int] = []
-        for j, (fid, access, others) in enumerate(rows):
-            counts[access + 1] += 1
-            table[j, _FID] = fid
-            table[j, _IN0 : _IN0 + min(len(others), _INLINE)] = others[:_INLINE]
-            table[j, _OBEG] = len(flat)
-            flat.extend(others[_INLINE:])
-            table[j, _OEND] = len(flat)
-        fids = table[:, _FID]
+        table[:, _FID] = fids
+        table[:, _IN0 : _IN0 + _INLINE] = np.array(
+            [(r[2] + pad)[:_INLINE] for r in rows], np.int64).reshape(n, _INLINE)
+        rest = [max(0, len(r[2]) - _INLINE) for r in rows]
+        ends = np.cumsum(np.array(rest, np.int64).reshape(n))
+        table[:, _OEND] = ends
+        table[:, _OBEG] = ends - np.array(rest, np.int64).reshape(n)
+        flat = [o for r in rows if len(r[2]) > _INLINE for o in r[2][_INLINE:]]
         table[:, _SUB] = rank[0, fids]
         table[:, _REC] = rank[1, fids]
         self._marks = np.zeros(int(rank.max(initial=0)) + 1, np.uint8)
@@ -247,11 +255,14 @@ class AccessTable:
             self._stamp = new
 
     # -- matching -----------------------------------------------------------------------
-    def match(self, sat: np.ndarray) -> tuple[list[int], list[int] | None, list[int] | None]:
+    def match(self, sat: np.ndarray
+              ) -> tuple[list[int], np.ndarray | None, np.ndarray | None]:
         """The filters whose constraints are all in ``sat`` (an int32 array of satisfied
         constraint ids, which is consumed), through their access constraint; with the
         sorted distinct ranks of their subscriptions and receivers (see :meth:`compile`),
-        or None for those when a filter of the delta matched (it has no rank yet)."""
+        as int32 arrays valid until the next match (views of the kernel's output: the
+        caller turns them into ids at once), or None for those when a filter of the
+        delta matched (it has no rank yet)."""
         epoch = self._epoch + 1
         if epoch == 0x80:
             epoch = self._next_epoch()
@@ -271,7 +282,7 @@ class AccessTable:
         if k == 0:
             found: list[int] = []
             if not self._delta:
-                return found, found, found
+                return found, _EMPTY, _EMPTY
         else:
             found = out[0, :k].tolist()
         if self._delta:
@@ -280,8 +291,8 @@ class AccessTable:
             if len(found) > n:
                 return found, None, None
             if not n:
-                return found, [], []
-        return found, out[1, :nsub].tolist(), out[2, :nrec].tolist()
+                return found, _EMPTY, _EMPTY
+        return found, out[1, :nsub], out[2, :nrec]
 
     def _next_epoch(self) -> int:
         self._epoch += 1
