@@ -107,10 +107,6 @@ class CompiledType:
     """int32 slots of the profiles without any condition."""
     lead: np.ndarray
     """int16 lead attribute of each rank (-1: none)."""
-    pairs: np.ndarray
-    """int64 ``[V, 4]`` pair-keyed lead sets (see :mod:`siftbus.match.kernel`)."""
-    bucket: np.ndarray
-    """int32 bucket of every global cell of an attribute, for pairs (empty without)."""
     ids: np.ndarray
     """Profile ids by rank (numpy str array)."""
     sub_code: np.ndarray
@@ -150,8 +146,7 @@ class CompiledType:
     def kernel_args(self) -> kernel.IndexArrays:
         """The index arrays in the order the kernels take them."""
         return (self.cell_base, self.set_kind, self.set_off, self.set_ent, self.slot_pre,
-                self.bitmaps, self.cond_off, self.runs, self.rank, self.always, self.pairs,
-                self.bucket)
+                self.bitmaps, self.cond_off, self.runs, self.rank, self.always)
 
     def run(self, cells: np.ndarray, alive: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
@@ -200,8 +195,7 @@ class CompiledType:
         return sum(a.nbytes for a in (self.order, self.cell_base, self.bounds, self.set_kind,
                                       self.set_off, self.set_ent, self.slot_pre, self.bitmaps,
                                       self.cond_off, self.runs, self.rank, self.slot_of_rank,
-                                      self.always, self.lead, self.sub_code, self.pairs,
-                                      self.bucket))
+                                      self.always, self.lead, self.sub_code))
 
     # -- the profiles, read back from the index ----------------------------------------
 

@@ -41,18 +41,10 @@ Array layout of the PrimAS index (built by :func:`siftbus.match.index.compile_ty
                              evaluation order
 ``rank``       int32[n]      output index (plain string order of ids) of each slot
 ``always``     int32[]       slots of profiles with no condition
-``pairs``      int64[V, 4]   pair-keyed lead sets: per pair its lead attribute ``a``, its
-                             partner ``b``, its first global cell and the stride (the
-                             cells of one cell of ``a``); the event's set of pair ``v``
-                             is cell ``base + cell_a * stride + bucket[cell_base[b] + cell_b]``
-``bucket``     int32[cells]  bucket of every (real) global cell, for partners (empty
-                             without pairs)
 ``alive``      uint8[n]      tombstones by slot (0 = removed); empty = all alive
 
-A profile's lead set is the one of its most selective condition, or, in a large index,
-the one of its lead cell *and* its next condition's bucket (a pair); every profile is in
-the lead sets of one attribute or one pair, and an event looks up one set per attribute
-and per pair, so the per-lead results are disjoint.
+A profile's lead set is the one of its most selective condition; every profile has one
+lead attribute, so the per-lead results are disjoint.
 """
 
 from __future__ import annotations
@@ -79,9 +71,9 @@ _BATCH_KERNELS = frozenset({"index_match", "index_match_grouped", "counting_matc
 
 
 IndexArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-"""``(cell_base, set_kind, set_off, ent, slot_pre, bitmaps, cond_off, runs, rank, always,
-pairs, bucket)``: the index arrays in the order every ``index_*`` kernel takes them."""
+                    np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""``(cell_base, set_kind, set_off, ent, slot_pre, bitmaps, cond_off, runs, rank, always)``:
+the index arrays in the order every ``index_*`` kernel takes them."""
 
 
 class Kernels(Protocol):
@@ -90,8 +82,8 @@ class Kernels(Protocol):
     def index_match(self, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                     set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                     bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
-                    rank: np.ndarray, always: np.ndarray, pairs: np.ndarray,
-                    bucket: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                    rank: np.ndarray, always: np.ndarray,
+                    alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """PrimAS matching of a batch of cell rows; returns CSR ``(offsets, ranks)``,
         each row's ranks sorted."""
 
@@ -99,7 +91,6 @@ class Kernels(Protocol):
                             set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
                             slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
                             runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
-                            pairs: np.ndarray, bucket: np.ndarray,
                             alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`index_match` for large batches, same result: per attribute the events
         are grouped by cell and each lead set is streamed once per group and tested
@@ -119,8 +110,7 @@ class Kernels(Protocol):
                          cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
                          ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
                          cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
-                         always: np.ndarray, pairs: np.ndarray, bucket: np.ndarray,
-                         alive: np.ndarray, out: np.ndarray) -> int:
+                         always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
         """:meth:`index_match_one` from the event's int64 keys of an all-ordered type:
         the cells are found by binary search in ``bounds`` (int64, the cells' lower
         bounds in global cell order) and written to ``row`` (int32[1, m])."""

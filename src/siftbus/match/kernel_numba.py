@@ -99,9 +99,12 @@ def _scan_list(g: int, e: int, cells: np.ndarray, set_off: np.ndarray, ent: np.n
     """Append the ranks of the members of list lead set ``g`` that event ``e`` matches:
     pre-checks first, then the runs when needed.
 
-    Callers branch on ``set_kind`` themselves: wrapped in an inlined function with that
-    branch and the call of :func:`_scan_bitmap`, numba's code scanned lists several times
-    slower (measured: 110 short lists per event took 22 µs instead of 0.7)."""
+    Bitmap sets are scanned by a function of their own (:func:`_scan_bitmap`, not
+    inlined), and callers branch on ``set_kind`` in their own loop: with the bitmap loop
+    inlined beside the list loop, numba's code for the list loop was slower (per-event
+    kernel at 100,000 profiles, one event repeated so that everything is in cache: 3.4 µs
+    before, 2.2 µs after; with the branch inside an inlined wrapper, several times
+    slower still)."""
     cap = out.shape[0]
     check_alive = alive.shape[0] > 0
     for t in range(set_off[g], set_off[g + 1]):
@@ -146,34 +149,12 @@ def _scan_bitmap(row: int, e: int, cells: np.ndarray, slot_pre: np.ndarray,
     return k
 
 
-@njit(cache=True, inline="always")
-def _pair_cell(e: int, v: int, cells: np.ndarray, cell_base: np.ndarray, pairs: np.ndarray,
-               bucket: np.ndarray) -> int:
-    """The global cell of event ``e`` in pair ``v``: ``base + lead cell * stride + bucket``."""
-    b = pairs[v, 1]
-    return pairs[v, 2] + cells[e, pairs[v, 0]] * pairs[v, 3] + bucket[cell_base[b] + cells[e, b]]
-
-
-@njit(cache=True)
-def _pairs_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
-                 set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
-                 bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
-                 rank: np.ndarray, pairs: np.ndarray, bucket: np.ndarray, alive: np.ndarray,
-                 out: np.ndarray, k: int) -> int:
-    """Append the ranks event ``e`` matches among pair-keyed profiles (see
-    :func:`_index_event`)."""
-    for v in range(pairs.shape[0]):  # pair sets are always lists (primas.build)
-        k = _scan_list(_pair_cell(e, v, cells, cell_base, pairs, bucket), e, cells, set_off,
-                       ent, cond_off, runs, rank, alive, out, k)
-    return k
-
-
 @njit(cache=True)
 def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                  set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                  bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
-                 rank: np.ndarray, always: np.ndarray, pairs: np.ndarray, bucket: np.ndarray,
-                 alive: np.ndarray, out: np.ndarray, k: int) -> int:
+                 rank: np.ndarray, always: np.ndarray, alive: np.ndarray, out: np.ndarray,
+                 k: int) -> int:
     """Append the ranks event ``e`` matches to ``out[k:]`` (unsorted); returns the new
     end. Writes nothing past ``len(out)`` but still counts, so a caller can grow ``out``
     and redo the event."""
@@ -194,15 +175,14 @@ def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.
         else:
             k = _scan_bitmap(row, e, cells, slot_pre, bitmaps, cond_off, runs, rank, alive,
                              out, k)
-    return _pairs_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                        cond_off, runs, rank, pairs, bucket, alive, out, k)
+    return k
 
 
 @njit(cache=True)
 def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                 set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                 bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
-                rank: np.ndarray, always: np.ndarray, pairs: np.ndarray, bucket: np.ndarray,
+                rank: np.ndarray, always: np.ndarray,
                 alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`siftbus.match.kernel.Kernels.index_match`."""
     n_events = cells.shape[0]
@@ -211,15 +191,13 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
     k = 0
     for e in range(n_events):
         end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                           bitmaps, cond_off, runs, rank, always, pairs, bucket, alive, out,
-                           k)
+                           bitmaps, cond_off, runs, rank, always, alive, out, k)
         if end > out.shape[0]:
             grown = np.empty(max(2 * out.shape[0], end + 64), np.int32)
             grown[:k] = out[:k]
             out = grown
             end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                               bitmaps, cond_off, runs, rank, always, pairs, bucket, alive, out,
-                           k)
+                               bitmaps, cond_off, runs, rank, always, alive, out, k)
         if end - k > 1:
             out[k:end].sort()
         k = end
@@ -263,14 +241,13 @@ def _csr_by_event(keys: np.ndarray, k: int, n_events: int, n: int
 def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                         set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                         bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
-                        rank: np.ndarray, always: np.ndarray, pairs: np.ndarray,
-                        bucket: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                        rank: np.ndarray, always: np.ndarray,
+                        alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`siftbus.match.kernel.Kernels.index_match_grouped`.
 
     The events of a group are copied column by column (``block[attribute, member]``), so
     the first pre-check of an entry runs over one contiguous column without a branch,
     writing the passing members to ``sel`` (stream compaction); only those go on.
-    Pair-keyed lead sets are short: they are scanned event by event.
     """
     n_events = cells.shape[0]
     m = cells.shape[1]
@@ -278,24 +255,12 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
     check_alive = alive.shape[0] > 0
     keys = np.empty(max(64, n_events * 8), np.int64)
     k = 0
-    got = np.empty(64, np.int32)
     for e in range(n_events):
         for p in always:
             if check_alive and alive[p] == 0:
                 continue
             keys = _append(keys, k, np.int64(e) * n + rank[p])
             k += 1
-        if pairs.shape[0]:
-            hits = _pairs_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                                bitmaps, cond_off, runs, rank, pairs, bucket, alive, got, 0)
-            if hits > got.shape[0]:
-                got = np.empty(2 * hits, np.int32)
-                hits = _pairs_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                                    bitmaps, cond_off, runs, rank, pairs, bucket, alive,
-                                    got, 0)
-            for i in range(hits):
-                keys = _append(keys, k, np.int64(e) * n + got[i])
-                k += 1
     block = np.empty((max(m, 1), n_events), np.int32)
     members = np.empty(n_events, np.int64)
     sel = np.empty(n_events, np.int64)
@@ -368,11 +333,11 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
 def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                     set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                     bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
-                    rank: np.ndarray, always: np.ndarray, pairs: np.ndarray,
-                    bucket: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+                    rank: np.ndarray, always: np.ndarray, alive: np.ndarray,
+                    out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_one`."""
     k = _index_event(0, cells, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                     cond_off, runs, rank, always, pairs, bucket, alive, out, 0)
+                     cond_off, runs, rank, always, alive, out, 0)
     if 1 < k <= out.shape[0]:
         out[:k].sort()
     return k
@@ -383,8 +348,7 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
                      cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
                      ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
                      cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
-                     always: np.ndarray, pairs: np.ndarray, bucket: np.ndarray,
-                     alive: np.ndarray, out: np.ndarray) -> int:
+                     always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
     for a in range(keys.shape[0]):
         lo = cell_base[a]
@@ -398,7 +362,7 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
                 hi = mid
         row[0, a] = lo - 1 - cell_base[a]
     k = _index_event(0, row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                     cond_off, runs, rank, always, pairs, bucket, alive, out, 0)
+                     cond_off, runs, rank, always, alive, out, 0)
     if 1 < k <= out.shape[0]:
         out[:k].sort()
     return k

@@ -52,10 +52,8 @@ def _accepted(cand: np.ndarray, row: np.ndarray, cond_off: np.ndarray,
 def _event(row: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
            set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
            bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
-           always: np.ndarray, pairs: np.ndarray, bucket: np.ndarray,
-           alive: np.ndarray) -> np.ndarray:
-    """Sorted ranks matched by one row of cells: the lead set of the row's cell of every
-    attribute, then of every pair (``base + lead cell * stride + bucket(partner cell)``)."""
+           always: np.ndarray, alive: np.ndarray) -> np.ndarray:
+    """Sorted ranks matched by one row of cells."""
     check_alive = len(alive) > 0
     parts = []
     al = always.astype(np.int64)
@@ -63,11 +61,8 @@ def _event(row: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
         al = al[alive[al] != 0]
     parts.append(rank[al])
     n = len(rank)
-    gs = (cell_base[:len(row)] + row).tolist()
-    if len(pairs):
-        gs += (pairs[:, 2] + row[pairs[:, 0]] * pairs[:, 3]
-               + bucket[cell_base[pairs[:, 1]] + row[pairs[:, 1]]]).tolist()
-    for g in gs:
+    for a in range(len(row)):
+        g = int(cell_base[a] + row[a])
         kind = int(set_kind[g])
         if kind < 0:
             lo, hi = int(set_off[g]), int(set_off[g + 1])
@@ -100,12 +95,11 @@ def _event(row: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
 def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                 set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                 bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
-                rank: np.ndarray, always: np.ndarray, pairs: np.ndarray, bucket: np.ndarray,
+                rank: np.ndarray, always: np.ndarray,
                 alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`siftbus.match.kernel.Kernels.index_match`."""
     rows = [_event(cells[e], cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                   cond_off, runs, rank, always, pairs, bucket, alive)
-            for e in range(cells.shape[0])]
+                   cond_off, runs, rank, always, alive) for e in range(cells.shape[0])]
     return _csr(rows)
 
 
@@ -115,11 +109,11 @@ index_match_grouped = index_match
 def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                     set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                     bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
-                    rank: np.ndarray, always: np.ndarray, pairs: np.ndarray,
-                    bucket: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+                    rank: np.ndarray, always: np.ndarray, alive: np.ndarray,
+                    out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_one`."""
     got = _event(cells[0], cell_base, set_kind, set_off, ent, slot_pre, bitmaps, cond_off,
-                 runs, rank, always, pairs, bucket, alive)
+                 runs, rank, always, alive)
     if len(got) <= len(out):
         out[:len(got)] = got
     return len(got)
@@ -129,14 +123,13 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
                      cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
                      ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
                      cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
-                     always: np.ndarray, pairs: np.ndarray, bucket: np.ndarray,
-                     alive: np.ndarray, out: np.ndarray) -> int:
+                     always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
     for a in range(len(keys)):
         lo, hi = int(cell_base[a]), int(cell_base[a + 1])
         row[0, a] = int(np.searchsorted(bounds[lo:hi], keys[a], side="right")) - 1
     return index_match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                           cond_off, runs, rank, always, pairs, bucket, alive, out)
+                           cond_off, runs, rank, always, alive, out)
 
 
 def _expand(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -28,15 +28,6 @@ from siftbus.match.columns import ProfileColumns
 PRECHECKS = 2
 """How many further conditions each lead-set entry carries (as cell hulls)."""
 
-PAIR_BUCKETS = 8
-"""Buckets (of about equal probability) a *partner* attribute's cells are grouped into
-for pair-keyed lead sets."""
-
-PAIR_MIN_PROFILES = 20_000
-"""Types with at least this many profiles key profiles by a pair of attributes (their lead
-cell and their partner's bucket) where that is more selective than the lead alone; below
-it the extra cells cost more than the shorter lists save."""
-
 
 @dataclass(frozen=True, slots=True)
 class EventModel:
@@ -103,9 +94,7 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     cells, pieces = layout(cols)  # piece slots are ranks here
     m = len(cells)
     hulls = [_Hulls.of(pc) for pc in pieces]
-    weights = [model.cell_weights(ac) if model is not None else uniform_weights(ac)
-               for ac in cells]
-    cov = _coverage(pieces, hulls, n, weights)
+    cov = _coverage(cells, pieces, hulls, n, model)
     if m and n:
         lead = np.argmin(cov, axis=0).astype(np.int16)
         lead[cov.min(axis=0) > 1.5] = -1
@@ -114,10 +103,6 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     eval_order = _evaluation_order(cells, cov, order, etype.name, n)
     pre = _prechecks(cov, lead, hulls, n, m)  # consumes cov
     del cov
-    n_cells = np.array([ac.n_cells for ac in cells], np.int64)
-    cell_base = np.concatenate([[0], np.cumsum(n_cells)]).astype(np.int64)
-    total_real = int(cell_base[-1])
-    pk = _pair_keys(pre, lead, weights, cell_base, n)
     attr_rank = np.empty(max(m, 1), np.int64)
     attr_rank[eval_order] = np.arange(m)
 
@@ -133,20 +118,16 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         multi[h.ranks[~is_lead & (h.runs > 1)]] = True
         lead_first[h.ranks[is_lead]] = h.lo[is_lead]
     full = (nonlead > PRECHECKS) | multi
-    total_cells = total_real + pk.cells
-    group = np.where(lead < 0, m + pk.n_pairs, lead).astype(np.int64)
-    group[pk.paired] = m + pk.pair_of[pk.paired]
-    lead_first[pk.paired] = (pk.table[pk.pair_of[pk.paired], 2]
-                             + lead_first[pk.paired] * pk.table[pk.pair_of[pk.paired], 3]
-                             + pk.lo[pk.paired])
-    lead_key = group * (total_cells + 1) + lead_first
-    del group
+    n_cells = np.array([ac.n_cells for ac in cells], np.int64)
+    cell_base = np.concatenate([[0], np.cumsum(n_cells)]).astype(np.int64)
+    total_cells = int(cell_base[-1])
+    lead_key = np.where(lead < 0, m, lead).astype(np.int64) * (total_cells + 1) + lead_first
     rank = np.argsort(lead_key, kind="stable").astype(np.int32)  # slot -> rank
     slot_of_rank = np.empty(n, np.int32)
     slot_of_rank[rank] = np.arange(n, dtype=np.int32)
     del lead_key, lead_first, nonlead, multi
 
-    small = total_real < 32767 and m < 32767
+    small = total_cells < 32767 and m < 32767
     dtype = np.int16 if small else np.int32
     bounds = np.concatenate([ac.bounds if ac.ordered else np.zeros(ac.n_cells, np.int64)
                              for ac in cells]).astype(np.int64) if m else np.zeros(0, np.int64)
@@ -173,31 +154,18 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         runs[dest, 2] = pc.last
         fill[slots] += h.runs
 
-    # Lead sets: per real attribute (cells of the attribute), and one block of cells for
-    # all pairs (pair v's cells are ``base_v + bucket * n_cells(lead) + lead cell``).
     lead_pieces: list[Pieces] = []
-    blocks: list[tuple[int, int]] = []  # (first global cell, cells) of each lead block
     counts = np.zeros(total_cells, np.int64)
-    pair_runs: list[Pieces] = []
     for a, pc in enumerate(pieces):
         is_lead = lead[pc.slots] == a
-        in_pair = is_lead & pk.paired[pc.slots]
-        if in_pair.any():
-            pair_runs.append(_pair_pieces(pc, in_pair, pk, total_real))
-        is_lead &= ~in_pair
-        lead_pieces.append(_by_slot(slot_of_rank, pc.slots[is_lead], pc.first[is_lead],
-                                    pc.last[is_lead]))
-        blocks.append((int(cell_base[a]), cells[a].n_cells))
-    if pk.cells:
-        vp = Pieces(*(np.concatenate([getattr(p, f) for p in pair_runs])
-                      for f in ("slots", "first", "last")))
-        lead_pieces.append(_by_slot(slot_of_rank, vp.slots, vp.first, vp.last))
-        blocks.append((total_real, pk.cells))
-    for lp, (base, nc) in zip(lead_pieces, blocks, strict=True):
-        counts[base:base + nc] = _run_counts(lp, nc)
+        slots = slot_of_rank[pc.slots[is_lead]]
+        by_slot = np.argsort(slots, kind="stable")
+        lp = Pieces(slots[by_slot], pc.first[is_lead][by_slot], pc.last[is_lead][by_slot])
+        lead_pieces.append(lp)
+        base = int(cell_base[a])
+        counts[base:base + cells[a].n_cells] = _run_counts(lp, cells[a].n_cells)
     limit = threshold * n
     dense = (counts > 0) & (counts > limit) if threshold < 1 else np.zeros(total_cells, bool)
-    dense[total_real:] = False  # pair sets are short lists: the kernels never ask
     set_kind = np.full(total_cells, -1, np.int32)
     set_kind[dense] = np.arange(int(dense.sum()), dtype=np.int32)
     set_off = np.concatenate([[0], np.cumsum(np.where(dense, 0, counts))]).astype(np.int64)
@@ -218,7 +186,9 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     set_ent = np.empty((int(set_off[-1]), 8), dtype)
     bitmaps = np.zeros((n_dense, max(1, (n + 63) // 64)), np.uint64)
     kern = kernel.active()
-    for lp, (base, nc) in zip(lead_pieces, blocks, strict=True):
+    for a, lp in enumerate(lead_pieces):
+        base = int(cell_base[a])
+        nc = cells[a].n_cells
         kern.fill_lead(lp.first, lp.last, lp.slots, np.ascontiguousarray(entry[lp.slots]),
                        set_kind[base:base + nc], set_off[base:base + nc + 1], set_ent,
                        bitmaps)
@@ -230,113 +200,18 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         "slot_pre": slot_pre, "bitmaps": bitmaps, "cond_off": cond_off, "runs": runs,
         "rank": rank, "slot_of_rank": slot_of_rank,
         "always": np.sort(slot_of_rank[lead < 0]).astype(np.int32), "lead": lead,
-        "pairs": pk.table, "bucket": pk.bucket,
     }
 
 
-@dataclass(frozen=True, slots=True)
-class _PairKeys:
-    """Which profiles are keyed by a pair (lead attribute, partner attribute), and how."""
-
-    paired: np.ndarray
-    """bool by rank."""
-    pair_of: np.ndarray
-    """int64 by rank: the pair of a paired profile."""
-    lo: np.ndarray
-    """int64 by rank: first partner bucket of a paired profile's partner hull."""
-    hi: np.ndarray
-    """int64 by rank: last partner bucket."""
-    table: np.ndarray
-    """int64 ``[V, 4]``: per pair (sorted by lead, then partner) its lead attribute,
-    partner, first global cell and stride: the cells of one lead cell and all partners of
-    the lead attribute (``PAIR_BUCKETS`` each) are neighbours."""
-    bucket: np.ndarray
-    """int32 bucket of every real global cell (empty without pairs)."""
-    cells: int
-    """Global cells of all pairs."""
-
-    @property
-    def n_pairs(self) -> int:
-        return len(self.table)
-
-
-def _pair_keys(pre: np.ndarray, lead: np.ndarray, weights: Sequence[np.ndarray],
-               cell_base: np.ndarray, n: int) -> _PairKeys:
-    """Key a profile by (lead cell, partner bucket) when its partner (its first pre-check:
-    the next most selective condition) covers at most half of the partner's buckets.
-
-    An event then scans, per pair, the one list of its lead cell and its partner's bucket
-    instead of the lead cell's whole list (Fabret et al.'s clusters on conjunctions of
-    access predicates). Cells are lead-cell-major: the sets an event looks up for one
-    lead attribute (one per partner) sit side by side in memory, and so do their entries;
-    looked up pair by pair (bucket-major) they were a cache miss each, which cost more
-    than the shorter lists saved.
-    """
-    nb = PAIR_BUCKETS
-    none = _PairKeys(np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, np.int64),
-                     np.zeros(n, np.int64), np.zeros((0, 4), np.int64),
-                     np.zeros(0, np.int32), 0)
-    if n < PAIR_MIN_PROFILES or nb < 2 or not len(weights):
-        return none
-    bucket = np.concatenate([np.minimum(
-        np.floor((np.cumsum(w) - w) * nb), nb - 1).astype(np.int32) for w in weights])
-    partner = pre[:, 0].astype(np.int64)
-    has = (lead >= 0) & (partner != lead)
-    first = cell_base[partner] + pre[:, 1]
-    last = first + np.minimum(pre[:, 2], cell_base[partner + 1] - 1 - first)
-    lo = bucket[np.minimum(first, len(bucket) - 1)].astype(np.int64)
-    hi = bucket[np.minimum(last, len(bucket) - 1)].astype(np.int64)
-    paired = has & (hi - lo + 1 <= nb // 2)
-    if not paired.any():
-        return none
-    m = len(weights)
-    key = lead.astype(np.int64) * m + partner
-    keys, inverse = np.unique(key[paired], return_inverse=True)
-    pair_of = np.zeros(n, np.int64)
-    pair_of[paired] = inverse
-    a = keys // m
-    per_lead = np.bincount(a, minlength=m)  # partners of each lead attribute
-    stride = per_lead * nb                   # cells of one lead cell, all its partners
-    size = (cell_base[1:] - cell_base[:-1]) * stride
-    base = int(cell_base[-1]) + np.concatenate([[0], np.cumsum(size)[:-1]]).astype(np.int64)
-    within = np.arange(len(keys)) - np.searchsorted(a, a)  # partner's index for its lead
-    table = np.stack([a, keys % m, base[a] + within * nb, stride[a]], axis=1).astype(np.int64)
-    return _PairKeys(paired, pair_of, lo, hi, table, bucket, int(size.sum()))
-
-
-def _pair_pieces(pc: Pieces, sel: np.ndarray, pk: _PairKeys, total_real: int) -> Pieces:
-    """The pair cells (one-cell runs, relative to ``total_real``) of the lead pieces
-    ``pc[sel]`` of paired profiles: every lead cell once per bucket of the partner hull."""
-    ranks = pc.slots[sel].astype(np.int64)
-    first = pc.first[sel].astype(np.int64)
-    count = (pc.last[sel].astype(np.int64) - first + 1) * (pk.hi[ranks] - pk.lo[ranks] + 1)
-    rep = np.repeat(np.arange(len(ranks)), count)
-    i = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    r = ranks[rep]
-    span = pk.hi[r] - pk.lo[r] + 1
-    row = pk.table[pk.pair_of[r]]
-    cell = (row[:, 2] - total_real + (first[rep] + i // span) * row[:, 3] + pk.lo[r]
-            + i % span).astype(np.int32)
-    return Pieces(r, cell, cell)
-
-
-def _by_slot(slot_of_rank: np.ndarray, ranks: np.ndarray, first: np.ndarray,
-             last: np.ndarray) -> Pieces:
-    """Lead pieces renumbered to slots and sorted by slot (``fill_lead`` wants that)."""
-    slots = slot_of_rank[ranks]
-    by = np.argsort(slots, kind="stable")
-    return Pieces(slots[by], first[by], last[by])
-
-
-def _coverage(pieces: Sequence[Pieces], hulls: Sequence[_Hulls], n: int,
-              weights: Sequence[np.ndarray]) -> np.ndarray:
+def _coverage(cells: Sequence[AttributeCells], pieces: Sequence[Pieces],
+              hulls: Sequence[_Hulls], n: int, model: EventModel | None) -> np.ndarray:
     """float32 ``[m, n]``: the probability that an event satisfies each (attribute,
     profile) condition; 2.0 marks "unconstrained" (never a lead, passes always)."""
-    m = len(pieces)
+    m = len(cells)
     cov = np.full((max(m, 1), n), 2.0, np.float32)
     for a, (pc, h) in enumerate(zip(pieces, hulls, strict=True)):
         if len(pc.slots):
-            w = weights[a]
+            w = model.cell_weights(cells[a]) if model is not None else uniform_weights(cells[a])
             cum = np.concatenate([[0.0], np.cumsum(w)])
             contrib = cum[pc.last.astype(np.int64) + 1] - cum[pc.first]
             cov[a, h.ranks] = np.add.reduceat(contrib, h.starts)
