@@ -54,7 +54,7 @@ def test_add_many_equals_one_at_a_time(seed: int, n: int, held: int, indexed: bo
     live = {p.id: (p, iface) for p, iface, _ in items}
     check_structure([bulk], [], live)
     # Both stay the same structure through later removals and additions.
-    for i, (p, iface, lid) in enumerate(rng.sample(items, len(items) // 2)):
+    for i, (p, iface, _) in enumerate(rng.sample(items, len(items) // 2)):
         for poset in (one, bulk):
             poset.remove(p.id)
         del live[p.id]

@@ -2,7 +2,9 @@
 
 Each module of this package that defines ``register(app: typer.Typer)`` adds its
 commands; modules keep heavy imports (Spark, lxml, numba) inside their command
-functions so that ``siftbus --help`` stays fast.
+functions so that ``siftbus --help`` stays fast. Run as the ``siftbus`` command with a
+command that has a module of its own name (``siftbus match``), only that module is
+imported and registered (start-up); everything else registers every module.
 """
 
 from __future__ import annotations
