@@ -158,16 +158,16 @@ class FilterPoset(TableBase):
             last = size
         nodes = []
         for (profile, iface, local_id), key in zip(items, keys, strict=True):
-            node = self._by_key.get(key)
-            if node is None:
-                node = placed[fresh[key]]
-                node.keys += (key,)
-                self._by_key[key] = node
+            held = self._by_key.get(key)
+            if held is None:
+                held = placed[fresh[key]]
+                held.keys += (key,)
+                self._by_key[key] = held
             e = Entry(profile, profile.owner if iface is None else iface,
                       profile.id if local_id is None else local_id)
-            node.entries[profile.id] = e
+            held.entries[profile.id] = e
             self._entries[profile.id] = e
-            nodes.append(node)
+            nodes.append(held)
         return nodes
 
     # --- deletion -----------------------------------------------------------------
