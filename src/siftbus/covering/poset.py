@@ -20,9 +20,10 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
+from functools import partial
 
 from siftbus.covering.relations import overlaps
-from siftbus.covering.table import NO_LINKS, Entry, FilterNode, TableBase
+from siftbus.covering.table import NO_LINKS, FilterNode, TableBase
 from siftbus.errors import DuplicateProfileError
 from siftbus.model import EventType, IntervalSet, Profile, StringConstraint
 from siftbus.model.domain import StringDomain
@@ -149,26 +150,16 @@ class FilterPoset(TableBase):
         bases: dict[str, tuple[EventType, list[float]]] = {}
         sized = [(_sizes(node.filter, bases), node) for node in fresh.values()]
         sized.sort(key=lambda x: x[0][0], reverse=True)  # stable: ties in item order
-        placed: dict[FilterNode, FilterNode] = {}
+        placed: dict[FilterNode, FilterNode] = {}  # an equivalent node held may take it
         last: tuple[float, ...] | None = None
         for (size, strings), node in sized:
             tie = strings and size == last
             placed[node] = self._insert_filter(node.filter, node,
                                                covered=held_before or tie)
             last = size
-        nodes = []
-        for (profile, iface, local_id), key in zip(items, keys, strict=True):
-            held = self._by_key.get(key)
-            if held is None:
-                held = placed[fresh[key]]
-                held.keys += (key,)
-                self._by_key[key] = held
-            e = Entry(profile, profile.owner if iface is None else iface,
-                      profile.id if local_id is None else local_id)
-            held.entries[profile.id] = e
-            self._entries[profile.id] = e
-            nodes.append(held)
-        return nodes
+        node_of = {key: placed[node] for key, node in fresh.items()}
+        return [self._enter(profile, iface, local_id, key, partial(node_of.__getitem__, key))
+                for (profile, iface, local_id), key in zip(items, keys, strict=True)]
 
     # --- deletion -----------------------------------------------------------------
 
