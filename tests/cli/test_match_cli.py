@@ -87,3 +87,30 @@ def test_tiny_input_does_not_load_numba(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
     assert (tmp_path / "o.jsonl").read_text() == (BUILDING / "expected-matches.jsonl").read_text()
+
+
+def _cli_modules(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(command modules imported, commands registered) when ``siftbus.cli`` is imported
+    as the ``siftbus`` command with ``argv``."""
+    code = ("import sys, json\n"
+            f"sys.argv = {argv!r}\n"
+            "import siftbus.cli as c\n"
+            "mods = sorted(m for m in sys.modules if m.startswith('siftbus.cli.'))\n"
+            "names = sorted([x.name for x in c.app.registered_commands]"
+            " + [x.name for x in c.app.registered_groups])\n"
+            "print(json.dumps([mods, names]))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, check=True)
+    mods, names = json.loads(r.stdout)
+    return mods, names
+
+
+def test_start_up_registers_only_the_command_asked_for() -> None:
+    """``siftbus match`` imports the match command's module only (start-up); a command
+    without a module of its name, and any other importer, get every command."""
+    mods, names = _cli_modules(["siftbus", "match", "--help"])
+    assert mods == ["siftbus.cli._common", "siftbus.cli.match"] and names == ["match"]
+    mods, names = _cli_modules(["/x/bin/siftbus", "publish", "--help"])
+    assert "publish" in names and "match" in names and "siftbus.cli.broker" in mods
+    mods, names = _cli_modules(["pytest", "match"])
+    assert "broker" in names and "match" in names

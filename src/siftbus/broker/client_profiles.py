@@ -106,14 +106,18 @@ class ClientProfiles:
                 store.begin()
                 for p in profiles:
                     store.insert(client, p)
+            batch: list[tuple[Profile, str]] = []
+            split: dict[str, tuple[str, ...]] = {}
             for p, cut in zip(profiles, pieces, strict=True):
                 gid = self._gid(client, p.id)
                 gids = self._piece_gids(gid, len(cut))
-                for g, x in zip(gids, cut, strict=True):
-                    self.host.routing.subscribe(link, x.with_id(g, client), local_id=p.id)
-                    added.append(g)
+                batch.extend((x.with_id(g, client), p.id) for g, x in zip(gids, cut,
+                                                                          strict=True))
                 if len(gids) > 1:
-                    self._pieces[gid] = gids
+                    split[gid] = gids
+            self.host.routing.subscribe_many(link, batch)  # all or none
+            added.extend(x.id for x, _ in batch)
+            self._pieces.update(split)
             if store is not None:
                 store.commit()
         except BaseException:

@@ -100,6 +100,15 @@ class Routing(abc.ABC):
         self.matcher.add(profile)
         self._send(updates)
 
+    def subscribe_many(self, src: str, items: Sequence[tuple[Profile, str]]) -> None:
+        """:meth:`subscribe` for each ``(profile, local_id)``, or none (a duplicate id
+        raises first); a client's whole SUB frame in one table step when it can."""
+        updates = self.table.subscribe_many([(p, src, lid) for p, lid in items])
+        for p, _ in items:
+            self.matcher.add(p)
+        for step in updates:
+            self._send(step)
+
     def unsubscribe(self, src: str, gid: str) -> None:
         """Remove the profile ``gid`` that ``src`` stored; re-expose what it covered."""
         updates = self.table.unsubscribe(gid, src)

@@ -38,7 +38,7 @@ against out(Y) computed by brute force.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from siftbus.covering.flat import FlatTable
@@ -232,6 +232,23 @@ class ForwardingTable:
                     if old is not None:
                         self._change(y, False, old)
         return self._flush()
+
+    def subscribe_many(self, items: Sequence[tuple[Profile, str | None, str | None]]
+                       ) -> list[dict[str, Update]]:
+        """:meth:`subscribe` for each ``(profile, src, local_id)``, in order, or none of
+        them (a duplicate id raises first); returns each one's updates. With no
+        neighbour to tell yet, a poset takes them in one step
+        (:meth:`FilterPoset.add_many`): the same table, found with fewer queries."""
+        seen: set[str] = set()
+        for profile, _, _ in items:
+            if profile.id in self.structure or profile.id in seen:
+                raise DuplicateProfileError(f"profile {profile.id!r} is already subscribed",
+                                            field=profile.id)
+            seen.add(profile.id)
+        if not self._held and isinstance(self.structure, FilterPoset):
+            self.structure.add_many(items)
+            return [{} for _ in items]
+        return [self.subscribe(p, src, local_id) for p, src, local_id in items]
 
     def unsubscribe(self, profile_id: str, src: str | None = None) -> dict[str, Update]:
         """Remove a profile (registered by ``src``, when given) and return, per

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol, cast, runtime_checkable
 
@@ -267,10 +267,16 @@ class TableBase(ABC):
         if profile.id in self._entries:
             raise DuplicateProfileError(f"profile id {profile.id!r} is already registered",
                                         field=profile.id)
-        key = self._key(profile)
+        return self._enter(profile, iface, local_id, self._key(profile),
+                           lambda: self._insert_filter(profile))
+
+    def _enter(self, profile: Profile, iface: str | None, local_id: str | None,
+               key: Hashable, place: Callable[[], FilterNode]) -> FilterNode:
+        """Register ``profile`` in the node of ``key``, or in ``place()`` (the node the
+        structure puts its filter in) when no node has that key yet."""
         node = self._by_key.get(key)
         if node is None:
-            node = self._insert_filter(profile)
+            node = place()
             # An equivalent filter written differently joins the node under a second key.
             node.keys += (key,)
             self._by_key[key] = node
