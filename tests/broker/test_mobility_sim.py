@@ -35,16 +35,10 @@ handoff under forwarding is not claimed: see its counter-example below."""
 KNOWN_COUNTER_EXAMPLES = [
     # (handoff, routing, publishers move, seed, what goes wrong): found by random seeds,
     # kept until fixed (docs/mobility.md, "Known counter-examples")
-    ("acyclic", "forwarding", True, 63365,
-     "lost 5 to static subscribers whose profiles a moving session's T() covers, while "
-     "the session publisher moves too (3 brokers)"),
     ("acyclic", "forwarding+advertisements", True, 12386, "lost 2 after a publisher move"),
     ("rendezvous", "rendezvous", True, 4294967295,
      "twice 2 and a stale copy of the session at an old broker after back-and-forth moves"),
     ("rendezvous", "rendezvous", False, 649371, "twice 1 (subscribers only)"),
-    ("acyclic", "forwarding", False, 99999,
-     "lost 1 (subscribers only; also with the identity and simple strategies)"),
-    ("acyclic", "forwarding+advertisements", False, 99999, "lost 1 (subscribers only)"),
 ]
 
 
@@ -98,6 +92,26 @@ def test_quiet_moves_keep_the_tables_mirrored(handoff: str, seed: int) -> None:
 
     out = run_mobility(random.Random(seed), handoff, "forwarding", settle=True, check=check,
                        max_brokers=8, actions=20)
+    assert out.safe, out.summary() + "\n" + "\n".join(out.log)
+
+
+FIXED_COUNTER_EXAMPLES = [
+    # (handoff, routing, publishers move, seed): counter-examples found earlier, now
+    # regression tests (docs/mobility.md, "Counter-examples found and fixed")
+    ("acyclic", "forwarding", True, 63365),  # a SUB naming a moving gid dropped the rest
+    ("acyclic", "forwarding", False, 99999),  # a stripped move tore down the old routes
+    ("acyclic", "forwarding+advertisements", False, 99999),
+    ("acyclic", "forwarding+advertisements", True, 68),  # a stale move took the holder's
+    ("acyclic", "forwarding", False, 132),  # part of an old copy's profiles left behind
+]
+
+
+@pytest.mark.parametrize(("handoff", "routing", "publishers_move", "seed"),
+                         FIXED_COUNTER_EXAMPLES)
+def test_fixed_counter_examples(handoff: str, routing: str, publishers_move: bool,
+                                seed: int) -> None:
+    out = run_mobility(random.Random(seed), handoff, routing,
+                       publishers_move=publishers_move)
     assert out.safe, out.summary() + "\n" + "\n".join(out.log)
 
 

@@ -147,6 +147,30 @@ class AcyclicGraph(HandoffBase):
         for z, msg in last:
             self.host.send(z, msg)
 
+    def after_release(self, sid: str, state: dict[str, Any]) -> None:
+        """Profiles of the released incarnation still registered here (a move reached
+        us stripped of its items: it passed a broker where a newer attachment of the
+        session is still locating it) are redirected toward the new holder, not torn
+        down: torn down, nothing would route their events until the newer attachment's
+        move arrived here (seed 99999). A newer attachment corrects the direction with
+        its own move, which follows the old sources here. Only where profiles may
+        travel any way (profile forwarding): under flooding events reach every broker
+        anyway, and under rendezvous routing they travel toward the rendezvous node."""
+        table = self.host.sessions
+        moved = table.moved.get(sid)
+        cur = table.sessions.get(sid)
+        tag = state.get("tag")
+        if moved is not None and moved[0] != self.host.name \
+                and (cur is None or cur.tag != tag):
+            prefix = f"{SESSION_PREFIX}{sid}/{tag}/"
+            routing = self.host.routing
+            left = [(e.profile, True) for e in routing.table.entries_from("@" + sid)
+                    if e.id.startswith(prefix) and routing.toward(e.profile) is None]
+            if left:
+                self._step(sid, moved[1], self.overlay.next_hop(moved[0]), left, None,
+                           self.host.name)
+        super().after_release(sid, state)
+
     def receive(self, link: str, body: dict[str, Any]) -> None:
         if body.get("k") in ("xfer", "nack") and "s" in body and link != self.host.name:
             # everything beyond ``link`` has redirected the session's profiles and sent
@@ -164,6 +188,30 @@ class AcyclicGraph(HandoffBase):
                  for x in get(body, "items", list)]
         mine = self.epochs.get(sid, 0)
         routing = self.host.routing
+        s = self.host.sessions.sessions.get(sid)
+        if s is not None and s.epoch >= epoch and items:
+            # the session's newest attachment is here: its profiles registered by the
+            # client stay, whatever a move of no newer epoch says (such a move only
+            # echoes a stale view, seed 68); the sender learns what we give it
+            link = s.link
+            local = {e.id for e in routing.table.entries_from(link)}
+            ours = [p for p, _ in items if p.id in local]
+            if ours:
+                items = [(p, h) for p, h in items if p.id not in local]
+                exported = {p.id for p in routing.table.exported(w)}
+                self.send(w, {"k": "move", "s": sid, "e": max(mine, epoch),
+                              "o": self.host.name,
+                              "items": [[encode_profile(p), p.id in exported] for p in ours]})
+        elif s is not None and epoch >= mine and items:
+            # an older copy of the session is kept here and a newer move takes some of
+            # its profiles away: all of them go in the same step. Left behind, the rest
+            # would match rows here with part of the client's profile ids, and the new
+            # holder drops its own copy of such a row as one the old broker had seen
+            # (seed 132: identical profiles, of which only one travels)
+            local = {e.id: e.profile for e in routing.table.entries_from(s.link)}
+            if any(p.id in local for p, _ in items):
+                named = {p.id for p, _ in items}
+                items += [(p, False) for g, p in local.items() if g not in named]
         if epoch >= mine:
             self.epochs[sid] = epoch
             self._step(sid, epoch, w, items, to, origin)

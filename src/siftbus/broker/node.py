@@ -278,10 +278,10 @@ class BrokerNode:
             self._route(z, t, [b for b, _, _ in decode_batch(body, self.schema)])
         elif t is MsgType.SUB:  # a neighbour's (possibly merged) profiles: no request limits
             for item in get(body, "profiles", list):
-                routing.subscribe(z, decode_profile(item, self.schema, None))
+                routing.neighbour_subscribe(z, decode_profile(item, self.schema, None))
         elif t is MsgType.UNSUB:
             for gid in get(body, "ids", list):
-                routing.unsubscribe(z, str(gid))
+                routing.neighbour_unsubscribe(z, str(gid))
         elif t is MsgType.ADV:
             for item in get(body, "adverts", list):
                 routing.advertise(z, decode_profile(item, self.schema, None))

@@ -44,6 +44,10 @@ from .matching import BatchMatch, RouteResult
 PROTOCOLS = ("flooding", "forwarding", "rendezvous")
 """Protocol names accepted in the network config."""
 
+SESSION_GID = "~"
+"""How the gids of session profiles begin (``sessions.SESSION_PREFIX``: sessions sit
+above this module)."""
+
 
 class RoutingHost(Protocol):
     """What a routing protocol needs from its broker: links and output."""
@@ -105,6 +109,26 @@ class Routing(abc.ABC):
         updates = self.table.unsubscribe(gid, src)
         self.matcher.remove(gid)
         self._send(updates)
+
+    def neighbour_subscribe(self, z: str, profile: Profile) -> None:
+        """A neighbour's SUB. A session's profile keeps its gid while the session moves
+        (:mod:`.handoff_paths`), and where it lies is decided by the handoff's moves,
+        which carry the session's epoch: a plain SUB of a session gid held here already
+        comes from a neighbour whose view a move will correct (it uncovered the profile
+        before it heard of the move), so it is left out -- never an error that would
+        drop the rest of the message."""
+        if profile.id.startswith(SESSION_GID) and profile.id in self.table:
+            return
+        self.subscribe(z, profile)
+
+    def neighbour_unsubscribe(self, z: str, gid: str) -> None:
+        """A neighbour's UNSUB; one of a session gid that ``z`` does not give us (a move
+        already redirected it, see :meth:`neighbour_subscribe`) is left out."""
+        if gid.startswith(SESSION_GID):
+            e = self.table.entries.get(gid)
+            if e is None or e.src != z:
+                return
+        self.unsubscribe(z, gid)
 
     def unsubscribe_all(self, src: str) -> list[Entry]:
         """Remove every profile from ``src`` (a client that left, a neighbour that
