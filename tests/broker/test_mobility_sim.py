@@ -103,6 +103,7 @@ FIXED_COUNTER_EXAMPLES = [
     ("acyclic", "forwarding+advertisements", False, 99999),
     ("acyclic", "forwarding+advertisements", True, 68),  # a stale move took the holder's
     ("acyclic", "forwarding", False, 132),  # part of an old copy's profiles left behind
+    ("acyclic", "flooding", False, 105),  # the newest request got an older copy
 ]
 
 

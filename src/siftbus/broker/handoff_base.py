@@ -236,8 +236,11 @@ class HandoffBase(ABC):
         """Send the state of ``sid`` to ``to`` (or say it is not here)."""
         table = self.host.sessions
         cur = table.sessions.get(sid)
-        if sid not in table.outgoing and cur is not None and cur.state == "arriving" \
-                and cur.epoch < epoch:
+        if cur is not None and cur.state == "arriving" and cur.epoch < epoch:
+            # a newer requester wants the newest state, the one still arriving here --
+            # not an older copy kept here for an older requester (seed 105 of the
+            # flooding simulator: that copy went to the newest broker and the arriving
+            # one, with rows held meanwhile, stayed behind unasked)
             self._waiting.setdefault(sid, []).append((to, epoch))
             return
         state = table.release(sid, to, epoch)

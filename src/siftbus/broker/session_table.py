@@ -372,9 +372,12 @@ class SessionTable:
     def release(self, sid: str, to: str, epoch: int) -> dict[str, Any] | None:
         """Hand the state of ``sid`` over to broker ``to`` (the old broker's last step):
         returns the transfer (``Session.to_wire``) or ``None`` if nothing is held."""
-        s = self.outgoing.pop(sid, None)
+        cur = self.sessions.get(sid)
+        s = None
+        if cur is None or cur.epoch >= epoch:  # an older requester: the older copy
+            s = self.outgoing.pop(sid, None)
         if s is None:
-            s = self.sessions.get(sid)
+            s = cur
             if s is None or s.epoch >= epoch:
                 return None
             self.sessions.pop(sid)
