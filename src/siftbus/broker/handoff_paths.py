@@ -45,7 +45,7 @@ from siftbus.wire.frames import get
 from siftbus.wire.profiles import decode_profile, encode_profile
 
 from .handoff_base import HandoffBase, HandoffHost
-from .protocols import RendezvousNodes
+from .protocols import RendezvousNodes, gid_session
 from .sessions import SESSION_PREFIX, Session, SessionPolicy
 
 
@@ -67,6 +67,35 @@ class AcyclicGraph(HandoffBase):
 
     def claim(self, s: Session) -> None:
         self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)
+
+    def session_epoch(self, sid: str) -> int | None:
+        return self.epochs.get(sid, 0)
+
+    def accepts(self, z: str, gid: str, epochs: Any) -> bool:
+        """A plain SUB or UNSUB of a session's profile from a neighbour whose newest
+        move of that session is older than ours is a stale view (it uncovered the
+        profile before the move reached it): it is not applied, and the neighbour is
+        corrected with a move of our epoch saying whether we give it the profile
+        (seed 282: a stale SUB travelled three hops behind a move and pointed the
+        profile back toward an old broker). A SUB or UNSUB from the neighbour we hold
+        the profile from is its own business."""
+        sid = gid_session(gid)
+        if sid is None:
+            return True
+        mine = self.epochs.get(sid, 0)
+        theirs = epochs.get(sid, 0) if isinstance(epochs, dict) else 0
+        if not isinstance(theirs, int) or mine <= theirs:
+            return True
+        table = self.host.routing.table
+        e = table.entries.get(gid)
+        if e is not None and e.src == z:
+            return True
+        ours = next((p for p in table.exported(z) if p.id == gid), None)
+        if ours is not None or e is not None:
+            p = ours if ours is not None else e.profile  # type: ignore[union-attr]
+            self.send(z, {"k": "move", "s": sid, "e": mine, "o": self.host.name,
+                          "items": [[encode_profile(p), ours is not None]]})
+        return False
 
     def begin(self, s: Session, previous: str) -> None:
         self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)

@@ -32,7 +32,15 @@ from siftbus.wire.profiles import decode_profiles
 
 from .duplicates import Seen
 from .session_store import SessionStore
-from .sessions import DEFAULT_POLICY, SESSION_PREFIX, Chunk, Session, SessionLimits, SessionPolicy
+from .sessions import (
+    DEFAULT_POLICY,
+    SESSION_PREFIX,
+    Chunk,
+    Session,
+    SessionLimits,
+    SessionPolicy,
+    unique_pids,
+)
 from .stats import Counters
 
 log = logging.getLogger("siftbus.broker")
@@ -285,6 +293,7 @@ class SessionTable:
         s = self.of(link)
         if s is None:
             return False
+        items = [unique_pids(*x) for x in items]
         now = self.host.clock()
         c = self.host.counters
         if s.state == "arriving":
