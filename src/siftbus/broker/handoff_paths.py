@@ -53,15 +53,19 @@ class AcyclicGraph(HandoffBase):
     """Tarkoma's acyclic-graph subscriber handoff (see the module docstring)."""
 
     name = "acyclic"
-    # forwarding (with or without advertisements) is not claimed: seed 99999 of the
-    # simulator loses one notification of a moving subscriber there (docs/mobility.md)
-    claims = frozenset({"flooding", "rendezvous"})
+    # every routing protocol: checked with moving subscribers and publishers under
+    # flooding, forwarding (each strategy but merging, with and without
+    # advertisements) and rendezvous routing (tests/broker/test_mobility_sim.py)
+    claims = frozenset({"flooding", "forwarding", "rendezvous"})
 
     def __init__(self, host: HandoffHost, edges: Iterable[tuple[str, str]],
                  policy: SessionPolicy) -> None:
         super().__init__(host, edges, policy)
         self.epochs: dict[str, int] = {}
-        """Per session, the newest move applied here."""
+        """Per session, the newest move applied here (or attachment claimed here)."""
+        self.views: dict[str, int] = {}
+        """Per session, the newest move whose routes this broker's table reflects (a
+        claimed attachment still locating its session has no view yet: seed 37)."""
         self.handlers["move"] = self._on_move
         self.hop_kinds.add("move")
 
@@ -69,7 +73,7 @@ class AcyclicGraph(HandoffBase):
         self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)
 
     def session_epoch(self, sid: str) -> int | None:
-        return self.epochs.get(sid, 0)
+        return self.views.get(sid, 0)
 
     def accepts(self, z: str, gid: str, epochs: Any) -> bool:
         """A plain SUB or UNSUB of a session's profile from a neighbour whose newest
@@ -82,7 +86,7 @@ class AcyclicGraph(HandoffBase):
         sid = gid_session(gid)
         if sid is None:
             return True
-        mine = self.epochs.get(sid, 0)
+        mine = self.views.get(sid, 0)
         theirs = epochs.get(sid, 0) if isinstance(epochs, dict) else 0
         if not isinstance(theirs, int) or mine <= theirs:
             return True
@@ -114,6 +118,7 @@ class AcyclicGraph(HandoffBase):
         the neighbour it came from before -- is told with a ``move`` in turn (it may hold
         the gid from elsewhere, so a plain SUB or UNSUB would not do); the ``move`` toward
         ``to`` carries every gid, as our view has it."""
+        self.views[sid] = max(self.views.get(sid, 0), epoch)
         routing = self.host.routing
         table = routing.table
         rel: list[tuple[Profile, str | None, bool]] = []
@@ -193,11 +198,16 @@ class AcyclicGraph(HandoffBase):
                 and (cur is None or cur.tag != tag):
             prefix = f"{SESSION_PREFIX}{sid}/{tag}/"
             routing = self.host.routing
-            left = [(e.profile, True) for e in routing.table.entries_from("@" + sid)
+            w = self.overlay.next_hop(moved[0])
+            # those the new holder's side held from us keep routing there; those it
+            # did not (covered by one that does) simply go -- redirected, they would
+            # stay behind once the covering one is corrected (seed 150279)
+            sent = {p.id for p in routing.table.exported(w)} \
+                if w in routing.table.neighbours else set()
+            left = [(e.profile, e.id in sent) for e in routing.table.entries_from("@" + sid)
                     if e.id.startswith(prefix) and routing.toward(e.profile) is None]
             if left:
-                self._step(sid, moved[1], self.overlay.next_hop(moved[0]), left, None,
-                           self.host.name)
+                self._step(sid, moved[1], w, left, None, self.host.name)
         super().after_release(sid, state)
 
     def receive(self, link: str, body: dict[str, Any]) -> None:
