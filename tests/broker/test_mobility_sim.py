@@ -149,12 +149,13 @@ def test_a_forked_copy_of_a_session_numbers_above_the_client() -> None:
 
 
 def test_pingpong_is_not_mobility_safe_when_moves_outrun_it() -> None:
-    """The thesis's warning, found: the generic protocol loses notifications when the
-    client moves again before its last handoff has propagated. (The counter-example's
-    scenario log is what docs/mobility.md shows.)"""
+    """The thesis's warning, found: the generic protocol loses notifications when clients
+    move again before the last handoff has propagated -- here with moving publishers
+    (most scenarios of 12 brokers); with subscribers alone no loss was found in 300
+    scenarios once the shared handoff fixes were in (docs/mobility.md)."""
     found = None
     for seed in range(30):
-        out = run_mobility(random.Random(seed), "pingpong", "forwarding", max_brokers=6)
+        out = run_mobility(random.Random(seed), "pingpong", "forwarding")
         if not out.safe:
             found = out
             break

@@ -233,10 +233,10 @@ class AcyclicGraph(HandoffBase):
             # client stay, whatever a move of no newer epoch says (such a move only
             # echoes a stale view, seed 68); the sender learns what we give it
             link = s.link
-            local = {e.id for e in routing.table.entries_from(link)}
-            ours = [p for p, _ in items if p.id in local]
+            registered = {e.id for e in routing.table.entries_from(link)}
+            ours = [p for p, _ in items if p.id in registered]
             if ours:
-                items = [(p, h) for p, h in items if p.id not in local]
+                items = [(p, h) for p, h in items if p.id not in registered]
                 exported = {p.id for p in routing.table.exported(w)}
                 self.send(w, {"k": "move", "s": sid, "e": max(mine, epoch),
                               "o": self.host.name,
