@@ -5,8 +5,9 @@ with random moves of subscribers and publishers -- before the last handoff or it
 propagation has finished, back and forth -- and publishing throughout, every client
 receives each matching publication exactly once, as the reference predicts
 (:mod:`mobility_workload`), for every handoff protocol under every routing it claims
-safety for. Ping/pong claims nothing: it is safe when moves wait for quiescence, and a
-counter-example is found when they do not.
+safety for. Ping/pong claims nothing (the thesis's baseline); it is checked with quiet
+moves here, and no counter-example with moves at any time was found once the shared
+handoff fixes were in (docs/mobility.md).
 """
 
 from __future__ import annotations
@@ -146,20 +147,6 @@ def test_a_forked_copy_of_a_session_numbers_above_the_client() -> None:
     what the client had, and the client skipped them as resent. Now it numbers on."""
     out = run_mobility(random.Random(2777884), "acyclic", "forwarding")
     assert out.safe, out.summary()
-
-
-def test_pingpong_is_not_mobility_safe_when_moves_outrun_it() -> None:
-    """The thesis's warning, found: the generic protocol loses notifications when clients
-    move again before the last handoff has propagated -- here with moving publishers
-    (most scenarios of 12 brokers); with subscribers alone no loss was found in 300
-    scenarios once the shared handoff fixes were in (docs/mobility.md)."""
-    found = None
-    for seed in range(30):
-        out = run_mobility(random.Random(seed), "pingpong", "forwarding")
-        if not out.safe:
-            found = out
-            break
-    assert found is not None and found.lost, "ping/pong survived every scenario"
 
 
 # ---- sessions ---------------------------------------------------------------------------
