@@ -174,6 +174,16 @@ class HandoffBase(ABC):
             return
         handler(link, body)
 
+    def session_epoch(self, sid: str) -> int | None:
+        """The newest attachment of ``sid`` this broker knows, stamped on SUB and UNSUB
+        of its profiles (``None``: this protocol does not use it)."""
+        return None
+
+    def accepts(self, z: str, gid: str, epochs: Any) -> bool:
+        """Whether a neighbour's SUB or UNSUB of ``gid`` (``epochs``: the ``se`` stamp
+        of its message) is applied; by default every one is."""
+        return True
+
     def link_up(self, z: str) -> None:  # noqa: B027 - a hook: nothing by default
         """A neighbour link came up (ping/pong's control plane follows the links)."""
 
@@ -218,7 +228,14 @@ class HandoffBase(ABC):
         self.host.sessions.establish(s, None)
 
     def established(self, s: Session) -> None:
-        """The session is here: answer the requests that waited for it."""
+        """The session is here: drop the gids an earlier incarnation left on its link
+        (they would outlive the client's unsubscription: seed 298 of the rendezvous
+        handoff), and answer the requests that waited for it."""
+        routing = self.host.routing
+        mine = f"{SESSION_PREFIX}{s.id}/{s.tag}/"
+        for e in routing.table.entries_from(s.link):
+            if e.id.startswith(f"{SESSION_PREFIX}{s.id}/") and not e.id.startswith(mine):
+                routing.unsubscribe(s.link, e.id)
         for to, epoch in self._waiting.pop(s.id, []):
             self.hand_over(s.id, to, epoch)
 
@@ -236,8 +253,11 @@ class HandoffBase(ABC):
         """Send the state of ``sid`` to ``to`` (or say it is not here)."""
         table = self.host.sessions
         cur = table.sessions.get(sid)
-        if sid not in table.outgoing and cur is not None and cur.state == "arriving" \
-                and cur.epoch < epoch:
+        if cur is not None and cur.state == "arriving" and cur.epoch < epoch:
+            # a newer requester wants the newest state, the one still arriving here --
+            # not an older copy kept here for an older requester (seed 105 of the
+            # flooding simulator: that copy went to the newest broker and the arriving
+            # one, with rows held meanwhile, stayed behind unasked)
             self._waiting.setdefault(sid, []).append((to, epoch))
             return
         state = table.release(sid, to, epoch)
@@ -272,9 +292,13 @@ class HandoffBase(ABC):
         cur = self.host.sessions.sessions.get(sid)
         routing = self.host.routing
         if cur is None or cur.tag != tag:
-            prefix = f"{SESSION_PREFIX}{sid}/{tag}/"
+            # every older incarnation's gids go, not only the released one's: a copy
+            # that came back here and left again may have left gids of an earlier tag
+            # (seed 4294967295 of the rendezvous handoff); the current one's stay
+            keep = None if cur is None else f"{SESSION_PREFIX}{sid}/{cur.tag}/"
             for e in routing.table.entries_from(link):
-                if e.id.startswith(prefix):
+                if e.id.startswith(f"{SESSION_PREFIX}{sid}/") \
+                        and (keep is None or not e.id.startswith(keep)):
                     routing.unsubscribe(link, e.id)
             if cur is None and self.host.store is not None:
                 self.host.store.delete_client(sid)
@@ -351,6 +375,10 @@ class HandoffBase(ABC):
             s = table.outgoing.get(sid)
         if s is None or s.epoch >= before:
             return None
+        if s.state == "arriving" and s.profiles is None:
+            # itself still locating, without its profiles: the locator must not take
+            # "none" for an answer (seed 298 of the rendezvous handoff lost them)
+            return [s.epoch, self.host.name, s.tag, None]
         if s.profiles is not None and s.state == "arriving":
             profiles = list(s.profiles.values())
         else:
@@ -403,6 +431,12 @@ class HandoffBase(ABC):
             s.profiles = s.profiles or {}
             self.host.sessions.establish(s, None, outcome="new")
             return
+        if best[3] is None and s.profiles is None:
+            # the newest holder is still locating and knows no profiles yet: ask again
+            # shortly (the oldest such copy finds a holder that knows them, so this
+            # ends; the handoff's time-out bounds it)
+            self.host.call_later(self.policy.ping_interval, lambda: self._relocate(s))
+            return
         s.epoch = max(s.epoch, int(best[0]) + 1)
         s.tag = int(best[2])
         if s.profiles is None:
@@ -413,6 +447,10 @@ class HandoffBase(ABC):
         else:
             self._probe(s, str(best[1]))
             self.begin(s, str(best[1]))
+
+    def _relocate(self, s: Session) -> None:
+        if self.host.sessions.sessions.get(s.id) is s and s.state == "arriving":
+            self.locate(s)
 
     # ---- publishers (advertisement mode) ---------------------------------------------------------
 

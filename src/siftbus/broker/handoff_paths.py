@@ -45,7 +45,7 @@ from siftbus.wire.frames import get
 from siftbus.wire.profiles import decode_profile, encode_profile
 
 from .handoff_base import HandoffBase, HandoffHost
-from .protocols import RendezvousNodes
+from .protocols import RendezvousNodes, gid_session
 from .sessions import SESSION_PREFIX, Session, SessionPolicy
 
 
@@ -53,20 +53,53 @@ class AcyclicGraph(HandoffBase):
     """Tarkoma's acyclic-graph subscriber handoff (see the module docstring)."""
 
     name = "acyclic"
-    # forwarding (with or without advertisements) is not claimed: seed 99999 of the
-    # simulator loses one notification of a moving subscriber there (docs/mobility.md)
-    claims = frozenset({"flooding", "rendezvous"})
+    # every routing protocol: checked with moving subscribers and publishers under
+    # flooding, forwarding (each strategy but merging, with and without
+    # advertisements) and rendezvous routing (tests/broker/test_mobility_sim.py)
+    claims = frozenset({"flooding", "forwarding", "rendezvous"})
 
     def __init__(self, host: HandoffHost, edges: Iterable[tuple[str, str]],
                  policy: SessionPolicy) -> None:
         super().__init__(host, edges, policy)
         self.epochs: dict[str, int] = {}
-        """Per session, the newest move applied here."""
+        """Per session, the newest move applied here (or attachment claimed here)."""
+        self.views: dict[str, int] = {}
+        """Per session, the newest move whose routes this broker's table reflects (a
+        claimed attachment still locating its session has no view yet: seed 37)."""
         self.handlers["move"] = self._on_move
         self.hop_kinds.add("move")
 
     def claim(self, s: Session) -> None:
         self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)
+
+    def session_epoch(self, sid: str) -> int | None:
+        return self.views.get(sid, 0)
+
+    def accepts(self, z: str, gid: str, epochs: Any) -> bool:
+        """A plain SUB or UNSUB of a session's profile from a neighbour whose newest
+        move of that session is older than ours is a stale view (it uncovered the
+        profile before the move reached it): it is not applied, and the neighbour is
+        corrected with a move of our epoch saying whether we give it the profile
+        (seed 282: a stale SUB travelled three hops behind a move and pointed the
+        profile back toward an old broker). A SUB or UNSUB from the neighbour we hold
+        the profile from is its own business."""
+        sid = gid_session(gid)
+        if sid is None:
+            return True
+        mine = self.views.get(sid, 0)
+        theirs = epochs.get(sid, 0) if isinstance(epochs, dict) else 0
+        if not isinstance(theirs, int) or mine <= theirs:
+            return True
+        table = self.host.routing.table
+        e = table.entries.get(gid)
+        if e is not None and e.src == z:
+            return True
+        ours = next((p for p in table.exported(z) if p.id == gid), None)
+        if ours is not None or e is not None:
+            p = ours if ours is not None else e.profile  # type: ignore[union-attr]
+            self.send(z, {"k": "move", "s": sid, "e": mine, "o": self.host.name,
+                          "items": [[encode_profile(p), ours is not None]]})
+        return False
 
     def begin(self, s: Session, previous: str) -> None:
         self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)
@@ -85,6 +118,7 @@ class AcyclicGraph(HandoffBase):
         the neighbour it came from before -- is told with a ``move`` in turn (it may hold
         the gid from elsewhere, so a plain SUB or UNSUB would not do); the ``move`` toward
         ``to`` carries every gid, as our view has it."""
+        self.views[sid] = max(self.views.get(sid, 0), epoch)
         routing = self.host.routing
         table = routing.table
         rel: list[tuple[Profile, str | None, bool]] = []
@@ -147,6 +181,35 @@ class AcyclicGraph(HandoffBase):
         for z, msg in last:
             self.host.send(z, msg)
 
+    def after_release(self, sid: str, state: dict[str, Any]) -> None:
+        """Profiles of the released incarnation still registered here (a move reached
+        us stripped of its items: it passed a broker where a newer attachment of the
+        session is still locating it) are redirected toward the new holder, not torn
+        down: torn down, nothing would route their events until the newer attachment's
+        move arrived here (seed 99999). A newer attachment corrects the direction with
+        its own move, which follows the old sources here. Only where profiles may
+        travel any way (profile forwarding): under flooding events reach every broker
+        anyway, and under rendezvous routing they travel toward the rendezvous node."""
+        table = self.host.sessions
+        moved = table.moved.get(sid)
+        cur = table.sessions.get(sid)
+        tag = state.get("tag")
+        if moved is not None and moved[0] != self.host.name \
+                and (cur is None or cur.tag != tag):
+            prefix = f"{SESSION_PREFIX}{sid}/{tag}/"
+            routing = self.host.routing
+            w = self.overlay.next_hop(moved[0])
+            # those the new holder's side held from us keep routing there; those it
+            # did not (covered by one that does) simply go -- redirected, they would
+            # stay behind once the covering one is corrected (seed 150279)
+            sent = {p.id for p in routing.table.exported(w)} \
+                if w in routing.table.neighbours else set()
+            left = [(e.profile, e.id in sent) for e in routing.table.entries_from("@" + sid)
+                    if e.id.startswith(prefix) and routing.toward(e.profile) is None]
+            if left:
+                self._step(sid, moved[1], w, left, None, self.host.name)
+        super().after_release(sid, state)
+
     def receive(self, link: str, body: dict[str, Any]) -> None:
         if body.get("k") in ("xfer", "nack") and "s" in body and link != self.host.name:
             # everything beyond ``link`` has redirected the session's profiles and sent
@@ -164,6 +227,30 @@ class AcyclicGraph(HandoffBase):
                  for x in get(body, "items", list)]
         mine = self.epochs.get(sid, 0)
         routing = self.host.routing
+        s = self.host.sessions.sessions.get(sid)
+        if s is not None and s.epoch >= epoch and items:
+            # the session's newest attachment is here: its profiles registered by the
+            # client stay, whatever a move of no newer epoch says (such a move only
+            # echoes a stale view, seed 68); the sender learns what we give it
+            link = s.link
+            registered = {e.id for e in routing.table.entries_from(link)}
+            ours = [p for p, _ in items if p.id in registered]
+            if ours:
+                items = [(p, h) for p, h in items if p.id not in registered]
+                exported = {p.id for p in routing.table.exported(w)}
+                self.send(w, {"k": "move", "s": sid, "e": max(mine, epoch),
+                              "o": self.host.name,
+                              "items": [[encode_profile(p), p.id in exported] for p in ours]})
+        elif s is not None and epoch >= mine and items:
+            # an older copy of the session is kept here and a newer move takes some of
+            # its profiles away: all of them go in the same step. Left behind, the rest
+            # would match rows here with part of the client's profile ids, and the new
+            # holder drops its own copy of such a row as one the old broker had seen
+            # (seed 132: identical profiles, of which only one travels)
+            local = {e.id: e.profile for e in routing.table.entries_from(s.link)}
+            if any(p.id in local for p, _ in items):
+                named = {p.id for p, _ in items}
+                items += [(p, False) for g, p in local.items() if g not in named]
         if epoch >= mine:
             self.epochs[sid] = epoch
             self._step(sid, epoch, w, items, to, origin)

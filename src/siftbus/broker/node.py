@@ -152,6 +152,7 @@ class BrokerNode:
         self.handoff = make_handoff(handoff or default_handoff(protocol, strategy), self, tree,
                                     policy, protocol=protocol, strategy=strategy)
         self.sessions.mover = self.handoff
+        self.routing.session_epoch = self.handoff.session_epoch
 
     def session_hello(self, link: str, body: Any) -> dict[str, Any]:
         """A client's HELLO asked for a session: the status for its ACK."""
@@ -278,10 +279,13 @@ class BrokerNode:
             self._route(z, t, [b for b, _, _ in decode_batch(body, self.schema)])
         elif t is MsgType.SUB:  # a neighbour's (possibly merged) profiles: no request limits
             for item in get(body, "profiles", list):
-                routing.subscribe(z, decode_profile(item, self.schema, None))
+                p = decode_profile(item, self.schema, None)
+                if self.handoff.accepts(z, p.id, body.get("se")):
+                    routing.neighbour_subscribe(z, p)
         elif t is MsgType.UNSUB:
             for gid in get(body, "ids", list):
-                routing.unsubscribe(z, str(gid))
+                if self.handoff.accepts(z, str(gid), body.get("se")):
+                    routing.neighbour_unsubscribe(z, str(gid))
         elif t is MsgType.ADV:
             for item in get(body, "adverts", list):
                 routing.advertise(z, decode_profile(item, self.schema, None))

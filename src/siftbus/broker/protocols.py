@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import abc
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -43,6 +43,10 @@ from .matching import BatchMatch, RouteResult
 
 PROTOCOLS = ("flooding", "forwarding", "rendezvous")
 """Protocol names accepted in the network config."""
+
+SESSION_GID = "~"
+"""How the gids of session profiles begin (``sessions.SESSION_PREFIX``: sessions sit
+above this module)."""
 
 
 class RoutingHost(Protocol):
@@ -83,6 +87,10 @@ class Routing(abc.ABC):
                                      advertisements=advertisements, toward=self.toward,
                                      name=host.name)
         self.batch_match = BatchMatch(matcher, self.table.entries, host.is_broker)
+        self.session_epoch: Callable[[str], int | None] = _no_epoch
+        """The newest attachment of a session this broker knows (set by the handoff
+        protocol): stamped on SUB and UNSUB of session gids (``se``), so a receiver that
+        knows a newer one can tell a stale view from a current one."""
         self.transitional: dict[tuple[str, str], list[Profile]] = {}
         """Extra routes kept while a session handoff moves profiles (:mod:`.handoff`):
         ``(session, link) -> profiles`` whose events still go to ``link`` (the way they
@@ -114,6 +122,26 @@ class Routing(abc.ABC):
         updates = self.table.unsubscribe(gid, src)
         self.matcher.remove(gid)
         self._send(updates)
+
+    def neighbour_subscribe(self, z: str, profile: Profile) -> None:
+        """A neighbour's SUB. A session's profile keeps its gid while the session moves
+        (:mod:`.handoff_paths`), and where it lies is decided by the handoff's moves,
+        which carry the session's epoch: a plain SUB of a session gid held here already
+        comes from a neighbour whose view a move will correct (it uncovered the profile
+        before it heard of the move), so it is left out -- never an error that would
+        drop the rest of the message."""
+        if profile.id.startswith(SESSION_GID) and profile.id in self.table:
+            return
+        self.subscribe(z, profile)
+
+    def neighbour_unsubscribe(self, z: str, gid: str) -> None:
+        """A neighbour's UNSUB; one of a session gid that ``z`` does not give us (a move
+        already redirected it, see :meth:`neighbour_subscribe`) is left out."""
+        if gid.startswith(SESSION_GID):
+            e = self.table.entries.get(gid)
+            if e is None or e.src != z:
+                return
+        self.unsubscribe(z, gid)
 
     def unsubscribe_all(self, src: str) -> list[Entry]:
         """Remove every profile from ``src`` (a client that left, a neighbour that
@@ -197,12 +225,26 @@ class Routing(abc.ABC):
             for a in u.unadvertise:
                 first.append((z, Message(MsgType.UNADV, {"ids": [a.id]})))
             if u.subscribe:
-                first.append((z, Message(MsgType.SUB, {
-                    "profiles": [encode_profile(p) for p in u.subscribe]})))
+                body: dict[str, Any] = {"profiles": [encode_profile(p) for p in u.subscribe]}
+                self._stamp(body, u.subscribe)
+                first.append((z, Message(MsgType.SUB, body)))
             if u.unsubscribe:
-                last.append((z, Message(MsgType.UNSUB,
-                                        {"ids": [p.id for p in u.unsubscribe]})))
+                body = {"ids": [p.id for p in u.unsubscribe]}
+                self._stamp(body, u.unsubscribe)
+                last.append((z, Message(MsgType.UNSUB, body)))
         return first, last
+
+    def _stamp(self, body: dict[str, Any], profiles: Sequence[Profile]) -> None:
+        """Add the epochs of the sessions whose profiles ``body`` names (``se``)."""
+        se: dict[str, int] = {}
+        for p in profiles:
+            sid = gid_session(p.id)
+            if sid is not None and sid not in se:
+                e = self.session_epoch(sid)
+                if e is not None:
+                    se[sid] = e
+        if se:
+            body["se"] = se
 
     def _send(self, updates: dict[str, Update]) -> None:
         """One step's messages, per link: ADV and UNADV (one per advertisement), then
@@ -380,6 +422,17 @@ def profile_rows(p: Profile, b: Block) -> np.ndarray:
     return mask
 
 
+def gid_session(gid: str) -> str | None:
+    """The session whose profile ``gid`` is (``~id/tag/pid``), else ``None``."""
+    if not gid.startswith(SESSION_GID):
+        return None
+    return gid[1:].split("/", 1)[0]
+
+
+def _no_epoch(sid: str) -> int | None:
+    return None
+
+
 def net_updates(steps: Sequence[dict[str, Update]]) -> dict[str, Update]:
     """The net effect of consecutive updates per neighbour: a profile unsubscribed and
     subscribed again (or the reverse) within them is left out."""
@@ -469,6 +522,7 @@ __all__ = [
     "RendezvousNodes",
     "Routing",
     "RoutingHost",
+    "gid_session",
     "make_routing",
     "net_updates",
     "rendezvous_directions",

@@ -32,7 +32,15 @@ from siftbus.wire.profiles import decode_profiles
 
 from .duplicates import Seen
 from .session_store import SessionStore
-from .sessions import DEFAULT_POLICY, SESSION_PREFIX, Chunk, Session, SessionLimits, SessionPolicy
+from .sessions import (
+    DEFAULT_POLICY,
+    SESSION_PREFIX,
+    Chunk,
+    Session,
+    SessionLimits,
+    SessionPolicy,
+    unique_pids,
+)
 from .stats import Counters
 
 log = logging.getLogger("siftbus.broker")
@@ -285,6 +293,7 @@ class SessionTable:
         s = self.of(link)
         if s is None:
             return False
+        items = [unique_pids(*x) for x in items]
         now = self.host.clock()
         c = self.host.counters
         if s.state == "arriving":
@@ -372,9 +381,12 @@ class SessionTable:
     def release(self, sid: str, to: str, epoch: int) -> dict[str, Any] | None:
         """Hand the state of ``sid`` over to broker ``to`` (the old broker's last step):
         returns the transfer (``Session.to_wire``) or ``None`` if nothing is held."""
-        s = self.outgoing.pop(sid, None)
+        cur = self.sessions.get(sid)
+        s = None
+        if cur is None or cur.epoch >= epoch:  # an older requester: the older copy
+            s = self.outgoing.pop(sid, None)
         if s is None:
-            s = self.sessions.get(sid)
+            s = cur
             if s is None or s.epoch >= epoch:
                 return None
             self.sessions.pop(sid)

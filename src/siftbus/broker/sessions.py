@@ -235,6 +235,26 @@ def keep_rows(block: Block, counts: np.ndarray, pids: list[str], keep: np.ndarra
     return block.take(rows), counts[rows], out
 
 
+def unique_pids(block: Block, counts: np.ndarray, pids: list[str]
+                ) -> tuple[Block, np.ndarray, list[str]]:
+    """Each row's profile ids once: a session that came back to a broker where the
+    gids of its earlier attachment still wait for the old broker's release matches a
+    row with both (the rendezvous handoff subscribes anew under a new tag), and the
+    client has one profile of that id (seed 649371)."""
+    counts = np.asarray(counts)
+    if len(pids) == len(set(pids)) or not (counts > 1).any():
+        return block, counts, pids
+    out: list[str] = []
+    new = np.empty(len(counts), np.int32)
+    at = 0
+    for i, k in enumerate(counts.tolist()):
+        row = list(dict.fromkeys(pids[at:at + k]))
+        at += k
+        new[i] = len(row)
+        out.extend(row)
+    return block, new, out
+
+
 # ---- one session ------------------------------------------------------------------------------
 
 
@@ -492,4 +512,4 @@ def _int(d: Mapping[str, Any], key: str, default: int) -> int:
 
 
 __all__ = ["DEFAULT_POLICY", "SESSION_PREFIX", "Chunk", "Session", "SessionLimits",
-           "SessionPolicy", "keep_rows", "row_bytes"]
+           "SessionPolicy", "keep_rows", "row_bytes", "unique_pids"]

@@ -4,6 +4,11 @@ The asyncio client runs on an event loop in a background thread; every method bl
 until its coroutine finishes there. Notifications are collected in a thread-safe queue
 (:meth:`SyncClient.receive`) unless a callback is given, which then runs in the loop
 thread.
+
+Sessions (``docs/mobility.md``) work as with the asyncio client: ``connect(...,
+session=...)`` resumes after the last acknowledged number, :meth:`SyncClient.move` goes
+to another broker with the session, and rows resumed for profiles this process has not
+subscribed again (a fresh process with only the session id) come to :meth:`receive`.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any, TypeVar
 from siftbus.model import Event, Profile, Schema
 
 from .aio import BatchCallback, Callback, Client, Notification
+from .session import SessionState
 
 T = TypeVar("T")
 
@@ -37,16 +43,47 @@ class SyncClient:
     @classmethod
     def connect(cls, host: str = "127.0.0.1", port: int = 7400, *, name: str | None = None,
                 timeout: float = 60.0, token: str | None = None,
-                tls: ssl.SSLContext | None = None) -> SyncClient:
-        """Connect (arguments as :meth:`Client.connect <siftbus.client.aio.Client.connect>`)."""
+                tls: ssl.SSLContext | None = None,
+                session: str | SessionState | None = None) -> SyncClient:
+        """Connect (arguments as :meth:`Client.connect <siftbus.client.aio.Client.connect>`;
+        with ``session``, an id or a :class:`~siftbus.client.session.SessionState`)."""
         c = cls(timeout)
         try:
             c._client = c._run(Client.connect(host, port, name=name, timeout=timeout,
-                                              token=token, tls=tls))
+                                              token=token, tls=tls, session=session))
+            if session is not None:
+                c._run(c._claim_resumed())
         except BaseException:
             c._stop()
             raise
         return c
+
+    async def _claim_resumed(self) -> None:
+        """Resumed rows of profiles not subscribed in this process go to the inbox
+        (in the loop thread: none can slip between the drain and the callback)."""
+        client = self.client
+        client.unclaimed_callback = self._inbox.put
+        while not client.unclaimed.empty():
+            self._inbox.put(client.unclaimed.get_nowait())
+
+    @property
+    def session(self) -> SessionState | None:
+        """The session (``connect(session=...)``), else ``None``."""
+        return self.client.session
+
+    def move(self, host: str, port: int, *, timeout: float = 10.0,
+             server_hostname: str | None = None) -> None:
+        """Go to another broker with the same session (as :meth:`Client.move
+        <siftbus.client.aio.Client.move>`: none of its notifications lost or twice)."""
+        self._run(self.client.move(host, port, timeout=timeout,
+                                   server_hostname=server_hostname))
+
+    def ack(self) -> None:
+        """Acknowledge every session row handed out so far (with ``auto_ack=False``)."""
+        self._run(self._ack())
+
+    async def _ack(self) -> None:
+        self.client.ack()
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.timeout)
