@@ -85,15 +85,17 @@ def test_the_rendezvous_handoff_is_safe_for_moves_one_at_a_time(
     assert out.safe, out.summary() + "\n" + "\n".join(out.log)
 
 
-@pytest.mark.parametrize(("handoff", "routing", "publishers_move", "seed", "why"),
-                         KNOWN_COUNTER_EXAMPLES)
-@pytest.mark.xfail(strict=True, reason="known counter-example, not fixed yet")
-def test_known_counter_examples(handoff: str, routing: str, publishers_move: bool,
-                                seed: int, why: str) -> None:
-    """Each fails today (strict: a fix turns it into an error to notice and un-mark)."""
-    out = run_mobility(random.Random(seed), handoff, routing,
-                       publishers_move=publishers_move)
-    assert out.safe, why
+# Defined only while one is open: an empty parameter set would show as a skip.
+if KNOWN_COUNTER_EXAMPLES:
+    @pytest.mark.parametrize(("handoff", "routing", "publishers_move", "seed", "why"),
+                             KNOWN_COUNTER_EXAMPLES)
+    @pytest.mark.xfail(strict=True, reason="known counter-example, not fixed yet")
+    def test_known_counter_examples(handoff: str, routing: str, publishers_move: bool,
+                                    seed: int, why: str) -> None:
+        """Each fails today (strict: a fix turns it into an error to notice and un-mark)."""
+        out = run_mobility(random.Random(seed), handoff, routing,
+                           publishers_move=publishers_move)
+        assert out.safe, why
 
 
 @pytest.mark.parametrize("handoff", ["acyclic", "pingpong"])
