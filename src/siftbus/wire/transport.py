@@ -423,24 +423,23 @@ class FrameConnection(asyncio.Protocol):
 
     def flush(self) -> None:
         """Give the frames written so far to the transport now, as one write."""
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = None
-        if not self._out:
+        out = self._drop_pending()
+        if not out:
             return
-        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
-        self._out.clear()
-        self._out_bytes = 0
+        data = out[0] if len(out) == 1 else b"".join(out)
         t = self.transport
         if t is not None and not self._lost and not t.is_closing():
             t.write(data)
 
-    def _drop_pending(self) -> None:
+    def _drop_pending(self) -> list[bytes]:
+        """Forget the frames not yet given to the transport (and the flush scheduled
+        for them); returns them."""
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
-        self._out.clear()
+        out, self._out = self._out, []
         self._out_bytes = 0
+        return out
 
     def send(self, msg: Message) -> bool:
         """Encode and write ``msg``; ``False`` when the connection is closing."""
