@@ -97,15 +97,21 @@ def _quotes(obj: dict[str, Any]) -> int | None:
     return 2 * (len(obj) + strings)
 
 
+def _loads_unescaped(text: str) -> Any:
+    """``orjson.loads(text)`` when the text has no escapes (quotes inside strings,
+    surrogates) and is valid JSON, else ``None`` (the exact reader decides)."""
+    if "\\" in text:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+
+
 def fast_event_object(line: str) -> dict[str, Any] | None:
     """The JSON object of an event line when it is plainly one (see the module
     docstring), else ``None`` (then read it with the exact reader)."""
-    if "\\" in line:
-        return None  # escapes: quotes inside strings, surrogates
-    try:
-        data = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
+    data = _loads_unescaped(line)
     if type(data) is not dict:
         return None
     # without escapes every '"' delimits a key or a string value: a repeated key
@@ -118,12 +124,7 @@ def fast_event_object(line: str) -> dict[str, Any] | None:
 def fast_event_array(text: str) -> list[dict[str, Any]] | None:
     """The objects of a JSON array of events (or of one event) when every item is
     plainly one, else ``None`` (then read the body with the exact reader)."""
-    if "\\" in text:
-        return None
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return None
+    data = _loads_unescaped(text)
     if type(data) is dict:
         data = [data]
     if type(data) is not list:
@@ -146,22 +147,11 @@ def _keys(values: list[Any], domain: Any) -> list[Any] | None:
         lo, hi = domain.lo, domain.hi
         return [v if type(v) is int and lo <= v <= hi else None for v in values]
     if isinstance(domain, EnumDomain):
-        ordinal = _ordinals(domain)
+        ordinal = domain.ordinals
         return [ordinal.get(v) if type(v) is str else None for v in values]
     if isinstance(domain, StringDomain):
         return [v if type(v) is str else None for v in values]
     return None  # decimals: the exact reader
-
-
-_ORDINALS: dict[tuple[str, ...], dict[str, int]] = {}
-
-
-def _ordinals(domain: EnumDomain) -> dict[str, int]:
-    hit = _ORDINALS.get(domain.labels)
-    if hit is None:
-        hit = _ORDINALS[domain.labels] = {label: i for i, label in
-                                          enumerate(domain.labels)}
-    return hit
 
 
 def plain_events(objs: list[dict[str, Any]], schema: Schema) -> list[Event | None]:

@@ -47,7 +47,7 @@ from siftbus.model import Event, Schema
 
 from .codec import block_events
 from .limits import DEFAULT_LIMITS, GatewayLimits
-from .streams import Outbox, check_subscription_id, notification_message
+from .streams import Outbox, check_subscription_id, notification_message, notification_object
 
 log = logging.getLogger("siftbus.gateway")
 
@@ -262,8 +262,7 @@ class Gateway:
                 if route is None:
                     continue  # unsubscribed meanwhile
                 ob, sid = route
-                msg = {"type": "notification", "subscription": sid, "src": srcs[r],
-                       "seq": seqs[r], "ts": stamps[r], "event": evs[r]}
+                msg = notification_object(sid, srcs[r], seqs[r], stamps[r], evs[r])
                 if at is not None:
                     keyed.append((at[r], ob, msg))
                 else:

@@ -32,15 +32,21 @@ def check_subscription_id(sid: Any) -> str:
     return sid
 
 
-def notification_message(sid: str, n: Notification, number: int | None = None
-                         ) -> dict[str, Any]:
-    """The JSON object of one notification (WebSocket, SSE and pull alike); ``number``:
-    its session number ``n`` (a session socket only)."""
-    msg = {"type": "notification", "subscription": sid, "src": n.src, "seq": n.seq,
-           "ts": n.ts, "event": n.event.to_json_dict()}
+def notification_object(sid: str, src: str, seq: int, ts: Any, event: dict[str, Any],
+                        number: int | None = None) -> dict[str, Any]:
+    """The JSON object of one notification (WebSocket, SSE and pull alike), from its
+    parts; ``number``: its session number ``n`` (a session socket only)."""
+    msg = {"type": "notification", "subscription": sid, "src": src, "seq": seq, "ts": ts,
+           "event": event}
     if number is not None:
         msg["n"] = number
     return msg
+
+
+def notification_message(sid: str, n: Notification, number: int | None = None
+                         ) -> dict[str, Any]:
+    """:func:`notification_object` of a client's notification."""
+    return notification_object(sid, n.src, n.seq, n.ts, n.event.to_json_dict(), number)
 
 
 class Outbox:
@@ -145,4 +151,5 @@ def sse_frame(msg: dict[str, Any]) -> bytes:
     return b"event: " + msg["type"].encode() + b"\ndata: " + dumps_bytes(msg) + b"\n\n"
 
 
-__all__ = ["Outbox", "check_subscription_id", "notification_message", "sse_frame"]
+__all__ = ["Outbox", "check_subscription_id", "notification_message", "notification_object",
+           "sse_frame"]

@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 from siftbus.errors import DomainError, SchemaError, excerpt
@@ -240,6 +242,11 @@ class EnumDomain:
     @property
     def size(self) -> int:
         return len(self.labels)
+
+    @property
+    def ordinals(self) -> Mapping[str, int]:
+        """The key of each label (read-only: a view of the domain's own table)."""
+        return MappingProxyType(self._ordinal)
 
     def key(self, value: object) -> int:
         if isinstance(value, str):
