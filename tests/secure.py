@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.servers import close_all as close_all  # the security tests take it from here
 from broker_strategies import SCHEMA
 from siftbus.broker.node import BrokerNode
 from siftbus.broker.server import BrokerServer
@@ -106,13 +107,6 @@ async def connect(srv: BrokerServer, pki: Pki | None, principal: str | None = No
     tls = pki.client_tls(cert) if pki is not None else None
     return await Client.connect(port=srv.port, name=name, token=token, tls=tls,
                                 server_hostname="localhost" if tls else None)
-
-
-async def close_all(servers: dict[str, BrokerServer], clients: Iterable[Client] = ()) -> None:
-    for c in clients:
-        await c.close()
-    for srv in servers.values():
-        await srv.close()
 
 
 async def eventually(pred: Any, timeout: float = 10.0) -> None:

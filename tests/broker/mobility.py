@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from siftbus.broker.node import BrokerNode
-from siftbus.broker.protocols import rendezvous_directions
 from siftbus.broker.server import BrokerServer
 from siftbus.broker.store import ProfileStore
 from siftbus.model import parse_schema
+
+from .servers import close_all as close_all  # the mobility tests take it from here
+from .servers import start_network
 
 SCHEMA = parse_schema("""
 [T]
@@ -28,26 +29,11 @@ NAMES = ["B0", "B1", "B2", "B3", "B4"]
 async def start_tree(handoff: str, protocol: str = "forwarding",
                      names: list[str] = NAMES, edges: list[tuple[str, str]] = TREE,
                      store: Path | None = None) -> dict[str, BrokerServer]:
-    servers: dict[str, BrokerServer] = {}
-    rn = {"T": "B1"}
-    for i, b in enumerate(names):
-        nbrs = tuple(x for a, c in edges for x in (a, c) if b in (a, c) and x != b)
-        node = BrokerNode(
-            b, SCHEMA, protocol=protocol, neighbours=nbrs, handoff=handoff, edges=edges,
-            rendezvous=rendezvous_directions(edges, b, rn) if protocol == "rendezvous"
-            else None, store=ProfileStore(store) if store else None)
-        dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs if names.index(n) < i}
-        srv = BrokerServer(node, dial=dial)
-        await srv.start()
-        servers[b] = srv
-    for srv in servers.values():
-        await srv.wait_neighbours(10)
-    return servers
-
-
-async def close_all(servers: dict[str, BrokerServer]) -> None:
-    for s in servers.values():
-        await s.close()
+    """The tree's brokers with ``handoff`` (rendezvous routing meets at B1)."""
+    return await start_network(
+        names, edges, protocol, schema=SCHEMA, handoff=handoff,
+        rendezvous={"T": "B1"} if protocol == "rendezvous" else None,
+        store=ProfileStore(store) if store else None)
 
 
 async def wait_for(cond: Any, timeout: float = 20.0) -> None:

@@ -41,6 +41,17 @@ def config_text(ports: list[int], protocol: str = "forwarding", extra: str = "")
     return "\n".join(lines)
 
 
+def interrupt(proc: subprocess.Popen[Any], timeout: float = 20) -> int:
+    """Ctrl-C for a foreground command (``siftbus network up``): SIGINT, then SIGKILL if
+    it has not exited within ``timeout`` seconds; the exit status."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
 def run_cli(*args: str, timeout: float = 60, **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "siftbus", *args], capture_output=True,
                           text=True, timeout=timeout, check=False, **kw)  # type: ignore[call-overload]

@@ -5,12 +5,15 @@ security and gateway tests."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from broker_strategies import SCHEMA
 from siftbus.broker.node import BrokerNode
 from siftbus.broker.protocols import rendezvous_directions
 from siftbus.broker.server import BrokerServer
+from siftbus.broker.simulator import Delivery
 from siftbus.client import Client
 from siftbus.model import Schema
 
@@ -21,13 +24,15 @@ async def start_network(names: list[str], edges: list[tuple[str, str]], protocol
                         advertisements: bool = False, schema: Schema = SCHEMA,
                         **node: Any) -> dict[str, BrokerServer]:
     """Brokers of a tree, each its own server; a broker dials its neighbours listed
-    before it (as ``siftbus network up`` does). ``node``: more ``BrokerNode`` options."""
+    before it and knows the whole tree (as ``siftbus network up`` does). ``node``: more
+    ``BrokerNode`` options."""
     servers: dict[str, BrokerServer] = {}
     for i, b in enumerate(names):
         nbrs = tuple(x for a, c in edges for x in (a, c) if b in (a, c) and x != b)
         dirs = rendezvous_directions(edges, b, rendezvous) if rendezvous else None
         bn = BrokerNode(b, schema, protocol=protocol, strategy=strategy, neighbours=nbrs,
-                        rendezvous=dirs, advertisements=advertisements, **node)
+                        rendezvous=dirs, advertisements=advertisements, edges=edges,
+                        **node)
         dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs if names.index(n) < i}
         srv = BrokerServer(bn, dial=dial)
         await srv.start()
@@ -51,3 +56,23 @@ async def settle(servers: dict[str, BrokerServer], clients: list[Client]) -> Non
         raise AssertionError("network did not settle")
     for c in clients:
         await c.ping()
+
+
+def delivered(clients: Iterable[Client]) -> Counter[Delivery]:
+    """Every notification the clients' subscriptions have queued (taken out), counted
+    as the oracle counts them."""
+    got: Counter[Delivery] = Counter()
+    for c in clients:
+        for s in c.subscriptions.values():
+            while not s.queue.empty():
+                nt = s.queue.get_nowait()
+                got[Delivery(c.name, nt.profile, (nt.src, nt.seq))] += 1
+    return got
+
+
+async def close_all(servers: dict[str, BrokerServer], clients: Iterable[Client] = ()) -> None:
+    """Close the clients, then the brokers."""
+    for c in clients:
+        await c.close()
+    for srv in servers.values():
+        await srv.close()

@@ -38,7 +38,7 @@ from siftbus.match.composite import CompositeMatch, EngineLimits, StampedEvent, 
 from siftbus.model import Event, Profile, parse_schema
 
 from .processes import broker_process, run_cli
-from .servers import settle, start_network
+from .servers import close_all, settle, start_network
 
 CONFIGS = [
     dict(protocol="flooding"),
@@ -230,10 +230,7 @@ async def run_real(data: st.DataObject, protocol: str, strategy: str) -> None:
         assert {b: len(s.node.routing.table) for b, s in servers.items()} == \
             {b: 0 for b in names}
     finally:
-        for c in clients:
-            await c.close()
-        for srv in servers.values():
-            await srv.close()
+        await close_all(servers, clients)
 
 
 @pytest.mark.parametrize(("protocol", "strategy"), [

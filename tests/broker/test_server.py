@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections import Counter
 from typing import Any
 
 import msgpack
@@ -16,13 +15,12 @@ from hypothesis import strategies as st
 from broker_strategies import SCHEMA, events, oracle, profiles
 from siftbus.broker.node import BrokerNode
 from siftbus.broker.server import BrokerServer, read_frame
-from siftbus.broker.simulator import Delivery
 from siftbus.client import Client, SyncClient
 from siftbus.errors import ConnectionLostError, RemoteError, SiftbusError
 from siftbus.model import Event, Profile
 from siftbus.wire.frames import VERSION, Message, MsgType, encode
 
-from .servers import settle, start_network
+from .servers import close_all, delivered, settle, start_network
 
 T = SCHEMA["T"]
 
@@ -325,12 +323,7 @@ async def run_network_case(data: st.DataObject, protocol: str, strategy: str) ->
             await c.publish_batch(evs, ack=True)
             published += [((f"{c.broker}/{c.name}", seq0 + i), e) for i, e in enumerate(evs)]
         await settle(servers, clients)
-        got: Counter[Delivery] = Counter()
-        for c in clients:
-            for s in c.subscriptions.values():
-                while not s.queue.empty():
-                    nt = s.queue.get_nowait()
-                    got[Delivery(c.name, nt.profile, (nt.src, nt.seq))] += 1
+        got = delivered(clients)
         assert got == oracle(active, published)
         for c in clients:
             if c.subscriptions:
@@ -339,10 +332,7 @@ async def run_network_case(data: st.DataObject, protocol: str, strategy: str) ->
         assert {b: s.node.stats().table_size for b, s in servers.items()} == \
             {b: 0 for b in names}
     finally:
-        for c in clients:
-            await c.close()
-        for srv in servers.values():
-            await srv.close()
+        await close_all(servers, clients)
 
 
 @pytest.mark.parametrize(("protocol", "strategy"), [

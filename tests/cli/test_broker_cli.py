@@ -20,6 +20,7 @@ from broker.processes import (
     broker_process,
     config_text,
     free_ports,
+    interrupt,
     run_cli,
 )
 from siftbus.broker.config import load_network, parse_network
@@ -138,12 +139,7 @@ def test_network_of_processes_delivers_the_building_example(tmp_path: Path,
         assert stats.returncode == 0
         assert all(s["neighbours_up"] >= 1 for s in json.loads(stats.stdout).values())
     finally:
-        up.send_signal(signal.SIGINT)
-        try:
-            up.wait(20)
-        except subprocess.TimeoutExpired:
-            up.kill()
-            up.wait()
+        interrupt(up)
     assert up.returncode == 0
 
 

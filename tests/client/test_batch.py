@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.servers import settle, start_network
+from broker.servers import close_all, settle, start_network
 from broker_strategies import SCHEMA, events, profiles
 from siftbus.broker.server import BrokerServer
 from siftbus.client import Client, Notification, NotificationBatch
@@ -140,10 +140,7 @@ async def run_case(data: st.DataObject) -> None:
                 {p.id: counts[p.id] for p in ps}
             assert c.unclaimed.empty()
     finally:
-        for c in clients:
-            await c.close()
-        for srv in servers.values():
-            await srv.close()
+        await close_all(servers, clients)
 
 
 @settings(max_examples=25, deadline=None)

@@ -7,21 +7,18 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import signal
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.processes import free_ports, run_cli
-from broker.servers import settle
+from broker.processes import free_ports, interrupt, run_cli
+from broker.servers import delivered, settle
 from broker_strategies import SCHEMA, events, oracle, profiles
 from secure import Pki, close_all, connect, make_pki, policy, start_secure
-from siftbus.broker.simulator import Delivery
 from siftbus.client import Client
 from siftbus.errors import RemoteError
 from siftbus.lang.profile import parse_profile
@@ -74,12 +71,7 @@ async def run_secure_network(data: st.DataObject, pki: Pki) -> None:
             await c.publish_batch(evs, ack=True)
             published += [((f"{c.broker}/{c.name}", seq0 + i), e) for i, e in enumerate(evs)]
         await settle(servers, clients)
-        got: Counter[Delivery] = Counter()
-        for c in clients:
-            for s in c.subscriptions.values():
-                while not s.queue.empty():
-                    nt = s.queue.get_nowait()
-                    got[Delivery(c.name, nt.profile, (nt.src, nt.seq))] += 1
+        got = delivered(clients)
         # a tenant receives what its profile selects inside its right (narrowed)
         want = oracle({k: p for k, p in active.items() if not k[0].startswith("tenant")},
                       published)
@@ -204,9 +196,4 @@ def test_the_secure_network_of_the_docs_runs_end_to_end(tmp_path: Path) -> None:
         anonymous = run_cli("network", "stats", str(work / "net.toml"), "--json")
         assert anonymous.returncode == 1 and "credentials required" in anonymous.stdout
     finally:
-        up.send_signal(signal.SIGINT)
-        try:
-            up.wait(20)
-        except subprocess.TimeoutExpired:
-            up.kill()
-            up.wait()
+        interrupt(up)
