@@ -164,23 +164,41 @@ class CompiledType:
         """``run(event, alive, out) -> count``: one event's sorted ranks into ``out``.
 
         For a type whose attributes are all ordered the kernel finds the cells from the
-        keys itself; the function keeps a scratch row, so it belongs to one user.
+        keys itself. The function keeps scratch arrays (the keys, a cell row), so it
+        belongs to one user, and calls the kernel specialised for its argument types
+        (:meth:`~siftbus.match.kernel.Kernels.specialise`), so ``alive`` must be a 1-d
+        uint8 array and ``out`` a 1-d int32 array, always.
         """
-        args = self.kernel_args()
+        cb, sk, so, ent, sp, bm, co, runs, rank, always = self.kernel_args()
         row = np.zeros((1, len(self.cells)), np.int32)
+        impl: list[Any] = [None, None]  # the kernels this was specialised for, the function
         if self.ordered_only:
             bounds = self.bounds
+            keys = np.zeros(len(self.cells), np.int64)
 
             def run_keys(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
-                return int(kernel.active().index_match_keys(
-                    np.array(event.keys, np.int64), bounds, row, *args, alive, out))
+                kern = kernel.active()
+                if kern is not impl[0]:
+                    impl[1] = kern.specialise("index_match_keys", (
+                        keys, bounds, row, cb, sk, so, ent, sp, bm, co, runs, rank, always,
+                        alive, out))
+                    impl[0] = kern
+                keys[:] = event.keys
+                return impl[1](keys, bounds, row, cb, sk, so, ent, sp, bm, co,
+                               runs, rank, always, alive, out)
 
             return run_keys
         cells = self.cells
 
         def run_cells(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
+            kern = kernel.active()
+            if kern is not impl[0]:
+                impl[1] = kern.specialise("index_match_one", (
+                    row, cb, sk, so, ent, sp, bm, co, runs, rank, always, alive, out))
+                impl[0] = kern
             row[0, :] = event_cells(cells, event)
-            return int(kernel.active().index_match_one(row, *args, alive, out))
+            return impl[1](row, cb, sk, so, ent, sp, bm, co, runs, rank,
+                           always, alive, out)
 
         return run_cells
 

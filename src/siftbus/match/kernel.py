@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -114,6 +115,11 @@ class Kernels(Protocol):
         """:meth:`index_match_one` from the event's int64 keys of an all-ordered type:
         the cells are found by binary search in ``bounds`` (int64, the cells' lower
         bounds in global cell order) and written to ``row`` (int32[1, m])."""
+
+    def specialise(self, name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
+        """Kernel ``name`` for arguments of exactly the types of ``args``: numba's
+        compiled entry point (no type dispatch per call; a caller must then always pass
+        arguments of those types, dtypes and layouts), the plain function in Python."""
 
     def fill_lead(self, first: np.ndarray, last: np.ndarray, slots: np.ndarray,
                   entry: np.ndarray, row_of_cell: np.ndarray, list_off: np.ndarray,
@@ -215,6 +221,10 @@ class _Metered:
 
     def __init__(self, impl: Kernels) -> None:
         self._impl = impl
+
+    def specialise(self, name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
+        """The timed kernel (the types of ``args`` do not matter here)."""
+        return getattr(self, name)
 
     def __getattr__(self, attr: str) -> Any:
         fn = getattr(self._impl, attr)

@@ -17,8 +17,11 @@ kernel serves the per-event path (a batch of one), the batch path and the Spark 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
-from numba import njit
+from numba import njit, typeof
 
 _ONE = np.uint64(1)
 
@@ -430,3 +433,14 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
             out[start:k] = np.sort(out[start:k])
         offsets[e + 1] = k
     return offsets, out[:k].copy()
+
+
+def specialise(name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
+    """See :func:`siftbus.match.kernel.Kernels.specialise`.
+
+    The dispatcher resolves the types of every argument on every call (~80 ns per array
+    argument, 1.5 µs for the 15 of ``index_match_keys``); the entry point of the
+    overload for these types skips that, for callers whose argument types never change
+    (the per-event runners)."""
+    entry: Callable[..., Any] = globals()[name].compile(tuple(typeof(a) for a in args))
+    return entry

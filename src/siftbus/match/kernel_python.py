@@ -7,6 +7,9 @@ every entry of a lead set at once, then the runs of the survivors at once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 _NONE = np.zeros(0, np.int64)
@@ -195,3 +198,9 @@ def _csr(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         np.cumsum([len(r) for r in rows], out=offsets[1:])
     flat = np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
     return offsets, flat
+
+
+def specialise(name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
+    """See :func:`siftbus.match.kernel.Kernels.specialise` (here: the function itself)."""
+    fn: Callable[..., Any] = globals()[name]
+    return fn
