@@ -107,14 +107,18 @@ class Kernels(Protocol):
         Returns the count; a count above ``len(out)`` means ``out`` was too small (call
         again with a larger one). Allocates nothing: the per-event path."""
 
-    def index_match_keys(self, keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
-                         cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
-                         ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
-                         cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
-                         always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+    def index_match_keys(self, keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
+                         lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
+                         set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
+                         slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
+                         runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                         alive: np.ndarray, out: np.ndarray) -> int:
         """:meth:`index_match_one` from the event's int64 keys of an all-ordered type:
-        the cells are found by binary search in ``bounds`` (int64, the cells' lower
-        bounds in global cell order) and written to ``row`` (int32[1, m])."""
+        the cells are written to ``row`` (int32[1, m]). Attribute ``a`` with a key ->
+        cell table (``lut[lut_off[a]:lut_off[a + 1]]``, int32, indexed by key minus the
+        domain's smallest key, ``bounds[cell_base[a]]``) reads its cell there; the others
+        (an empty table) search ``bounds`` (int64, the cells' lower bounds in global
+        cell order)."""
 
     def specialise(self, name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
         """Kernel ``name`` for arguments of exactly the types of ``args``: numba's

@@ -365,16 +365,21 @@ def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarr
 
 
 @njit(cache=True)
-def index_match_keys(keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
-                     cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
-                     ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
-                     cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
-                     always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
+                     lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
+                     set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
+                     slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
+                     runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                     alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
     for a in range(keys.shape[0]):
         lo = cell_base[a]
         hi = cell_base[a + 1]
         key = keys[a]
+        i = key - bounds[lo]  # bounds[lo]: the domain's smallest key
+        if 0 <= i < lut_off[a + 1] - lut_off[a]:
+            row[0, a] = lut[lut_off[a] + i]
+            continue
         while lo < hi:  # the last bound <= key
             mid = (lo + hi) >> 1
             if bounds[mid] <= key:

@@ -122,15 +122,20 @@ def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarr
     return len(got)
 
 
-def index_match_keys(keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
-                     cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
-                     ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
-                     cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
-                     always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
+                     lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
+                     set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
+                     slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
+                     runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                     alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
     for a in range(len(keys)):
         lo, hi = int(cell_base[a]), int(cell_base[a + 1])
-        row[0, a] = int(np.searchsorted(bounds[lo:hi], keys[a], side="right")) - 1
+        i = int(keys[a]) - int(bounds[lo])
+        if 0 <= i < int(lut_off[a + 1] - lut_off[a]):
+            row[0, a] = lut[int(lut_off[a]) + i]
+        else:
+            row[0, a] = int(np.searchsorted(bounds[lo:hi], keys[a], side="right")) - 1
     return index_match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
                            cond_off, runs, rank, always, alive, out)
 
