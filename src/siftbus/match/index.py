@@ -27,6 +27,7 @@ re-derives the evaluation order and the leads from observed statistics in
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -171,20 +172,24 @@ class CompiledType:
         """
         cb, sk, so, ent, sp, bm, co, runs, rank, always = self.kernel_args()
         row = np.zeros((1, len(self.cells)), np.int32)
-        impl: list[Any] = [None, None]  # the kernels this was specialised for, the function
+        # the kernels this was specialised for (none yet: a sentinel), the function
+        impl: list[Any] = [object(), None]
         if self.ordered_only:
             bounds = self.bounds
             lut, lut_off = self.key_tables()
             keys = np.zeros(len(self.cells), np.int64)
+            put_keys = struct.Struct(f"={len(self.cells)}q").pack_into  # 2x np's keys[:] =
+            key_buf = keys.data
+            state = kernel.STATE
 
             def run_keys(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
-                kern = kernel.active()
-                if kern is not impl[0]:
+                if state.impl is not impl[0]:
+                    kern = kernel.active()
                     impl[1] = kern.specialise("index_match_keys", (
                         keys, bounds, lut, lut_off, row, cb, sk, so, ent, sp, bm, co, runs,
                         rank, always, alive, out))
                     impl[0] = kern
-                keys[:] = event.keys
+                put_keys(key_buf, 0, *event.keys)
                 return impl[1](keys, bounds, lut, lut_off, row, cb, sk, so, ent, sp, bm,
                                co, runs, rank, always, alive, out)
 

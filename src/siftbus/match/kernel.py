@@ -154,6 +154,11 @@ class _State:
 
 _STATE = _State()
 
+STATE = _STATE
+"""The current choice, for per-event hot paths that cannot afford a call of
+:func:`active` per event: ``STATE.impl`` is what :func:`active` returns (``None`` before
+the first use: call :func:`active` then). Read only."""
+
 
 def _numba() -> Kernels:
     from siftbus.match import kernel_numba
