@@ -165,8 +165,11 @@ class CompiledType:
         """``run(event, alive, out) -> count``: one event's sorted ranks into ``out``.
 
         For a type whose attributes are all ordered the kernel finds the cells from the
-        keys itself. The function keeps scratch arrays (the keys, a cell row), so it
-        belongs to one user, and calls the kernel specialised for its argument types
+        keys itself (``index_match_packed``: at the first event the small arrays are
+        copied into two, :func:`~siftbus.match.kernel.pack_keys_arrays`, 12 bytes per
+        profile, made only by levels that match single events). The function keeps
+        scratch arrays (the keys, a cell row), so it belongs to one user, and calls the
+        kernel specialised for its argument types
         (:meth:`~siftbus.match.kernel.Kernels.specialise`), so ``alive`` must be a 1-d
         uint8 array and ``out`` a 1-d int32 array, always.
         """
@@ -175,23 +178,25 @@ class CompiledType:
         # the kernels this was specialised for (none yet: a sentinel), the function
         impl: list[Any] = [object(), None]
         if self.ordered_only:
-            bounds = self.bounds
-            lut, lut_off = self.key_tables()
-            keys = np.zeros(len(self.cells), np.int64)
-            put_keys = struct.Struct(f"={len(self.cells)}q").pack_into  # 2x np's keys[:] =
-            key_buf = keys.data
+            m = len(self.cells)
+            packed: list[np.ndarray] = []  # i64, i32 (made at the first event)
+            put_keys = struct.Struct(f"={m}q").pack_into  # 2x np's keys[:] =
+            key_buf: list[memoryview] = []
             state = kernel.STATE
 
             def run_keys(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
                 if state.impl is not impl[0]:
                     kern = kernel.active()
-                    impl[1] = kern.specialise("index_match_keys", (
-                        keys, bounds, lut, lut_off, row, cb, sk, so, ent, sp, bm, co, runs,
-                        rank, always, alive, out))
+                    if not packed:
+                        i64, i32 = kernel.pack_keys_arrays(
+                            self.bounds, *self.key_tables(), cb, sk, so, co, rank, always)
+                        packed.extend((i64, i32))
+                        key_buf.append(i64.data)
+                    impl[1] = kern.specialise("index_match_packed", (
+                        packed[0], packed[1], ent, sp, bm, runs, alive, out))
                     impl[0] = kern
-                put_keys(key_buf, 0, *event.keys)
-                return impl[1](keys, bounds, lut, lut_off, row, cb, sk, so, ent, sp, bm,
-                               co, runs, rank, always, alive, out)
+                put_keys(key_buf[0], 8 * kernel.KEYS_AT, *event.keys)
+                return impl[1](packed[0], packed[1], ent, sp, bm, runs, alive, out)
 
             return run_keys
         cells = self.cells

@@ -395,6 +395,40 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
 
 
 @njit(cache=True)
+def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
+                       slot_pre: np.ndarray, bitmaps: np.ndarray, runs: np.ndarray,
+                       alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.index_match_packed` (the layout is
+    :func:`siftbus.match.kernel.pack_keys_arrays`'s)."""
+    m = i64[0]
+    g = i64[1]
+    n = i64[2]
+    a = 8
+    keys = i64[a:a + m]
+    a += m
+    lut_off = i64[a:a + m + 1]
+    a += m + 1
+    cell_base = i64[a:a + m + 1]
+    a += m + 1
+    bounds = i64[a:a + g]
+    a += g
+    set_off = i64[a:a + g + 1]
+    a += g + 1
+    cond_off = i64[a:a + n + 1]
+    b = m
+    lut = i32[b:b + i64[4]]
+    b += i64[4]
+    set_kind = i32[b:b + g]
+    b += g
+    rank = i32[b:b + n]
+    b += n
+    always = i32[b:b + i64[3]]
+    return index_match_keys(keys, bounds, lut, lut_off, i32[:m].reshape((1, m)), cell_base,
+                            set_kind, set_off, ent, slot_pre, bitmaps, cond_off, runs, rank,
+                            always, alive, out)
+
+
+@njit(cache=True)
 def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, entry: np.ndarray,
               row_of_cell: np.ndarray, list_off: np.ndarray, ent: np.ndarray,
               bitmaps: np.ndarray) -> None:

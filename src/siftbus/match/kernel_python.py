@@ -140,6 +140,20 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
                            cond_off, runs, rank, always, alive, out)
 
 
+def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
+                       slot_pre: np.ndarray, bitmaps: np.ndarray, runs: np.ndarray,
+                       alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.index_match_packed`."""
+    m, g, n, n_always, n_lut = (int(x) for x in i64[:5])
+    cut64 = np.cumsum([8, m, m + 1, m + 1, g, g + 1, n + 1])
+    keys, lut_off, cell_base, bounds, set_off, cond_off = np.split(i64, cut64)[1:7]
+    cut32 = np.cumsum([m, n_lut, g, n, n_always])
+    row, lut, set_kind, rank, always = np.split(i32, cut32)[:5]
+    return index_match_keys(keys, bounds, lut, lut_off, row.reshape(1, m), cell_base,
+                            set_kind, set_off, ent, slot_pre, bitmaps, cond_off, runs, rank,
+                            always, alive, out)
+
+
 def _expand(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(run index, cell) of every cell each run covers, runs in order."""
     count = (last.astype(np.int64) - first.astype(np.int64) + 1).clip(0)
