@@ -495,9 +495,9 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
 def specialise(name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
     """See :func:`siftbus.match.kernel.Kernels.specialise`.
 
-    The dispatcher resolves the types of every argument on every call (~80 ns per array
-    argument, 1.5 µs for the 15 of ``index_match_keys``); the entry point of the
-    overload for these types skips that, for callers whose argument types never change
-    (the per-event runners)."""
+    The dispatcher resolves the types of every argument on every call (a no-op kernel
+    of 15 arrays: 1.5 µs through the dispatcher, 0.9 µs through the entry point); the
+    entry point of the overload for these types skips that, for callers whose argument
+    types never change (the per-event runners)."""
     entry: Callable[..., Any] = globals()[name].compile(tuple(typeof(a) for a in args))
     return entry
