@@ -124,3 +124,33 @@ def test_forwarding_subscribe_many_sends_what_one_at_a_time_sends(
     assert bulk.add_neighbour("I1") == one.add_neighbour("I1")
     with pytest.raises(DuplicateProfileError):
         bulk.subscribe_many([items[0]])
+
+
+@pytest.mark.parametrize("neighbour", [False, True])
+def test_forwarding_subscribe_many_refuses_duplicates_with_one_check(
+        neighbour: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A duplicate id in a frame (held already, or twice in the frame) raises naming it
+    and changes nothing, in one poset step (no neighbour yet) and one profile at a time;
+    the poset step checks the ids once (``add_many``'s check), not a second time."""
+    from siftbus.covering.forwarding import ForwardingTable
+
+    rng = random.Random(11)
+    ps = [random_profile(rng, f"p{i}") for i in range(4)]
+    table = ForwardingTable()
+    if neighbour:
+        table.add_neighbour("I1")
+    table.subscribe(ps[0], "local")
+    before = dict(table.entries)
+    for frame in ([(ps[1], "local", None), (ps[0], "I1", None)],
+                  [(ps[2], "local", None), (ps[2], "I1", None)]):
+        with pytest.raises(DuplicateProfileError) as err:
+            table.subscribe_many(frame)
+        assert err.value.field == frame[1][0].id
+        assert dict(table.entries) == before
+    lookups: list[object] = []
+    real = FilterPoset.__contains__
+    monkeypatch.setattr(FilterPoset, "__contains__",
+                        lambda self, pid: lookups.append(pid) or real(self, pid))
+    table.subscribe_many([(ps[1], "local", None), (ps[2], "I1", None)])
+    assert set(table.entries) == {p.id for p in ps[:3]}
+    assert bool(lookups) == neighbour  # one at a time: the table checks, then each add

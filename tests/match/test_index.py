@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from siftbus.errors import DomainError, DuplicateProfileError, UnknownProfileError
 from siftbus.lang.profile import parse_profile
-from siftbus.match import Matcher, ReferenceMatcher
+from siftbus.match import Matcher, ReferenceMatcher, kernel
+from siftbus.match import cells as cells_module
 from siftbus.match import index as index_module
 from siftbus.match.conformance import (
     _hot,
@@ -298,3 +299,103 @@ def test_many_matches_per_event_grow_the_output_buffers(
     want = ref.match_batch(evs)
     assert min(len(w) for w in want) >= 60
     assert m.match_batch(evs) == want
+
+
+LONG = parse_schema('[L]\na = "int[0,3]"\nb = "int[-7,200000]"\nc = "enum[LO,MID,HI]"\n'
+                    'd = "decimal[-2,2,1]"\n')["L"]
+
+
+def _long_list_profile(rnd: random.Random, pid: str) -> Profile:
+    """Mostly led by ``a`` (a quarter or half of its 4 keys), the rest wider, so a lead
+    cell of ``a`` holds hundreds of profiles; sometimes led by a narrow ``b``."""
+    lo = rnd.randint(0, 3)
+    preds = [Predicate("a", Op.EQ, (lo,)) if rnd.random() < 0.7 else
+             Predicate("a", Op.RANGE, (min(lo, 2), min(lo, 2) + 1))]
+    r = rnd.random()
+    if r < 0.4:
+        preds.append(Predicate("b", Op.GE, (rnd.randint(-7, 60_000),)))
+    elif r < 0.5:
+        preds.append(Predicate("b", Op.RANGE, (x := rnd.randint(-7, 199_990), x + 5)))
+    if rnd.random() < 0.5:
+        preds.append(Predicate("c", Op.IN, tuple(rnd.sample(["LO", "MID", "HI"], 2))))
+    if rnd.random() < 0.4:
+        preds.append(Predicate("d", Op.LE, (rnd.choice([-2, -1, 0, 1, 2]),)))
+    return Profile.build(pid, LONG, preds)
+
+
+def _long_list_event(rnd: random.Random) -> Event:
+    return Event.of(LONG, {
+        "a": rnd.randint(0, 3),
+        "b": rnd.choice([-7, 200_000, rnd.randint(-7, 200_000), rnd.randint(0, 60_000)]),
+        "c": rnd.choice(["LO", "MID", "HI"]),
+        "d": rnd.choice([-2, -1, 0, 1, 2, 0.5])})
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(300, 1200),
+       table_max=st.sampled_from([0, 4, cells_module.TABLE_MAX]),
+       drop=st.floats(0.0, 0.6))
+@pytest.mark.usefixtures("kernels")
+def test_per_event_path_on_long_lead_lists(seed: int, n: int, table_max: int,
+                                           drop: float) -> None:
+    """The per-event path against the reference: lead lists of hundreds of entries (the
+    first pre-check runs over chunks of ``kernel_numba.CHUNK``), cells from the key ->
+    cell tables or from the bounds (``TABLE_MAX`` 0: none has a table; 4: ``a`` and the
+    enum; the default: all but ``b``), keys at the domains' ends, interleaved removals
+    (tombstones), re-adds (pending profiles and merged levels); per event, in a batch."""
+    saved = cells_module.TABLE_MAX
+    cells_module.TABLE_MAX = table_max
+    try:
+        rnd = random.Random(seed)
+        # threshold 1: every lead set a list (at 1/32 these would be bitmaps)
+        m = IndexMatcher(rnd.choice([1.0, 1.0, 1 / 32]), pending_limit=rnd.choice([0, 16]))
+        ref = ReferenceMatcher()
+        profiles = [_long_list_profile(rnd, f"p{i:04d}") for i in range(n)]
+        for p in profiles:
+            m.add(p)
+            ref.add(p)
+        evs = [_long_list_event(rnd) for _ in range(12)]
+        assert [m.match(e) for e in evs] == ref.match_batch(evs)
+        for p in rnd.sample(profiles, int(drop * n)):
+            m.remove(p.id)
+            ref.remove(p.id)
+        assert [m.match(e) for e in evs] == ref.match_batch(evs)
+        for i in range(rnd.randint(0, 40)):
+            p = _long_list_profile(rnd, f"q{i:03d}")
+            m.add(p)
+            ref.add(p)
+            if i % 7 == 0:
+                assert m.match(evs[i % len(evs)]) == ref.match(evs[i % len(evs)])
+        want = ref.match_batch(evs)
+        assert [m.match(e) for e in evs] == want
+        assert m.match_batch(evs) == want
+    finally:
+        cells_module.TABLE_MAX = saved
+
+
+def test_per_event_runner_follows_the_kernel_choice() -> None:
+    """A level's runner is specialised for the kernels in use at its first event and
+    again after every change of choice (``auto`` moving from Python to numba
+    included): the same matches throughout, before and after removals."""
+    rnd = random.Random(5)
+    m = IndexMatcher(1.0, pending_limit=0)
+    ref = ReferenceMatcher()
+    for i in range(400):
+        p = _long_list_profile(rnd, f"p{i:03d}")
+        m.add(p)
+        ref.add(p)
+    evs = [_long_list_event(rnd) for _ in range(20)]
+    try:
+        for step, mode in enumerate(["python", "numba", "auto", "python", "numba"]):
+            kernel.use(mode)
+            assert [m.match(e) for e in evs] == ref.match_batch(evs), mode
+            pid = f"p{step * 37:03d}"
+            m.remove(pid)
+            ref.remove(pid)
+        kernel.use("auto")
+        kernel.STATE.spent = kernel.AUTO_BUDGET + 1  # the next call moves to numba
+        assert [m.match(e) for e in evs] == ref.match_batch(evs)
+        assert kernel.name() == "numba"
+    finally:
+        kernel.use()

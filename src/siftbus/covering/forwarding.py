@@ -239,15 +239,17 @@ class ForwardingTable:
         them (a duplicate id raises first); returns each one's updates. With no
         neighbour to tell yet, a poset takes them in one step
         (:meth:`FilterPoset.add_many`): the same table, found with fewer queries."""
+        if not self._held and isinstance(self.structure, FilterPoset):
+            # add_many refuses a duplicate id (held or repeated) before it changes
+            # anything: the one check of this path
+            self.structure.add_many(items)
+            return [{} for _ in items]
         seen: set[str] = set()
         for profile, _, _ in items:
             if profile.id in self.structure or profile.id in seen:
                 raise DuplicateProfileError(f"profile {profile.id!r} is already subscribed",
                                             field=profile.id)
             seen.add(profile.id)
-        if not self._held and isinstance(self.structure, FilterPoset):
-            self.structure.add_many(items)
-            return [{} for _ in items]
         return [self.subscribe(p, src, local_id) for p, src, local_id in items]
 
     def unsubscribe(self, profile_id: str, src: str | None = None) -> dict[str, Update]:

@@ -27,6 +27,7 @@ re-derives the evaluation order and the leads from observed statistics in
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,25 +165,65 @@ class CompiledType:
         """``run(event, alive, out) -> count``: one event's sorted ranks into ``out``.
 
         For a type whose attributes are all ordered the kernel finds the cells from the
-        keys itself; the function keeps a scratch row, so it belongs to one user.
+        keys itself (``index_match_packed``: at the first event the small arrays are
+        copied into two, :func:`~siftbus.match.kernel.pack_keys_arrays`, 12 bytes per
+        profile, made only by levels that match single events). The function keeps
+        scratch arrays (the keys, a cell row), so it belongs to one user, and calls the
+        kernel specialised for its argument types
+        (:meth:`~siftbus.match.kernel.Kernels.specialise`), so ``alive`` must be a 1-d
+        uint8 array and ``out`` a 1-d int32 array, always.
         """
-        args = self.kernel_args()
+        cb, sk, so, ent, sp, bm, co, runs, rank, always = self.kernel_args()
         row = np.zeros((1, len(self.cells)), np.int32)
+        # the kernels this was specialised for (none yet: a sentinel), the function
+        impl: list[Any] = [object(), None]
         if self.ordered_only:
-            bounds = self.bounds
+            m = len(self.cells)
+            packed: list[np.ndarray] = []  # i64, i32 (made at the first event)
+            put_keys = struct.Struct(f"={m}q").pack_into  # 2x np's keys[:] =
+            key_buf: list[memoryview] = []
+            state = kernel.STATE
 
             def run_keys(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
-                return int(kernel.active().index_match_keys(
-                    np.array(event.keys, np.int64), bounds, row, *args, alive, out))
+                if state.impl is not impl[0]:
+                    kern = kernel.active()
+                    if not packed:
+                        i64, i32 = kernel.pack_keys_arrays(
+                            self.bounds, *self.key_tables(), cb, sk, so, co, rank, always)
+                        packed.extend((i64, i32))
+                        key_buf.append(i64.data)
+                    impl[1] = kern.specialise("index_match_packed", (
+                        packed[0], packed[1], ent, sp, bm, runs, alive, out))
+                    impl[0] = kern
+                put_keys(key_buf[0], 8 * kernel.KEYS_AT, *event.keys)
+                return impl[1](packed[0], packed[1], ent, sp, bm, runs, alive, out)
 
             return run_keys
         cells = self.cells
 
         def run_cells(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
+            kern = kernel.active()
+            if kern is not impl[0]:
+                impl[1] = kern.specialise("index_match_one", (
+                    row, cb, sk, so, ent, sp, bm, co, runs, rank, always, alive, out))
+                impl[0] = kern
             row[0, :] = event_cells(cells, event)
-            return int(kernel.active().index_match_one(row, *args, alive, out))
+            return impl[1](row, cb, sk, so, ent, sp, bm, co, runs, rank,
+                           always, alive, out)
 
         return run_cells
+
+    def key_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(lut, lut_off)``: the key -> cell tables of the ordered attributes that have
+        one, concatenated (int32), and CSR offsets over attributes (int64; an empty
+        table: none). One load per attribute instead of a binary search over the cells'
+        bounds, which missed the cache on most of its steps."""
+        tables = [ac.table if ac.ordered and ac.table is not None else np.zeros(0, np.int32)
+                  for ac in self.cells]
+        lut_off = np.zeros(len(tables) + 1, np.int64)
+        np.cumsum([len(t) for t in tables], out=lut_off[1:])
+        lut = np.concatenate(tables).astype(np.int32) if tables else np.zeros(0, np.int32)
+        return lut, lut_off
 
     def slot(self, rank: int) -> int:
         return int(self.slot_of_rank[rank])

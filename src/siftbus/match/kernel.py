@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -106,14 +107,31 @@ class Kernels(Protocol):
         Returns the count; a count above ``len(out)`` means ``out`` was too small (call
         again with a larger one). Allocates nothing: the per-event path."""
 
-    def index_match_keys(self, keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
-                         cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
-                         ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
-                         cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
-                         always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+    def index_match_keys(self, keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
+                         lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
+                         set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
+                         slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
+                         runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                         alive: np.ndarray, out: np.ndarray) -> int:
         """:meth:`index_match_one` from the event's int64 keys of an all-ordered type:
-        the cells are found by binary search in ``bounds`` (int64, the cells' lower
-        bounds in global cell order) and written to ``row`` (int32[1, m])."""
+        the cells are written to ``row`` (int32[1, m]). Attribute ``a`` with a key ->
+        cell table (``lut[lut_off[a]:lut_off[a + 1]]``, int32, indexed by key minus the
+        domain's smallest key, ``bounds[cell_base[a]]``) reads its cell there; the others
+        (an empty table) search ``bounds`` (int64, the cells' lower bounds in global
+        cell order)."""
+
+    def index_match_packed(self, i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
+                           slot_pre: np.ndarray, bitmaps: np.ndarray, runs: np.ndarray,
+                           alive: np.ndarray, out: np.ndarray) -> int:
+        """:meth:`index_match_keys` with its small and same-typed arrays packed into two
+        (:func:`pack_keys_arrays`; the event's keys go to ``i64[KEYS_AT:KEYS_AT + m]``):
+        8 arguments instead of 17, as each array argument costs ~50 ns to unbox on every
+        call of the per-event path."""
+
+    def specialise(self, name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
+        """Kernel ``name`` for arguments of exactly the types of ``args``: numba's
+        compiled entry point (no type dispatch per call; a caller must then always pass
+        arguments of those types, dtypes and layouts), the plain function in Python."""
 
     def fill_lead(self, first: np.ndarray, last: np.ndarray, slots: np.ndarray,
                   entry: np.ndarray, row_of_cell: np.ndarray, list_off: np.ndarray,
@@ -136,6 +154,35 @@ class Kernels(Protocol):
         profile matches when as many of its filters as it has conditions are satisfied."""
 
 
+KEYS_AT = 8
+"""Where the event's keys go in the ``i64`` array of :func:`pack_keys_arrays` (after a
+header of 8 counts: attributes, cells, profiles, always, table entries, 3 unused)."""
+
+
+def pack_keys_arrays(bounds: np.ndarray, lut: np.ndarray, lut_off: np.ndarray,
+                     cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
+                     cond_off: np.ndarray, rank: np.ndarray, always: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``(i64, i32)`` for :meth:`Kernels.index_match_packed`: copies of the arrays of
+    :meth:`Kernels.index_match_keys` but ``ent``, ``slot_pre``, ``bitmaps``, ``runs``,
+    concatenated by type:
+
+    ``i64``: header (m, cells, n, len(always), len(lut), 0, 0, 0), keys (m, written per
+    event), ``lut_off`` (m + 1), ``cell_base`` (m + 1), ``bounds`` (cells), ``set_off``
+    (cells + 1), ``cond_off`` (n + 1);
+    ``i32``: the cell row (m, scratch), ``lut``, ``set_kind`` (cells), ``rank`` (n),
+    ``always``.
+
+    The copies cost 12 bytes per profile beside the index's ~190.
+    """
+    m = len(cell_base) - 1
+    header = np.array([m, len(set_kind), len(rank), len(always), len(lut), 0, 0, 0], np.int64)
+    i64 = np.concatenate([header, np.zeros(m, np.int64), lut_off, cell_base, bounds,
+                          set_off, cond_off]).astype(np.int64)
+    i32 = np.concatenate([np.zeros(m, np.int32), lut, set_kind, rank, always]).astype(np.int32)
+    return i64, i32
+
+
 class _State:
     mode: str | None = None
     impl: Kernels | None = None
@@ -143,6 +190,11 @@ class _State:
 
 
 _STATE = _State()
+
+STATE = _STATE
+"""The current choice, for per-event hot paths that cannot afford a call of
+:func:`active` per event: ``STATE.impl`` is what :func:`active` returns (``None`` before
+the first use: call :func:`active` then). Read only."""
 
 
 def _numba() -> Kernels:
@@ -215,6 +267,10 @@ class _Metered:
 
     def __init__(self, impl: Kernels) -> None:
         self._impl = impl
+
+    def specialise(self, name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
+        """The timed kernel (the types of ``args`` do not matter here)."""
+        return getattr(self, name)
 
     def __getattr__(self, attr: str) -> Any:
         fn = getattr(self._impl, attr)

@@ -17,8 +17,11 @@ kernel serves the per-event path (a batch of one), the batch path and the Spark 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
-from numba import njit
+from numba import njit, typeof
 
 _ONE = np.uint64(1)
 
@@ -92,12 +95,22 @@ def _append(buf: np.ndarray, k: int, value: int) -> np.ndarray:
     return buf
 
 
+CHUNK = 256
+"""Entries of a list lead set whose first pre-check runs in one branch-free pass."""
+
+
 @njit(cache=True, inline="always")
 def _scan_list(g: int, e: int, cells: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
                cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray, alive: np.ndarray,
-               out: np.ndarray, k: int) -> int:
+               out: np.ndarray, k: int, sel: np.ndarray) -> int:
     """Append the ranks of the members of list lead set ``g`` that event ``e`` matches:
     pre-checks first, then the runs when needed.
+
+    The first pre-check runs over :data:`CHUNK` entries at a time without a branch,
+    writing the positions that pass to ``sel`` (stream compaction, as the grouped kernel
+    does for a group); only those go on. About one entry in twelve passes it, so a branch
+    per entry was mispredicted often (per-event kernel at 100,000 profiles, a loop over
+    real events: 4.0 -> 3.2 µs).
 
     Bitmap sets are scanned by a function of their own (:func:`_scan_bitmap`, not
     inlined), and callers branch on ``set_kind`` in their own loop: with the bitmap loop
@@ -107,19 +120,25 @@ def _scan_list(g: int, e: int, cells: np.ndarray, set_off: np.ndarray, ent: np.n
     slower still)."""
     cap = out.shape[0]
     check_alive = alive.shape[0] > 0
-    for t in range(set_off[g], set_off[g + 1]):
-        if _outside(cells[e, ent[t, 0]], ent[t, 1], ent[t, 2]):
-            continue
-        if _outside(cells[e, ent[t, 3]], ent[t, 4], ent[t, 5]):
-            continue
-        p = _slot(ent, t)
-        if check_alive and alive[p] == 0:
-            continue
-        if _full(ent, t) and not _accepts(p, e, cells, cond_off, runs):
-            continue
-        if k < cap:
-            out[k] = rank[p]
-        k += 1
+    end = set_off[g + 1]
+    for base in range(set_off[g], end, CHUNK):
+        top = min(base + CHUNK, end)
+        ns = 0
+        for t in range(base, top):
+            sel[ns] = t
+            ns += int(np.uint32(cells[e, ent[t, 0]] - ent[t, 1]) <= np.uint32(ent[t, 2]))
+        for i in range(ns):
+            t = sel[i]
+            if _outside(cells[e, ent[t, 3]], ent[t, 4], ent[t, 5]):
+                continue
+            p = _slot(ent, t)
+            if check_alive and alive[p] == 0:
+                continue
+            if _full(ent, t) and not _accepts(p, e, cells, cond_off, runs):
+                continue
+            if k < cap:
+                out[k] = rank[p]
+            k += 1
     return k
 
 
@@ -154,7 +173,7 @@ def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.
                  set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                  bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
                  rank: np.ndarray, always: np.ndarray, alive: np.ndarray, out: np.ndarray,
-                 k: int) -> int:
+                 k: int, sel: np.ndarray) -> int:
     """Append the ranks event ``e`` matches to ``out[k:]`` (unsorted); returns the new
     end. Writes nothing past ``len(out)`` but still counts, so a caller can grow ``out``
     and redo the event."""
@@ -171,7 +190,8 @@ def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.
         g = cell_base[a] + cells[e, a]
         row = set_kind[g]
         if row < 0:
-            k = _scan_list(g, e, cells, set_off, ent, cond_off, runs, rank, alive, out, k)
+            k = _scan_list(g, e, cells, set_off, ent, cond_off, runs, rank, alive, out, k,
+                           sel)
         else:
             k = _scan_bitmap(row, e, cells, slot_pre, bitmaps, cond_off, runs, rank, alive,
                              out, k)
@@ -188,16 +208,17 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
     n_events = cells.shape[0]
     offsets = np.zeros(n_events + 1, np.int64)
     out = np.empty(max(64, n_events * 8), np.int32)
+    sel = np.empty(CHUNK, np.int64)
     k = 0
     for e in range(n_events):
         end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                           bitmaps, cond_off, runs, rank, always, alive, out, k)
+                           bitmaps, cond_off, runs, rank, always, alive, out, k, sel)
         if end > out.shape[0]:
             grown = np.empty(max(2 * out.shape[0], end + 64), np.int32)
             grown[:k] = out[:k]
             out = grown
             end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                               bitmaps, cond_off, runs, rank, always, alive, out, k)
+                               bitmaps, cond_off, runs, rank, always, alive, out, k, sel)
         if end - k > 1:
             out[k:end].sort()
         k = end
@@ -337,23 +358,28 @@ def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarr
                     out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_one`."""
     k = _index_event(0, cells, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                     cond_off, runs, rank, always, alive, out, 0)
+                     cond_off, runs, rank, always, alive, out, 0, np.empty(CHUNK, np.int64))
     if 1 < k <= out.shape[0]:
         out[:k].sort()
     return k
 
 
 @njit(cache=True)
-def index_match_keys(keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
-                     cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
-                     ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
-                     cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
-                     always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
+                     lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
+                     set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
+                     slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
+                     runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                     alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
     for a in range(keys.shape[0]):
         lo = cell_base[a]
         hi = cell_base[a + 1]
         key = keys[a]
+        i = key - bounds[lo]  # bounds[lo]: the domain's smallest key
+        if 0 <= i < lut_off[a + 1] - lut_off[a]:
+            row[0, a] = lut[lut_off[a] + i]
+            continue
         while lo < hi:  # the last bound <= key
             mid = (lo + hi) >> 1
             if bounds[mid] <= key:
@@ -362,10 +388,44 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
                 hi = mid
         row[0, a] = lo - 1 - cell_base[a]
     k = _index_event(0, row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                     cond_off, runs, rank, always, alive, out, 0)
+                     cond_off, runs, rank, always, alive, out, 0, np.empty(CHUNK, np.int64))
     if 1 < k <= out.shape[0]:
         out[:k].sort()
     return k
+
+
+@njit(cache=True)
+def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
+                       slot_pre: np.ndarray, bitmaps: np.ndarray, runs: np.ndarray,
+                       alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.index_match_packed` (the layout is
+    :func:`siftbus.match.kernel.pack_keys_arrays`'s)."""
+    m = i64[0]
+    g = i64[1]
+    n = i64[2]
+    a = 8
+    keys = i64[a:a + m]
+    a += m
+    lut_off = i64[a:a + m + 1]
+    a += m + 1
+    cell_base = i64[a:a + m + 1]
+    a += m + 1
+    bounds = i64[a:a + g]
+    a += g
+    set_off = i64[a:a + g + 1]
+    a += g + 1
+    cond_off = i64[a:a + n + 1]
+    b = m
+    lut = i32[b:b + i64[4]]
+    b += i64[4]
+    set_kind = i32[b:b + g]
+    b += g
+    rank = i32[b:b + n]
+    b += n
+    always = i32[b:b + i64[3]]
+    return index_match_keys(keys, bounds, lut, lut_off, i32[:m].reshape((1, m)), cell_base,
+                            set_kind, set_off, ent, slot_pre, bitmaps, cond_off, runs, rank,
+                            always, alive, out)
 
 
 @njit(cache=True)
@@ -430,3 +490,14 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
             out[start:k] = np.sort(out[start:k])
         offsets[e + 1] = k
     return offsets, out[:k].copy()
+
+
+def specialise(name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
+    """See :func:`siftbus.match.kernel.Kernels.specialise`.
+
+    The dispatcher resolves the types of every argument on every call (a no-op kernel
+    of 15 arrays: 1.5 µs through the dispatcher, 0.9 µs through the entry point); the
+    entry point of the overload for these types skips that, for callers whose argument
+    types never change (the per-event runners)."""
+    entry: Callable[..., Any] = globals()[name].compile(tuple(typeof(a) for a in args))
+    return entry

@@ -7,6 +7,9 @@ every entry of a lead set at once, then the runs of the survivors at once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 _NONE = np.zeros(0, np.int64)
@@ -119,17 +122,36 @@ def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarr
     return len(got)
 
 
-def index_match_keys(keys: np.ndarray, bounds: np.ndarray, row: np.ndarray,
-                     cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
-                     ent: np.ndarray, slot_pre: np.ndarray, bitmaps: np.ndarray,
-                     cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
-                     always: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
+                     lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
+                     set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
+                     slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
+                     runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                     alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
     for a in range(len(keys)):
         lo, hi = int(cell_base[a]), int(cell_base[a + 1])
-        row[0, a] = int(np.searchsorted(bounds[lo:hi], keys[a], side="right")) - 1
+        i = int(keys[a]) - int(bounds[lo])
+        if 0 <= i < int(lut_off[a + 1] - lut_off[a]):
+            row[0, a] = lut[int(lut_off[a]) + i]
+        else:
+            row[0, a] = int(np.searchsorted(bounds[lo:hi], keys[a], side="right")) - 1
     return index_match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
                            cond_off, runs, rank, always, alive, out)
+
+
+def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
+                       slot_pre: np.ndarray, bitmaps: np.ndarray, runs: np.ndarray,
+                       alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.index_match_packed`."""
+    m, g, n, n_always, n_lut = (int(x) for x in i64[:5])
+    cut64 = np.cumsum([8, m, m + 1, m + 1, g, g + 1, n + 1])
+    keys, lut_off, cell_base, bounds, set_off, cond_off = np.split(i64, cut64)[1:7]
+    cut32 = np.cumsum([m, n_lut, g, n, n_always])
+    row, lut, set_kind, rank, always = np.split(i32, cut32)[:5]
+    return index_match_keys(keys, bounds, lut, lut_off, row.reshape(1, m), cell_base,
+                            set_kind, set_off, ent, slot_pre, bitmaps, cond_off, runs, rank,
+                            always, alive, out)
 
 
 def _expand(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -195,3 +217,9 @@ def _csr(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         np.cumsum([len(r) for r in rows], out=offsets[1:])
     flat = np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
     return offsets, flat
+
+
+def specialise(name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
+    """See :func:`siftbus.match.kernel.Kernels.specialise` (here: the function itself)."""
+    fn: Callable[..., Any] = globals()[name]
+    return fn
