@@ -37,6 +37,7 @@ from siftbus.model import Profile, Schema
 from siftbus.wire.frames import Message, MsgType, get
 from siftbus.wire.profiles import decode_profile, encode_profile
 
+from .claims import ClaimCheck, Verdict
 from .protocols import Routing
 from .session_table import SessionRequest, SessionTable, session_gid
 from .sessions import SESSION_PREFIX, Session, SessionPolicy
@@ -143,6 +144,8 @@ class HandoffBase(ABC):
             "pecho": self._on_pecho}
         self.hop_kinds = {"loc", "echo"}
         """Kinds every broker on the way handles (the others are relayed to ``to``)."""
+        self.owner_check = ClaimCheck(self)
+        """The owner check before a handoff on a secured network (:mod:`.claims`)."""
 
     # ---- messages ------------------------------------------------------------------------
 
@@ -187,14 +190,21 @@ class HandoffBase(ABC):
     def link_up(self, z: str) -> None:  # noqa: B027 - a hook: nothing by default
         """A neighbour link came up (ping/pong's control plane follows the links)."""
 
-    def link_down(self, z: str) -> None:  # noqa: B027 - a hook: nothing by default
-        """A neighbour link went."""
+    def link_down(self, z: str) -> None:
+        """A neighbour link went (owner checks waiting for it go on without it)."""
+        self.owner_check.link_down(z)
 
     def on_plane(self, z: str, msg: Message) -> None:
         """A control-plane message (only ping/pong has a control plane)."""
         raise WireError(f"handoff {self.name} has no control plane", field="plane")
 
     # ---- the session table's questions (Mover) --------------------------------------------------
+
+    def check(self, sid: str, owner: str, previous: str | None, done: Verdict
+              ) -> str | None:
+        """Ask the holders of ``sid`` whether ``owner`` owns it (:meth:`ClaimCheck.check
+        <siftbus.broker.claims.ClaimCheck.check>`)."""
+        return self.owner_check.check(sid, owner, previous, done)
 
     def move_in(self, s: Session, req: SessionRequest) -> None:
         """A client arrived with a session held elsewhere."""

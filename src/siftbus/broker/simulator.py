@@ -286,6 +286,7 @@ class Simulator:
 
     def _hello(self, c: SimClient, req: dict[str, Any]) -> None:
         st = self.nodes[c.broker].session_hello(c.link, req)
+        assert st is not None, "the simulator's brokers are open: no owner check waits"
         c.statuses.append(st)
         c.epoch, c.tag = st["epoch"], st["tag"]
 
