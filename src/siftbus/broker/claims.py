@@ -30,12 +30,12 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from siftbus.wire.frames import get
 
-if TYPE_CHECKING:
-    from .handoff_base import HandoffBase
+from .session_table import SessionTable
+from .sessions import SessionPolicy
 
 log = logging.getLogger("siftbus.broker")
 
@@ -48,6 +48,43 @@ a link of the tree was down, so a holder may lie beyond it (refused: a free id i
 granted when every broker was asked; a found copy answers for all)."""
 
 Verdict = Callable[[str], None]
+
+
+class _Host(Protocol):
+    name: str
+    sessions: SessionTable
+
+    def neighbours_up(self) -> frozenset[str]: ...
+
+    def call_later(self, delay: float, fn: Any) -> None: ...
+
+
+class _Tree(Protocol):
+    def knows(self, dest: str) -> bool: ...
+
+    @property
+    def adjacent(self) -> dict[str, list[str]]: ...
+
+
+class CheckedHandoff(Protocol):
+    """What the owner check needs of its handoff protocol (:class:`~siftbus.broker.
+    handoff_base.HandoffBase`): its broker, tree, policy and messages."""
+
+    @property
+    def host(self) -> _Host: ...
+
+    @property
+    def overlay(self) -> _Tree: ...
+
+    @property
+    def policy(self) -> SessionPolicy: ...
+
+    handlers: dict[str, Any]
+    hop_kinds: set[str]
+
+    def send(self, link: str, body: dict[str, Any]) -> None: ...
+
+    def send_to(self, dest: str, body: dict[str, Any], oob: bool = False) -> None: ...
 
 
 class _Claim:
@@ -72,7 +109,7 @@ class _Wave:
 class ClaimCheck:
     """The owner check of one broker's handoff protocol (see the module docstring)."""
 
-    def __init__(self, handoff: HandoffBase) -> None:
+    def __init__(self, handoff: CheckedHandoff) -> None:
         self.handoff = handoff
         self.host = handoff.host
         self._claims: dict[str, _Claim] = {}
@@ -225,4 +262,4 @@ class ClaimCheck:
                     self._echo(cid)
 
 
-__all__ = ["MAX_HOPS", "ClaimCheck"]
+__all__ = ["MAX_HOPS", "RANK", "CheckedHandoff", "ClaimCheck", "Verdict"]

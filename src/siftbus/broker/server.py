@@ -11,7 +11,9 @@ the shared frame transport, under the server's :class:`~siftbus.wire.limits.Limi
 Connection handshake: the first frame must be HELLO (within ``hello_timeout``). A client
 sends ``{"role": "client", "name": optional, "token": optional, "session": optional}`` and
 gets ACK ``{"name", "profiles", "session"}`` (its durable profiles, its session's status:
-``docs/mobility.md``) followed by SCHEMA. A broker sends ``{"role":
+``docs/mobility.md``) followed by SCHEMA. On a secured network the ACK of a session this
+broker does not hold waits until its holders confirm the client's principal owns it
+(:mod:`.claims`); a refused claim gets one ERROR instead. A broker sends ``{"role":
 "broker", "name", "schema"}``; the acceptor checks that it is a configured neighbour with
 the same schema and answers with its own HELLO.
 
