@@ -80,12 +80,14 @@ def _denials(servers: dict[str, BrokerServer]) -> int:
     return sum(s.node.stats().denials.get("access/connect", 0) for s in servers.values())
 
 
-async def _steal(servers: dict[str, BrokerServer], pki: Pki, directed: bool) -> Client:
+async def _steal(servers: dict[str, BrokerServer], pki: Pki, how: str) -> Client:
     """Bob claims alice's session ``s1`` at B2: as a fresh process that knows only the
-    id (the owner check floods the tree), or naming alice's broker B0 and a profile of
-    alice's id ``f`` (the check goes to B0) -- the way a handoff from B0 would."""
-    if not directed:
-        return await _session(servers["B2"], pki, "bob", SessionState("s1"))
+    id (the owner check floods the tree), asking for a clean start under her id, or
+    naming alice's broker B0 and a profile of alice's id ``f`` (the check goes to B0)
+    -- the way a handoff from B0 would."""
+    if how != "from-B0":
+        return await _session(servers["B2"], pki, "bob",
+                              SessionState("s1", clean=how == "clean"))
     bob = await _session(servers["B0"], pki, "bob", SessionState("bobs"))
     await bob.subscribe("f: T(a = 3)")
     assert bob.session is not None
@@ -94,10 +96,10 @@ async def _steal(servers: dict[str, BrokerServer], pki: Pki, directed: bool) -> 
     return bob
 
 
-@pytest.mark.parametrize("directed", [False, True], ids=["fresh", "from-B0"])
+@pytest.mark.parametrize("how", ["fresh", "clean", "from-B0"])
 @pytest.mark.parametrize(("protocol", "strategy"), SETUPS)
 async def test_another_principal_cannot_take_a_session_over(
-        pki: Pki, protocol: str, strategy: str, directed: bool) -> None:
+        pki: Pki, protocol: str, strategy: str, how: str) -> None:
     servers = await _start(pki, protocol, strategy)
     got: Counter[str] = Counter()
     clients: list[Client] = []
@@ -117,7 +119,7 @@ async def test_another_principal_cannot_take_a_session_over(
         assert held
         await pub.publish_batch([_ev(i) for i in range(3, 6)], ack=True)
         with pytest.raises(RemoteError, match="another principal") as info:
-            clients.append(await _steal(servers, pki, directed))
+            clients.append(await _steal(servers, pki, how))
         assert info.value.kind == "AccessDenied"
         assert _denials(servers) == 1
         # nothing of hers moved: no session, no profile, no name binding at B2
