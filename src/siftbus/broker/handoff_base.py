@@ -101,20 +101,13 @@ class Overlay:
         return dest == self.me or dest in self._first
 
 
-ANY_EPOCH = 2**62
-"""The epoch a locate wave looks below when the client knew none (a fresh process with
-only its session id): every state held anywhere is older than its new attachment."""
-
-
 class _Locate:
-    __slots__ = ("before", "best", "parent", "sid", "waiting")
+    __slots__ = ("best", "parent", "sid", "waiting")
 
-    def __init__(self, sid: str, parent: str | None, waiting: set[str],
-                 before: int = 0) -> None:
+    def __init__(self, sid: str, parent: str | None, waiting: set[str]) -> None:
         self.sid = sid
         self.parent = parent
         self.waiting = waiting
-        self.before = before
         self.best: list[Any] | None = None
 
 
@@ -224,10 +217,7 @@ class HandoffBase(ABC):
             self._probe(s, req.previous)
             self.begin(s, req.previous)
         else:
-            # a client that knows no epoch of its session (a fresh process with only the
-            # id) takes over the newest state anywhere: its own numbering starts at the
-            # first attachment's, so "older than mine" would miss the state it left
-            self.locate(s, ANY_EPOCH if req.epoch == 0 and not req.clean else None)
+            self.locate(s)
 
     @abstractmethod
     def begin(self, s: Session, previous: str) -> None:
@@ -374,15 +364,14 @@ class HandoffBase(ABC):
 
     # ---- locating a session ----------------------------------------------------------------------
 
-    def locate(self, s: Session, before: int | None = None) -> None:
-        """Find the newest holder of ``s`` with an echo wave over the tree: of a state
-        older than its epoch, or than ``before``."""
+    def locate(self, s: Session) -> None:
+        """Find the newest holder of ``s`` with an echo wave over the tree."""
         lid = f"{self.host.name}:{next(self._lids)}"
         nbrs = set(self.host.neighbours_up())
-        st = self._locates[lid] = _Locate(s.id, None, nbrs, before or s.epoch)
-        st.best = self._candidate(s.id, s.epoch)  # here: not the arriving one itself
+        st = self._locates[lid] = _Locate(s.id, None, nbrs)
+        st.best = self._candidate(s.id, s.epoch)
         for z in sorted(nbrs):
-            self.send(z, {"k": "loc", "l": lid, "s": s.id, "e": st.before,
+            self.send(z, {"k": "loc", "l": lid, "s": s.id, "e": s.epoch,
                           "o": self.host.name})
         if not nbrs:
             self._located(lid)
@@ -456,9 +445,7 @@ class HandoffBase(ABC):
             # the newest holder is still locating and knows no profiles yet: ask again
             # shortly (the oldest such copy finds a holder that knows them, so this
             # ends; the handoff's time-out bounds it)
-            before = st.before
-            self.host.call_later(self.policy.ping_interval,
-                                 lambda: self._relocate(s, before))
+            self.host.call_later(self.policy.ping_interval, lambda: self._relocate(s))
             return
         s.epoch = max(s.epoch, int(best[0]) + 1)
         s.tag = int(best[2])
@@ -471,9 +458,9 @@ class HandoffBase(ABC):
             self._probe(s, str(best[1]))
             self.begin(s, str(best[1]))
 
-    def _relocate(self, s: Session, before: int) -> None:
+    def _relocate(self, s: Session) -> None:
         if self.host.sessions.sessions.get(s.id) is s and s.state == "arriving":
-            self.locate(s, before)
+            self.locate(s)
 
     # ---- publishers (advertisement mode) ---------------------------------------------------------
 
