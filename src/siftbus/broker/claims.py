@@ -8,7 +8,7 @@ client's HELLO is answered -- it asks the holders whether the client's principal
 owner, with ``HANDOFF`` messages of two kinds:
 
 * ``chk``/``cha`` (directed): the question goes to the broker the client says it came
-  from (``from``), or where this broker knows the session went; the answer is ``ok``,
+  from (``from``), else where this broker knows the session went; the answer is ``ok``,
   ``deny``, ``unknown`` (a copy whose owner is not recorded), ``moved`` (with where to:
   the question follows, at most :data:`MAX_HOPS` times) or ``none``;
 * ``cw``/``ce`` (a wave, like the locate wave of :mod:`.handoff_base`): when no broker
@@ -145,7 +145,9 @@ class ClaimCheck:
         overlay = self.handoff.overlay
         me = self.host.name
         moved = self.host.sessions.moved.get(sid)
-        target = moved[0] if moved is not None else previous
+        # the client's word first: a record of where the session went from here may be
+        # from an earlier stay, many moves ago (a wrong start costs a wave)
+        target = previous if previous is not None else moved[0] if moved else None
         if target is not None and (target == me or not overlay.knows(target)):
             target = None
         if target is None and not self.host.neighbours_up():
