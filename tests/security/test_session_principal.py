@@ -245,6 +245,27 @@ async def test_a_restarted_holder_keeps_the_owner(pki: Pki, tmp_path: Path) -> N
         await close_all(servers, clients)
 
 
+async def test_the_state_s_owner_decides_at_the_holder_too(pki: Pki) -> None:
+    """Where the session is held, its recorded owner decides even when the broker's name
+    binding does not object (a binding lost, e.g. with a replaced store)."""
+    servers = await start_secure(["B0"], [], policy(pki, RIGHTS), pki)
+    try:
+        alice = await _session(servers["B0"], pki, "alice", SessionState("s1"))
+        await alice.close()
+        node = servers["B0"].node
+        await _wait(lambda: node.sessions.sessions["s1"].state == "away")
+        del node.access.owners["s1"]
+        with pytest.raises(RemoteError, match="another principal"):
+            await _session(servers["B0"], pki, "bob", SessionState("s1"))
+        assert "s1" not in node.access.owners  # a refused claim binds nothing
+        alice = await _session(servers["B0"], pki, "alice", SessionState("s1"))
+        assert alice.session is not None and alice.session.status["state"] == "attached"
+        assert node.access.owners["s1"] == "alice"
+        await alice.close()
+    finally:
+        await close_all(servers)
+
+
 async def _raw_hello(srv: BrokerServer, pki: Pki, who: str, session: dict[str, Any]
                      ) -> Message:
     ctx: ssl.SSLContext = pki.client_tls(None)

@@ -243,6 +243,11 @@ class SessionTable:
             self.sessions.pop(sid)
             self.outgoing[sid] = s
             s = None
+        if s is not None and owner and s.principal and s.principal != owner \
+                and refuse is not None:
+            # the name binding let the client in, yet the state says another owner (a
+            # binding lost with a store replaced): the state's owner is the authority
+            raise refuse(CLAIM_REFUSALS["deny"])
         if s is not None:
             s.state = "attached" if s.state != "arriving" else "arriving"
             s.away_since = None
