@@ -129,9 +129,9 @@ class ClaimCheck:
                   if s is not None]
         if not copies:
             return "none"
-        if any(not s.principal for s in copies):
-            return "unknown"
-        return "ok" if all(s.principal == owner for s in copies) else "deny"
+        if any(s.principal and s.principal != owner for s in copies):
+            return "deny"
+        return "unknown" if any(not s.principal for s in copies) else "ok"
 
     # ---- the claimant's side ---------------------------------------------------------------------
 
