@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from broker.servers import close_all, start_network  # noqa: E402
+from mobility import table  # noqa: E402  (bench/mobility.py: the same markdown table)
 from secure import make_pki, policy, start_secure  # noqa: E402
 from siftbus.broker.server import BrokerServer  # noqa: E402
 from siftbus.client import Client  # noqa: E402
@@ -96,14 +97,6 @@ async def run(setup: tuple[str, str, str], secured: bool, mode: str, moves: int,
             "moves": moves, "messages_p50": statistics.median(msgs),
             "latency_ms_p50": 1000 * statistics.median(lat),
             "cpu_ms": 1000 * (time.process_time() - cpu0) / moves}
-
-
-def table(rows: list[dict[str, Any]], cols: list[str]) -> str:
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        out.append("| " + " | ".join(f"{r[c]:.1f}" if isinstance(r[c], float) else str(r[c])
-                                     for c in cols) + " |")
-    return "\n".join(out)
 
 
 def main() -> None:
