@@ -17,6 +17,8 @@ it safely can; this base does the rest, with ``HANDOFF`` messages (body ``k``: t
 * ``loc``/``echo``: when the client cannot say where it was (a fresh process that only
   knows its session id), ``b`` floods a locate wave and each broker echoes the newest
   holder in its subtree (2 messages per link);
+* ``chk``/``cha`` and ``cw``/``ce`` (secured networks): before any of this, the holders
+  confirm that the connecting client's principal owns the session (:mod:`.claims`);
 * ``probe``/``pecho`` (advertisement mode): a publisher that moved publishes at ``b``
   only after a probe went to ``a`` and back behind its advertisement, so every
   subscription that followed the old advertisement has reached ``b`` (Tarkoma §5.5.3);
