@@ -36,6 +36,7 @@ from siftbus.wire.frames import get
 
 from .session_table import SessionTable
 from .sessions import SessionPolicy
+from .waves import EchoWaves
 
 log = logging.getLogger("siftbus.broker")
 
@@ -97,15 +98,6 @@ class _Claim:
         self.hops = 0
 
 
-class _Wave:
-    __slots__ = ("parent", "verdict", "waiting")
-
-    def __init__(self, parent: str | None, waiting: set[str], verdict: str) -> None:
-        self.parent = parent
-        self.waiting = waiting
-        self.verdict = verdict
-
-
 class ClaimCheck:
     """The owner check of one broker's handoff protocol (see the module docstring)."""
 
@@ -113,7 +105,9 @@ class ClaimCheck:
         self.handoff = handoff
         self.host = handoff.host
         self._claims: dict[str, _Claim] = {}
-        self._waves: dict[str, _Wave] = {}
+        self._waves = EchoWaves(handoff.send, self.host.neighbours_up,
+                                lambda cid, v: {"k": "ce", "c": cid, "v": v or "none"},
+                                _stronger, lambda cid, w: self._settle(cid, w.value))
         self._ids = itertools.count(1)
         handoff.handlers.update({"chk": self._on_check, "cha": self._on_answer,
                                  "cw": self._on_wave, "ce": self._on_echo})
@@ -167,18 +161,14 @@ class ClaimCheck:
                                       "p": claim.owner, "o": self.host.name})
 
     def _flood(self, cid: str, claim: _Claim) -> None:
-        nbrs = set(self.host.neighbours_up())
-        self._waves[cid] = _Wave(None, nbrs, self._cut(None, "none"))
-        for z in sorted(nbrs):
-            self.handoff.send(z, {"k": "cw", "c": cid, "s": claim.sid, "p": claim.owner})
-        if not nbrs:
-            self._echo(cid)
+        self._waves.start(cid, claim.sid, self._cut(None, "none"),
+                          {"k": "cw", "c": cid, "s": claim.sid, "p": claim.owner})
 
     def _settle(self, cid: str, verdict: str) -> None:
         claim = self._claims.pop(cid, None)
         if claim is None:
             return  # settled already (or timed out)
-        self._waves.pop(cid, None)
+        self._waves.waves.pop(cid, None)
         if verdict == "timeout":
             log.warning("%s: the owner of session %s was not confirmed in time",
                         self.host.name, claim.sid)
@@ -213,37 +203,12 @@ class ClaimCheck:
         self.handoff.send_to(get(body, "o", str), out)
 
     def _on_wave(self, link: str, body: dict[str, Any]) -> None:
-        cid = get(body, "c", str)
-        if cid in self._waves:  # a tree has no second way here; answer and stop
-            self.handoff.send(link, {"k": "ce", "c": cid, "v": "none"})
-            return
-        kids = set(self.host.neighbours_up()) - {link}
-        here = self.verdict(get(body, "s", str), get(body, "p", str))
-        self._waves[cid] = _Wave(link, kids, self._cut(link, here))
-        for z in sorted(kids):
-            self.handoff.send(z, {**body})
-        if not kids:
-            self._echo(cid)
+        sid, owner = get(body, "s", str), get(body, "p", str)
+        self._waves.visit(link, get(body, "c", str), sid,
+                          lambda parent: self._cut(parent, self.verdict(sid, owner)), body)
 
     def _on_echo(self, link: str, body: dict[str, Any]) -> None:
-        cid = get(body, "c", str)
-        w = self._waves.get(cid)
-        if w is None:
-            return
-        v = body.get("v")
-        if isinstance(v, str) and RANK.get(v, RANK["unknown"]) > RANK[w.verdict]:
-            w.verdict = v if v in RANK else "unknown"
-        w.waiting.discard(link)
-        if not w.waiting:
-            self._echo(cid)
-
-    def _echo(self, cid: str) -> None:
-        w = self._waves.pop(cid)
-        if w.parent is not None:
-            self.handoff.send(w.parent, {"k": "ce", "c": cid, "v": w.verdict})
-        else:
-            self._waves[cid] = w  # _settle drops it
-            self._settle(cid, w.verdict)
+        self._waves.answer(link, get(body, "c", str), body.get("v"))
 
     def _cut(self, parent: str | None, verdict: str) -> str:
         """``verdict``, or ``cut`` instead of ``none`` when a tree neighbour (other than
@@ -255,13 +220,13 @@ class ClaimCheck:
 
     def link_down(self, z: str) -> None:
         """A neighbour went: waves waiting for its echo go on without it, as ``cut``."""
-        for cid, w in list(self._waves.items()):
-            if z in w.waiting:
-                w.waiting.discard(z)
-                if RANK[w.verdict] < RANK["cut"]:
-                    w.verdict = "cut"
-                if not w.waiting:
-                    self._echo(cid)
+        self._waves.link_down(z, lambda v: _stronger(v, "cut"))
+
+
+def _stronger(verdict: str, echoed: Any) -> str:
+    """The stronger objection of two verdicts (an unknown word counts as ``unknown``)."""
+    v = echoed if echoed in RANK else "unknown" if isinstance(echoed, str) else "none"
+    return v if RANK[v] > RANK[verdict] else verdict
 
 
 __all__ = ["MAX_HOPS", "RANK", "CheckedHandoff", "ClaimCheck", "Verdict"]

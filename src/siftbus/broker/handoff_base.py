@@ -44,6 +44,7 @@ from .protocols import Routing
 from .session_table import SessionRequest, SessionTable, session_gid
 from .sessions import SESSION_PREFIX, Session, SessionPolicy
 from .store import ProfileStore
+from .waves import EchoWaves, Wave
 
 log = logging.getLogger("siftbus.broker")
 
@@ -103,16 +104,6 @@ class Overlay:
         return dest == self.me or dest in self._first
 
 
-class _Locate:
-    __slots__ = ("best", "parent", "sid", "waiting")
-
-    def __init__(self, sid: str, parent: str | None, waiting: set[str]) -> None:
-        self.sid = sid
-        self.parent = parent
-        self.waiting = waiting
-        self.best: list[Any] | None = None
-
-
 class HandoffBase(ABC):
     """The common part of the handoff protocols (see the module docstring)."""
 
@@ -136,7 +127,9 @@ class HandoffBase(ABC):
         """``HANDOFF`` messages sent (and relayed) here, by kind."""
         self._waiting: dict[str, list[tuple[str, int]]] = {}
         self._parts: dict[str, list[dict[str, Any]]] = {}
-        self._locates: dict[str, _Locate] = {}
+        self._locates = EchoWaves(
+            self.send, host.neighbours_up, lambda lid, best: {
+                "k": "echo", "l": lid, "best": best}, _newest, self._located)
         self._lids = itertools.count(1)
         self._probed: set[str] = set()
         self._kept_adverts: dict[str, list[str]] = {}
@@ -369,14 +362,9 @@ class HandoffBase(ABC):
     def locate(self, s: Session) -> None:
         """Find the newest holder of ``s`` with an echo wave over the tree."""
         lid = f"{self.host.name}:{next(self._lids)}"
-        nbrs = set(self.host.neighbours_up())
-        st = self._locates[lid] = _Locate(s.id, None, nbrs)
-        st.best = self._candidate(s.id, s.epoch)
-        for z in sorted(nbrs):
-            self.send(z, {"k": "loc", "l": lid, "s": s.id, "e": s.epoch,
-                          "o": self.host.name})
-        if not nbrs:
-            self._located(lid)
+        self._locates.start(lid, s.id, self._candidate(s.id, s.epoch),
+                            {"k": "loc", "l": lid, "s": s.id, "e": s.epoch,
+                             "o": self.host.name})
 
     def _candidate(self, sid: str, before: int) -> list[Any] | None:
         """``[epoch, broker, tag, profiles]`` if this broker holds a state of ``sid``
@@ -401,44 +389,18 @@ class HandoffBase(ABC):
         return [s.epoch, self.host.name, s.tag, [encode_profile(p) for p in profiles]]
 
     def _on_locate(self, link: str, body: dict[str, Any]) -> None:
-        lid = get(body, "l", str)
-        if lid in self._locates:  # a tree has no second way here; answer and stop
-            self.send(link, {"k": "echo", "l": lid, "best": None})
-            return
-        kids = set(self.host.neighbours_up()) - {link}
-        st = self._locates[lid] = _Locate(_sid(body), link, kids)
-        st.best = self._candidate(_sid(body), get(body, "e", int))
-        for z in sorted(kids):
-            self.send(z, {**body})
-        if not kids:
-            self._echo(lid)
+        sid, before = _sid(body), get(body, "e", int)
+        self._locates.visit(link, get(body, "l", str), sid,
+                            lambda parent: self._candidate(sid, before), body)
 
     def _on_echo(self, link: str, body: dict[str, Any]) -> None:
-        lid = get(body, "l", str)
-        st = self._locates.get(lid)
-        if st is None:
-            return
-        best = body.get("best")
-        if isinstance(best, list) and len(best) == 4 and (
-                st.best is None or best[0] > st.best[0]):
-            st.best = best
-        st.waiting.discard(link)
-        if not st.waiting:
-            self._echo(lid)
+        self._locates.answer(link, get(body, "l", str), body.get("best"))
 
-    def _echo(self, lid: str) -> None:
-        st = self._locates.pop(lid)
-        if st.parent is not None:
-            self.send(st.parent, {"k": "echo", "l": lid, "best": st.best})
-        else:
-            self._located(lid, st)
-
-    def _located(self, lid: str, st: _Locate | None = None) -> None:
-        st = st or self._locates.pop(lid)
-        s = self.host.sessions.sessions.get(st.sid)
+    def _located(self, lid: str, st: Wave) -> None:
+        s = self.host.sessions.sessions.get(st.key)
         if s is None or s.state != "arriving":
             return
-        best = st.best
+        best = st.value
         if best is None:
             s.profiles = s.profiles or {}
             self.host.sessions.establish(s, None, outcome="new")
@@ -523,6 +485,14 @@ def advert_gid(sid: str, epoch: int, aid: str) -> str:
     """The network-wide id of an advertisement of a session client (per attachment, so an
     old one still travelling never clashes with the new one)."""
     return f"{SESSION_PREFIX}{sid}/{epoch}/{aid}"
+
+
+def _newest(best: list[Any] | None, echoed: Any) -> list[Any] | None:
+    """The newer of two candidate holders ``[epoch, broker, tag, profiles]``."""
+    if isinstance(echoed, list) and len(echoed) == 4 and (best is None
+                                                           or echoed[0] > best[0]):
+        return echoed
+    return best
 
 
 def _sid(body: dict[str, Any]) -> str:
