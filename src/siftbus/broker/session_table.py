@@ -179,8 +179,7 @@ class SessionTable:
         self.moved: dict[str, tuple[str, int, float]] = {}
         """Sessions handed over: id -> (new broker, epoch, when)."""
         self.deferred: dict[str, list[Message]] = {}
-        self._claims: dict[str, object] = {}
-        """Sessions whose owner check runs (their client waits for its ACK)."""
+        self._claims: dict[str, object] = {}  # owner checks running: clients wait for ACK
         self.mover: Mover | None = None
         self.counts = {"handoffs_in": 0, "handoffs_out": 0, "handoffs_failed": 0,
                        "duplicates_dropped": 0, "expired": 0, "resumed": 0}
