@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from broker.servers import close_all as close_all  # the security tests take it from here
+from broker.servers import start_network
 from broker_strategies import SCHEMA
-from siftbus.broker.node import BrokerNode
 from siftbus.broker.server import BrokerServer
+from siftbus.broker.store import ProfileStore
 from siftbus.client import Client, client_tls
 from siftbus.model import Schema
 from siftbus.security.certs import CertKind, init_ca, issue
@@ -77,27 +78,19 @@ def policy(pki: Pki | None, principals: dict[str, Any] | None = None, *,
 async def start_secure(names: list[str], edges: list[tuple[str, str]],
                        pol: SecurityPolicy, pki: Pki | None, *, protocol: str = "forwarding",
                        strategy: str = "covering", stores: dict[str, Path] | None = None,
-                       wait: bool = True, schema: Schema = SCHEMA
+                       wait: bool = True, schema: Schema = SCHEMA,
+                       rendezvous: dict[str, str] | None = None, **node: Any
                        ) -> dict[str, BrokerServer]:
     """Brokers of a tree with the policy (and TLS when ``pki``), each dialing the
-    neighbours listed before it."""
-    from siftbus.broker.store import ProfileStore
+    neighbours listed before it and knowing the whole tree (``start_network``);
+    ``rendezvous``: each event type's rendezvous broker (rendezvous routing)."""
+    def own(b: str) -> dict[str, Any]:
+        return {"guard": Guard(pol),
+                "store": ProfileStore(stores[b]) if stores and b in stores else None}
 
-    servers: dict[str, BrokerServer] = {}
-    for i, b in enumerate(names):
-        nbrs = tuple(x for a, c in edges for x in (a, c) if b in (a, c) and x != b)
-        store = ProfileStore(stores[b]) if stores and b in stores else None
-        node = BrokerNode(b, schema, protocol=protocol, strategy=strategy, neighbours=nbrs,
-                          guard=Guard(pol), store=store)
-        dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs
-                if n in names and names.index(n) < i}
-        srv = BrokerServer(node, dial=dial, tls=pki.broker_tls(b) if pki else None)
-        await srv.start()
-        servers[b] = srv
-    if wait:
-        for srv in servers.values():
-            await srv.wait_neighbours(20)
-    return servers
+    return await start_network(names, edges, protocol, strategy, rendezvous, schema=schema,
+                               tls=pki.broker_tls if pki is not None else None,
+                               per_broker=own, wait=20 if wait else None, **node)
 
 
 async def connect(srv: BrokerServer, pki: Pki | None, principal: str | None = None, *,

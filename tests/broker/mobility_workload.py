@@ -98,9 +98,11 @@ class Outcome:
 def run_mobility(rng: random.Random, handoff: str, routing: str, *, min_brokers: int = 2,
                  max_brokers: int = 12, actions: int = 40, publishers_move: bool = True,
                  tell: float = 0.9, inspect: Any = None, settle: bool = False,
-                 check: Any = None) -> Outcome:
+                 check: Any = None, fresh: float = 0.0) -> Outcome:
     """One random scenario (see the module docstring); ``tell``: the chance that a moving
-    client names its last broker (else the new broker locates the session)."""
+    client names its last broker (else the new broker locates the session); ``fresh``:
+    the chance that such an untold move is a new process knowing only the session id
+    and its last number."""
     out = Outcome()
     n = rng.randint(min_brokers, max_brokers)
     names = [f"B{i}" for i in range(n)]
@@ -160,9 +162,11 @@ def run_mobility(rng: random.Random, handoff: str, routing: str, *, min_brokers:
             to = last.get(who, here) if rng.random() < 0.3 else rng.choice(names)
             last[who] = here
             told = rng.random() < tell
-            ok = sim.move(who, to, tell=told)
+            new = not told and fresh > 0 and rng.random() < fresh
+            ok = sim.move(who, to, tell=told, fresh=new)
             out.moves += 1
             out.log.append(f"{who} moves {here} -> {to}{'' if told else ' (untold)'}"
+                           f"{' (fresh process)' if new else ''}"
                            f"{'' if ok else ' (refused: busy)'}")
         for _ in range(rng.randint(0, 60)):
             if not sim.step():

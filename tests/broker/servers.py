@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker_strategies import SCHEMA
@@ -16,30 +16,50 @@ from siftbus.broker.server import BrokerServer
 from siftbus.broker.simulator import Delivery
 from siftbus.client import Client
 from siftbus.model import Schema
+from siftbus.security.tls import ContextSet
 
 
 async def start_network(names: list[str], edges: list[tuple[str, str]], protocol: str,
                         strategy: str = "covering",
                         rendezvous: dict[str, str] | None = None,
-                        advertisements: bool = False, schema: Schema = SCHEMA,
-                        **node: Any) -> dict[str, BrokerServer]:
+                        advertisements: bool = False, schema: Schema = SCHEMA, *,
+                        tls: Callable[[str], ContextSet] | None = None,
+                        per_broker: Callable[[str], dict[str, Any]] | None = None,
+                        wait: float | None = 10, **node: Any) -> dict[str, BrokerServer]:
     """Brokers of a tree, each its own server; a broker dials its neighbours listed
     before it and knows the whole tree (as ``siftbus network up`` does). ``node``: more
-    ``BrokerNode`` options."""
+    ``BrokerNode`` options; ``per_broker(name)``: options of one broker (its guard, its
+    store); ``tls(name)``: its TLS contexts; ``wait``: seconds to wait for the links."""
     servers: dict[str, BrokerServer] = {}
     for i, b in enumerate(names):
         nbrs = tuple(x for a, c in edges for x in (a, c) if b in (a, c) and x != b)
         dirs = rendezvous_directions(edges, b, rendezvous) if rendezvous else None
+        own = per_broker(b) if per_broker is not None else {}
         bn = BrokerNode(b, schema, protocol=protocol, strategy=strategy, neighbours=nbrs,
                         rendezvous=dirs, advertisements=advertisements, edges=edges,
-                        **node)
-        dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs if names.index(n) < i}
-        srv = BrokerServer(bn, dial=dial)
+                        **node, **own)
+        dial = {n: ("127.0.0.1", servers[n].port) for n in nbrs
+                if n in servers and names.index(n) < i}
+        srv = BrokerServer(bn, dial=dial, tls=tls(b) if tls is not None else None)
         await srv.start()
         servers[b] = srv
-    for srv in servers.values():
-        await srv.wait_neighbours(10)
+    if wait is not None:
+        for srv in servers.values():
+            await srv.wait_neighbours(wait)
     return servers
+
+
+async def restart(servers: dict[str, BrokerServer], name: str, node: BrokerNode, *,
+                  tls: ContextSet | None = None, wait: float = 10) -> BrokerServer:
+    """Close broker ``name`` and start ``node`` (the same broker, e.g. on its store) in
+    its place, dialing every neighbour (their ports are unchanged)."""
+    await servers[name].close()
+    dial = {n: ("127.0.0.1", servers[n].port) for n in node.neighbours if n in servers}
+    srv = BrokerServer(node, dial=dial, tls=tls)
+    await srv.start()
+    servers[name] = srv
+    await srv.wait_neighbours(wait)
+    return srv
 
 
 async def settle(servers: dict[str, BrokerServer], clients: list[Client]) -> None:

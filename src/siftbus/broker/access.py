@@ -95,12 +95,17 @@ class ClientAccess:
             if not in_use(name) and name not in self.owners:
                 return name
 
-    def attach(self, link: str, principal: Principal, *, chosen: bool) -> None:
-        """Bind a connecting client's name to its principal, or refuse (counted)."""
+    def attach(self, link: str, principal: Principal, *, chosen: bool,
+               bind: bool = True) -> None:
+        """Check a connecting client's name against its principal, or refuse (counted),
+        and bind it (``bind=False``: later, with :meth:`bind` -- a session's client
+        once the session's owner is confirmed, so a refused claim binds nothing)."""
         name = link[1:]
         if not self.open:
             self._check_name(name, principal, chosen)
         self.principals[link] = principal
+        if bind:
+            self.bind(link, chosen=chosen)
 
     def _check_name(self, name: str, principal: Principal, chosen: bool) -> None:
         owner = self.owners.get(name)
@@ -110,18 +115,25 @@ class ClientAccess:
         if chosen and principal.kind is PrincipalKind.ANONYMOUS:
             raise self.guard.deny(principal, "connect", f"as client {name!r}",
                                   "anonymous clients get an assigned name")
-        if owner is None:
-            if chosen:
-                n = self._chosen.get(principal.name, 0)
-                if n >= MAX_NAMES_PER_PRINCIPAL:
-                    raise self.guard.refuse(QuotaExceeded(
-                        f"{principal.name} has chosen {n} client names at broker "
-                        f"{self.broker}, its limit", quota="max_names",
-                        limit=MAX_NAMES_PER_PRINCIPAL), principal.name, "connect")
-                self._chosen[principal.name] = n + 1
-            self._bind(name, principal.name)
-            if self._store is not None:
-                self._store.bind_owner(name, principal.name)
+        if owner is None and chosen:
+            n = self._chosen.get(principal.name, 0)
+            if n >= MAX_NAMES_PER_PRINCIPAL:
+                raise self.guard.refuse(QuotaExceeded(
+                    f"{principal.name} has chosen {n} client names at broker "
+                    f"{self.broker}, its limit", quota="max_names",
+                    limit=MAX_NAMES_PER_PRINCIPAL), principal.name, "connect")
+
+    def bind(self, link: str, *, chosen: bool = True) -> None:
+        """Bind a connected client's name to its principal (if it is not bound yet)."""
+        name = link[1:]
+        principal = self.principals.get(link)
+        if self.open or principal is None or name in self.owners:
+            return
+        if chosen:
+            self._chosen[principal.name] = self._chosen.get(principal.name, 0) + 1
+        self._bind(name, principal.name)
+        if self._store is not None:
+            self._store.bind_owner(name, principal.name)
 
     def detach(self, link: str) -> None:
         self.principals.pop(link, None)

@@ -17,6 +17,8 @@ it safely can; this base does the rest, with ``HANDOFF`` messages (body ``k``: t
 * ``loc``/``echo``: when the client cannot say where it was (a fresh process that only
   knows its session id), ``b`` floods a locate wave and each broker echoes the newest
   holder in its subtree (2 messages per link);
+* ``chk``/``cha`` and ``cw``/``ce`` (secured networks): before any of this, the holders
+  confirm that the connecting client's principal owns the session (:mod:`.claims`);
 * ``probe``/``pecho`` (advertisement mode): a publisher that moved publishes at ``b``
   only after a probe went to ``a`` and back behind its advertisement, so every
   subscription that followed the old advertisement has reached ``b`` (Tarkoma §5.5.3);
@@ -37,10 +39,12 @@ from siftbus.model import Profile, Schema
 from siftbus.wire.frames import Message, MsgType, get
 from siftbus.wire.profiles import decode_profile, encode_profile
 
+from .claims import ClaimCheck, Verdict
 from .protocols import Routing
 from .session_table import SessionRequest, SessionTable, session_gid
 from .sessions import SESSION_PREFIX, Session, SessionPolicy
 from .store import ProfileStore
+from .waves import EchoWaves, Wave
 
 log = logging.getLogger("siftbus.broker")
 
@@ -100,16 +104,6 @@ class Overlay:
         return dest == self.me or dest in self._first
 
 
-class _Locate:
-    __slots__ = ("best", "parent", "sid", "waiting")
-
-    def __init__(self, sid: str, parent: str | None, waiting: set[str]) -> None:
-        self.sid = sid
-        self.parent = parent
-        self.waiting = waiting
-        self.best: list[Any] | None = None
-
-
 class HandoffBase(ABC):
     """The common part of the handoff protocols (see the module docstring)."""
 
@@ -133,7 +127,9 @@ class HandoffBase(ABC):
         """``HANDOFF`` messages sent (and relayed) here, by kind."""
         self._waiting: dict[str, list[tuple[str, int]]] = {}
         self._parts: dict[str, list[dict[str, Any]]] = {}
-        self._locates: dict[str, _Locate] = {}
+        self._locates = EchoWaves(
+            self.send, host.neighbours_up, lambda lid, best: {
+                "k": "echo", "l": lid, "best": best}, _newest, self._located)
         self._lids = itertools.count(1)
         self._probed: set[str] = set()
         self._kept_adverts: dict[str, list[str]] = {}
@@ -143,6 +139,8 @@ class HandoffBase(ABC):
             "pecho": self._on_pecho}
         self.hop_kinds = {"loc", "echo"}
         """Kinds every broker on the way handles (the others are relayed to ``to``)."""
+        self.owner_check = ClaimCheck(self)
+        """The owner check before a handoff on a secured network (:mod:`.claims`)."""
 
     # ---- messages ------------------------------------------------------------------------
 
@@ -187,14 +185,21 @@ class HandoffBase(ABC):
     def link_up(self, z: str) -> None:  # noqa: B027 - a hook: nothing by default
         """A neighbour link came up (ping/pong's control plane follows the links)."""
 
-    def link_down(self, z: str) -> None:  # noqa: B027 - a hook: nothing by default
-        """A neighbour link went."""
+    def link_down(self, z: str) -> None:
+        """A neighbour link went (owner checks waiting for it go on without it)."""
+        self.owner_check.link_down(z)
 
     def on_plane(self, z: str, msg: Message) -> None:
         """A control-plane message (only ping/pong has a control plane)."""
         raise WireError(f"handoff {self.name} has no control plane", field="plane")
 
     # ---- the session table's questions (Mover) --------------------------------------------------
+
+    def check(self, sid: str, owner: str, previous: str | None, done: Verdict
+              ) -> str | None:
+        """Ask the holders of ``sid`` whether ``owner`` owns it (:meth:`ClaimCheck.check
+        <siftbus.broker.claims.ClaimCheck.check>`)."""
+        return self.owner_check.check(sid, owner, previous, done)
 
     def move_in(self, s: Session, req: SessionRequest) -> None:
         """A client arrived with a session held elsewhere."""
@@ -357,14 +362,9 @@ class HandoffBase(ABC):
     def locate(self, s: Session) -> None:
         """Find the newest holder of ``s`` with an echo wave over the tree."""
         lid = f"{self.host.name}:{next(self._lids)}"
-        nbrs = set(self.host.neighbours_up())
-        st = self._locates[lid] = _Locate(s.id, None, nbrs)
-        st.best = self._candidate(s.id, s.epoch)
-        for z in sorted(nbrs):
-            self.send(z, {"k": "loc", "l": lid, "s": s.id, "e": s.epoch,
-                          "o": self.host.name})
-        if not nbrs:
-            self._located(lid)
+        self._locates.start(lid, s.id, self._candidate(s.id, s.epoch),
+                            {"k": "loc", "l": lid, "s": s.id, "e": s.epoch,
+                             "o": self.host.name})
 
     def _candidate(self, sid: str, before: int) -> list[Any] | None:
         """``[epoch, broker, tag, profiles]`` if this broker holds a state of ``sid``
@@ -389,44 +389,18 @@ class HandoffBase(ABC):
         return [s.epoch, self.host.name, s.tag, [encode_profile(p) for p in profiles]]
 
     def _on_locate(self, link: str, body: dict[str, Any]) -> None:
-        lid = get(body, "l", str)
-        if lid in self._locates:  # a tree has no second way here; answer and stop
-            self.send(link, {"k": "echo", "l": lid, "best": None})
-            return
-        kids = set(self.host.neighbours_up()) - {link}
-        st = self._locates[lid] = _Locate(_sid(body), link, kids)
-        st.best = self._candidate(_sid(body), get(body, "e", int))
-        for z in sorted(kids):
-            self.send(z, {**body})
-        if not kids:
-            self._echo(lid)
+        sid, before = _sid(body), get(body, "e", int)
+        self._locates.visit(link, get(body, "l", str), sid,
+                            lambda parent: self._candidate(sid, before), body)
 
     def _on_echo(self, link: str, body: dict[str, Any]) -> None:
-        lid = get(body, "l", str)
-        st = self._locates.get(lid)
-        if st is None:
-            return
-        best = body.get("best")
-        if isinstance(best, list) and len(best) == 4 and (
-                st.best is None or best[0] > st.best[0]):
-            st.best = best
-        st.waiting.discard(link)
-        if not st.waiting:
-            self._echo(lid)
+        self._locates.answer(link, get(body, "l", str), body.get("best"))
 
-    def _echo(self, lid: str) -> None:
-        st = self._locates.pop(lid)
-        if st.parent is not None:
-            self.send(st.parent, {"k": "echo", "l": lid, "best": st.best})
-        else:
-            self._located(lid, st)
-
-    def _located(self, lid: str, st: _Locate | None = None) -> None:
-        st = st or self._locates.pop(lid)
-        s = self.host.sessions.sessions.get(st.sid)
+    def _located(self, lid: str, st: Wave) -> None:
+        s = self.host.sessions.sessions.get(st.key)
         if s is None or s.state != "arriving":
             return
-        best = st.best
+        best = st.value
         if best is None:
             s.profiles = s.profiles or {}
             self.host.sessions.establish(s, None, outcome="new")
@@ -511,6 +485,14 @@ def advert_gid(sid: str, epoch: int, aid: str) -> str:
     """The network-wide id of an advertisement of a session client (per attachment, so an
     old one still travelling never clashes with the new one)."""
     return f"{SESSION_PREFIX}{sid}/{epoch}/{aid}"
+
+
+def _newest(best: list[Any] | None, echoed: Any) -> list[Any] | None:
+    """The newer of two candidate holders ``[epoch, broker, tag, profiles]``."""
+    if isinstance(echoed, list) and len(echoed) == 4 and (best is None
+                                                           or echoed[0] > best[0]):
+        return echoed
+    return best
 
 
 def _sid(body: dict[str, Any]) -> str:

@@ -153,10 +153,37 @@ class BrokerNode:
                                     policy, protocol=protocol, strategy=strategy)
         self.sessions.mover = self.handoff
         self.routing.session_epoch = self.handoff.session_epoch
+        #: told when a client's session claim left pending by :meth:`session_hello` is
+        #: settled (the status for its ACK, or the error refusing it); set by the server
+        self.on_session_settled: Callable[[str, dict[str, Any] | SiftbusError], None] = \
+            _unsettled
+        if not self.guard.open:  # stored before owners were: the name binding says
+            for s in self.sessions.sessions.values():
+                s.principal = s.principal or self.access.owners.get(s.id, "")
 
-    def session_hello(self, link: str, body: Any) -> dict[str, Any]:
-        """A client's HELLO asked for a session: the status for its ACK."""
-        return self.sessions.hello(link, body)
+    def session_hello(self, link: str, body: Any, principal: Principal = ANONYMOUS
+                      ) -> dict[str, Any] | None:
+        """A client's HELLO asked for a session: the status for its ACK. On a secured
+        network a session held elsewhere is only taken over once its holders confirm
+        that ``principal`` owns it: then ``None``, and :attr:`session_settled` tells
+        the outcome (``docs/mobility.md``, "Whose session")."""
+        if self.guard.open:
+            return self.sessions.hello(link, body)
+
+        def refuse(why: str) -> SiftbusError:
+            return self.guard.deny(principal, "connect", f"as session {link[1:]!r}", why)
+
+        status = self.sessions.hello(link, body, principal.name, refuse)
+        if status is not None:
+            self.access.bind(link)
+        return status
+
+    def session_settled(self, link: str, result: dict[str, Any] | SiftbusError) -> None:
+        """A pending session claim is settled: the client's name is bound to it if it
+        got the session (a refused claim binds nothing), and the transport is told."""
+        if not isinstance(result, SiftbusError):
+            self.access.bind(link)
+        self.on_session_settled(link, result)
 
     def forget_client(self, link: str) -> None:
         """Remove every profile and advertisement of a client (its session ended)."""
@@ -215,16 +242,18 @@ class BrokerNode:
         self.handoff.link_down(name)
 
     def client_up(self, name: str, principal: Principal = ANONYMOUS, *,
-                  chosen: bool = True) -> tuple[str, list[str]]:
+                  chosen: bool = True, bind: bool = True) -> tuple[str, list[str]]:
         """Attach a local client of ``principal`` (``chosen``: it asked for the name);
         returns its link and the ids of its stored profiles. A name bound to another
-        principal is refused (:class:`~siftbus.errors.AccessDenied`)."""
+        principal is refused (:class:`~siftbus.errors.AccessDenied`); a free one is
+        bound to it, unless ``bind`` is false (a session client: :meth:`session_hello`
+        binds it once the session is its own)."""
         check_name(name, "client")
         link = "@" + name
         if link in self.clients:
             raise ConfigError(f"a client named {name!r} is already connected to {self.name}",
                               field="name")
-        self.access.attach(link, principal, chosen=chosen)
+        self.access.attach(link, principal, chosen=chosen, bind=bind)
         self.clients.add(link)
         mine = sorted({e.local_id for e in self.routing.table.entries.values()
                        if e.src == link})
@@ -238,6 +267,7 @@ class BrokerNode:
         """Detach a client. Its advertisements go (it can no longer publish here);
         without a store its profiles go too, with one they stay (durable)."""
         self.clients.discard(link)
+        self.sessions.cancel_claim(link)
         if not self.sessions.detach(link):  # a session keeps profiles and adverts
             self.client_profiles.detach(link)
         self.access.detach(link)
@@ -454,6 +484,10 @@ class BrokerNode:
 
 def _no_timer(delay: float, fn: Callable[[], None]) -> None:
     """Without a transport nothing runs later (the node alone has no clock to run on)."""
+
+
+def _unsettled(link: str, result: dict[str, Any] | SiftbusError) -> None:
+    raise RuntimeError("broker node has no transport to settle a session claim")
 
 
 def _unconnected(link: str, msg: Message) -> None:

@@ -107,6 +107,7 @@ class PingPong(HandoffBase):
         self.control.neighbour_up(z)
 
     def link_down(self, z: str) -> None:
+        super().link_down(z)
         self.control.neighbour_down(z)
 
     def on_plane(self, z: str, msg: Message) -> None:

@@ -11,7 +11,9 @@ the shared frame transport, under the server's :class:`~siftbus.wire.limits.Limi
 Connection handshake: the first frame must be HELLO (within ``hello_timeout``). A client
 sends ``{"role": "client", "name": optional, "token": optional, "session": optional}`` and
 gets ACK ``{"name", "profiles", "session"}`` (its durable profiles, its session's status:
-``docs/mobility.md``) followed by SCHEMA. A broker sends ``{"role":
+``docs/mobility.md``) followed by SCHEMA. On a secured network the ACK of a session this
+broker does not hold waits until its holders confirm the client's principal owns it
+(:mod:`.claims`); a refused claim gets one ERROR instead. A broker sends ``{"role":
 "broker", "name", "schema"}``; the acceptor checks that it is a configured neighbour with
 the same schema and answers with its own HELLO.
 
@@ -113,8 +115,12 @@ class BrokerServer:
         """Principal -> its client connections (for its ``max_queued_bytes``)."""
         self._over_quota: set[str] = set()
         """Client links told that notifications are dropped (until they drain)."""
+        self._claims: dict[str, tuple[FrameConnection, Principal, dict[str, Any],
+                                      asyncio.Future[None]]] = {}
+        """Client links whose ACK waits for their session's owner check."""
         node.limits = limits
         node.transport_send = self._send
+        node.on_session_settled = self._settled
         node.run_async = self._run_async
         node.transport_stats = lambda: self.transport_stats().to_dict()
         node.register_service(InspectService.name, InspectService(node, self.listener))
@@ -343,7 +349,9 @@ class BrokerServer:
         msg = await conn.read_hello()
         role = get(msg.body, "role", str, where="HELLO")
         if role == "client":
-            self._client_hello(conn, msg)
+            link = self._client_hello(conn, msg)
+            if link is not None:  # the session's owner is being checked
+                await self._await_claim(link)
         elif role == "broker":
             name = get(msg.body, "name", str, where="HELLO")
             self.node.guard.broker(name, conn.ssl_object, peer=conn.peer)
@@ -355,9 +363,10 @@ class BrokerServer:
             raise WireError(f"HELLO role must be 'client' or 'broker', got {role!r}")
         await self._serve(conn)
 
-    def _client_hello(self, conn: FrameConnection, msg: Message) -> None:
+    def _client_hello(self, conn: FrameConnection, msg: Message) -> str | None:
         """Authenticate first (a refused client learns nothing), then bind the name (a
-        session's client is named by its session id: bound to its principal alike)."""
+        session's client is named by its session id: bound to its principal alike).
+        Returns the link when the ACK waits for the session's owner check."""
         principal = self.node.guard.client(msg.body.get("token"), conn.ssl_object,
                                            peer=conn.peer)
         session = msg.body.get("session")
@@ -366,22 +375,62 @@ class BrokerServer:
         if chosen is not None and not isinstance(chosen, str):
             raise WireError("HELLO name must be a string", field="name")
         name = chosen or self.node.assign_name(principal)
-        link, profiles = self.node.client_up(name, principal, chosen=bool(chosen))
+        link, profiles = self.node.client_up(name, principal, chosen=bool(chosen),
+                                             bind=session is None)
         ack: dict[str, Any] = {"corr": msg.body.get("corr"), "name": name,
                                "broker": self.node.name, "profiles": profiles}
         if session is not None:
             try:  # rows it sends before this ACK go nowhere: resent below
-                ack["session"] = self.node.session_hello(link, session)
+                status = self.node.session_hello(link, session, principal)
             except BaseException:
                 self.node.client_down(link)
                 raise
+            if status is None:  # ACK once the holders confirm the owner (or refuse)
+                self._claims[link] = (conn, principal, ack,
+                                      asyncio.get_running_loop().create_future())
+                return link
+            ack["session"] = status
+        self._attach(conn, link, principal, ack, session is not None)
+        return None
+
+    def _attach(self, conn: FrameConnection, link: str, principal: Principal,
+                ack: dict[str, Any], session: bool) -> None:
         conn.link = link
         self._conns[link] = conn
         self._remember_client_conn(principal, conn)
         self._send(link, Message(MsgType.ACK, ack))
         self._send(link, self.node.schema_message())
-        if session is not None:
+        if session:
             self.node.sessions.resend(link)
+
+    def _settled(self, link: str, result: dict[str, Any] | SiftbusError) -> None:
+        """The node settled a session claim: ACK the client now (in the same step, so
+        nothing the handoff sends it next is lost), or refuse it."""
+        pending = self._claims.pop(link, None)
+        if pending is None:
+            return
+        conn, principal, ack, done = pending
+        if isinstance(result, SiftbusError):
+            self.node.client_down(link)
+            done.set_exception(result)
+            return
+        ack["session"] = result
+        self._attach(conn, link, principal, ack, True)
+        done.set_result(None)
+
+    async def _await_claim(self, link: str) -> None:
+        """Wait until the node settles the client's claim: it ACKs or refuses it after
+        at most the policy's ``claim_timeout`` (this bound only guards a lost timer)."""
+        done = self._claims[link][3]
+        bound = 2 * self.node.sessions.policy.claim_timeout + 1
+        try:
+            await asyncio.wait_for(asyncio.shield(done), bound)
+        except TimeoutError:
+            raise EnvironmentProblem(f"session {link[1:]}: its owner check did not end "
+                                     f"within {bound:g} s") from None
+        finally:
+            if self._claims.pop(link, None) is not None:  # never settled: give it up
+                self.node.client_down(link)
 
     def _remember_client_conn(self, principal: Principal, conn: FrameConnection) -> None:
         """Track the principal's connections (queued-bytes quota) and close this one when

@@ -48,6 +48,18 @@ log = logging.getLogger("siftbus.broker")
 TICK = 1.0
 """Seconds between checks of expiry, row age and handoff time-outs."""
 
+CLAIM_REFUSALS = {
+    "deny": "the session belongs to another principal",
+    "unknown": "the session's owner is not recorded where it is held (a state from an "
+               "open network or an older broker): connect at the broker that holds it, "
+               "or wait until it expires",
+    "cut": "its holders could not all be asked (a link of the network is down); "
+           "connect again later",
+    "timeout": "its holders did not confirm the owner within {timeout:g} s "
+               "(claim_timeout); connect again",
+}
+"""Why a client is refused a session, by the verdict of the owner check (:mod:`.claims`)."""
+
 
 class SessionBusy(ConfigError):
     """A client came back to a broker that still fetches an older state of its session
@@ -74,6 +86,10 @@ class SessionHost(Protocol):
     def forget_client(self, link: str) -> None:
         """Remove a client's profiles and advertisements (its session ended)."""
 
+    def session_settled(self, link: str, result: dict[str, Any] | SiftbusError) -> None:
+        """A claim left pending by :meth:`SessionTable.hello` is settled: the status for
+        the client's ACK, or the error that refuses it."""
+
 
 class Mover(Protocol):
     """What the session table asks of the handoff protocol (:mod:`.handoff`)."""
@@ -92,6 +108,10 @@ class Mover(Protocol):
 
     def established(self, s: Session) -> None:
         """An arriving session's state is here (requests for it may now be answered)."""
+
+    def check(self, sid: str, owner: str, previous: str | None,
+              done: Callable[[str], None]) -> str | None:
+        """Whether ``owner`` owns ``sid`` (a verdict of :mod:`.claims`), now or later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +179,7 @@ class SessionTable:
         self.moved: dict[str, tuple[str, int, float]] = {}
         """Sessions handed over: id -> (new broker, epoch, when)."""
         self.deferred: dict[str, list[Message]] = {}
+        self._claims: dict[str, object] = {}  # owner checks running: clients wait for ACK
         self.mover: Mover | None = None
         self.counts = {"handoffs_in": 0, "handoffs_out": 0, "handoffs_failed": 0,
                        "duplicates_dropped": 0, "expired": 0, "resumed": 0}
@@ -193,12 +214,18 @@ class SessionTable:
 
     # ---- attach and detach ----------------------------------------------------------------
 
-    def hello(self, link: str, body: Any) -> dict[str, Any]:
+    def hello(self, link: str, body: Any, owner: str = "",
+              refuse: Callable[[str], SiftbusError] | None = None) -> dict[str, Any] | None:
         """A client connected with a session (``body``: the HELLO's ``session`` map);
-        returns the status for its ACK."""
+        returns the status for its ACK.
+
+        On a secured network (``owner``: the client's principal; ``refuse(why)``: the
+        counted error that refuses it) a session this broker does not hold is first
+        checked with its holders (:mod:`.claims`): then ``None`` is returned, and the
+        host's ``session_settled(link, status or error)`` is called once the claim is
+        settled -- before it, nothing of the session moves."""
         sid = link[1:]
         req = SessionRequest.parse(body, sid, self.host.schema, self.host.limits)
-        now = self.host.clock()
         limits = (req.limits or self.policy.limits).capped(self.policy.limits)
         s = self.sessions.get(sid)
         if s is not None and req.clean:
@@ -215,10 +242,17 @@ class SessionTable:
             self.sessions.pop(sid)
             self.outgoing[sid] = s
             s = None
+        if s is not None and owner and s.principal and s.principal != owner \
+                and refuse is not None:
+            # the name binding let the client in, yet the state says another owner (a
+            # binding lost with a store replaced): the state's owner is the authority
+            raise refuse(CLAIM_REFUSALS["deny"])
         if s is not None:
             s.state = "attached" if s.state != "arriving" else "arriving"
             s.away_since = None
             s.limits = limits
+            if owner and not s.principal:  # an unrecorded owner: the name binding vouched
+                s.principal = owner
             if s.state == "attached":
                 self.counts["resumed"] += 1
                 s.sent = s.acked
@@ -230,10 +264,52 @@ class SessionTable:
                     self.mover.on_back(s)
                 self.flush(s)
             return {**s.status(), "state": s.state}
+        if not owner or refuse is None or self.mover is None:
+            return self._open(link, req, limits, owner)
+        token = object()
+        self._claims[sid] = token
+
+        def settled(verdict: str) -> None:
+            if self._claims.get(sid) is not token:
+                return  # the client went (or came again) meanwhile
+            del self._claims[sid]
+            try:
+                self.host.session_settled(link, self._claimed(link, req, limits, owner,
+                                                              refuse, verdict))
+            except SiftbusError as exc:
+                self.host.session_settled(link, exc)
+
+        verdict = self.mover.check(sid, owner, req.previous, settled)
+        if verdict is None:
+            return None
+        del self._claims[sid]
+        return self._claimed(link, req, limits, owner, refuse, verdict)
+
+    def _claimed(self, link: str, req: SessionRequest, limits: SessionLimits, owner: str,
+                 refuse: Callable[[str], SiftbusError], verdict: str) -> dict[str, Any]:
+        """Open the session if the owner check let the client have it, else raise."""
+        if verdict not in ("ok", "none"):
+            raise refuse(CLAIM_REFUSALS.get(verdict, CLAIM_REFUSALS["unknown"]).format(
+                timeout=self.policy.claim_timeout))
+        if req.id in self.sessions:
+            raise SessionBusy(f"session {req.id} came to broker {self.host.name} while "
+                              "its owner was checked; connect again", field="session_busy")
+        return self._open(link, req, limits, owner)
+
+    def cancel_claim(self, link: str) -> None:
+        """The client whose claim is being checked went: its verdict is ignored."""
+        self._claims.pop(link[1:], None)
+
+    def _open(self, link: str, req: SessionRequest, limits: SessionLimits,
+              owner: str) -> dict[str, Any]:
+        """A session this broker does not hold: new, or fetched by the handoff."""
+        sid = req.id
+        now = self.host.clock()
         if len(self.sessions) >= self.policy.max_sessions:
             raise ConfigError(f"broker {self.host.name} holds {len(self.sessions)} "
                               "sessions, its limit (max_sessions)", field="max_sessions")
         s = Session(sid, limits, now)
+        s.principal = owner
         s.away_since = None
         s.epoch = max(req.epoch, self._known_epoch(sid)) + 1
         s.pub_seq = int(now * 1e6)  # above what any earlier process of it published
@@ -415,7 +491,9 @@ class SessionTable:
             s.tag = s.epoch if s.tag == 0 else s.tag
         if transfer is not None:
             acked, tag, epoch, pub = s.acked, s.tag, s.epoch, s.pub_seq
+            owner = s.principal
             s.load_meta(transfer, self.host.clock())
+            s.principal = owner or s.principal  # checked here; older brokers send none
             s.load_chunks([Chunk.from_wire(d, self.host.schema)
                            for d in transfer.get("chunks", [])])
             s.epoch, s.tag = epoch, tag
@@ -518,5 +596,5 @@ def session_gid(sid: str, tag: int, pid: str) -> str:
     return f"{SESSION_PREFIX}{sid}/{tag}/{pid}"
 
 
-__all__ = ["TICK", "Mover", "SessionBusy", "SessionHost", "SessionRequest", "SessionTable",
-           "session_gid"]
+__all__ = ["CLAIM_REFUSALS", "TICK", "Mover", "SessionBusy", "SessionHost", "SessionRequest",
+           "SessionTable", "session_gid"]

@@ -113,6 +113,10 @@ class SessionPolicy:
     """Seconds a session remembers the publication numbers it handled: a copy of a
     notification still travelling toward its new broker after this long would be
     delivered twice."""
+    claim_timeout: float = 5.0
+    """Seconds a broker waits, on a secured network, for the holders of a session to
+    confirm that a connecting client's principal owns it (:mod:`.claims`); without an
+    answer the client is refused, never granted the session."""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -128,7 +132,8 @@ class SessionPolicy:
         out: dict[str, Any] = {}
         for key, value in rest.items():
             if key not in ("max_sessions", "max_inflight", "handoff_timeout",
-                           "ping_interval", "max_deferred", "dedupe_window"):
+                           "ping_interval", "max_deferred", "dedupe_window",
+                           "claim_timeout"):
                 raise ConfigError(f"unknown [network.sessions] key {key!r}", field=str(key))
             whole = key.startswith("max_")
             if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) \
@@ -293,6 +298,8 @@ class Session:
         self.pub_seq = 0
         """The next publication number of the session's client (publishers)."""
         self.principal = ""
+        """The session's owner on a secured network (``""``: not recorded -- an open
+        network, or a state from before owners were recorded)."""
         self.away_since: float | None = now
         self.pending: list[tuple[list[tuple[Block, np.ndarray, list[str]]], float]] = []
         self.pending_rows = 0

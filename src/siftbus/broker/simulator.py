@@ -286,14 +286,18 @@ class Simulator:
 
     def _hello(self, c: SimClient, req: dict[str, Any]) -> None:
         st = self.nodes[c.broker].session_hello(c.link, req)
+        assert st is not None, "the simulator's brokers are open: no owner check waits"
         c.statuses.append(st)
         c.epoch, c.tag = st["epoch"], st["tag"]
 
-    def move(self, client: str, broker: str, *, tell: bool = True) -> bool:
+    def move(self, client: str, broker: str, *, tell: bool = True,
+             fresh: bool = False) -> bool:
         """Move a session client to ``broker``: disconnect, connect there with the same
         session. With ``tell`` it names its last broker and its profiles (as the client
-        library does); without, the new broker has to locate the session. ``False`` if
-        the broker refused it for now (:class:`SessionBusy`): it stays disconnected."""
+        library does); without, the new broker has to locate the session; ``fresh``: as
+        a new process that knows only the session id and its last number (no epoch, no
+        broker). ``False`` if the broker refused it for now (:class:`SessionBusy`): it
+        stays disconnected."""
         c = self.clients[client]
         old = c.broker
         if c.connected:
@@ -301,9 +305,11 @@ class Simulator:
         c.broker, c.connected = broker, True
         node = self.nodes[broker]
         node.client_up(client)
-        req: dict[str, Any] = {"ack": c.last, "epoch": c.epoch, "tag": c.tag,
+        req: dict[str, Any] = {"ack": c.last,
                                "adverts": [encode_profile(p) for p in c.adverts.values()]}
-        if tell:
+        if not fresh:
+            req.update(epoch=c.epoch, tag=c.tag)
+        if tell and not fresh:
             req.update({"from": old,
                         "profiles": [encode_profile(p) for p in c.profiles.values()]})
         try:
