@@ -240,7 +240,12 @@ def test_fuzzed_blocks_give_a_block_or_an_error(d: dict[str, object]) -> None:
 
 from siftbus.errors import excerpt  # noqa: E402
 from siftbus.wire.events import decode_events  # noqa: E402
-from siftbus.wire.frames import ErrorReply, decode_error, error_body  # noqa: E402
+from siftbus.wire.frames import (  # noqa: E402
+    MAX_ERROR_MESSAGE,
+    ErrorReply,
+    decode_error,
+    error_body,
+)
 from siftbus.wire.limits import Limits  # noqa: E402
 from siftbus.wire.profiles import (  # noqa: E402
     check_profile,
@@ -315,7 +320,7 @@ def test_fuzzed_profile_texts_give_profiles_or_a_siftbus_error(texts: list[str])
 @given(WIRE_VALUES)
 def test_the_error_reply_decoder_never_raises(body: object) -> None:
     reply = decode_error(body)
-    assert isinstance(reply, ErrorReply) and len(reply.message) <= 1000
+    assert isinstance(reply, ErrorReply) and len(reply.message) <= MAX_ERROR_MESSAGE
     err = reply.to_error()
     assert err.kind == reply.kind and err.message == reply.message
 
@@ -326,8 +331,12 @@ def test_error_replies_round_trip_and_are_cut_to_an_excerpt() -> None:
     reply = decode_error(body)
     assert (reply.kind, reply.line, reply.column, reply.field, reply.corr) == (
         "WireError", 3, 7, "max_string", 9)
-    assert len(reply.message) <= 1000 and "… (5000 characters) …" in reply.message
+    assert len(reply.message) <= MAX_ERROR_MESSAGE and "… (5000 characters) …" in reply.message
     assert excerpt("short") == "short"
+    # a message from a non-siftbus exception, longer than an error keeps: the reply the
+    # client decodes and the error it raises say the same (they once kept 1000 and 360)
+    long = decode_error(_wire(error_body(ValueError("z" * 900), corr=1)))
+    assert long.to_error().message == long.message and "(900 characters)" in long.message
     odd = decode_error({"message": 5, "line": True, "column": "2", "field": 3})
     assert (odd.message, odd.line, odd.column, odd.field) == ("5", None, None, "3")
 

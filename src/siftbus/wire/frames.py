@@ -26,15 +26,17 @@ from typing import Any
 
 import msgpack
 
-from siftbus.errors import RemoteError, SiftbusError, WireError, excerpt
+from siftbus.errors import MAX_MESSAGE, RemoteError, SiftbusError, WireError, excerpt
 
 from .limits import DEFAULT_LIMITS, MAX_FRAME, Limits
 
 VERSION = 1
 """The wire protocol version carried in every frame."""
 
-MAX_ERROR_MESSAGE = 1000
-"""Characters of an ERROR's message: a readable excerpt, never the whole bad input."""
+MAX_ERROR_MESSAGE = MAX_MESSAGE
+"""Characters of an ERROR's message: a readable excerpt, never the whole bad input. The
+same limit as every error's message, so the reply a client decodes and the error it raises
+say the same thing."""
 
 _HEADER = struct.Struct(">IBB")
 _LEN = struct.Struct(">I")
