@@ -126,6 +126,24 @@ def test_parquet_of_no_events_has_the_columns(tmp_path: Path) -> None:
     assert table.schema.names == ["event", "matches"] and table.num_rows == 0
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_arrow_output_does_not_import_pandas(fmt: str, tmp_path: Path) -> None:
+    """pyarrow's ``pa.array`` imports pandas (~0.2 CPU-s, as much as writing 1M events):
+    the writers build their arrays from buffers instead."""
+    pytest.importorskip("pyarrow")
+    code = ("import sys\nfrom pathlib import Path\nfrom siftbus.cli import match\n"
+            "from siftbus.match import kernel\nfrom siftbus.model import load_schema\n"
+            "kernel.use('numba')\n"
+            f"b = Path({str(BUILDING)!r})\n"
+            "n = match.match_files(load_schema(b / 'schema.toml'), b / 'profiles.txt', "
+            f"b / 'events.jsonl', Path({str(tmp_path / 'm')!r}), fmt={fmt!r})\n"
+            "print(n, 'pandas' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["(34,", f"{sum(map(len, EXPECTED))})", "False"]
+
+
 def test_format_errors_are_one_line() -> None:
     r = run("--format", "csv")
     assert r.returncode == 2 and "choose one of json, arrow, parquet" in r.stderr
