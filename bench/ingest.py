@@ -512,19 +512,19 @@ def section_spark_parse(paths: dict[str, Path], n_events: int) -> dict[str, Any]
         [pa.array(["events"] * len(texts)), pa.array(range(1, len(texts) + 1), pa.int64()),
          pa.array(texts)], names=["source", "line", "text"])
     stage.parse_text_batch(batch.slice(0, 100), st)
-    scanner = stage.scan_event_texts
+    scanner = stage.scan_text_columns
     rates: dict[str, list[float]] = {"fast": [], "spec": []}
     try:
         for _ in range(3):
             for mode in rates:
-                stage.scan_event_texts = scanner if mode == "fast" else \
-                    (lambda t, *_, **__: [None] * len(t))  # type: ignore[assignment]
+                stage.scan_text_columns = scanner if mode == "fast" else \
+                    (lambda *_, **__: None)  # type: ignore[assignment]
                 out, cpu, _ = timed(lambda: stage.parse_text_batch(batch, st))
                 assert out.num_rows == len(texts) and out.column("error").null_count == len(
                     texts)
                 rates[mode].append(len(texts) / cpu)
     finally:
-        stage.scan_event_texts = scanner
+        stage.scan_text_columns = scanner
     return {"events": len(texts), "events_per_cpu_s": statistics.median(rates["fast"]),
             "baseline_parse_event_events_per_cpu_s": statistics.median(rates["spec"]),
             "load": load()}
