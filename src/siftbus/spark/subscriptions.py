@@ -64,9 +64,15 @@ class ProfileFile:
         return f"{st.st_mtime_ns}:{st.st_size}"
 
     def load(self, schema: Schema, *, strict: bool = True) -> list[Profile]:
-        if strict:  # the compiled scanners (match.ingest): the same profiles and first error
+        # The compiled scanners (match.ingest) give the same profiles and the same first
+        # error as the grammar; a file with a bad line is read again line by line when
+        # bad lines are to be skipped (a running stream's refresh), else the error stands.
+        try:
             return [p for cols in load_profile_columns(self.path, schema)
                     for p in cols.profiles()]
+        except SiftbusError:
+            if strict:
+                raise
         out: list[Profile] = []
         lines = read_profile_lines(self.path)  # the one rule for text files
         for item in iter_profile_lines(lines, schema, source=str(self.path)):
