@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from siftbus.match import ReferenceMatcher, add_all
-from siftbus.model import parse_schema
+from siftbus.model import Profile, parse_schema
 from siftbus.spark.match_stage import build_plan, index_available, match_batch, plan_matches
 from siftbus.spark.parse import (
     PARSED_SCHEMA,
@@ -443,3 +443,48 @@ def test_the_parse_stage_builds_the_scanners_rows_as_columns() -> None:
         (2, 4, None, None, None, False), (3, 5, "Temp", [4, -10, 0], ["\u00e9"], True),
         (4, 6, "Door", [0, 8], [], True)]
     assert rows[0]["text"] == lines[0].decode()
+
+
+@pytest.mark.skipif(not index_available(), reason="indexed engine not installed")
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_subscription_set_loads_a_file_in_bulk_then_follows_its_changes(
+        data: st.DataObject, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # A profile file's first load goes into the matcher as columns (no Profile per line);
+    # the later refreshes apply adds, removes and replacements: at every step the plan
+    # matches as the reference matcher does and the set holds the file's profiles.
+    import os
+
+    from siftbus.lang.profile import format_profile
+    from siftbus.match import kernel
+    from siftbus.spark.subscriptions import ProfileFile, SubscriptionSet
+
+    path = tmp_path_factory.mktemp("subs") / "p.txt"
+    events = events_of(data.draw(st.lists(event_dicts(), min_size=1, max_size=30)), SCHEMA)
+    kernel.use("numba")  # the scanners, whatever the file's size
+    try:
+        subs = None
+        before: list[Profile] = []
+        for step in range(3):
+            profiles = data.draw(profile_sets(SCHEMA, max_size=30))
+            owned = [p.with_id(p.id, data.draw(st.sampled_from(["", "s1", "s2"])) or None)
+                     for p in profiles]
+            path.write_text("".join(format_profile(p) + "\n" for p in owned))
+            os.utime(path, ns=(step * 10**9, step * 10**9))  # a new fingerprint each step
+            if subs is None:
+                subs = SubscriptionSet(SCHEMA, ProfileFile(path), engine="index")
+                version = 1
+            else:
+                changed = subs.refresh()
+                now = sorted(owned, key=lambda p: p.id)
+                assert changed == (now != sorted(before, key=lambda p: p.id))
+                version += changed
+            before = owned
+            assert len(subs) == len(owned) and subs.version == version
+            assert sorted(subs.profiles, key=lambda p: p.id) == sorted(owned,
+                                                                       key=lambda p: p.id)
+            ref = add_all(ReferenceMatcher(), owned)
+            assert plan_matches(subs.plan(), events) == ref.match_batch(events)
+    finally:
+        kernel.use()
