@@ -191,3 +191,16 @@ def test_start_up_registers_only_the_command_asked_for() -> None:
     assert "publish" in names and "match" in names and "siftbus.cli.broker" in mods
     mods, names = _cli_modules(["pytest", "match"])
     assert "broker" in names and "match" in names
+
+
+@pytest.mark.parametrize("values", [[], ["a", "bc", ""], ["é", "x", "日本", "z"]])
+def test_arrow_string_arrays_from_buffers_equal_pyarrows(values: list[str]) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import numpy as np
+
+    for given in (values, np.array(values, dtype=str)):
+        got = match_cli._string_array(pa, given)
+        assert got.type == pa.string() and got.to_pylist() == values
+    nums = np.arange(5, dtype=np.int64) * 3
+    assert match_cli._numeric(pa, nums, "int32").to_pylist() == [0, 3, 6, 9, 12]
+    assert match_cli._numeric(pa, nums).type == pa.int64()
