@@ -24,12 +24,18 @@ conditions, about 5 matches per event at every size):
     library used per event (``parse_event`` then ``matcher.match`` per line, ids written
     with ``json.dumps``) on a sample, and the kernel alone on the same events (the
     ceiling).
+``parquet``
+    the Parquet writer alone on the CSR rows of the event file at 100,000 profiles, per
+    compression codec (snappy, the default; none; zstd): CPU seconds and file size.
+    Baseline: the previous writer (ids taken as strings, no dictionary).
 ``startup``
     ``siftbus match`` on a tiny input (20 profiles, 20 events), median of repeats.
     Baselines: ``python -c pass`` and ``siftbus --version``.
 ``per_event``
     ``matcher.match(event)`` at 100,000 profiles (the broker's and channel's path).
-    Baseline: the plain Python loop over per-profile tuples (``bench/matcher.py``).
+    Baseline: the plain Python loop over per-profile tuples (``bench/matcher.py``). Also
+    the reference matcher (``bench/matcher.py``'s oracle) on the same events, to say
+    whether it is slower than the plain loop (it is: so ratios use the plain loop).
 ``broker_sub``
     a broker (``BrokerNode``, no transport) handling one SUB frame of 100,000 profiles
     (the structured form; ``Limits.max_profiles`` raised), from frame to ACK and to its
@@ -314,6 +320,77 @@ def section_end_to_end(paths: dict[str, Path], n_events: int, sample: int,
     return res
 
 
+def section_parquet(paths: dict[str, Path], n_events: int, repeats: int,
+                    out_dir: Path) -> dict[str, Any]:
+    """The Parquet writer alone (``ParquetMatchWriter``: dictionary-typed id lists, row
+    groups of up to 1Mi events) on the CSR rows of the event file at 100,000 profiles,
+    per compression codec: CPU seconds and file size, median of ``repeats``, codecs
+    alternating. Baseline, same run: the previous writer (each match's id taken as a
+    string into a ``list<string>`` column, no dictionary, a row group per chunk)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from siftbus.cli import match as cli
+    from siftbus.match.ingest import read_event_chunks
+    from siftbus.model import load_schema
+
+    schema = load_schema(paths["schema"])
+    m = cli.load_matcher(schema, paths["profiles-100000"])
+
+    class Keep(cli.MatchWriter):
+        def __init__(self) -> None:
+            self.parts: list[tuple[int, Any, Any]] = []
+            self.snap: Any = None
+
+        def write_csr(self, first: int, offsets: Any, profiles: Any, snap: Any) -> None:
+            self.parts.append((first, offsets.copy(), profiles.copy()))
+            self.snap = snap
+
+        def write_rows(self, first: int, rows: Any) -> None:
+            raise AssertionError("the index engine has snapshots")
+
+    keep = Keep()
+    for chunk in read_event_chunks(paths[f"events-{n_events}"], schema):
+        cli.match_and_write(m, chunk, keep)
+    strings = pa.schema([("event", pa.int64()), ("matches", pa.list_(pa.string()))])
+
+    def previous(path: Path) -> None:
+        w = pq.ParquetWriter(str(path), strings, use_dictionary=False)
+        ids = pa.array(keep.snap.profile_ids, pa.string())
+        for first, off, prof in keep.parts:
+            w.write_table(pa.Table.from_arrays([
+                pa.array(range(first, first + len(off) - 1), pa.int64()),
+                pa.ListArray.from_arrays(pa.array(off.astype("int32")),
+                                         ids.take(pa.array(prof)))], schema=strings))
+        w.close()
+
+    def new(codec: str) -> Callable[[Path], None]:
+        def run(path: Path) -> None:
+            w = cli.ParquetMatchWriter(path, compression=codec)
+            for first, off, prof in keep.parts:
+                w.write_csr(first, off, prof, keep.snap)
+            w.close()
+        return run
+
+    writers = {"snappy": new("snappy"), "none": new("none"), "zstd": new("zstd"),
+               "previous (list<string>, snappy)": previous}
+    runs: dict[str, list[float]] = {k: [] for k in writers}
+    sizes: dict[str, int] = {}
+    want = None
+    for _ in range(repeats):
+        for name, fn in writers.items():
+            path = out_dir / "codec.parquet"
+            _, cpu, _ = timed(lambda fn=fn, path=path: fn(path))  # type: ignore[misc]
+            runs[name].append(cpu)
+            sizes[name] = path.stat().st_size
+            got = pq.read_table(path)
+            want = got if want is None else want
+            assert got.equals(want), f"{name} wrote other rows"
+    return {"events": n_events, "load": load(), "codecs": {
+        k: {"cpu_s": statistics.median(v), "all_runs": v, "bytes": sizes[k]}
+        for k, v in runs.items()}}
+
+
 def section_startup(paths: dict[str, Path], repeats: int) -> dict[str, Any]:
     tiny = ["match", "--schema", str(paths["schema"]), "--profiles",
             str(paths["profiles-20"]), "--events", str(paths["events-20"])]
@@ -335,6 +412,7 @@ def section_per_event(paths: dict[str, Path], n_events: int, repeats: int) -> di
     from matcher import PlainLoop
     from siftbus.cli.match import load_matcher
     from siftbus.lang.profile import parse_profiles
+    from siftbus.match import ReferenceMatcher, add_all
     from siftbus.model import load_schema, parse_event
 
     schema = load_schema(paths["schema"])
@@ -346,12 +424,24 @@ def section_per_event(paths: dict[str, Path], n_events: int, repeats: int) -> di
     for _ in range(repeats):
         _, cpu, _ = timed(lambda: [m.match(e) for e in events])
         rates.append(len(events) / cpu)
-    loop = PlainLoop(parse_profiles(paths["profiles-100000"].read_text(), schema))
+    parsed = parse_profiles(paths["profiles-100000"].read_text(), schema)
+    loop = PlainLoop(parsed)
+    ref = add_all(ReferenceMatcher(), parsed)
     sample = events[:20]
     assert [loop.match(e) for e in sample] == [m.match(e) for e in sample]
-    _, cpu, _ = timed(lambda: [loop.match(e) for e in sample])
+    assert [ref.match(e) for e in sample] == [m.match(e) for e in sample]
+    # bench/matcher.py's oracle against its baseline, same events, alternating: the
+    # reference matcher is written for clarity and is slower than the plain loop, so
+    # ratios there use the plain loop
+    loop_cpu: list[float] = []
+    ref_cpu: list[float] = []
+    for _ in range(repeats):
+        loop_cpu.append(timed(lambda: [loop.match(e) for e in sample])[1])
+        ref_cpu.append(timed(lambda: [ref.match(e) for e in sample])[1])
     return {"profiles": 100_000, "events": len(events), "events_per_cpu_s": statistics.median(
-        rates), "all_runs": rates, "baseline_plain_loop_events_per_cpu_s": len(sample) / cpu,
+        rates), "all_runs": rates,
+        "baseline_plain_loop_events_per_cpu_s": len(sample) / statistics.median(loop_cpu),
+        "reference_matcher_events_per_cpu_s": len(sample) / statistics.median(ref_cpu),
         "load": load()}
 
 
@@ -437,19 +527,19 @@ def section_spark_parse(paths: dict[str, Path], n_events: int) -> dict[str, Any]
         [pa.array(["events"] * len(texts)), pa.array(range(1, len(texts) + 1), pa.int64()),
          pa.array(texts)], names=["source", "line", "text"])
     stage.parse_text_batch(batch.slice(0, 100), st)
-    scanner = stage.scan_event_texts
+    scanner = stage.scan_text_columns
     rates: dict[str, list[float]] = {"fast": [], "spec": []}
     try:
         for _ in range(3):
             for mode in rates:
-                stage.scan_event_texts = scanner if mode == "fast" else \
-                    (lambda t, *_, **__: [None] * len(t))  # type: ignore[assignment]
+                stage.scan_text_columns = scanner if mode == "fast" else \
+                    (lambda *_, **__: None)  # type: ignore[assignment]
                 out, cpu, _ = timed(lambda: stage.parse_text_batch(batch, st))
                 assert out.num_rows == len(texts) and out.column("error").null_count == len(
                     texts)
                 rates[mode].append(len(texts) / cpu)
     finally:
-        stage.scan_event_texts = scanner
+        stage.scan_text_columns = scanner
     return {"events": len(texts), "events_per_cpu_s": statistics.median(rates["fast"]),
             "baseline_parse_event_events_per_cpu_s": statistics.median(rates["spec"]),
             "load": load()}
@@ -480,7 +570,7 @@ def section_spark_profiles(paths: dict[str, Path], sample: int) -> dict[str, Any
             "baseline_load_profiles_per_cpu_s": statistics.median(spec), "load": load()}
 
 
-SECTIONS = ("profiles", "events", "end_to_end", "startup", "per_event", "broker_sub",
+SECTIONS = ("profiles", "events", "end_to_end", "parquet", "startup", "per_event", "broker_sub",
             "spark_parse", "spark_profiles")
 
 
@@ -495,6 +585,8 @@ def run_section(name: str, args: argparse.Namespace) -> dict[str, Any]:
         return section_events(paths, args.events)
     if name == "end_to_end":
         return section_end_to_end(paths, args.events, args.sample, args.data)
+    if name == "parquet":
+        return section_parquet(paths, args.events, args.repeats, args.data)
     if name == "startup":
         return section_startup(paths, args.repeats)
     if name == "broker_sub":
@@ -538,6 +630,15 @@ def table(r: dict[str, Any]) -> str:
                         f"per event: {x['baseline_per_event_events_per_cpu_s']:,.0f} ev/CPU-s;"
                         f" kernel alone: {x['kernel_only_events_per_cpu_s']:,.0f} | "
                         f">= 200,000 | {f['load']:.1f} |")
+    if "parquet" in r:
+        w = r["parquet"]
+        base = w["codecs"]["previous (list<string>, snappy)"]
+        for codec in ("snappy", "none", "zstd"):
+            c = w["codecs"][codec]
+            rows.append(f"| 3. Parquet writer alone, {w['events']:,} events, {codec} | "
+                        f"{c['cpu_s']:.3f} CPU-s, {c['bytes'] / 1e6:.1f} MB | previous "
+                        f"writer: {base['cpu_s']:.3f} CPU-s, {base['bytes'] / 1e6:.1f} MB | "
+                        f"measured | {w['load']:.1f} |")
     if "startup" in r:
         s = r["startup"]
         rows.append(f"| 3. start-up: siftbus match, tiny input (median of {s['repeats']}) | "
@@ -550,6 +651,14 @@ def table(r: dict[str, Any]) -> str:
         rows.append(f"| 4. per-event match(), 100,000 profiles | {q['events_per_cpu_s']:,.0f} "
                     f"ev/CPU-s | plain loop: {q['baseline_plain_loop_events_per_cpu_s']:,.0f} "
                     f"ev/CPU-s | >= 150,000 | {q['load']:.1f} |")
+        if "reference_matcher_events_per_cpu_s" in q:
+            ref, loop = q["reference_matcher_events_per_cpu_s"], \
+                q["baseline_plain_loop_events_per_cpu_s"]
+            rows.append(f"| 6. bench/matcher.py's reference matcher (the oracle), same 20 "
+                        f"events | {ref:,.1f} ev/CPU-s: "
+                        f"{'slower' if ref < loop else 'not slower'} than the plain loop "
+                        f"(x{ref / loop:.2f}) | plain loop: {loop:,.1f} ev/CPU-s | ratios "
+                        f"use the plain loop | {q['load']:.1f} |")
     if "broker_sub" in r:
         b = r["broker_sub"]
         rows.append(f"| 5. broker SUB of {b['profiles']:,} profiles in one frame, to ACK and "

@@ -14,9 +14,13 @@ Python, the compiled index's batch kernel, CSR back out as array columns, and a 
 the result. Every formulation's total match count must equal the index stage's (and a
 sample is checked against the reference matcher), so a faster but wrong run fails.
 
-Also measured: scaling with input size (10x more events at 10k profiles), and streaming
-micro-batch latency (a file of JSON-lines events dropped into a watched directory until
-the micro-batch's sinks are written, parse and dead letters included).
+Also measured (``--only-ingest`` for these alone): the parse stage on a JSON-lines file
+(``--ingest-events``, Spark's reader, ``parse_text_batch``) and loading a profile file of
+``--ingest-profiles`` into a ``SubscriptionSet`` (strict start, non-strict refresh), on
+``bench/ingest.py``'s input files. Also measured: scaling with input size (10x more
+events at 10k profiles), and streaming micro-batch latency (a file of JSON-lines events
+dropped into a watched directory until the micro-batch's sinks are written, parse and
+dead letters included).
 
 The machine is shared (2 cores, other engineers' jobs): wall-clock figures are noisy;
 compare the ratios measured in the same run.
@@ -214,6 +218,59 @@ def streaming_latency(spark: Any, profiles: list[Profile], schema_text: str, rou
     return lat
 
 
+def ingest_figures(spark: Any, n_events: int, n_profiles: int, repeats: int,
+                   data: Path) -> dict[str, Any]:
+    """The pipeline's own reading, as a job runs it: a JSON-lines file of ``n_events``
+    standard events through the parse stage (Spark's text reader, ``mapInArrow`` of
+    ``parse_text_batch``, the good rows counted) and a profile file of ``n_profiles``
+    loaded into a :class:`SubscriptionSet` on the driver (strict, as a job starts; and a
+    running stream's non-strict refresh of the same file). Files are those of
+    ``bench/ingest.py`` (made here when missing)."""
+    import subprocess
+
+    from pyspark.sql import functions as F
+
+    from siftbus.spark.pipeline import Pipeline
+    from siftbus.spark.sources import read_json_lines
+    from siftbus.spark.subscriptions import ProfileFile, SubscriptionSet
+
+    schema = parse_schema(standard_schema_toml())
+    events = data / f"events-{n_events}.jsonl"
+    profiles = data / f"profiles-{n_profiles}.txt"
+    for flag, n, path in (("--make-events", n_events, events),
+                          ("--make-profiles", n_profiles, profiles)):
+        if not path.exists():
+            data.mkdir(parents=True, exist_ok=True)
+            subprocess.run([sys.executable, str(HERE / "ingest.py"), flag, str(n), "--to",
+                            str(path)], check=True)
+    out: dict[str, Any] = {"events": n_events, "profiles": n_profiles}
+    c, t = tree_cpu_seconds(), time.perf_counter()
+    subs = SubscriptionSet(schema, ProfileFile(profiles), engine="index")
+    out["subscriptions_s"] = time.perf_counter() - t
+    out["subscriptions_cpu_s"] = tree_cpu_seconds() - c
+    c = tree_cpu_seconds()
+    assert len(ProfileFile(profiles).load(schema, strict=False)) == n_profiles
+    out["refresh_cpu_s"] = tree_cpu_seconds() - c
+    pipe = Pipeline(spark, schema, subs)
+
+    def parse() -> int:
+        parsed = pipe.parse(read_json_lines(spark, [events]))
+        return int(parsed.where(F.col("error").isNull()).count())
+
+    assert parse() == n_events  # warms the workers
+    secs, good, cpu = _time(parse, repeats)
+    assert good == n_events
+    pipe.close()
+    out.update(parse_s=secs, parse_cpu_s=cpu, parse_events_per_s=n_events / secs,
+               parse_events_per_cpu_s=n_events / cpu if cpu else None,
+               loadavg=os.getloadavg())
+    print(f"parse stage, {n_events:,} events: {n_events / secs:,.0f} events/s, "
+          f"{n_events / max(cpu, 1e-9):,.0f} per CPU-second; SubscriptionSet of "
+          f"{n_profiles:,} profiles: {out['subscriptions_cpu_s']:.1f} CPU-s, refresh "
+          f"{out['refresh_cpu_s']:.1f} CPU-s", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -221,6 +278,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--out", default=str(HERE / "results" / "spark.json"))
+    ap.add_argument("--only-ingest", action="store_true",
+                    help="only the parse stage and subscription loading figures")
+    ap.add_argument("--ingest-events", type=int, default=200_000)
+    ap.add_argument("--ingest-profiles", type=int, default=100_000)
+    ap.add_argument("--data", type=Path, default=Path(os.environ.get(
+        "TMPDIR", "/tmp")) / "siftbus-bench-ingest", help="bench/ingest.py's input files")
     args = ap.parse_args()
     if args.quick:
         sizes, n_events, n_naive, repeats, scale = [1000, 10_000, 100_000], 100_000, 1000, 2, \
@@ -248,6 +311,15 @@ def main() -> None:
         df.count()
         return df
 
+    if args.only_ingest:
+        res = ingest_figures(spark, args.ingest_events, args.ingest_profiles, repeats,
+                             args.data)
+        print(json.dumps(res))
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"ingest": res, "master": args.master}, indent=1)
+                                  + "\n")
+        spark.stop()
+        return
     print(f"[{time.perf_counter() - started:.0f}s] caching events", flush=True)
     events = cached(n_events)
     small = cached(n_naive)
@@ -327,6 +399,8 @@ def main() -> None:
                             "rounds": len(lat),
                             "latency_s_median": _median(lat), "latency_s": lat}
     print(f"streaming micro-batch latency: median {_median(lat):.2f} s", flush=True)
+    results["ingest"] = ingest_figures(spark, args.ingest_events, args.ingest_profiles,
+                                       repeats, args.data)
     results["seconds_total"] = time.perf_counter() - started
     results["loadavg_end"] = os.getloadavg()
     report(results)
@@ -367,6 +441,12 @@ def report(results: dict[str, Any]) -> None:
     print(f"streaming: {st['events_per_file']:,}-event files, micro-batch latency median "
           f"{st['latency_s_median']:.2f} s over {st['rounds']} rounds "
           f"(file landed -> sinks written, parse included)")
+    g = results.get("ingest")
+    if g:
+        print(f"parse stage ({g['events']:,} JSON lines): {g['parse_events_per_s']:,.0f} "
+              f"events/s, {g['parse_events_per_cpu_s'] or 0:,.0f} per CPU-s; "
+              f"SubscriptionSet of {g['profiles']:,} profiles: "
+              f"{g['subscriptions_cpu_s']:.1f} CPU-s (refresh {g['refresh_cpu_s']:.1f})")
     t100 = idx.get(100_000)
     if t100:
         print(f"target: >= 200,000 events/s at 100k profiles: {t100['events_per_s']:,.0f}")

@@ -7,11 +7,13 @@ import io
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from siftbus.cli import match as match_cli
+from siftbus.match import kernel
 from siftbus.model import load_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,6 +69,81 @@ def test_arrow_and_parquet_output(suffix: str, fmt: str | None, tmp_path: Path) 
     assert not out.with_name(out.name + ".part").exists()
 
 
+@pytest.fixture(params=["python", "numba"])
+def kernels(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Both kernel sets: with numba the compiled scanners cut the event file in
+    ``CHUNK_BYTES`` chunks, with Python the specification's reader does."""
+    kernel.use(request.param)
+    try:
+        yield request.param
+    finally:
+        kernel.use()
+
+
+@pytest.mark.parametrize("engine", ["index", "counting", "reference"])
+def test_parquet_reads_back_as_the_json_rows(engine: str, kernels: str, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dictionary-typed Parquet output, over many batches and row groups, reads back
+    as ``list<string>`` with exactly the rows of the JSON output (and of the checked-in
+    reference rows); snapshot engines (CSR path) and the others (rows path) alike."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(match_cli, "CHUNK_BYTES", 300)
+    monkeypatch.setattr(match_cli, "ROW_GROUP_EVENTS", 7)
+    monkeypatch.setattr(match_cli, "ROW_GROUP_MATCHES", 11)
+    schema = load_schema(BUILDING / "schema.toml")
+    events = tmp_path / "e.jsonl"
+    lines = (BUILDING / "events.jsonl").read_text().splitlines()
+    events.write_text("\n".join(lines * 5) + "\n")
+    text = io.StringIO()
+    n_json, m_json = match_cli.match_files(schema, BUILDING / "profiles.txt", events, text,
+                                           engine="reference")
+    out = tmp_path / "m.parquet"
+    n, m = match_cli.match_files(schema, BUILDING / "profiles.txt", events, out,
+                                 engine=engine, fmt="parquet")
+    assert (n, m) == (n_json, m_json) == (34 * 5, sum(map(len, EXPECTED)) * 5)
+    f = pq.ParquetFile(out)
+    assert f.schema_arrow == pa.schema([("event", pa.int64()),
+                                        ("matches", pa.list_(pa.field("element", pa.string())))])
+    # numba: 300-byte chunks, a row group per 7 events or 11 matches; python: one chunk
+    # of 170 events (the specification's reader), a row group per snapshot engine's
+    # chunk, and per batch of the rows path (a dictionary each)
+    assert f.metadata.num_row_groups > (5 if kernels == "numba" else 0)
+    rows = f.read().to_pylist()
+    assert rows == [json.loads(x) for x in text.getvalue().splitlines()]
+    assert [r["matches"] for r in rows] == EXPECTED * 5
+
+
+def test_parquet_of_no_events_has_the_columns(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    events = tmp_path / "e.jsonl"
+    events.write_text("")
+    out = tmp_path / "m.parquet"
+    assert match_cli.match_files(load_schema(BUILDING / "schema.toml"),
+                                 BUILDING / "profiles.txt", events, out, fmt="parquet") == (0, 0)
+    table = pq.read_table(out)
+    assert table.schema.names == ["event", "matches"] and table.num_rows == 0
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_arrow_output_does_not_import_pandas(fmt: str, tmp_path: Path) -> None:
+    """pyarrow's ``pa.array`` imports pandas (~0.2 CPU-s, as much as writing 1M events):
+    the writers build their arrays from buffers instead."""
+    pytest.importorskip("pyarrow")
+    code = ("import sys\nfrom pathlib import Path\nfrom siftbus.cli import match\n"
+            "from siftbus.match import kernel\nfrom siftbus.model import load_schema\n"
+            "kernel.use('numba')\n"
+            f"b = Path({str(BUILDING)!r})\n"
+            "n = match.match_files(load_schema(b / 'schema.toml'), b / 'profiles.txt', "
+            f"b / 'events.jsonl', Path({str(tmp_path / 'm')!r}), fmt={fmt!r})\n"
+            "print(n, 'pandas' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["(34,", f"{sum(map(len, EXPECTED))})", "False"]
+
+
 def test_format_errors_are_one_line() -> None:
     r = run("--format", "csv")
     assert r.returncode == 2 and "choose one of json, arrow, parquet" in r.stderr
@@ -114,3 +191,16 @@ def test_start_up_registers_only_the_command_asked_for() -> None:
     assert "publish" in names and "match" in names and "siftbus.cli.broker" in mods
     mods, names = _cli_modules(["pytest", "match"])
     assert "broker" in names and "match" in names
+
+
+@pytest.mark.parametrize("values", [[], ["a", "bc", ""], ["é", "x", "日本", "z"]])
+def test_arrow_string_arrays_from_buffers_equal_pyarrows(values: list[str]) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import numpy as np
+
+    for given in (values, np.array(values, dtype=str)):
+        got = match_cli._string_array(pa, given)
+        assert got.type == pa.string() and got.to_pylist() == values
+    nums = np.arange(5, dtype=np.int64) * 3
+    assert match_cli._numeric(pa, nums, "int32").to_pylist() == [0, 3, 6, 9, 12]
+    assert match_cli._numeric(pa, nums).type == pa.int64()

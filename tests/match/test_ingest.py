@@ -281,3 +281,31 @@ def test_spark_profile_file_loads_as_the_specification(mutate: float, tmp_path: 
         finally:
             kernel.use()
         assert got == _outcome_profiles(lambda p=path, s=schema: load_profiles(p, s)), seed
+
+
+@pytest.mark.parametrize("mutate", [0.0, 0.3])
+def test_spark_profile_file_refresh_skips_what_the_grammar_skips(
+        mutate: float, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A running stream's refresh (``strict=False``): the scanners for a good file, and for
+    a file with bad lines exactly the grammar's line-by-line reading, which reports each
+    bad line and keeps the rest."""
+    from siftbus.lang.profile import iter_profile_lines, read_profile_lines
+    from siftbus.match import kernel
+    from siftbus.spark.subscriptions import ProfileFile
+
+    for seed in range(8):
+        rnd = random.Random(seed)
+        schema = _schema(rnd)
+        path = tmp_path / f"p{seed}.txt"
+        path.write_bytes(_profile_file(rnd, schema, 60, mutate))
+        kernel.use("numba")
+        try:
+            got = ProfileFile(path).load(schema, strict=False)
+        finally:
+            kernel.use()
+        items = list(iter_profile_lines(read_profile_lines(path), schema, source=str(path)))
+        bad = [str(x) for x in items if isinstance(x, SiftbusError)]
+        assert sorted(got, key=lambda p: p.id) == sorted(
+            (x for x in items if not isinstance(x, SiftbusError)), key=lambda p: p.id), seed
+        printed = [x for x in capsys.readouterr().err.splitlines() if x]
+        assert printed == [f"siftbus: skipped profile: {b}" for b in bad], seed

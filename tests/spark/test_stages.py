@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from siftbus.match import ReferenceMatcher, add_all
-from siftbus.model import parse_schema
+from siftbus.model import Profile, parse_schema
 from siftbus.spark.match_stage import build_plan, index_available, match_batch, plan_matches
 from siftbus.spark.parse import (
     PARSED_SCHEMA,
@@ -364,3 +364,127 @@ def test_parse_stage_reads_lines_as_read_events_does(lines: list[bytes], max_lin
         (e.line, e.column, e.message) for e in errors]
     assert [(r["type"], r["ikeys"], r["skeys"]) for r in out if r["error"] is None] == [
         (ev.etype.name, *TypeLayout.of(ev.etype).split(ev.keys)) for ev in good]
+
+
+def _numbered_batch(lines: list[bytes], sources: list[str], befores: list[int]
+                    ) -> pa.RecordBatch:
+    """Rows ``(source, line, events_before, text)`` as ``sources.number_lines`` makes them:
+    lines count from 1 within each (source, events_before) part, in order."""
+    counts: dict[tuple[str, int], int] = {}
+    nums = []
+    for s, b in zip(sources, befores, strict=True):
+        counts[(s, b)] = counts.get((s, b), 0) + 1
+        nums.append(counts[(s, b)] + b)  # a part's lines follow the previous parts'
+    return pa.RecordBatch.from_arrays([
+        pa.array(sources, pa.string()), pa.array(nums, pa.int64()),
+        pa.array(befores, pa.int64()), pa.array(lines, pa.binary()).view(pa.string()),
+    ], names=["source", "line", "events_before", "text"])
+
+
+_GOOD = st.builds(lambda d: json.dumps(d).encode(), event_dicts())
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.one_of(_GOOD, _GOOD, _HOSTILE, st.just(b"")),
+                               st.sampled_from(["a.jsonl", "b.jsonl"]),
+                               st.sampled_from([0, 100])), max_size=30),
+       max_line=st.sampled_from([60, 1 << 20]), cut=st.integers(0, 30))
+def test_parse_stage_columns_from_the_scanner_equal_the_row_path(
+        rows: list[tuple[bytes, str, int]], max_line: int, cut: int,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The rows the compiled scanner is sure of are built as columns; every other row goes
+    # through parse_event. With the scanner and without it (every row through
+    # parse_event), the same batches, in the same order, with the same numbering carried
+    # from one batch of a partition to the next (``counted``).
+    import siftbus.spark.parse as stage
+    from siftbus.match import kernel
+    from siftbus.model.textio import TextLimits
+
+    limits = TextLimits(max_line_bytes=max_line)
+    rows = sorted(rows, key=lambda r: (r[1], r[2]))  # a part's rows arrive in order
+    full = _numbered_batch([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+    parts = [full.slice(0, cut), full.slice(cut)]
+    kernel.use("numba")
+    try:
+        counted: dict[tuple[str | None, int], tuple[int, int]] = {}
+        fast = [parse_text_batch(b, SCHEMA_TOML, limits, counted) for b in parts]
+        with monkeypatch.context() as m:
+            m.setattr(stage, "scan_text_columns", lambda *a, **k: None)
+            counted = {}
+            slow = [parse_text_batch(b, SCHEMA_TOML, limits, counted) for b in parts]
+    finally:
+        kernel.use()
+    for f, s in zip(fast, slow, strict=True):
+        assert f.schema == s.schema == PARSED_SCHEMA
+        assert f.to_pylist() == s.to_pylist()
+
+
+def test_the_parse_stage_builds_the_scanners_rows_as_columns() -> None:
+    """Both kinds of row in one batch, interleaved: good lines the scanner takes (with a
+    string attribute and both types), and lines it leaves to parse_event."""
+    from siftbus.match import kernel
+    from siftbus.match.ingest import scan_text_columns
+
+    lines = [b'{"type": "Temp", "room": 3, "value": 21.55, "level": "MID", "name": "ab"}',
+             b"", b'{"type": "Door", "open": 1, "floor": 0}', b"not json",
+             b'{"type": "Temp", "room": 4, "value": -1, "level": "LOW", "name": "\\u00e9"}',
+             b'{"type": "Door", "open": 0, "floor": 8}']
+    kernel.use("numba")
+    try:
+        scanned = scan_text_columns(lines, SCHEMA)
+        rows = parse_text_batch(_raw_batch(lines), SCHEMA_TOML).to_pylist()
+    finally:
+        kernel.use()
+    assert scanned is not None and scanned.rows.tolist() == [0, 2, 5]
+    assert [(r["event"], r["line"], r["type"], r["ikeys"], r["skeys"], r["error"] is None)
+            for r in rows] == [
+        (0, 1, "Temp", [3, 216, 1], ["ab"], True), (1, 3, "Door", [1, 0], [], True),
+        (2, 4, None, None, None, False), (3, 5, "Temp", [4, -10, 0], ["\u00e9"], True),
+        (4, 6, "Door", [0, 8], [], True)]
+    assert rows[0]["text"] == lines[0].decode()
+
+
+@pytest.mark.skipif(not index_available(), reason="indexed engine not installed")
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_subscription_set_loads_a_file_in_bulk_then_follows_its_changes(
+        data: st.DataObject, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # A profile file's first load goes into the matcher as columns (no Profile per line);
+    # the later refreshes apply adds, removes and replacements: at every step the plan
+    # matches as the reference matcher does and the set holds the file's profiles.
+    import os
+
+    from siftbus.lang.profile import format_profile
+    from siftbus.match import kernel
+    from siftbus.spark.subscriptions import ProfileFile, SubscriptionSet
+
+    path = tmp_path_factory.mktemp("subs") / "p.txt"
+    events = events_of(data.draw(st.lists(event_dicts(), min_size=1, max_size=30)), SCHEMA)
+    kernel.use("numba")  # the scanners, whatever the file's size
+    try:
+        subs = None
+        before: list[Profile] = []
+        for step in range(3):
+            profiles = data.draw(profile_sets(SCHEMA, max_size=30))
+            owned = [p.with_id(p.id, data.draw(st.sampled_from(["", "s1", "s2"])) or None)
+                     for p in profiles]
+            path.write_text("".join(format_profile(p) + "\n" for p in owned))
+            os.utime(path, ns=(step * 10**9, step * 10**9))  # a new fingerprint each step
+            if subs is None:
+                subs = SubscriptionSet(SCHEMA, ProfileFile(path), engine="index")
+                version = 1
+            else:
+                changed = subs.refresh()
+                now = sorted(owned, key=lambda p: p.id)
+                assert changed == (now != sorted(before, key=lambda p: p.id))
+                version += changed
+            before = owned
+            assert len(subs) == len(owned) and subs.version == version
+            assert sorted(subs.profiles, key=lambda p: p.id) == sorted(owned,
+                                                                       key=lambda p: p.id)
+            ref = add_all(ReferenceMatcher(), owned)
+            assert plan_matches(subs.plan(), events) == ref.match_batch(events)
+    finally:
+        kernel.use()

@@ -36,6 +36,10 @@ PROGRESS_THRESHOLD = 1 << 20
 CHUNK_BYTES = 1 << 22
 """Bytes of the event file read, scanned and matched at a time (whole lines)."""
 FORMATS = ("json", "arrow", "parquet")
+ROW_GROUP_EVENTS = 1 << 20
+"""Parquet output: at most this many events per row group (Parquet's default length)."""
+ROW_GROUP_MATCHES = 1 << 23
+"""Parquet output: a row group ends after this many matches (~32 MiB of held indices)."""
 
 
 def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: TextIO | Path,
@@ -227,48 +231,163 @@ class JsonLinesWriter(MatchWriter):
 
 
 class ArrowWriter(MatchWriter):
-    """Record batches ``event int64, matches list<string>`` to an Arrow IPC or Parquet
-    file (pyarrow is imported only for these formats)."""
+    """Record batches ``event int64, matches list<string>`` to an Arrow IPC file (pyarrow
+    is imported only for the Arrow and Parquet formats)."""
 
-    def __init__(self, path: Path, fmt: str) -> None:
+    def __init__(self, path: Path) -> None:
         import pyarrow as pa
 
         self.pa = pa
         self.schema = pa.schema([("event", pa.int64()), ("matches", pa.list_(pa.string()))])
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            # No dictionary pages: the ids are taken as strings already, and hashing every
-            # match again to build a dictionary cost ~2.5x the writing (200,000 events x
-            # 5.8 matches: 0.19 -> 0.07 CPU-s) for a file 7% smaller.
-            self.sink: Any = pq.ParquetWriter(str(path), self.schema, use_dictionary=False)
-        else:
-            self.sink = pa.ipc.new_file(str(path), self.schema)
+        self.sink: Any = pa.ipc.new_file(str(path), self.schema)
         self._snap: Snapshot | None = None
         self._ids: Any = None
 
-    def _batch(self, first: int, n: int, matches: Any) -> None:
-        pa = self.pa
+    def _ids_of(self, snap: Snapshot) -> Any:
+        """The snapshot's ids as an Arrow string array (dense index -> id), made once."""
+        if self._snap is not snap:
+            self._snap = snap
+            self._ids = _string_array(self.pa, snap.profile_ids)
+        return self._ids
+
+    def _events(self, first: int, n: int) -> Any:
         import numpy as np
 
-        events = pa.array(np.arange(first, first + n, dtype=np.int64))
-        self.sink.write_table(pa.Table.from_arrays([events, matches], schema=self.schema))
+        return _numeric(self.pa, np.arange(first, first + n, dtype=np.int64))
 
     def write_csr(self, first: int, offsets: Any, profiles: Any, snap: Snapshot) -> None:
         pa = self.pa
-        if self._snap is not snap:
-            self._snap = snap
-            self._ids = pa.array(snap.profile_ids, pa.string())
-        off = pa.array(offsets.astype("int32"), pa.int32())
-        self._batch(first, len(offsets) - 1,
-                    pa.ListArray.from_arrays(off, self._ids.take(pa.array(profiles))))
+        matches = pa.ListArray.from_arrays(_numeric(pa, offsets, "int32"),
+                                           self._ids_of(snap).take(_numeric(pa, profiles)))
+        self.sink.write_batch(pa.record_batch([self._events(first, len(offsets) - 1), matches],
+                                              schema=self.schema))
 
     def write_rows(self, first: int, rows: Sequence[Sequence[str]]) -> None:
-        self._batch(first, len(rows), self.pa.array([list(r) for r in rows],
-                                                    self.pa.list_(self.pa.string())))
+        matches = self.pa.array([list(r) for r in rows], self.pa.list_(self.pa.string()))
+        self.sink.write_batch(self.pa.record_batch([self._events(first, len(rows)), matches],
+                                                   schema=self.schema))
 
     def close(self) -> None:
         self.sink.close()
+
+
+class ParquetMatchWriter(ArrowWriter):
+    """The same columns in a Parquet file, written from the dense indices the kernel
+    returns: the ids are a dictionary-typed list (``DictionaryArray`` of the CSR's int32
+    indices over the snapshot's ids, put under the CSR offsets without a copy), so no id
+    string is copied or hashed per match and the file stores each id once per row group.
+
+    Batches are held (indices only: ~4 bytes per match) and written as one row group of up
+    to :data:`ROW_GROUP_EVENTS` events or :data:`ROW_GROUP_MATCHES` matches, so the
+    dictionary page and the per-group costs are paid rarely. ``event`` is delta-encoded
+    (it counts up by one). Statistics are kept for ``event`` only: min/max of the ids in a
+    list column select nothing and cost as much as the writing. The Arrow schema is not
+    stored, so readers see ``matches`` as ``list<string>``, exactly as before (the ids
+    are strings in Parquet either way). Measured choices: ``bench/ingest.py``,
+    docs/matching.md.
+    """
+
+    def __init__(self, path: Path, compression: str = "snappy") -> None:
+        import pyarrow as pa
+
+        self.pa = pa
+        self.path = path
+        self.compression = compression
+        self.schema = pa.schema([("event", pa.int64()), ("matches", pa.list_(
+            pa.dictionary(pa.int32(), pa.string())))])
+        self.sink = None  # made at the first row group: the dictionary's size sets a limit
+        self._snap = None
+        self._ids = None
+        self._held: list[Any] = []
+        self._held_dict: Any = None
+        self._held_events = self._held_matches = 0
+
+    def _open(self, dict_bytes: int) -> Any:
+        import pyarrow.parquet as pq
+
+        return pq.ParquetWriter(
+            str(self.path), self.schema, compression=self.compression, store_schema=False,
+            use_dictionary=["matches.list.element"],
+            column_encoding={"event": "DELTA_BINARY_PACKED"}, write_statistics=["event"],
+            # the whole id dictionary in one page, else the writer falls back to plain
+            dictionary_pagesize_limit=max(1 << 20, 2 * dict_bytes))
+
+    def _hold(self, first: int, offsets: Any, indices: Any, dictionary: Any) -> None:
+        """Hold rows whose ids are ``dictionary[indices]``; a new dictionary (a new
+        snapshot, or each ``write_rows`` batch) starts a new row group."""
+        pa = self.pa
+        if self._held and dictionary is not self._held_dict:
+            self._flush()
+        values = pa.DictionaryArray.from_arrays(indices, dictionary)
+        n = len(offsets) - 1
+        self._held.append(pa.record_batch([self._events(first, n), pa.ListArray.from_arrays(
+                                               _numeric(pa, offsets, "int32"), values)],
+                                          schema=self.schema))
+        self._held_dict = dictionary
+        self._held_events += n
+        self._held_matches += len(values)
+        if self._held_events >= ROW_GROUP_EVENTS or self._held_matches >= ROW_GROUP_MATCHES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._held:
+            return
+        if self.sink is None:
+            self.sink = self._open(self._held_dict.nbytes + 4 * len(self._held_dict))
+        table = self.pa.Table.from_batches(self._held, self.schema)
+        self.sink.write_table(table, row_group_size=table.num_rows)
+        self._held = []
+        self._held_events = self._held_matches = 0
+
+    def write_csr(self, first: int, offsets: Any, profiles: Any, snap: Snapshot) -> None:
+        pa = self.pa
+        self._hold(first, offsets, _numeric(pa, profiles, "int32"), self._ids_of(snap))
+
+    def write_rows(self, first: int, rows: Sequence[Sequence[str]]) -> None:
+        import numpy as np
+
+        pa = self.pa
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum([len(r) for r in rows], out=offsets[1:])
+        flat = pa.array([i for r in rows for i in r], pa.string())
+        coded = flat.dictionary_encode()
+        self._hold(first, offsets, coded.indices, coded.dictionary)
+
+    def close(self) -> None:
+        self._flush()
+        if self.sink is None:  # no events: an empty file with the schema
+            self.sink = self._open(0)
+        self.sink.close()
+
+
+def _numeric(pa: Any, values: Any, dtype: str | None = None) -> Any:
+    """A numpy vector as an Arrow array over the same memory (after a cast to ``dtype``).
+
+    ``pa.array`` would do, but it asks pandas whether the input is one of its objects,
+    and importing pandas costs ~0.2 CPU-s: as much as writing 1M events to Parquet."""
+    import numpy as np
+
+    arr = np.ascontiguousarray(values, dtype=dtype)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(arr.dtype), len(arr),
+                                 [None, pa.py_buffer(arr)])
+
+
+def _string_array(pa: Any, values: Any) -> Any:
+    """Strings (a numpy or Python sequence) as an Arrow string array, without pandas (see
+    :func:`_numeric`)."""
+    import numpy as np
+
+    items = [str(v) for v in values] if not isinstance(values, np.ndarray) else values.tolist()
+    data = "".join(items).encode("utf-8")
+    lengths = np.fromiter(map(len, items), np.int64, len(items))
+    if int(lengths.sum()) != len(data):  # not all ASCII: lengths in UTF-8 bytes
+        lengths = np.fromiter((len(i.encode("utf-8")) for i in items), np.int64, len(items))
+    if len(data) >= 1 << 31:  # beyond int32 offsets: let pyarrow choose
+        return pa.array(items, pa.string())
+    offsets = np.zeros(len(items) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(items), [None, pa.py_buffer(offsets),
+                                                           pa.py_buffer(data)])
 
 
 def _writer(fmt: str, out: TextIO | Path) -> MatchWriter:
@@ -280,7 +399,7 @@ def _writer(fmt: str, out: TextIO | Path) -> MatchWriter:
         return JsonLinesWriter(out)
     if not isinstance(out, Path):
         raise ValueError(f"{fmt} output needs a file path (--out)")
-    return ArrowWriter(out, fmt)
+    return ParquetMatchWriter(out) if fmt == "parquet" else ArrowWriter(out)
 
 
 def format_for(out: Path | None, fmt: str | None) -> str:

@@ -168,8 +168,8 @@ class ProfileColumns:
 
     def profile(self, slot: int) -> Profile:
         """The :class:`Profile` at ``slot``, made anew (equal to the one added)."""
-        lo, hi = np.searchsorted(self.iv_slot, [slot, slot + 1])
-        slo, shi = np.searchsorted(self.st_slot, [slot, slot + 1])
+        lo, hi = np.searchsorted(self.iv_slot, np.array([slot, slot + 1], self.iv_slot.dtype))
+        slo, shi = np.searchsorted(self.st_slot, np.array([slot, slot + 1], self.st_slot.dtype))
         return make_profile(self.etype, str(self.ids[slot]),
                             self.subscribers[int(self.sub_code[slot])],
                             self.iv_attr[lo:hi].tolist(), self.iv_lo[lo:hi].tolist(),
@@ -177,8 +177,19 @@ class ProfileColumns:
                             list(self.st_con[slo:shi]))
 
     def profiles(self) -> list[Profile]:
-        """Every profile, in slot order."""
-        return [self.profile(i) for i in range(len(self))]
+        """Every profile, in slot order (each slot's rows found once for all, not by a
+        search per profile)."""
+        n = len(self)
+        slots = np.arange(n + 1, dtype=self.iv_slot.dtype)
+        iv = np.searchsorted(self.iv_slot, slots).tolist()
+        st = np.searchsorted(self.st_slot, slots.astype(self.st_slot.dtype)).tolist()
+        ia, il, ih = self.iv_attr.tolist(), self.iv_lo.tolist(), self.iv_hi.tolist()
+        sa, sc = self.st_attr.tolist(), list(self.st_con)
+        subs = [self.subscribers[c] for c in self.sub_code.tolist()]
+        return [make_profile(self.etype, pid, subs[i], ia[iv[i]:iv[i + 1]],
+                             il[iv[i]:iv[i + 1]], ih[iv[i]:iv[i + 1]], sa[st[i]:st[i + 1]],
+                             sc[st[i]:st[i + 1]])
+                for i, pid in enumerate(self.ids.tolist())]
 
     def nbytes(self) -> int:
         """Bytes held by the arrays (string constraints counted as pointers)."""

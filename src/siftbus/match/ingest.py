@@ -387,6 +387,65 @@ def read_event_chunks(path: str | os.PathLike[str], schema: Schema, *,
         yield chunk
 
 
+@dataclass(frozen=True, slots=True)
+class ScannedTexts:
+    """What the compiled scanner is sure of in a list of single JSON lines, as columns."""
+
+    rows: np.ndarray
+    """int64 indices (ascending) of the texts that are good events."""
+    types: np.ndarray
+    """int64 per good text: its type's index in ``tables.types``."""
+    keys: np.ndarray
+    """int64 ``(len(rows), max attributes)``: the domain keys in schema order (string
+    attributes' cells are meaningless: see :meth:`strings`)."""
+    tables: SchemaTables
+    data: bytes
+    """The scanned texts joined (the string spans point into it)."""
+    str_start: np.ndarray
+    str_end: np.ndarray
+
+    def strings(self, which: np.ndarray, position: int) -> np.ndarray:
+        """The values (numpy unicode) of the string attribute at ``position`` of the good
+        texts ``which`` (indices into ``rows``)."""
+        b = np.frombuffer(self.data, np.uint8)
+        return _spans_to_str(b, self.str_start[which, position], self.str_end[which, position])
+
+
+def scan_text_columns(texts: Sequence[str | bytes | None], schema: Schema, *,
+                      limits: TextLimits = TEXT_LIMITS, fast: bool | None = None
+                      ) -> ScannedTexts | None:
+    """The good events among single JSON lines that the compiled scanner is sure of, as
+    key columns (:class:`ScannedTexts`): exactly the events
+    :func:`~siftbus.model.event.parse_event` gives those texts. Every other text -- a
+    blank or bad line, one with an escape or non-ASCII text, or one the scanner leaves to
+    the specification -- is left out, for the caller to hand to ``parse_event``. Never
+    raises for a bad line; ``None`` when the scanner does not run.
+
+    ``fast`` forces the scanner on or off (default: :func:`kernel.compiled_for` of the
+    texts' total length).
+    """
+    # One text per line of the scanned buffer: texts that are not one ASCII line stay out.
+    lines = [(i, t.encode("ascii") if isinstance(t, str) else t)
+             for i, t in enumerate(texts) if t is not None and t.isascii()]
+    lines = [(i, t) for i, t in lines if b"\n" not in t and b"\r" not in t]
+    size = sum(len(t) + 1 for _, t in lines)
+    use = kernel.compiled_for(size) if fast is None else fast
+    if not use or not lines or not _scanner_within(limits):
+        return None
+    from siftbus.match.events_numba import scan_events
+    from siftbus.match.scan_numba import OK
+
+    tables = SchemaTables.of(schema)
+    data = b"\n".join(t for _, t in lines)
+    status, _, _, etype, keys, str_s, str_e = scan_events(
+        np.frombuffer(data, np.uint8), *tables.args(), tables.max_attrs,
+        limits.max_line_bytes)
+    ok = np.flatnonzero(status == OK)
+    take = np.fromiter((i for i, _ in lines), np.int64, len(lines))
+    return ScannedTexts(take[ok], etype[ok].astype(np.int64), keys[ok], tables, data,
+                        str_s[ok], str_e[ok])
+
+
 def scan_event_texts(texts: Sequence[str | bytes | None], schema: Schema, *,
                      limits: TextLimits = TEXT_LIMITS, fast: bool | None = None
                      ) -> list[Event | None]:
@@ -399,36 +458,24 @@ def scan_event_texts(texts: Sequence[str | bytes | None], schema: Schema, *,
     the error). Never raises for a bad line.
 
     ``fast`` forces the scanner on or off (default: :func:`kernel.compiled_for` of the
-    texts' total length); off, every answer is ``None``.
+    texts' total length); off, every answer is ``None``. The same scan as columns:
+    :func:`scan_text_columns`.
     """
     out: list[Event | None] = [None] * len(texts)
-    # One text per line of the scanned buffer: texts that are not one ASCII line stay out.
-    lines = [(i, t.encode("ascii") if isinstance(t, str) else t)
-             for i, t in enumerate(texts) if t is not None and t.isascii()]
-    lines = [(i, t) for i, t in lines if b"\n" not in t and b"\r" not in t]
-    take = [i for i, _ in lines]
-    size = sum(len(t) + 1 for _, t in lines)
-    use = kernel.compiled_for(size) if fast is None else fast
-    if not use or not take or not _scanner_within(limits):
+    sc = scan_text_columns(texts, schema, limits=limits, fast=fast)
+    if sc is None:
         return out
-    from siftbus.match.events_numba import scan_events
-    from siftbus.match.scan_numba import OK
-
-    tables = SchemaTables.of(schema)
-    data = b"\n".join(t for _, t in lines)
-    status, _, _, etype, keys, str_s, str_e = scan_events(
-        np.frombuffer(data, np.uint8), *tables.args(), tables.max_attrs,
-        limits.max_line_bytes)
+    tables = sc.tables
     strings = [[a.position for a in t.attributes
                 if tables.kind[tables.type_attr[ti] + a.position] == 3]
                for ti, t in enumerate(tables.types)]
-    for ln in np.flatnonzero(status == OK).tolist():
-        t = int(etype[ln])
+    data = sc.data
+    for k, (i, t) in enumerate(zip(sc.rows.tolist(), sc.types.tolist(), strict=True)):
         et = tables.types[t]
-        row: list[Any] = keys[ln, :len(et.attributes)].tolist()
+        row: list[Any] = sc.keys[k, :len(et.attributes)].tolist()
         for q in strings[t]:
-            row[q] = data[str_s[ln, q]:str_e[ln, q]].decode("ascii")
-        out[take[ln]] = Event(et, tuple(row))
+            row[q] = data[sc.str_start[k, q]:sc.str_end[k, q]].decode("ascii")
+        out[i] = Event(et, tuple(row))
     return out
 
 

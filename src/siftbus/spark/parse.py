@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from siftbus.errors import EventError, SiftbusError
-from siftbus.match.ingest import scan_event_texts
+from siftbus.match.ingest import ScannedTexts, scan_text_columns
 from siftbus.model import Event, EventType, Schema, StringDomain, event_from_dict, parse_schema
 from siftbus.model.event import parse_event
 from siftbus.model.textio import TEXT_LIMITS, MiB, TextLimits, decode_line, parse_json_line
@@ -198,9 +198,11 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str,
     the JSON limits (depth, digits, no NaN, no repeated key, no lone surrogate). Blank
     lines are no events and are dropped; every other line yields one row, good or bad
     (with the reason ``siftbus check`` gives): a bad line never stops the job. The lines
-    the compiled scanner is sure of skip ``parse_event``
-    (:func:`~siftbus.match.ingest.scan_event_texts`: the same events, proven in
-    tests/match/test_ingest.py); every other line, and every error, is ``parse_event``'s.
+    the compiled scanner is sure of skip ``parse_event`` and become rows column-wise,
+    from the scanner's key matrix (:func:`~siftbus.match.ingest.scan_text_columns`: the
+    same events, proven in tests/match/test_ingest.py, and the same rows, proven in
+    tests/spark/test_stages.py); only their numbering is a loop over rows. Every other
+    line, and every error, is ``parse_event``'s, row by row.
 
     ``event`` numbers a file's events from 0 as ``siftbus match`` does: ``events_before``
     plus the events of the same file and partition before this one. ``counted`` carries
@@ -210,6 +212,7 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str,
     layouts = layouts_for(schema_text)
     counted = {} if counted is None else counted
     out = _Out()
+    at: list[int] = []  # row of the batch of each row of ``out``
     sources = batch.column("source").to_pylist()
     lines = batch.column("line").to_pylist()
     befores = (batch.column("events_before").to_pylist()
@@ -217,9 +220,26 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str,
     # Spark's text source does not check the encoding: take the bytes and decode here,
     # line by line, so that one bad line is one dead letter.
     raw = batch.column("text").cast(pa.binary()).to_pylist()
-    scanned = scan_event_texts(raw, schema, limits=limits)  # the scanner's sure answers
-    for source, line, before, data, fast in zip(sources, lines, befores, raw, scanned,
-                                                strict=True):
+    scanned = scan_text_columns(raw, schema, limits=limits)  # the scanner's sure answers
+    sure = np.zeros(len(raw), np.bool_)
+    if scanned is not None:
+        sure[scanned.rows] = True
+    sure_events: list[int] = []  # event numbers of the sure rows, in order
+
+    def number(source: str | None, line: int, before: int) -> int:
+        key = (source, before)
+        seen, last = counted.get(key, (0, 0))
+        if line <= last:
+            # Numbering relies on rows arriving in file order; never number them wrongly.
+            raise RuntimeError(f"{source}: line {line} arrived after line {last}")
+        counted[key] = (seen + 1, line)
+        return before + seen
+
+    for i, (source, line, before, data, fast) in enumerate(zip(
+            sources, lines, befores, raw, sure.tolist(), strict=True)):
+        if fast:  # a good event, one ASCII line within the limits: only its number here
+            sure_events.append(number(source, line, before))
+            continue
         if data is None:
             continue
         too_long = len(data) > limits.max_line_bytes
@@ -237,26 +257,87 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str,
             else:
                 if not text.strip():
                     continue  # not an event (sources.BLANK_LINE says the same on the JVM)
-        key = (source, before)
-        seen, last = counted.get(key, (0, 0))
-        if line <= last:
-            # Numbering relies on rows arriving in file order; never number them wrongly.
-            raise RuntimeError(f"{source}: line {line} arrived after line {last}")
-        counted[key] = (seen + 1, line)
-        event = before + seen
+        event = number(source, line, before)
+        at.append(i)
         if problem is not None:
             shown = _cut(data) if too_long else data.decode("utf-8", "backslashreplace")
             out.bad(source, event, None, shown, problem, line)
             continue
         assert text is not None
         try:
-            ev = fast if fast is not None else parse_event(
-                text, schema, source=source, lineno=line, limits=limits)
+            ev = parse_event(text, schema, source=source, lineno=line, limits=limits)
         except SiftbusError as exc:
             out.bad(source, event, _type_of(text), text, exc, line)
             continue
         out.good(source, event, ev, layouts, text, line)
-    return out.batch()
+    if scanned is None or not len(scanned.rows):
+        return out.batch()
+    fast_batch = _scanned_batch(batch, scanned, sure_events, layouts)
+    if not at:
+        return fast_batch
+    # put the scanner's rows and the others back in the order of the input
+    slow_batch = out.batch()
+    order = pa.array(np.argsort(np.concatenate([scanned.rows, np.asarray(at, np.int64)]),
+                                kind="stable"))
+    return pa.RecordBatch.from_arrays(
+        [pa.concat_arrays([fast_batch.column(c), slow_batch.column(c)]).take(order)
+         for c in range(len(PARSED_SCHEMA))], schema=PARSED_SCHEMA)
+
+
+def _scanned_batch(batch: pa.RecordBatch, sc: ScannedTexts, events: list[int],
+                   layouts: dict[str, TypeLayout]) -> pa.RecordBatch:
+    """The parse stage's rows of the texts the scanner is sure of, built as columns: the
+    keys come from the scanner's key matrix, the text and source from the input batch
+    (an ASCII line decodes to itself)."""
+    m = len(sc.rows)
+    take = pa.array(sc.rows)
+    types = sc.tables.types
+    ordered = [[a.position for a, (is_str, _) in zip(t.attributes, layouts[t.name].slots,
+                                                     strict=True) if not is_str]
+               for t in types]
+    strings = [[a.position for a, (is_str, _) in zip(t.attributes, layouts[t.name].slots,
+                                                     strict=True) if is_str]
+               for t in types]
+
+    def lists(width: list[list[int]], fill: Any) -> tuple[np.ndarray, Any]:
+        """Offsets of per-row lists of ``len(width[type])`` items, and their values."""
+        counts = np.array([len(w) for w in width], np.int64)[sc.types]
+        offsets = np.zeros(m + 1, np.int32)
+        np.cumsum(counts, out=offsets[1:])
+        values = fill(int(offsets[-1]))
+        for t, positions in enumerate(width):
+            which = np.flatnonzero(sc.types == t)
+            if not len(which) or not positions:
+                continue
+            for j, pos in enumerate(positions):
+                values[offsets[which] + j] = (sc.keys[which, pos] if fill is _ints
+                                              else sc.strings(which, pos))
+        return offsets, values
+
+    ioff, ivals = lists(ordered, _ints)
+    soff, svals = lists(strings, _objects)
+    text = batch.column("text").take(take)
+    if text.type != pa.string():
+        text = text.cast(pa.string())
+    return pa.RecordBatch.from_arrays([
+        batch.column("source").take(take).cast(pa.string()),
+        pa.array(np.asarray(events, np.int64)),
+        pa.array([t.name for t in types], pa.string()).take(pa.array(sc.types)),
+        pa.ListArray.from_arrays(pa.array(ioff), pa.array(ivals, pa.int64())),
+        pa.ListArray.from_arrays(pa.array(soff), pa.array(svals.tolist(), pa.string())),
+        text,
+        pa.nulls(m, pa.string()),
+        batch.column("line").take(take).cast(pa.int64()),
+        pa.nulls(m, pa.int32()),
+    ], schema=PARSED_SCHEMA)
+
+
+def _ints(n: int) -> np.ndarray:
+    return np.empty(n, np.int64)
+
+
+def _objects(n: int) -> np.ndarray:
+    return np.empty(n, object)
 
 
 def _size(n: int) -> str:

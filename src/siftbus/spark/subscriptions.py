@@ -25,6 +25,8 @@ from typing import Protocol
 from siftbus.broker.store import read_rows
 from siftbus.errors import ProfileError, SiftbusError
 from siftbus.lang.profile import iter_profile_lines, parse_profile, read_profile_lines
+from siftbus.match.base import BulkLoading
+from siftbus.match.columns import ProfileColumns
 from siftbus.match.ingest import load_profile_columns
 from siftbus.model import Profile, Schema
 from siftbus.spark.match_stage import MatchPlan, build_plan, new_matcher
@@ -63,10 +65,21 @@ class ProfileFile:
                                source=str(self.path)) from None
         return f"{st.st_mtime_ns}:{st.st_size}"
 
+    def load_columns(self, schema: Schema) -> list[ProfileColumns]:
+        """Every profile as columns, one per event type (strict: the first bad line
+        raises), for a matcher's bulk load without a Profile object per line."""
+        return load_profile_columns(self.path, schema)
+
     def load(self, schema: Schema, *, strict: bool = True) -> list[Profile]:
-        if strict:  # the compiled scanners (match.ingest): the same profiles and first error
+        # The compiled scanners (match.ingest) give the same profiles and the same first
+        # error as the grammar; a file with a bad line is read again line by line when
+        # bad lines are to be skipped (a running stream's refresh), else the error stands.
+        try:
             return [p for cols in load_profile_columns(self.path, schema)
                     for p in cols.profiles()]
+        except SiftbusError:
+            if strict:
+                raise
         out: list[Profile] = []
         lines = read_profile_lines(self.path)  # the one rule for text files
         for item in iter_profile_lines(lines, schema, source=str(self.path)):
@@ -134,15 +147,26 @@ class SubscriptionSet:
         self.engine = engine
         self.version = 0
         self._fingerprint: str | None = None
-        self._profiles: dict[str, Profile] = {}
+        self._held: dict[str, Profile] = {}
+        self._columns: list[ProfileColumns] = []
+        """The first load, when it went into the matcher in bulk: its Profile objects are
+        made only when a later change needs them (:attr:`_profiles`)."""
         self._matcher = new_matcher(engine)
         self._plan: MatchPlan | None = None
         self.changes = 0
         """Profile adds, removes and replacements applied since the start."""
         self.refresh(strict=True)
 
+    @property
+    def _profiles(self) -> dict[str, Profile]:
+        """Id -> profile of the current set."""
+        if self._columns:
+            self._held = {p.id: p for cols in self._columns for p in cols.profiles()}
+            self._columns = []
+        return self._held
+
     def __len__(self) -> int:
-        return len(self._profiles)
+        return sum(map(len, self._columns)) if self._columns else len(self._held)
 
     @property
     def profiles(self) -> Sequence[Profile]:
@@ -153,13 +177,31 @@ class SubscriptionSet:
         fp = self.source.fingerprint()
         if fp == self._fingerprint and self._plan is not None:
             return False
-        fresh = {p.id: p for p in self.source.load(self.schema, strict=strict)}
-        self._fingerprint = fp
-        changed = self._apply(fresh)
+        if self._plan is None and strict and self._bulk_load():
+            self._fingerprint = fp
+            changed = len(self) > 0
+        else:
+            fresh = {p.id: p for p in self.source.load(self.schema, strict=strict)}
+            self._fingerprint = fp
+            changed = self._apply(fresh)
         if changed or self._plan is None:
             self.version += 1
             self._plan = build_plan(self.schema_text, (), matcher=self._matcher)
         return changed
+
+    def _bulk_load(self) -> bool:
+        """The first load of a profile file into a matcher that takes columns: one bulk
+        step per event type (the scanners' columns, no Profile object per line). Returns
+        whether it applied; the first bad line raises, as a strict load does."""
+        load = getattr(self.source, "load_columns", None)
+        if load is None or not isinstance(self._matcher, BulkLoading):
+            return False
+        columns = load(self.schema)
+        for cols in columns:
+            self._matcher.add_columns(cols)
+        self._columns = [c for c in columns if len(c)]
+        self.changes += sum(map(len, columns))
+        return True
 
     def _apply(self, fresh: dict[str, Profile]) -> bool:
         old = self._profiles
