@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -19,6 +20,10 @@ from siftbus.xmlfilter.output import Dispatcher, Notification
 from siftbus.xmlfilter.splitter import cut
 from siftbus.xmlfilter.subscription import Subscription
 from siftbus.xmlfilter.views import View, project
+
+#: a subscription document of at least this many bytes (a few hundred subscriptions) is a
+#: bulk load, after which the collector's generations are frozen (see ``subscribe_xml``)
+BULK_BYTES = 256 * 1024
 
 
 class EventResult(NamedTuple):
@@ -94,9 +99,22 @@ class XmlEventFilter:
 
         ``check`` is called between subscriptions; whatever it raises undoes the document
         (the HTTP endpoint bounds a request's time with it).
+
+        A document of ``BULK_BYTES`` or more is a bulk load: the collector's young
+        generations are collected first, and once it is registered every object the
+        process holds is moved to the collector's permanent generation (``gc.freeze``).
+        The index is long-lived and has no reference cycles, so without this each full
+        collection would scan all of it again (14 % of loading 183,275 subscriptions);
+        its objects are still freed by reference counting when unsubscribed.
         """
+        bulk = len(data) >= BULK_BYTES
+        if bulk:
+            gc.collect(1)  # so that little garbage is left to freeze: old garbage only
         with collector_paused():
-            return self._subscribe_xml(data, source, default_method, sender, check)
+            ids = self._subscribe_xml(data, source, default_method, sender, check)
+            if bulk:  # before the collector is on again: its next run would scan them all
+                gc.freeze()
+        return ids
 
     def _subscribe_xml(self, data: bytes | str, source: str | None,
                        default_method: str | None, sender: str | None,
