@@ -66,6 +66,13 @@ class XmlEventFilter:
         self.serialize = serialize
         #: expiry (``timeoutInSeconds``), pause and resume; ``clock`` gives its seconds
         self.lifecycle = Lifecycle(clock)
+        self._on_remove: list[Callable[[str], None]] = []
+
+    def on_remove(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(sub_id)`` after every removal of a subscription: unsubscribed,
+        expired, or undone with the rest of a refused document (a quota kept beside the
+        filter stays exact without scanning it)."""
+        self._on_remove.append(callback)
 
     # -- subscriptions ---------------------------------------------------------------
     def subscribe(self, sub: Subscription) -> str:
@@ -143,6 +150,8 @@ class XmlEventFilter:
         if sub is None:
             sub = self.matcher.unsubscribe(sub_id)
         life.forget(sub_id)
+        for callback in self._on_remove:
+            callback(sub_id)
         return sub
 
     def get(self, sub_id: str) -> Subscription:
