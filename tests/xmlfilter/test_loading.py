@@ -1,6 +1,7 @@
-"""Bulk loading of subscription documents: the collector is frozen after a bulk document
-(and only then), restored on refusal, and the index it freezes holds no reference cycles
-(so frozen index objects are still freed by reference counting)."""
+"""Bulk loading of subscription documents: the collector is frozen after a start-up load
+(and only then, never for a document arriving while serving), left alone on refusal, and
+the index it freezes holds no reference cycles (so frozen index objects are still freed
+by reference counting)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import pytest
 
 from siftbus.errors import DuplicateSubscriptionError
 from siftbus.xmlfilter import ContentFilter, Subscription, XmlEventFilter, to_xml
-from siftbus.xmlfilter.engine import BULK_BYTES
 
 
 def _subs(n: int, start: int = 0) -> list[Subscription]:
@@ -30,16 +30,17 @@ def unfrozen() -> Iterator[None]:
     assert gc.isenabled()
 
 
-def test_bulk_document_freezes_small_one_does_not(unfrozen: None) -> None:
+def test_start_up_load_freezes_a_served_document_does_not(unfrozen: None) -> None:
     f = XmlEventFilter()
-    small = to_xml(_subs(3))
-    assert len(small) < BULK_BYTES
-    f.subscribe_xml(small, default_method="HTTP", sender="http://x/")
+    served = to_xml(_subs(1_000, 2_000))
+    f.subscribe_xml(served, default_method="HTTP", sender="http://x/")
     assert gc.get_freeze_count() == 0 and gc.isenabled()
+    f.subscribe_xml(to_xml(_subs(3)), default_method="HTTP", sender="http://x/", freeze=True)
+    assert gc.get_freeze_count() > 0 and gc.isenabled()
+    gc.unfreeze()
     big = to_xml(_subs(1_000, 10))
-    assert len(big) >= BULK_BYTES
-    ids = f.subscribe_xml(big, default_method="HTTP", sender="http://x/")
-    assert len(ids) == 1_000 and len(f) == 1_003
+    ids = f.subscribe_xml(big, default_method="HTTP", sender="http://x/", freeze=True)
+    assert len(ids) == 1_000 and len(f) == 2_003
     assert gc.get_freeze_count() > 0 and gc.isenabled()
     out = f.publish(b"<ObjectEvent><bizStep>s500</bizStep><readPoint><id>r</id></readPoint>"
                     b"</ObjectEvent>")
@@ -50,9 +51,8 @@ def test_refused_bulk_document_freezes_nothing(unfrozen: None) -> None:
     f = XmlEventFilter()
     f.subscribe_xml(to_xml(_subs(1, 999)), default_method="HTTP", sender="http://x/")
     big = to_xml(_subs(1_000))  # its last subscription is a duplicate of s999
-    assert len(big) >= BULK_BYTES
     with pytest.raises(DuplicateSubscriptionError):
-        f.subscribe_xml(big, default_method="HTTP", sender="http://x/")
+        f.subscribe_xml(big, default_method="HTTP", sender="http://x/", freeze=True)
     assert len(f) == 1 and gc.get_freeze_count() == 0 and gc.isenabled()
 
 

@@ -21,10 +21,6 @@ from siftbus.xmlfilter.splitter import cut
 from siftbus.xmlfilter.subscription import Subscription
 from siftbus.xmlfilter.views import View, project
 
-#: a subscription document of at least this many bytes (a few hundred subscriptions) is a
-#: bulk load, after which the collector's generations are frozen (see ``subscribe_xml``)
-BULK_BYTES = 256 * 1024
-
 
 class EventResult(NamedTuple):
     """One located event (matched or not) and its notifications (a named tuple: one is
@@ -101,25 +97,28 @@ class XmlEventFilter:
         default_method: str | None = None,
         sender: str | None = None,
         check: Callable[[], None] | None = None,
+        freeze: bool = False,
     ) -> list[str]:
         """Parse, validate and register every subscription of a document (all or none).
 
         ``check`` is called between subscriptions; whatever it raises undoes the document
         (the HTTP endpoint bounds a request's time with it).
 
-        A document of ``BULK_BYTES`` or more is a bulk load: the collector's young
-        generations are collected first, and once it is registered every object the
-        process holds is moved to the collector's permanent generation (``gc.freeze``).
-        The index is long-lived and has no reference cycles, so without this each full
-        collection would scan all of it again (14 % of loading 183,275 subscriptions);
-        its objects are still freed by reference counting when unsubscribed.
+        ``freeze`` is for loading at start-up (a subscription file, a restored store):
+        the collector's young generations are collected first, and once the document is
+        registered every object the process holds is moved to the collector's permanent
+        generation (``gc.freeze``). The index is long-lived and has no reference cycles,
+        so without this each full collection would scan all of it again (7-10 % of
+        loading 183,275 subscriptions); its objects are still freed by reference
+        counting when unsubscribed. It is never done for a document arriving while the
+        process serves: whatever that request holds in a reference cycle (its task, its
+        frames) would then never be collected.
         """
-        bulk = len(data) >= BULK_BYTES
-        if bulk:
+        if freeze:
             gc.collect(1)  # so that little garbage is left to freeze: old garbage only
         with collector_paused():
             ids = self._subscribe_xml(data, source, default_method, sender, check)
-            if bulk:  # before the collector is on again: its next run would scan them all
+            if freeze:  # before the collector is on again: its next run would scan them all
                 gc.freeze()
         return ids
 

@@ -174,7 +174,8 @@ class XmlAccess:
             path = self._dir / doc
             try:
                 ids = filt.subscribe_xml(path.read_bytes(), source=str(path),
-                                         default_method="HTTP", sender=sender)
+                                         default_method="HTTP", sender=sender,
+                                         freeze=True)  # at start-up, before serving
             except DuplicateSubscriptionError:
                 continue
             except (OSError, SiftbusError) as exc:
