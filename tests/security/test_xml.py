@@ -16,12 +16,14 @@ import uvicorn
 
 from broker.processes import run_cli
 from secure import Pki, make_pki, policy
-from siftbus.errors import ConfigError
+from siftbus.errors import ConfigError, QuotaExceeded
 from siftbus.security.guard import Guard
 from siftbus.security.policy import OPEN
-from siftbus.xmlfilter import XmlEventFilter
+from siftbus.security.principal import Principal, PrincipalKind
+from siftbus.xmlfilter import ContentFilter, Subscription, XmlEventFilter, to_xml
 from siftbus.xmlfilter.http import create_app
 from siftbus.xmlfilter.http_security import (
+    XmlAccess,
     callback_addresses,
     secure_app,
     server_security,
@@ -330,3 +332,53 @@ async def test_subscription_owners_survive_a_restart_with_a_store(pki: Pki,
     finally:
         await endpoint.stop()
         await recv.stop()
+
+
+def test_the_xml_quota_count_follows_expiry_without_a_scan(pki: Pki) -> None:
+    """``max_profiles`` at the XML endpoint is counted as subscriptions come and go: a
+    subscription that expires (or is removed from the filter any other way) frees its
+    place at once, a delete after it does not free it twice, and another principal's
+    subscriptions do not count."""
+    quotas = {**PRINCIPALS, "alice": {"services": ["xml.subscribe"], "max_profiles": 4}}
+    guard = Guard(policy(pki, quotas, callback_prefixes=["http://r/"]))
+    now = [0.0]
+    filt = XmlEventFilter(clock=lambda: now[0])
+    access = XmlAccess(guard)
+    access.attach(filt)
+    alice = Principal("alice", PrincipalKind.TOKEN)
+    bob = Principal("bob", PrincipalKind.TOKEN)
+
+    def register(who: Principal, names: list[str], timeout: int | None) -> list[str]:
+        doc = to_xml([Subscription.build(("HTTP", "http://r/"), [ContentFilter.build(
+            "//ObjectEvent", [("bizStep", "string-equals", n)])], id=n,
+            timeout_seconds=timeout) for n in names])
+        access.charge_subscribe(who, len(names))
+        ids = filt.subscribe_xml(doc, default_method="HTTP", sender="http://r/")
+        access.registered(who, ids, doc, "http://r/")
+        return ids
+
+    register(alice, ["a1", "a2"], 5)
+    register(alice, ["a3"], None)
+    register(bob, ["b1", "b2", "b3"], None)
+    assert access.held(alice) == 3 and access.held(bob) == 3
+    with pytest.raises(QuotaExceeded, match="max_profiles"):
+        register(alice, ["a4", "a5"], None)  # 3 + 2 > 4: refused before registering
+    assert len(filt) == 6
+    now[0] = 6.0
+    filt.publish(b"<ObjectEvent><bizStep>x</bizStep></ObjectEvent>")  # a1, a2 expire
+    assert len(filt) == 4 and access.held(alice) == 1
+    register(alice, ["a4", "a5", "a6"], None)  # 1 + 3 = 4: now it fits
+    assert access.held(alice) == 4
+    filt.unsubscribe("a4")
+    access.deleted("a4")  # the endpoint's delete after the filter's: counted once
+    assert access.held(alice) == 3 and access.held(bob) == 3
+    with pytest.raises(QuotaExceeded):
+        register(alice, ["a7", "a8"], None)
+
+    def no_scan(sid: str) -> Subscription:
+        raise AssertionError(f"the quota count looked {sid} up in the filter")
+
+    filt.get = no_scan  # type: ignore[method-assign]
+    assert access.held(alice) == 3
+    with pytest.raises(QuotaExceeded):
+        access.charge_subscribe(alice, 2)

@@ -71,7 +71,7 @@ def filter_files(
         _load_types(f, types)
     for path in subscriptions:
         f.subscribe_xml(_read(path, "subscriptions"), source=str(path), default_method="cli",
-                        sender="stdout")
+                        sender="stdout", freeze=True)
     if fmt == "json":
         _json_lines(f, input, all_events)
     else:
@@ -206,7 +206,7 @@ def serve(
         _load_types(f, types)
     for path in subscriptions or []:
         f.subscribe_xml(_read(path, "subscriptions"), source=str(path), default_method="HTTP",
-                        sender="http://localhost/")
+                        sender="http://localhost/", freeze=True)
     limits = XmlLimits(max_body=max_body, max_request_seconds=max_request_seconds)
     # security: the hook at the HTTP boundary (siftbus.xmlfilter.http_security)
     from siftbus.xmlfilter.http_security import secure_app, server_security, uvicorn_tls

@@ -38,6 +38,9 @@ from siftbus.xmlfilter.xpath import compile_path
 _S = f"{{{SUBSCRIPTION_NS}}}"
 _F = f"{{{FILTER_NS}}}"
 _CONDITION, _CONTENT_FILTER, _VALUE = _F + "condition", _F + "contentFilter", _F + "value"
+_CONCEPT_FILTER = _F + "conceptFilter"
+_RECEIVER, _FILTER_LIST, _TIMEOUT = _S + "receiver", _S + "filterList", _S + "timeoutInSeconds"
+_METHOD, _ADDRESS = _S + "callbackMethod", _S + "callbackAddress"
 
 
 @cache
@@ -143,38 +146,41 @@ def _timeout(child: Any) -> int | None:
 def _subscription(el: Any, default_method: str | None, sender: str | None,
                   limits: XmlLimits) -> Subscription:
     parts = _children(el)
-    rec_el = parts.get(_S + "receiver")
+    rec_el = parts.get(_RECEIVER)
     if rec_el is None:
         raise SubscriptionError("subscription without receiver", line=el.sourceline)
     rec = _children(rec_el)
-    method = _text_of(rec.get(_S + "callbackMethod")) or default_method
-    address = _text_of(rec.get(_S + "callbackAddress")) or sender
+    method = _text_of(rec.get(_METHOD)) or default_method
+    address = _text_of(rec.get(_ADDRESS)) or sender
     if not method:
         raise SubscriptionError("empty callbackMethod and no submitting method to default to",
                                 line=rec_el.sourceline, field="callbackMethod")
     if not address:
         raise SubscriptionError("empty callbackAddress and no sender address to default to",
                                 line=rec_el.sourceline, field="callbackAddress")
-    flist = parts.get(_S + "filterList")
+    flist = parts.get(_FILTER_LIST)
     filters: list[ContentFilter] = []
     if flist is not None:
         for f in flist:
-            if f.tag == _F + "conceptFilter":
-                raise SubscriptionError("conceptFilter is not specified by ADiWa and not "
-                                        "supported", line=f.sourceline, field="conceptFilter")
-            if f.tag == _F + "contentFilter":
+            tag = f.tag
+            if tag == _CONTENT_FILTER:
                 if len(filters) == limits.max_filters:
                     raise SubscriptionError(f"more than {limits.max_filters:,} contentFilters "
                                             "in one subscription (max_filters)",
                                             line=f.sourceline)
                 filters.append(_content_filter(f, limits))
-    timeout = _timeout(parts.get(_S + "timeoutInSeconds"))
+            elif tag == _CONCEPT_FILTER:
+                raise SubscriptionError("conceptFilter is not specified by ADiWa and not "
+                                        "supported", line=f.sourceline, field="conceptFilter")
     try:
+        if flist is not None and len(parts) == 2:  # nothing optional: the usual case
+            return Subscription.build(Receiver(method, address), filters, id=el.get("id"))
         return Subscription.build(
             Receiver(method, address), filters, id=el.get("id"),
             subscriber_id=_text_of(parts.get(_S + "subscriberId")),
             subscription_method=_text_of(parts.get(_S + "subscriptionMethod")),
-            record_time=_text_of(parts.get(_S + "recordTime")), timeout_seconds=timeout)
+            record_time=_text_of(parts.get(_S + "recordTime")),
+            timeout_seconds=_timeout(parts.get(_TIMEOUT)))
     except XmlFilterError as exc:
         raise exc.located(line=el.sourceline) from None
 
@@ -188,12 +194,12 @@ def _prefixes(el: Any, text: str) -> dict[str, str] | None:
 
 
 def _content_filter(el: Any, limits: XmlLimits) -> ContentFilter:
-    line = el.sourceline
     target_text = el.get("target", "")
     try:
-        target = compile_target_checked(target_text, _prefixes(el, target_text), limits)
+        target = compile_target_checked(
+            target_text, _prefixes(el, target_text) if ":" in target_text else None, limits)
     except XmlFilterError as exc:
-        raise exc.located(line=line) from None
+        raise exc.located(line=el.sourceline) from None
     where = None if target.type_name is not None else target
     conds, nested = _parts(el, where, limits, 0)
     visible = None
@@ -203,28 +209,45 @@ def _content_filter(el: Any, limits: XmlLimits) -> ContentFilter:
             visible = compile_visible(text.replace(",", " ").split(), _prefixes(el, text),
                                       where, limits)
         except XmlFilterError as exc:
-            raise exc.located(line=line) from None
-    return ContentFilter(target, dedupe(conds), el.get("id"), nested, visible, text)
+            raise exc.located(line=el.sourceline) from None
+    return ContentFilter(target, dedupe(conds) if len(conds) > 1 else tuple(conds),
+                         el.get("id"), nested, visible, text)
 
 
 def _parts(el: Any, target: Any, limits: XmlLimits, depth: int
            ) -> tuple[list[Condition], tuple[NestedFilter, ...]]:
     """The conditions and nested filters of a (nested) content filter element."""
     conds: list[Condition] = []
-    nested: dict[str, NestedFilter] = {}
+    nested: dict[str, NestedFilter] | None = None
+    most = limits.max_conditions
     # one plain pass over the children: an lxml tag filter costs a few microseconds to set up
     for c in el:
         tag = c.tag
-        if tag in (_CONDITION, _CONTENT_FILTER):
-            if len(conds) + len(nested) == limits.max_conditions:
-                raise SubscriptionError(f"more than {limits.max_conditions:,} conditions in "
-                                        "one contentFilter (max_conditions)", line=c.sourceline)
-            if tag == _CONDITION:
-                conds.append(_condition(c, target, limits))
-            else:
-                n = _nested(c, limits, depth + 1)
-                nested.setdefault(n.key, n)
-    return conds, tuple(nested.values())
+        if tag == _CONDITION:
+            if len(conds) + (len(nested) if nested else 0) == most:
+                _too_many(c, limits)
+            attribute = c.get("attribute", "")
+            try:
+                conds.append(make_condition(
+                    attribute, c.get("operatorId", ""),
+                    [v.text or "" for v in c if v.tag == _VALUE], c.get("quantifier"),
+                    namespaces=_prefixes(c, attribute) if ":" in attribute else None,
+                    target=target, limits=limits))
+            except XmlFilterError as exc:
+                raise exc.located(line=c.sourceline) from None
+        elif tag == _CONTENT_FILTER:
+            if len(conds) + (len(nested) if nested else 0) == most:
+                _too_many(c, limits)
+            if nested is None:
+                nested = {}
+            n = _nested(c, limits, depth + 1)
+            nested.setdefault(n.key, n)
+    return conds, tuple(nested.values()) if nested else ()
+
+
+def _too_many(c: Any, limits: XmlLimits) -> None:
+    raise SubscriptionError(f"more than {limits.max_conditions:,} conditions in one "
+                            "contentFilter (max_conditions)", line=c.sourceline)
 
 
 def _nested(el: Any, limits: XmlLimits, depth: int) -> NestedFilter:
@@ -253,17 +276,6 @@ def _check_expression(text: str, limits: XmlLimits) -> None:
     if len(text) > limits.max_expression:
         raise SubscriptionError(f"target of {len(text):,} characters, more than "
                                 f"{limits.max_expression:,} (max_expression): {quoted(text)}")
-
-
-def _condition(c: Any, target: Any, limits: XmlLimits) -> Condition:
-    attribute = c.get("attribute", "")
-    try:
-        return make_condition(attribute, c.get("operatorId", ""),
-                              [v.text or "" for v in c if v.tag == _VALUE],
-                              c.get("quantifier"), namespaces=_prefixes(c, attribute),
-                              target=target, limits=limits)
-    except XmlFilterError as exc:
-        raise exc.located(line=c.sourceline) from None
 
 
 # -- writing ---------------------------------------------------------------------------

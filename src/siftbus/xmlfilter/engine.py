@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -61,6 +62,13 @@ class XmlEventFilter:
         self.serialize = serialize
         #: expiry (``timeoutInSeconds``), pause and resume; ``clock`` gives its seconds
         self.lifecycle = Lifecycle(clock)
+        self._on_remove: list[Callable[[str], None]] = []
+
+    def on_remove(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(sub_id)`` after every removal of a subscription: unsubscribed,
+        expired, or undone with the rest of a refused document (a quota kept beside the
+        filter stays exact without scanning it)."""
+        self._on_remove.append(callback)
 
     # -- subscriptions ---------------------------------------------------------------
     def subscribe(self, sub: Subscription) -> str:
@@ -89,14 +97,30 @@ class XmlEventFilter:
         default_method: str | None = None,
         sender: str | None = None,
         check: Callable[[], None] | None = None,
+        freeze: bool = False,
     ) -> list[str]:
         """Parse, validate and register every subscription of a document (all or none).
 
         ``check`` is called between subscriptions; whatever it raises undoes the document
         (the HTTP endpoint bounds a request's time with it).
+
+        ``freeze`` is for loading at start-up (a subscription file, a restored store):
+        the collector's young generations are collected first, and once the document is
+        registered every object the process holds is moved to the collector's permanent
+        generation (``gc.freeze``). The index is long-lived and has no reference cycles,
+        so without this each full collection would scan all of it again (7-10 % of
+        loading 183,275 subscriptions); its objects are still freed by reference
+        counting when unsubscribed. It is never done for a document arriving while the
+        process serves: whatever that request holds in a reference cycle (its task, its
+        frames) would then never be collected.
         """
+        if freeze:
+            gc.collect(1)  # so that little garbage is left to freeze: old garbage only
         with collector_paused():
-            return self._subscribe_xml(data, source, default_method, sender, check)
+            ids = self._subscribe_xml(data, source, default_method, sender, check)
+            if freeze:  # before the collector is on again: its next run would scan them all
+                gc.freeze()
+        return ids
 
     def _subscribe_xml(self, data: bytes | str, source: str | None,
                        default_method: str | None, sender: str | None,
@@ -125,6 +149,8 @@ class XmlEventFilter:
         if sub is None:
             sub = self.matcher.unsubscribe(sub_id)
         life.forget(sub_id)
+        for callback in self._on_remove:
+            callback(sub_id)
         return sub
 
     def get(self, sub_id: str) -> Subscription:

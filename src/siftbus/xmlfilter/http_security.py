@@ -52,6 +52,7 @@ import hashlib
 import json
 import logging
 import re
+import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,12 @@ class XmlAccess:
         """Subscription id -> the principal that registered it."""
         self._docs: dict[str, tuple[str, str]] = {}
         """Subscription id -> (its document's file, the default callback address)."""
+        self._held: dict[str, str] = {}
+        """Subscription id -> owner, for those registered here and still in the filter
+        (the quota's count: a removal from the filter, expiry included, leaves it)."""
+        self._count: dict[str, int] = {}
+        """Principal -> how many of ``_held`` it owns."""
+        self._lock = threading.Lock()  # expiry removes from the publishing thread
         self._file = OwnersFile(store, "XML subscription") if store else None
         self._dir = Path(f"{store}.documents") if store else None
         if self._file is not None:
@@ -150,6 +157,8 @@ class XmlAccess:
             except (ValueError, TypeError) as exc:
                 raise ConfigError(f"cannot read the XML subscription owners file: {exc}",
                                   source=str(self._file.path)) from None
+            for sid, owner in self.owners.items():  # until ``attach`` counts the filter's
+                self._hold(sid, owner)
 
     # ---- the store -------------------------------------------------------------------------
 
@@ -165,7 +174,8 @@ class XmlAccess:
             path = self._dir / doc
             try:
                 ids = filt.subscribe_xml(path.read_bytes(), source=str(path),
-                                         default_method="HTTP", sender=sender)
+                                         default_method="HTTP", sender=sender,
+                                         freeze=True)  # at start-up, before serving
             except DuplicateSubscriptionError:
                 continue
             except (OSError, SiftbusError) as exc:
@@ -178,11 +188,39 @@ class XmlAccess:
                     filt.unsubscribe(sid)  # deleted before the restart
         return restored
 
+    def attach(self, filt: Any) -> None:
+        """Count what ``filt`` holds of the owned subscriptions now (after ``restore``),
+        and from then on follow its removals."""
+        with self._lock:
+            self._held.clear()
+            self._count.clear()
+        for sid, owner in self.owners.items():
+            with contextlib.suppress(SiftbusError, KeyError):
+                filt.get(sid)
+                self._hold(sid, owner)
+        filt.on_remove(self._release)
+
+    def _hold(self, sid: str, owner: str) -> None:
+        with self._lock:
+            if sid not in self._held:
+                self._held[sid] = owner
+                self._count[owner] = self._count.get(owner, 0) + 1
+
+    def _release(self, sid: str) -> None:
+        with self._lock:
+            owner = self._held.pop(sid, None)
+            if owner is not None:
+                left = self._count[owner] - 1
+                if left:
+                    self._count[owner] = left
+                else:
+                    del self._count[owner]
+
     def registered(self, principal: Principal, ids: list[str], body: bytes,
                    sender: str) -> None:
         """Record the owner of newly registered ids (and, with a store, the document)."""
         for sid in ids:
-            self.owners.setdefault(sid, principal.name)
+            self._hold(sid, self.owners.setdefault(sid, principal.name))
         if self._dir is None or not ids:
             return
         doc = hashlib.sha256(body).hexdigest()[:32] + ".xml"
@@ -197,6 +235,7 @@ class XmlAccess:
 
     def deleted(self, sid: str) -> None:
         """Forget a deleted subscription's owner (and its document once unused)."""
+        self._release(sid)
         self.owners.pop(sid, None)
         entry = self._docs.pop(sid, None)
         if entry is None or self._dir is None:
@@ -213,27 +252,18 @@ class XmlAccess:
 
     # ---- quotas ----------------------------------------------------------------------------
 
-    def held(self, principal: Principal, filt: Any) -> int:
-        """Subscriptions ``principal`` holds now (expired ones are no longer held)."""
-        n = 0
-        for sid, owner in self.owners.items():
-            if owner != principal.name:
-                continue
-            if filt is None:
-                n += 1
-                continue
-            with contextlib.suppress(SiftbusError, KeyError):
-                filt.get(sid)
-                n += 1
-        return n
+    def held(self, principal: Principal) -> int:
+        """Subscriptions ``principal`` holds now (expired and deleted ones are no longer
+        held); kept as they come and go, not counted per request."""
+        return self._count.get(principal.name, 0)
 
-    def charge_subscribe(self, principal: Principal, n: int, filt: Any) -> None:
+    def charge_subscribe(self, principal: Principal, n: int) -> None:
         """Refuse (counted) a document of ``n`` subscriptions that would pass the
         principal's ``max_profiles``."""
         usage = self.guard.usage(principal)
         if usage.quotas.max_profiles is None:
             return
-        usage.profiles = self.held(principal, filt)
+        usage.profiles = self.held(principal)
         try:
             usage.reserve_profiles(n)
         except QuotaExceeded as exc:
@@ -286,6 +316,7 @@ class SecureXmlApp:
         self.access = XmlAccess(guard, store)
         if self.filter is not None:
             self.access.restore(self.filter)
+            self.access.attach(self.filter)
         self.max_body = max_body
         self.tls = tls
         self.reload_interval = reload_interval
@@ -332,8 +363,7 @@ class SecureXmlApp:
             try:
                 root = _document(body)
                 self.access.check_callbacks(principal, callback_addresses(root, default))
-                self.access.charge_subscribe(principal, subscription_count(root),
-                                             self.filter)
+                self.access.charge_subscribe(principal, subscription_count(root))
             except QuotaExceeded as exc:
                 await self._answer(send, *_json(429, exc))
                 return

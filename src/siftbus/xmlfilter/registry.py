@@ -339,12 +339,15 @@ class Registry:
         self._invalidate()
 
     def _constraint(self, entry: TargetEntry, c: Condition) -> int:
+        # most conditions repeat a constraint: look it up before taking a path reference
+        pid = self._paths.get(c.path.canonical())
+        if pid is not None:
+            cid = self._constraints.get((entry.tid, pid, c.operator.name, c.values,
+                                         c.quantifier))
+            if cid is not None:
+                return cid
         pid = self._intern_path(c.path)
         key = (entry.tid, pid, c.operator.name, c.values, c.quantifier)
-        cid = self._constraints.get(key)
-        if cid is not None:
-            self._release_path(pid)  # the constraint holds its own reference
-            return cid
         cid = self._alloc_cid()
         self._constraints[key] = cid
         self._con_key[cid] = key
@@ -366,48 +369,62 @@ class Registry:
         entry = self._target(target)
         fid = self._alloc_fid()
         cids: list[int] = []
+        constraint = self._constraint
         for c in f.conditions:
-            cid = self._constraint(entry, c)
+            cid = constraint(entry, c)
             if cid not in cids:
                 cids.append(cid)
-        for nf in f.nested:
-            cid = self._nested_constraint(entry, nf)
-            if cid not in cids:
-                cids.append(cid)
-        for cid in cids:
-            self._con_filters[cid].add(fid)
-            self._con_arr.pop(cid, None)
-        view = View.of(f) if f.nested or f.visible is not None else None
-        self._f_view[fid] = view
-        self._f_index[fid] = index
-        if view is not None:
+        if f.nested:
+            for nf in f.nested:
+                cid = self._nested_constraint(entry, nf)
+                if cid not in cids:
+                    cids.append(cid)
+            self._f_view[fid] = View.of(f)
             self._views += 1
+        elif f.visible is not None:
+            self._f_view[fid] = View.of(f)
+            self._views += 1
+        con_filters, con_arr = self._con_filters, self._con_arr
+        for cid in cids:
+            con_filters[cid].add(fid)
+            if con_arr:
+                con_arr.pop(cid, None)
+        self._f_index[fid] = index
         self._f_sub[fid] = sub.id
-        self._f_rec[fid] = sub.receiver
-        self._f_rkey[fid] = receiver_key(sub.receiver)
+        rec = sub.receiver
+        self._f_rec[fid] = rec
+        self._f_rkey[fid] = receiver_key(rec)
         self._f_tid[fid] = entry.tid
         self._f_cids[fid] = tuple(cids)
-        self._fsize[fid] = len(cids)
+        n = len(cids)
+        self._fsize[fid] = n
         self._nfilters += 1
         entry.filters.add(fid)
-        if len(cids) == 1:
+        # until the next compile chooses by the slots' estimates, the constraint with the
+        # fewest filters is the access (any of its constraints is correct)
+        if n == 1:
             self._table.add(fid, cids[0], ())
-        elif cids:
-            # until the next compile chooses by the slots' estimates, the constraint with
-            # the fewest filters is the access (any of its constraints is correct)
-            con_filters = self._con_filters
+        elif n == 2:
+            a, b = cids
+            if len(con_filters[b]) < len(con_filters[a]):
+                a, b = b, a
+            self._table.add(fid, a, (b,))
+        elif n:
             access = min(cids, key=lambda c: len(con_filters[c]))
             self._table.add(fid, access, tuple([c for c in cids if c != access]))
         else:
             entry.unconditional[fid] = None
         con_slot, selectivity = self._con_slot, entry.selectivity
-        for pid in {con_slot[c][1] for c in cids}:
-            if pid < 0:  # a nested filter's constraint: no path
+        seen = -1
+        for cid in cids:
+            pid = con_slot[cid][1]
+            if pid < 0 or pid == seen:  # a nested filter's constraint has no path
                 continue
+            seen = pid
             bm = selectivity.get(pid)
             if bm is None:
                 bm = selectivity[pid] = BitMap()
-            bm.add(fid)
+            bm.add(fid)  # a second add of the same fid is a no-op
         entry.top = None
         return fid
 
