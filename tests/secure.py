@@ -6,7 +6,6 @@ Import with ``from secure import ...`` (pytest puts ``tests/`` on ``sys.path``).
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.servers import close_all as close_all  # the security tests take it from here
+from broker.servers import eventually as eventually  # the same bounded wait
 from broker.servers import start_network
 from broker_strategies import SCHEMA
 from siftbus.broker.server import BrokerServer
@@ -102,10 +102,3 @@ async def connect(srv: BrokerServer, pki: Pki | None, principal: str | None = No
                                 server_hostname="localhost" if tls else None)
 
 
-async def eventually(pred: Any, timeout: float = 10.0) -> None:
-    """Wait (bounded) until ``pred()`` is true."""
-    for _ in range(int(timeout / 0.02)):
-        if pred():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached in time")

@@ -4,16 +4,14 @@ start, close, and a bounded wait for a condition."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
-from typing import Any
 
 from siftbus.broker.server import BrokerServer
 from siftbus.broker.store import ProfileStore
 from siftbus.model import parse_schema
 
 from .servers import close_all as close_all  # the mobility tests take it from here
+from .servers import eventually as wait_for  # noqa: F401 -- the mobility tests' name for it
 from .servers import start_network
 
 SCHEMA = parse_schema("""
@@ -36,9 +34,3 @@ async def start_tree(handoff: str, protocol: str = "forwarding",
         store=ProfileStore(store) if store else None)
 
 
-async def wait_for(cond: Any, timeout: float = 20.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)

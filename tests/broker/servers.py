@@ -1,10 +1,11 @@
 """Real broker servers for tests: a tree of ``BrokerServer``s on 127.0.0.1 port 0 in this
-process, and a wait until the network is quiet. Shared by the broker, client, temporal,
-security and gateway tests."""
+process, a wait until the network is quiet, and a bounded wait for a condition. Shared by
+the broker, client, temporal, security and gateway tests."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -96,3 +97,12 @@ async def close_all(servers: dict[str, BrokerServer], clients: Iterable[Client] 
         await c.close()
     for srv in servers.values():
         await srv.close()
+
+
+async def eventually(pred: Callable[[], Any], timeout: float = 20.0) -> None:
+    """Wait until ``pred()`` is true, at most ``timeout`` seconds (then fail the test)."""
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
