@@ -152,9 +152,12 @@ def run_mobility(rng: random.Random, handoff: str, routing: str, *, min_brokers:
         if r < 0.45:
             who = rng.choice(session_pubs + pubs)
             evs = [random_event(rng) for _ in range(rng.randint(1, 3))]
-            ids = sim.publish(who, evs)
-            published += list(zip(ids, evs, strict=True))
-            out.log.append(f"{who} at {sim.clients[who].broker} publishes {ids}")
+            if sim.clients[who].pending:  # a fresh process not answered yet: it waits
+                out.log.append(f"{who} waits for its ACK at {sim.clients[who].broker}")
+            else:
+                ids = sim.publish(who, evs)
+                published += list(zip(ids, evs, strict=True))
+                out.log.append(f"{who} at {sim.clients[who].broker} publishes {ids}")
         elif r < 0.8 or (r < 0.9 and publishers_move):
             pool = movers if r < 0.8 else session_pubs
             who = rng.choice(pool)

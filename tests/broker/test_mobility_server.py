@@ -73,23 +73,15 @@ async def test_buffers_survive_a_broker_restart_with_a_store(tmp_path: Path) -> 
         await close_all(servers)
 
 
-@pytest.mark.xfail(strict=True, reason="open: a process that knows no epoch of its "
-                   "session starts a second one at another broker (docs/mobility.md, "
-                   "'Limit (open)')")
 @pytest.mark.parametrize(("handoff", "protocol"), [("acyclic", "forwarding"),
                                                   ("pingpong", "forwarding"),
                                                   ("rendezvous", "rendezvous")])
 async def test_a_fresh_process_with_only_the_session_id_takes_it_over_elsewhere(
         handoff: str, protocol: str) -> None:
     """A new process that knows only the id (no epoch, no broker: ``siftbus subscribe
-    --session`` restarted at another broker) should get the rows kept at the session's
-    first broker, once, and the old copy should go. OPEN: its new attachment gets epoch
-    1 like the held one, the locate wave looks only for older states and finds none,
-    and a second session starts; the rows stay behind. Locating below any epoch fixes
-    this case but, in the simulator (``run_mobility(..., fresh=0.6)``, acyclic under
-    forwarding, seed 9), lets such a client that moves again before its locate ends
-    get the same epoch as another copy, and the two copies' moves correct each other
-    forever -- so it is not built."""
+    --session`` restarted at another broker) gets the rows kept at the session's first
+    broker, once, and the old copy goes: its broker finds the newest copy before the ACK
+    and numbers it above (it used to start a second session with epoch 1 beside it)."""
     servers = await start_tree(handoff, protocol)
     try:
         c = await Client.connect(port=servers["B3"].port, session=SessionState("m"))
@@ -104,6 +96,7 @@ async def test_a_fresh_process_with_only_the_session_id_takes_it_over_elsewhere(
         kept = servers["B3"].node.sessions.sessions["m"].count
         state = SessionState("m")
         c = await Client.connect(port=servers["B4"].port, session=state)
+        assert state.statuses[0]["epoch"] == 2  # decided before the ACK, above B3's
         await wait_for(lambda: c.unclaimed.qsize() >= kept, 5)
         await pub.publish_batch([Event(T, (2, 100 + i)) for i in range(5)], ack=True)
         await wait_for(lambda: c.unclaimed.qsize() >= kept + 5)
