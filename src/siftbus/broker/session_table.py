@@ -178,36 +178,13 @@ class SessionTable:
         if s is not None and req.epoch > s.epoch:
             # the client was attached elsewhere since this state was left here: it is
             # an old state, to be handed on when the newer broker asks for it
-            if s.state == "arriving" or sid in self.outgoing:
-                raise SessionBusy(f"session {sid} is still arriving at broker "
-                                  f"{self.host.name} from an earlier move; connect again "
-                                  "in a moment", field="session_busy")
-            self.sessions.pop(sid)
-            self.outgoing[sid] = s
+            self._set_aside(s)
             s = None
-        if s is not None and owner and s.principal and s.principal != owner \
-                and refuse is not None:
-            # the name binding let the client in, yet the state says another owner (a
-            # binding lost with a store replaced): the state's owner is the authority
-            raise refuse(CLAIM_REFUSALS["deny"])
-        if s is not None:
-            s.state = "attached" if s.state != "arriving" else "arriving"
-            s.away_since = None
-            s.limits = limits
-            if owner and not s.principal:  # an unrecorded owner: the name binding vouched
-                s.principal = owner
-            if s.state == "attached":
-                self.counts["resumed"] += 1
-                s.sent = s.acked
-                if req.ack is not None and req.ack > s.acked:
-                    s.ack(req.ack)
-                    if self.store is not None:
-                        self.store.trim(s)
-                if self.mover is not None:
-                    self.mover.on_back(s)
-                self.flush(s)
-            return {**s.status(), "state": s.state}
+        # a fresh process finds the newest copy first, even with one here: a newer
+        # attachment elsewhere may not have asked this broker for it yet
         fresh = req.fresh and self.mover is not None
+        if s is not None and not fresh:
+            return self._resume(s, req, limits, owner, refuse)
         if not fresh and (not owner or refuse is None or self.mover is None):
             return self._open(link, req, limits, owner)
         assert self.mover is not None
@@ -240,6 +217,40 @@ class SessionTable:
             return self._claimed(link, req, limits, owner, refuse, *now[0])
         return None
 
+    def _set_aside(self, s: Session) -> None:
+        """``s`` is older than the client's attachment: kept for the newer broker to
+        fetch (refused while it is itself still arriving)."""
+        if s.state == "arriving" or s.id in self.outgoing:
+            raise SessionBusy(f"session {s.id} is still arriving at broker "
+                              f"{self.host.name} from an earlier move; connect again "
+                              "in a moment", field="session_busy")
+        self.sessions.pop(s.id)
+        self.outgoing[s.id] = s
+
+    def _resume(self, s: Session, req: SessionRequest, limits: SessionLimits, owner: str,
+                refuse: Callable[[str], SiftbusError] | None) -> dict[str, Any]:
+        """The client is back where its newest copy is: resume from its ``ack``."""
+        if owner and s.principal and s.principal != owner and refuse is not None:
+            # the name binding let the client in, yet the state says another owner (a
+            # binding lost with a store replaced): the state's owner is the authority
+            raise refuse(CLAIM_REFUSALS["deny"])
+        s.state = "attached" if s.state != "arriving" else "arriving"
+        s.away_since = None
+        s.limits = limits
+        if owner and not s.principal:  # an unrecorded owner: the name binding vouched
+            s.principal = owner
+        if s.state == "attached":
+            self.counts["resumed"] += 1
+            s.sent = s.acked
+            if req.ack is not None and req.ack > s.acked:
+                s.ack(req.ack)
+                if self.store is not None:
+                    self.store.trim(s)
+            if self.mover is not None:
+                self.mover.on_back(s)
+            self.flush(s)
+        return {**s.status(), "state": s.state}
+
     def _claimed(self, link: str, req: SessionRequest, limits: SessionLimits, owner: str,
                  refuse: Callable[[str], SiftbusError] | None, verdict: str,
                  newest: list[Any] | None = None) -> dict[str, Any]:
@@ -252,7 +263,12 @@ class SessionTable:
                 raise SessionBusy(f"session {req.id} cannot be had now: {why}",
                                   field="session_busy")
             raise refuse(why)
-        if req.id in self.sessions:
+        here = self.sessions.get(req.id)
+        if here is not None and req.fresh:
+            if newest is None or (newest[1] == self.host.name and newest[0] <= here.epoch):
+                return self._resume(here, req, limits, owner, refuse)  # the newest
+            self._set_aside(here)  # a newer copy is elsewhere
+        elif here is not None:
             raise SessionBusy(f"session {req.id} came to broker {self.host.name} while "
                               "its holders were asked; connect again", field="session_busy")
         if not req.fresh:
