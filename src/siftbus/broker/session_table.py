@@ -164,9 +164,11 @@ class SessionTable:
 
         On a secured network (``owner``: the client's principal; ``refuse(why)``: the
         counted error that refuses it) a session this broker does not hold is first
-        checked with its holders (:mod:`.claims`): then ``None`` is returned, and the
-        host's ``session_settled(link, status or error)`` is called once the claim is
-        settled -- before it, nothing of the session moves."""
+        checked with its holders (:mod:`.claims`), and on every network a client that
+        knows no epoch (:attr:`SessionRequest.fresh`) waits until the newest copy of
+        its session is found (:meth:`Mover.find`; none: a new session): then ``None``
+        is returned, and the host's ``session_settled(link, status or error)`` is called
+        once the claim is settled -- before it, nothing of the session moves."""
         sid = link[1:]
         req = SessionRequest.parse(body, sid, self.host.schema, self.host.limits)
         limits = (req.limits or self.policy.limits).capped(self.policy.limits)
