@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from siftbus.broker.sessions import SessionPolicy
 from siftbus.broker.simulator import Simulator
 from siftbus.model import Event, Profile
 
@@ -166,6 +167,22 @@ def test_a_fresh_process_behind_a_down_link_is_refused_not_split() -> None:
     assert not c.connected and c.refused == 1
     assert "could not all be asked" in c.errors[-1]["message"]
     assert "m" not in sim.nodes["B2"].sessions.sessions
+
+
+def test_a_fresh_process_nobody_answers_in_time_is_refused() -> None:
+    """No answer within ``claim_timeout``: refused with the reason, and the wave's late
+    end changes nothing."""
+    names = ["B0", "B1", "B2"]
+    sim = Simulator(SCHEMA, names, list(itertools.pairwise(names)),
+                    sessions=SessionPolicy(claim_timeout=0.001))
+    away_with_rows(sim, at="B0")
+    sim.move("m", "B2", tell=False, fresh=True)
+    sim.advance(0.01)  # the timer first, then the wave's messages
+    c = sim.clients["m"]
+    assert not c.connected and c.refused == 1
+    assert "did not answer within 0.001 s" in c.errors[-1]["message"]
+    assert "m" not in sim.nodes["B2"].sessions.sessions
+    assert sim.nodes["B0"].sessions.sessions["m"].count == 4  # the rows stay
 
 
 def test_a_new_session_is_answered_at_once_as_new() -> None:
