@@ -251,3 +251,30 @@ def test_a_fresh_process_finds_the_newest_copy_or_is_refused(
     assert best is not None and best[:2] == [newest, at]
     assert verdict == (_reference(case) if secured else "ok")
     assert net.sent == 2 * (len(case["names"]) - 1)  # one wave: two messages per link
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(cases(), st.randoms(use_true_random=False))
+def test_two_fresh_processes_at_once_are_numbered_apart(case: dict[str, Any],
+                                                        rnd: random.Random) -> None:
+    """Two finds in flight at once, from any two brokers, their messages interleaved at
+    random: the holder of the newest copy tells them different numbers, so their
+    processes never share an epoch (the second then takes the session from the first)."""
+    if case["down"] or not case["copies"]:
+        return
+    case = {**case, "epochs": [1, 2, 3]}
+    net = _net(case)
+    got: list[Any] = []
+    for claimant in (case["claimant"], rnd.choice(case["names"])):
+        net.checks[claimant].find("s", "", lambda v, best: got.append(best))
+    pending = list(net.queue)
+    net.queue.clear()
+    while pending:  # delivered in a random order (an echo wave needs none)
+        frm, to, body = pending.pop(rnd.randrange(len(pending)))
+        net.checks[to].handoff.receive(frm, body)  # type: ignore[attr-defined]
+        pending += list(net.queue)
+        net.queue.clear()
+    assert len(got) == 2 and got[0][0] != got[1][0], got
+    held = {(b, kept): e for (b, kept, _), e in zip(case["copies"], [1, 2, 3], strict=False)}
+    newest = max(held.values())
+    assert sorted(b[0] for b in got) == [newest, newest + 1]

@@ -125,17 +125,19 @@ def test_a_fresh_process_right_after_a_move_takes_the_newest_copy() -> None:
 
 
 def test_a_fresh_process_that_gives_up_before_its_ack_leaves_no_copy() -> None:
-    """Two fresh attaches at two brokers, the first abandoned before its ACK: its
-    broker's wave ends unheard, only the second holds the session."""
+    """Two fresh attaches at two brokers, the first abandoned before its ACK once its
+    wave has passed the holder B0: its broker's wave ends unheard, only the second holds
+    the session, numbered above what B0 told the first (2): 3."""
     sim = line(4)
     ids = away_with_rows(sim)
     sim.move("m", "B1", tell=False, fresh=True)
-    sim.step()
+    while not sim.nodes["B0"].handoff.counts["ce"]:  # B0 has answered the first wave
+        assert sim.step()
     sim.move("m", "B3", tell=False, fresh=True)
     sim.run()
     sim.advance(1.0)
     c = sim.clients["m"]
-    assert [d.event for d in c.deliveries] == ids and c.epoch == 2
+    assert [d.event for d in c.deliveries] == ids and c.epoch == 3
     assert [b for b, n in sim.nodes.items() if "m" in n.sessions.sessions] == ["B3"]
 
 

@@ -166,3 +166,38 @@ async def test_a_subscriber_moving_every_200ms_gets_every_event_exactly_once(
         await pub.close()
     finally:
         await close_all(servers)
+
+
+async def test_two_fresh_processes_at_once_are_numbered_apart_and_one_keeps_it() -> None:
+    """Two processes with only the id connect at once at B2 and B4 while the session is
+    kept at B3: the holder numbers their finds apart (epochs 2 and 3), the later takes
+    the session from the earlier (no ``handoff_failed``, one copy left), and every kept
+    row reaches one of them."""
+    servers = await start_tree("acyclic")
+    try:
+        c = await Client.connect(port=servers["B3"].port, session=SessionState("m"))
+        await c.subscribe("f: T(a < 50)")
+        await c.close()
+        pub = await Client.connect(port=servers["B2"].port)
+        await asyncio.sleep(0.3)  # the subscription reaches the publisher's broker
+        await pub.publish_batch([Event(T, (1, i)) for i in range(10)], ack=True)
+        await wait_for(lambda: servers["B3"].node.sessions.sessions["m"].count == 10)
+        states = [SessionState("m"), SessionState("m")]
+        clients = await asyncio.gather(*(
+            Client.connect(port=servers[b].port, session=st)
+            for b, st in zip(["B2", "B4"], states, strict=True)))
+        assert sorted(st.statuses[0]["epoch"] for st in states) == [2, 3]
+        later = servers["B2" if states[0].statuses[0]["epoch"] == 3 else "B4"]
+        await wait_for(lambda: [b for b, s in servers.items()
+                                if "m" in s.node.sessions.sessions] == [later.node.name])
+        await wait_for(lambda: sum(k.unclaimed.qsize() for k in clients) >= 10)
+        got = {k.unclaimed.get_nowait().event.keys[1] for k in clients
+               for _ in range(k.unclaimed.qsize())}
+        assert got == set(range(10))
+        assert sum(s.node.sessions.counts["handoffs_failed"] for s in servers.values()) == 0
+        assert later.node.sessions.sessions["m"].epoch == 3
+        await pub.close()
+        for k in clients:
+            await k.close()
+    finally:
+        await close_all(servers)

@@ -22,10 +22,12 @@ only its session id (no epoch: a new process) at a broker that holds no copy mus
 over the newest state wherever it is, and must be numbered above it *before* its HELLO is
 answered (an epoch given first and corrected later let a client that moved again share
 its epoch with another copy). The same wave does it, with ``"n": 1`` in ``cw``: every
-broker also echoes its newest copy (``b``: ``[epoch, broker, tag, profiles]``, the
-locate wave's candidate of :mod:`.handoff_base`) and whether a tree link of its subtree
-was down (``x``); the newest copy wins. On an open network the owner verdict is not
-asked (every copy is ``ok``).
+broker also echoes its newest copy (``b``: ``[epoch, broker, tag, profiles, told]``,
+the locate wave's candidate of :mod:`.handoff_base` and the number it tells this find) and whether a tree link of its subtree
+was down (``x``); the newest copy wins. A holder tells successive finds successive
+epochs (the copy's, then one above the last told), so two fresh processes whose waves
+both pass it are numbered apart. On an open network the owner verdict is not asked
+(every copy is ``ok``).
 
 Every copy of a session has the same owner (a copy is only made after this check
 passed, or by the owner at its first broker), so any copy answers for all; ``none``
@@ -136,6 +138,10 @@ class ClaimCheck:
         self._waves = EchoWaves(handoff.send, self.host.neighbours_up, _echo_body,
                                 _merge, lambda cid, w: self._ended(cid, w.value))
         self._ids = itertools.count(1)
+        self._issued: dict[str, int] = {}
+        """Per session held here: the highest epoch a find has been told (each find
+        that passes here is numbered above the one before: two fresh processes at
+        once get different epochs)."""
         handoff.handlers.update({"chk": self._on_check, "cha": self._on_answer,
                                  "cw": self._on_wave, "ce": self._on_echo})
         handoff.hop_kinds.update({"cw", "ce"})
@@ -214,7 +220,9 @@ class ClaimCheck:
             # found could give this client the epoch of one it cannot see
             self._settle(cid, "cut")
         else:
-            self._settle(cid, value.verdict, value.best)
+            best = value.best  # the finder is numbered above what its holder told it
+            self._settle(cid, value.verdict, None if best is None else [
+                max(int(best[0]), int(best[4])), best[1], best[2], best[3]])
 
     def _settle(self, cid: str, verdict: str, best: list[Any] | None = None) -> None:
         claim = self._claims.pop(cid, None)
@@ -263,8 +271,19 @@ class ClaimCheck:
         sid, owner = get(body, "s", str), get(body, "p", str)
         verdict = self.verdict(sid, owner)
         cut = self._cut(parent, "none") == "cut"
-        best = self.handoff.newest_copy(sid) if body.get("n") else None
+        best = self._number(sid, self.handoff.newest_copy(sid)) if body.get("n") else None
         return _Value("cut" if cut and verdict == "none" else verdict, best, cut)
+
+    def _number(self, sid: str, best: list[Any] | None) -> list[Any] | None:
+        """The newest copy held here as a find is told it, ``[epoch, broker, tag,
+        profiles, told]``: ``told`` is its epoch, or one above the last one told here
+        (the finder is numbered one above it); the epoch alone picks the newest copy."""
+        if best is None:
+            self._issued.pop(sid, None)
+            return None
+        told = max(int(best[0]), self._issued.get(sid, 0))
+        self._issued[sid] = told + 1
+        return [*best, told]
 
     def _on_echo(self, link: str, body: dict[str, Any]) -> None:
         best = body.get("b")
@@ -302,8 +321,8 @@ def _merge(ours: _Value, echoed: _Value) -> _Value:
     """Our value combined with a neighbour's echo: the stronger verdict, the newer copy."""
     best = ours.best
     theirs = echoed.best
-    if theirs is not None and len(theirs) == 4 and isinstance(theirs[0], int) \
-            and (best is None or theirs[0] > best[0]):
+    if theirs is not None and len(theirs) == 5 and isinstance(theirs[0], int) \
+            and isinstance(theirs[4], int) and (best is None or theirs[0] > best[0]):
         best = theirs
     return _Value(_stronger(ours.verdict, echoed.verdict), best, ours.cut or echoed.cut)
 

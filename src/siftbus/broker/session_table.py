@@ -267,7 +267,7 @@ class SessionTable:
             raise refuse(why)
         here = self.sessions.get(req.id)
         if here is not None and req.fresh:
-            if newest is None or (newest[1] == self.host.name and newest[0] <= here.epoch):
+            if newest is None or newest[1] == self.host.name:
                 return self._resume(here, req, limits, owner, refuse)  # the newest
             self._set_aside(here)  # a newer copy is elsewhere
         elif here is not None:
