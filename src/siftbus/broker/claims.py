@@ -283,6 +283,12 @@ class ClaimCheck:
             return None
         told = max(int(best[0]), self._issued.get(sid, 0))
         self._issued[sid] = told + 1
+        if len(self._issued) > self.handoff.policy.max_sessions:
+            # bounded: forget the ids no longer held here (a copy that comes back has
+            # a newer epoch, above whatever was told before)
+            table = self.host.sessions
+            self._issued = {k: v for k, v in self._issued.items()
+                            if k in table.sessions or k in table.outgoing}
         return [*best, told]
 
     def _on_echo(self, link: str, body: dict[str, Any]) -> None:
