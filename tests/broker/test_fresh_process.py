@@ -90,6 +90,17 @@ def away_with_rows(sim: Simulator, at: str = "B0") -> list[tuple[str, int]]:
     return ids
 
 
+def settled_once(sim: Simulator, ids: list[tuple[str, int]], *, epoch: int, at: str
+                 ) -> None:
+    """Run to quiet: ``m`` got the kept rows once each, with ``epoch``, held at ``at``
+    only."""
+    sim.run()
+    sim.advance(1.0)
+    c = sim.clients["m"]
+    assert [d.event for d in c.deliveries] == ids and c.epoch == epoch
+    assert [b for b, n in sim.nodes.items() if "m" in n.sessions.sessions] == [at]
+
+
 @pytest.mark.parametrize("handoff", ["acyclic", "pingpong"])
 def test_a_fresh_process_elsewhere_is_numbered_above_the_holder_before_its_ack(
         handoff: str) -> None:
@@ -117,11 +128,7 @@ def test_a_fresh_process_right_after_a_move_takes_the_newest_copy() -> None:
     sim.run()
     sim.move("m", "B1")  # told: epoch 2, its request to B0 not delivered yet
     sim.move("m", "B3", tell=False, fresh=True)
-    sim.run()
-    sim.advance(1.0)
-    c = sim.clients["m"]
-    assert [d.event for d in c.deliveries] == ids and c.epoch == 3
-    assert [b for b, n in sim.nodes.items() if "m" in n.sessions.sessions] == ["B3"]
+    settled_once(sim, ids, epoch=3, at="B3")
 
 
 def test_a_fresh_process_that_gives_up_before_its_ack_leaves_no_copy() -> None:
@@ -134,11 +141,7 @@ def test_a_fresh_process_that_gives_up_before_its_ack_leaves_no_copy() -> None:
     while not sim.nodes["B0"].handoff.counts["ce"]:  # B0 has answered the first wave
         assert sim.step()
     sim.move("m", "B3", tell=False, fresh=True)
-    sim.run()
-    sim.advance(1.0)
-    c = sim.clients["m"]
-    assert [d.event for d in c.deliveries] == ids and c.epoch == 3
-    assert [b for b, n in sim.nodes.items() if "m" in n.sessions.sessions] == ["B3"]
+    settled_once(sim, ids, epoch=3, at="B3")
 
 
 def test_a_fresh_process_where_an_old_copy_waits_takes_the_newer_one() -> None:
@@ -150,11 +153,7 @@ def test_a_fresh_process_where_an_old_copy_waits_takes_the_newer_one() -> None:
     sim.run()
     sim.move("m", "B2")
     sim.move("m", "B0", tell=False, fresh=True)
-    sim.run()
-    sim.advance(1.0)
-    c = sim.clients["m"]
-    assert [d.event for d in c.deliveries] == ids and c.epoch == 3
-    assert [b for b, n in sim.nodes.items() if "m" in n.sessions.sessions] == ["B0"]
+    settled_once(sim, ids, epoch=3, at="B0")
 
 
 def test_a_fresh_process_behind_a_down_link_is_refused_not_split() -> None:
