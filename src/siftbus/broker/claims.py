@@ -22,12 +22,13 @@ only its session id (no epoch: a new process) at a broker that holds no copy mus
 over the newest state wherever it is, and must be numbered above it *before* its HELLO is
 answered (an epoch given first and corrected later let a client that moved again share
 its epoch with another copy). The same wave does it, with ``"n": 1`` in ``cw``: every
-broker also echoes its newest copy (``b``: ``[epoch, broker, tag, profiles, told]``,
-the locate wave's candidate of :mod:`.handoff_base` and the number it tells this find) and whether a tree link of its subtree
-was down (``x``); the newest copy wins. A holder tells successive finds successive
-epochs (the copy's, then one above the last told), so two fresh processes whose waves
-both pass it are numbered apart. On an open network the owner verdict is not asked
-(every copy is ``ok``).
+broker also echoes its newest copy (``b``: ``[epoch, broker, tag, profiles, told]``, the
+locate wave's candidate of :mod:`.handoff_base` and the number it tells this find) and
+whether a tree link of its subtree was down (``x``); the newest copy (by epoch) wins,
+and the finder is numbered one above what its holder told it. A holder tells successive
+finds successive numbers (the copy's epoch, then one above the last told), so two fresh
+processes whose waves both pass it are numbered apart. On an open network the owner
+verdict is not asked (every copy is ``ok``).
 
 Every copy of a session has the same owner (a copy is only made after this check
 passed, or by the owner at its first broker), so any copy answers for all; ``none``
