@@ -9,7 +9,11 @@ the latency from ``move`` (or a new process's connect) until the new broker repo
 session there. Baselines of the same run: the open network's move, and reconnecting to
 the broker the session is at (no handoff, no check; on the secured network it pays TLS
 and the token check only). ``fresh``: a new process with the client's state connecting
-without naming its old broker (the check asks the whole tree).
+without naming its old broker (the check asks the whole tree). ``id-only``: a new process
+that knows only the session id (no epoch, no broker: ``siftbus subscribe --session``
+restarted elsewhere), whose broker finds the newest copy with one wave before the ACK
+and then takes it over like a move; ``id-only-same``: such a process at the broker that
+holds the session (it pays the wave too: a newer copy may be elsewhere).
 
     python bench/session_claims.py             # ~1 minute on a quiet machine
     python bench/session_claims.py --repeats 1 --moves 6
@@ -44,6 +48,7 @@ TREE = [("B0", "B1"), ("B0", "B2"), ("B1", "B3"), ("B1", "B4")]
 SETUPS = [("acyclic", "forwarding", "covering"), ("pingpong", "forwarding", "merging"),
           ("rendezvous", "rendezvous", "covering")]
 RIGHTS = {"alice": {"subscribe": ["*"], "publish": ["*"]}}
+MODES = ("reconnect", "move", "fresh", "id-only", "id-only-same")
 
 
 def _messages(servers: dict[str, BrokerServer]) -> int:
@@ -74,11 +79,14 @@ async def run(setup: tuple[str, str, str], secured: bool, mode: str, moves: int,
         await c.subscribe("f: T(a = 3)")
         await asyncio.sleep(0.3)
         for _ in range(moves):
-            to = at if mode == "reconnect" else rng.choice([b for b in NAMES if b != at])
+            to = at if mode in ("reconnect", "id-only-same") \
+                else rng.choice([b for b in NAMES if b != at])
             before = _messages(servers)
             t0 = time.monotonic()
-            if mode == "fresh":
+            if mode in ("fresh", "id-only", "id-only-same"):
                 await c.close()
+                if mode != "fresh":  # only the id (and its last number, kept by the app)
+                    state = SessionState("s1", last=state.last)
                 c = await Client.connect(port=servers[to].port, session=state, **kw)
             else:
                 await c.move("127.0.0.1", servers[to].port,
@@ -103,13 +111,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--moves", type=int, default=12)
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help="comma-separated subset of " + ", ".join(MODES))
     args = ap.parse_args()
     load0 = os.getloadavg()
     runs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.repeats):
             for setup in SETUPS:
-                for mode in ("reconnect", "move", "fresh"):
+                for mode in args.modes.split(","):
                     # alternate which network goes first: the machine's drift hits both
                     order = (False, True) if rep % 2 == 0 else (True, False)
                     for secured in order:
@@ -125,7 +135,8 @@ def main() -> None:
                      "cpu_ms_per_move": statistics.median(r["cpu_ms"] for r in rs),
                      "runs": len(rs)})
     load = os.getloadavg()
-    print("## Secured handoffs: the owner check's cost (5-broker tree, loopback, medians "
+    print("## Handoff cost: the owner check and a process with only the session id "
+          "(5-broker tree, loopback, medians "
           f"of {args.repeats} runs of {args.moves} moves)\n")
     print(table(rows, ["handoff", "mode", "network", "messages_p50", "latency_ms_p50",
                        "cpu_ms_per_move", "runs"]))

@@ -98,11 +98,14 @@ class Outcome:
 def run_mobility(rng: random.Random, handoff: str, routing: str, *, min_brokers: int = 2,
                  max_brokers: int = 12, actions: int = 40, publishers_move: bool = True,
                  tell: float = 0.9, inspect: Any = None, settle: bool = False,
-                 check: Any = None, fresh: float = 0.0) -> Outcome:
+                 check: Any = None, fresh: float = 0.0,
+                 max_steps: int = 10_000_000) -> Outcome:
     """One random scenario (see the module docstring); ``tell``: the chance that a moving
     client names its last broker (else the new broker locates the session); ``fresh``:
     the chance that such an untold move is a new process knowing only the session id
-    and its last number."""
+    and its last number (its broker finds the session before the ACK; meanwhile it
+    cannot publish, and a move is a fresh process again); ``max_steps``: messages
+    delivered in one run to quiet before it counts as a loop (``RuntimeError``)."""
     out = Outcome()
     n = rng.randint(min_brokers, max_brokers)
     names = [f"B{i}" for i in range(n)]
@@ -152,9 +155,12 @@ def run_mobility(rng: random.Random, handoff: str, routing: str, *, min_brokers:
         if r < 0.45:
             who = rng.choice(session_pubs + pubs)
             evs = [random_event(rng) for _ in range(rng.randint(1, 3))]
-            ids = sim.publish(who, evs)
-            published += list(zip(ids, evs, strict=True))
-            out.log.append(f"{who} at {sim.clients[who].broker} publishes {ids}")
+            if sim.clients[who].pending:  # a fresh process not answered yet: it waits
+                out.log.append(f"{who} waits for its ACK at {sim.clients[who].broker}")
+            else:
+                ids = sim.publish(who, evs)
+                published += list(zip(ids, evs, strict=True))
+                out.log.append(f"{who} at {sim.clients[who].broker} publishes {ids}")
         elif r < 0.8 or (r < 0.9 and publishers_move):
             pool = movers if r < 0.8 else session_pubs
             who = rng.choice(pool)
@@ -172,10 +178,10 @@ def run_mobility(rng: random.Random, handoff: str, routing: str, *, min_brokers:
             if not sim.step():
                 break
         if settle:
-            sim.run()
+            sim.run(max_steps)
         if check is not None:
             check(sim, out)
-    sim.run()
+    sim.run(max_steps)
     for c in sim.clients.values():
         if c.session and not c.connected:
             # refused while its state was still arriving (SessionBusy): the client

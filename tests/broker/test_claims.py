@@ -68,6 +68,14 @@ class _Handoff:
         self.handlers: dict[str, Any] = {}
         self.hop_kinds: set[str] = set()
 
+    def newest_copy(self, sid: str) -> list[Any] | None:
+        table = self.host.sessions
+        held = [c for c in (table.sessions.get(sid), table.outgoing.get(sid)) if c]
+        if not held:
+            return None
+        c = max(held, key=lambda c: c.epoch)
+        return [c.epoch, self.host.name, c.epoch, None]
+
     def send(self, link: str, body: dict[str, Any]) -> None:
         if link in self.host.neighbours_up():  # a link that is down loses it
             self.net.sent += 1
@@ -108,11 +116,17 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
             "previous": draw(st.one_of(st.none(), st.sampled_from(names)))}
 
 
-def _check(case: dict[str, Any]) -> tuple[str, int]:
+def _net(case: dict[str, Any]) -> _Net:
     net = _Net(case["edges"], case["names"], case["down"])
-    for b, kept, owner in case["copies"]:
+    for i, (b, kept, owner) in enumerate(case["copies"]):  # epochs differ (an invariant)
         table = net.checks[b].host.sessions
-        (table.outgoing if kept else table.sessions)["s"] = SimpleNamespace(principal=owner)
+        (table.outgoing if kept else table.sessions)["s"] = SimpleNamespace(
+            principal=owner, epoch=case.get("epochs", [1, 2, 3])[i])
+    return net
+
+
+def _check(case: dict[str, Any]) -> tuple[str, int]:
+    net = _net(case)
     for b, to in case["moved"].items():
         if not net.checks[b].host.sessions.sessions.get("s"):
             net.checks[b].host.sessions.moved["s"] = (to, 1, 0.0)
@@ -204,3 +218,63 @@ def test_an_id_held_by_two_owners_is_refused_to_both_when_the_tree_is_asked() ->
     assert _check({**case, "who": "bob"})[0] == "deny"
     assert _check({**case, "who": "alice", "previous": "B0"})[0] == "ok"
     assert _check({**case, "who": "alice", "previous": "B4"})[0] == "deny"
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(cases(), st.permutations([1, 2, 3]), st.booleans())
+def test_a_fresh_process_finds_the_newest_copy_or_is_refused(
+        case: dict[str, Any], epochs: list[int], secured: bool) -> None:
+    """``find`` (a process with only the session id): one wave, the newest copy anywhere
+    (numbered above it by its broker) with the owner verdict on a secured network
+    (``who``; an open one asks nothing of owners), or ``cut`` when a tree link is down
+    -- a copy could lie behind it, so nothing is granted."""
+    case = {**case, "epochs": epochs}
+    net = _net(case)
+    got: list[tuple[str, Any]] = []
+    who = case["who"] if secured else ""
+    net.checks[case["claimant"]].find("s", who, lambda v, best: got.append((v, best)))
+    net.run()
+    for fire in net.timers:
+        fire()
+    assert len(got) == 1, got
+    verdict, best = got[0]
+    if case["down"]:
+        assert verdict == "cut"
+        return
+    held = {(b, kept): e for (b, kept, _), e in zip(case["copies"], epochs, strict=False)}
+    placed = _placed(case)
+    if not placed:
+        assert (verdict, best) == ("none", None)
+        return
+    newest = max(held.values())
+    at = next(b for (b, _), e in held.items() if e == newest)
+    assert best is not None and best[:2] == [newest, at]
+    assert verdict == (_reference(case) if secured else "ok")
+    assert net.sent == 2 * (len(case["names"]) - 1)  # one wave: two messages per link
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(cases(), st.randoms(use_true_random=False))
+def test_two_fresh_processes_at_once_are_numbered_apart(case: dict[str, Any],
+                                                        rnd: random.Random) -> None:
+    """Two finds in flight at once, from any two brokers, their messages interleaved at
+    random: the holder of the newest copy tells them different numbers, so their
+    processes never share an epoch (the second then takes the session from the first)."""
+    if case["down"] or not case["copies"]:
+        return
+    case = {**case, "epochs": [1, 2, 3]}
+    net = _net(case)
+    got: list[Any] = []
+    for claimant in (case["claimant"], rnd.choice(case["names"])):
+        net.checks[claimant].find("s", "", lambda v, best: got.append(best))
+    pending = list(net.queue)
+    net.queue.clear()
+    while pending:  # delivered in a random order (an echo wave needs none)
+        frm, to, body = pending.pop(rnd.randrange(len(pending)))
+        net.checks[to].handoff.receive(frm, body)  # type: ignore[attr-defined]
+        pending += list(net.queue)
+        net.queue.clear()
+    assert len(got) == 2 and got[0][0] != got[1][0], got
+    held = {(b, kept): e for (b, kept, _), e in zip(case["copies"], [1, 2, 3], strict=False)}
+    newest = max(held.values())
+    assert sorted(b[0] for b in got) == [newest, newest + 1]

@@ -84,3 +84,28 @@ def test_a_bad_session_config_through_the_command(tmp_path: Path) -> None:
     cfg.write_text('[network]\nschema = "s.toml"\nhandoff = "teleport"\n[brokers.A]\n'
                    'port = 1\n')
     assert "handoff must be" in run_bad(["network", "stats", str(cfg)], where="net.toml")
+
+
+async def test_a_fresh_process_behind_a_down_link_gets_one_error_and_others_are_served(
+        ) -> None:
+    """Only the session id, at B0 while its neighbour B1 is gone: the session could be
+    held behind B1, so the client gets one ERROR (connect again later), no second
+    session starts, and a client that knows its epoch is still served."""
+    servers = await start_tree("acyclic")
+    try:
+        known = await Client.connect(port=servers["B0"].port, session="known")
+        await servers["B1"].close()
+        await asyncio.sleep(0.2)  # B0 sees the link go
+        r, w = await asyncio.open_connection("127.0.0.1", servers["B0"].port)
+        w.write(encode(Message(MsgType.HELLO, {"role": "client", "session": {"id": "m"}})))
+        msg, _ = await asyncio.wait_for(read_frame(r), 5)
+        w.close()
+        assert msg.type is MsgType.ERROR
+        err = decode_error(msg.body)
+        assert "could not all be asked" in err.message and err.kind == "SessionBusy", err
+        node = servers["B0"].node
+        assert "m" not in node.sessions.sessions and "@m" not in node.clients
+        await known.subscribe("T(a = 1)")  # still served
+        await known.close()
+    finally:
+        await close_all(servers)

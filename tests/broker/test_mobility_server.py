@@ -73,23 +73,15 @@ async def test_buffers_survive_a_broker_restart_with_a_store(tmp_path: Path) -> 
         await close_all(servers)
 
 
-@pytest.mark.xfail(strict=True, reason="open: a process that knows no epoch of its "
-                   "session starts a second one at another broker (docs/mobility.md, "
-                   "'Limit (open)')")
 @pytest.mark.parametrize(("handoff", "protocol"), [("acyclic", "forwarding"),
                                                   ("pingpong", "forwarding"),
                                                   ("rendezvous", "rendezvous")])
 async def test_a_fresh_process_with_only_the_session_id_takes_it_over_elsewhere(
         handoff: str, protocol: str) -> None:
     """A new process that knows only the id (no epoch, no broker: ``siftbus subscribe
-    --session`` restarted at another broker) should get the rows kept at the session's
-    first broker, once, and the old copy should go. OPEN: its new attachment gets epoch
-    1 like the held one, the locate wave looks only for older states and finds none,
-    and a second session starts; the rows stay behind. Locating below any epoch fixes
-    this case but, in the simulator (``run_mobility(..., fresh=0.6)``, acyclic under
-    forwarding, seed 9), lets such a client that moves again before its locate ends
-    get the same epoch as another copy, and the two copies' moves correct each other
-    forever -- so it is not built."""
+    --session`` restarted at another broker) gets the rows kept at the session's first
+    broker, once, and the old copy goes: its broker finds the newest copy before the ACK
+    and numbers it above (it used to start a second session with epoch 1 beside it)."""
     servers = await start_tree(handoff, protocol)
     try:
         c = await Client.connect(port=servers["B3"].port, session=SessionState("m"))
@@ -104,6 +96,7 @@ async def test_a_fresh_process_with_only_the_session_id_takes_it_over_elsewhere(
         kept = servers["B3"].node.sessions.sessions["m"].count
         state = SessionState("m")
         c = await Client.connect(port=servers["B4"].port, session=state)
+        assert state.statuses[0]["epoch"] == 2  # decided before the ACK, above B3's
         await wait_for(lambda: c.unclaimed.qsize() >= kept, 5)
         await pub.publish_batch([Event(T, (2, 100 + i)) for i in range(5)], ack=True)
         await wait_for(lambda: c.unclaimed.qsize() >= kept + 5)
@@ -171,5 +164,40 @@ async def test_a_subscriber_moving_every_200ms_gets_every_event_exactly_once(
         assert state.gaps == []
         await c.close()
         await pub.close()
+    finally:
+        await close_all(servers)
+
+
+async def test_two_fresh_processes_at_once_are_numbered_apart_and_one_keeps_it() -> None:
+    """Two processes with only the id connect at once at B2 and B4 while the session is
+    kept at B3: the holder numbers their finds apart (epochs 2 and 3), the later takes
+    the session from the earlier (no ``handoff_failed``, one copy left), and every kept
+    row reaches one of them."""
+    servers = await start_tree("acyclic")
+    try:
+        c = await Client.connect(port=servers["B3"].port, session=SessionState("m"))
+        await c.subscribe("f: T(a < 50)")
+        await c.close()
+        pub = await Client.connect(port=servers["B2"].port)
+        await asyncio.sleep(0.3)  # the subscription reaches the publisher's broker
+        await pub.publish_batch([Event(T, (1, i)) for i in range(10)], ack=True)
+        await wait_for(lambda: servers["B3"].node.sessions.sessions["m"].count == 10)
+        states = [SessionState("m"), SessionState("m")]
+        clients = await asyncio.gather(*(
+            Client.connect(port=servers[b].port, session=st)
+            for b, st in zip(["B2", "B4"], states, strict=True)))
+        assert sorted(st.statuses[0]["epoch"] for st in states) == [2, 3]
+        later = servers["B2" if states[0].statuses[0]["epoch"] == 3 else "B4"]
+        await wait_for(lambda: [b for b, s in servers.items()
+                                if "m" in s.node.sessions.sessions] == [later.node.name])
+        await wait_for(lambda: sum(k.unclaimed.qsize() for k in clients) >= 10)
+        got = {k.unclaimed.get_nowait().event.keys[1] for k in clients
+               for _ in range(k.unclaimed.qsize())}
+        assert got == set(range(10))
+        assert sum(s.node.sessions.counts["handoffs_failed"] for s in servers.values()) == 0
+        assert later.node.sessions.sessions["m"].epoch == 3
+        await pub.close()
+        for k in clients:
+            await k.close()
     finally:
         await close_all(servers)

@@ -1,6 +1,7 @@
 """Sessions with the blocking client: the same semantics as the asyncio client's
 (``tests/broker/test_mobility_server.py``) -- resume after a disconnect exactly once, a
-fresh process with only the session id gets the rows kept for it, and a move between
+fresh process with only the session id gets the rows kept for it (at the same broker
+and at another one), and a move between
 brokers while a publisher sends loses nothing and repeats nothing. The brokers run on
 this test's event loop; every blocking call runs in a worker thread."""
 
@@ -54,6 +55,34 @@ async def test_a_sync_session_resumes_after_a_disconnect_exactly_once() -> None:
         want = list(range(10)) + [10 + i for i in range(200) if i % 100 < 50]
         assert got == want and state.last == 110 and state.gaps == []
         assert c.session is state and state.status["state"] == "attached"
+        await blocking(c.close)
+        await pub.close()
+    finally:
+        await close_all(servers)
+
+
+async def test_a_fresh_sync_process_takes_the_session_over_at_another_broker() -> None:
+    """Only the session id, at another broker: the rows kept at B3 come once, the ACK
+    already numbers it above B3's copy, and that copy goes (docs/mobility.md)."""
+    servers = await start_tree("acyclic")
+    try:
+        state = SessionState("m")
+        c = await blocking(lambda: SyncClient.connect(port=servers["B3"].port,
+                                                      session=state, timeout=20))
+        await blocking(lambda: c.subscribe("f: T(a < 50)"))
+        await blocking(c.close)
+        pub = await Client.connect(port=servers["B2"].port)
+        await asyncio.sleep(0.3)  # the subscription reaches the publisher's broker
+        await pub.publish_batch([Event(T, (1, i)) for i in range(20)], ack=True)
+        await wait_for(lambda: servers["B3"].node.sessions.sessions["m"].count == 20)
+        fresh = SessionState("m")
+        c = await blocking(lambda: SyncClient.connect(port=servers["B4"].port,
+                                                      session=fresh, timeout=20))
+        assert fresh.statuses[0]["epoch"] == 2
+        got = await blocking(lambda: drain(c, 20))
+        assert await blocking(lambda: drain(c, 1, timeout=0.3)) == []  # nothing twice
+        assert got == list(range(20)) and fresh.status["state"] == "ready"
+        assert "m" not in servers["B3"].node.sessions.sessions
         await blocking(c.close)
         await pub.close()
     finally:

@@ -17,6 +17,19 @@ owner, with ``HANDOFF`` messages of two kinds:
   (``deny`` over ``unknown`` over ``ok`` over ``cut`` -- a link of the tree was down --
   over ``none``).
 
+**Finding a session for a fresh process** (:meth:`ClaimCheck.find`): a client that knows
+only its session id (no epoch: a new process) at a broker that holds no copy must take
+over the newest state wherever it is, and must be numbered above it *before* its HELLO is
+answered (an epoch given first and corrected later let a client that moved again share
+its epoch with another copy). The same wave does it, with ``"n": 1`` in ``cw``: every
+broker also echoes its newest copy (``b``: ``[epoch, broker, tag, profiles, told]``, the
+locate wave's candidate of :mod:`.handoff_base` and the number it tells this find) and
+whether a tree link of its subtree was down (``x``); the newest copy (by epoch) wins,
+and the finder is numbered one above what its holder told it. A holder tells successive
+finds successive numbers (the copy's epoch, then one above the last told), so two fresh
+processes whose waves both pass it are numbered apart. On an open network the owner
+verdict is not asked (every copy is ``ok``).
+
 Every copy of a session has the same owner (a copy is only made after this check
 passed, or by the owner at its first broker), so any copy answers for all; ``none``
 everywhere means the id is free. The claimant's broker settles: ``ok`` or ``none`` lets
@@ -49,6 +62,8 @@ a link of the tree was down, so a holder may lie beyond it (refused: a free id i
 granted when every broker was asked; a found copy answers for all)."""
 
 Verdict = Callable[[str], None]
+Found = Callable[[str, "list[Any] | None"], None]
+"""Told the verdict and the newest copy found (``None``: no copy anywhere)."""
 
 
 class _Host(Protocol):
@@ -87,15 +102,31 @@ class CheckedHandoff(Protocol):
 
     def send_to(self, dest: str, body: dict[str, Any], oob: bool = False) -> None: ...
 
+    def newest_copy(self, sid: str) -> list[Any] | None: ...
+
 
 class _Claim:
-    __slots__ = ("done", "hops", "owner", "sid")
+    __slots__ = ("done", "find", "hops", "owner", "sid")
 
-    def __init__(self, sid: str, owner: str, done: Verdict) -> None:
+    def __init__(self, sid: str, owner: str, done: Found, find: bool = False) -> None:
         self.sid = sid
         self.owner = owner
         self.done = done
+        self.find = find
         self.hops = 0
+
+
+class _Value:
+    """What a claim wave has gathered at one broker: the strongest verdict, the newest
+    copy (finds only) and whether a tree link was down."""
+
+    __slots__ = ("best", "cut", "verdict")
+
+    def __init__(self, verdict: str, best: list[Any] | None = None, cut: bool = False
+                 ) -> None:
+        self.verdict = verdict
+        self.best = best
+        self.cut = cut
 
 
 class ClaimCheck:
@@ -105,10 +136,13 @@ class ClaimCheck:
         self.handoff = handoff
         self.host = handoff.host
         self._claims: dict[str, _Claim] = {}
-        self._waves = EchoWaves(handoff.send, self.host.neighbours_up,
-                                lambda cid, v: {"k": "ce", "c": cid, "v": v or "none"},
-                                _stronger, lambda cid, w: self._settle(cid, w.value))
+        self._waves = EchoWaves(handoff.send, self.host.neighbours_up, _echo_body,
+                                _merge, lambda cid, w: self._ended(cid, w.value))
         self._ids = itertools.count(1)
+        self._issued: dict[str, int] = {}
+        """Per session held here: the highest epoch a find has been told (each find
+        that passes here is numbered above the one before: two fresh processes at
+        once get different epochs)."""
         handoff.handlers.update({"chk": self._on_check, "cha": self._on_answer,
                                  "cw": self._on_wave, "ce": self._on_echo})
         handoff.hop_kinds.update({"cw", "ce"})
@@ -123,6 +157,8 @@ class ClaimCheck:
                   if s is not None]
         if not copies:
             return "none"
+        if not owner:  # an open network: a find asks for copies, not owners
+            return "ok"
         if any(s.principal and s.principal != owner for s in copies):
             return "deny"
         return "unknown" if any(not s.principal for s in copies) else "ok"
@@ -146,33 +182,58 @@ class ClaimCheck:
             target = None
         if target is None and not self.host.neighbours_up():
             return self._cut(None, "none")  # nobody to ask
-        cid = f"{me}:{next(self._ids)}"
-        claim = self._claims[cid] = _Claim(sid, owner, done)
+        cid = self._start(_Claim(sid, owner, lambda v, _: done(v)))
+        if target is not None:
+            self._ask(cid, self._claims[cid], target)
+        else:
+            self._flood(cid, self._claims[cid])
+        return None
+
+    def find(self, sid: str, owner: str, done: Found) -> None:
+        """Find the newest copy of ``sid`` anywhere in the tree, and (``owner``: not
+        empty on a secured network) check that ``owner`` owns it: ``done(verdict,
+        newest)`` is called once, after one wave (``cut`` if a tree link was down,
+        ``timeout`` after ``claim_timeout`` seconds)."""
+        cid = self._start(_Claim(sid, owner, done, find=True))
+        self._flood(cid, self._claims[cid])
+
+    def _start(self, claim: _Claim) -> str:
+        cid = f"{self.host.name}:{next(self._ids)}"
+        self._claims[cid] = claim
         self.host.call_later(self.handoff.policy.claim_timeout,
                              lambda: self._settle(cid, "timeout"))
-        if target is not None:
-            self._ask(cid, claim, target)
-        else:
-            self._flood(cid, claim)
-        return None
+        return cid
 
     def _ask(self, cid: str, claim: _Claim, target: str) -> None:
         self.handoff.send_to(target, {"k": "chk", "c": cid, "s": claim.sid,
                                       "p": claim.owner, "o": self.host.name})
 
     def _flood(self, cid: str, claim: _Claim) -> None:
-        self._waves.start(cid, claim.sid, self._cut(None, "none"),
-                          {"k": "cw", "c": cid, "s": claim.sid, "p": claim.owner})
+        body: dict[str, Any] = {"k": "cw", "c": cid, "s": claim.sid, "p": claim.owner}
+        if claim.find:
+            body["n"] = 1
+        self._waves.start(cid, claim.sid, self._value(None, body), body)
 
-    def _settle(self, cid: str, verdict: str) -> None:
+    def _ended(self, cid: str, value: _Value) -> None:
+        claim = self._claims.get(cid)
+        if claim is not None and claim.find and value.cut:
+            # a newer copy may lie behind the down link: numbering above the copies
+            # found could give this client the epoch of one it cannot see
+            self._settle(cid, "cut")
+        else:
+            best = value.best  # the finder is numbered above what its holder told it
+            self._settle(cid, value.verdict, None if best is None else [
+                max(int(best[0]), int(best[4])), best[1], best[2], best[3]])
+
+    def _settle(self, cid: str, verdict: str, best: list[Any] | None = None) -> None:
         claim = self._claims.pop(cid, None)
         if claim is None:
             return  # settled already (or timed out)
         self._waves.waves.pop(cid, None)
         if verdict == "timeout":
-            log.warning("%s: the owner of session %s was not confirmed in time",
+            log.warning("%s: the holders of session %s did not answer in time",
                         self.host.name, claim.sid)
-        claim.done(verdict)
+        claim.done(verdict, best)
 
     def _on_answer(self, link: str, body: dict[str, Any]) -> None:
         cid = get(body, "c", str)
@@ -203,12 +264,39 @@ class ClaimCheck:
         self.handoff.send_to(get(body, "o", str), out)
 
     def _on_wave(self, link: str, body: dict[str, Any]) -> None:
+        self._waves.visit(link, get(body, "c", str), get(body, "s", str),
+                          lambda parent: self._value(parent, body), body)
+
+    def _value(self, parent: str | None, body: dict[str, Any]) -> _Value:
+        """This broker's part of a claim wave (``parent``: the link it came from)."""
         sid, owner = get(body, "s", str), get(body, "p", str)
-        self._waves.visit(link, get(body, "c", str), sid,
-                          lambda parent: self._cut(parent, self.verdict(sid, owner)), body)
+        verdict = self.verdict(sid, owner)
+        cut = self._cut(parent, "none") == "cut"
+        best = self._number(sid, self.handoff.newest_copy(sid)) if body.get("n") else None
+        return _Value("cut" if cut and verdict == "none" else verdict, best, cut)
+
+    def _number(self, sid: str, best: list[Any] | None) -> list[Any] | None:
+        """The newest copy held here as a find is told it, ``[epoch, broker, tag,
+        profiles, told]``: ``told`` is its epoch, or one above the last one told here
+        (the finder is numbered one above it); the epoch alone picks the newest copy."""
+        if best is None:
+            self._issued.pop(sid, None)
+            return None
+        told = max(int(best[0]), self._issued.get(sid, 0))
+        self._issued[sid] = told + 1
+        if len(self._issued) > self.handoff.policy.max_sessions:
+            # bounded: forget the ids no longer held here (a copy that comes back has
+            # a newer epoch, above whatever was told before)
+            table = self.host.sessions
+            self._issued = {k: v for k, v in self._issued.items()
+                            if k in table.sessions or k in table.outgoing}
+        return [*best, told]
 
     def _on_echo(self, link: str, body: dict[str, Any]) -> None:
-        self._waves.answer(link, get(body, "c", str), body.get("v"))
+        best = body.get("b")
+        self._waves.answer(link, get(body, "c", str), _Value(
+            _stronger("none", body.get("v")), best if isinstance(best, list) else None,
+            bool(body.get("x"))))
 
     def _cut(self, parent: str | None, verdict: str) -> str:
         """``verdict``, or ``cut`` instead of ``none`` when a tree neighbour (other than
@@ -220,7 +308,30 @@ class ClaimCheck:
 
     def link_down(self, z: str) -> None:
         """A neighbour went: waves waiting for its echo go on without it, as ``cut``."""
-        self._waves.link_down(z, lambda v: _stronger(v, "cut"))
+        self._waves.link_down(z, lambda v: _merge(v, _Value("cut", None, True)))
+
+
+def _echo_body(cid: str, value: _Value | None) -> dict[str, Any]:
+    """A ``ce`` message: the verdict (``v``, as brokers before finds read it), the newest
+    copy (``b``) and a down link (``x``) when there are."""
+    if value is None:
+        return {"k": "ce", "c": cid, "v": "none"}
+    body: dict[str, Any] = {"k": "ce", "c": cid, "v": value.verdict}
+    if value.best is not None:
+        body["b"] = value.best
+    if value.cut:
+        body["x"] = 1
+    return body
+
+
+def _merge(ours: _Value, echoed: _Value) -> _Value:
+    """Our value combined with a neighbour's echo: the stronger verdict, the newer copy."""
+    best = ours.best
+    theirs = echoed.best
+    if theirs is not None and len(theirs) == 5 and isinstance(theirs[0], int) \
+            and isinstance(theirs[4], int) and (best is None or theirs[0] > best[0]):
+        best = theirs
+    return _Value(_stronger(ours.verdict, echoed.verdict), best, ours.cut or echoed.cut)
 
 
 def _stronger(verdict: str, echoed: Any) -> str:
@@ -229,4 +340,4 @@ def _stronger(verdict: str, echoed: Any) -> str:
     return v if RANK[v] > RANK[verdict] else verdict
 
 
-__all__ = ["MAX_HOPS", "RANK", "CheckedHandoff", "ClaimCheck", "Verdict"]
+__all__ = ["MAX_HOPS", "RANK", "CheckedHandoff", "ClaimCheck", "Found", "Verdict"]

@@ -19,6 +19,8 @@ it safely can; this base does the rest, with ``HANDOFF`` messages (body ``k``: t
   holder in its subtree (2 messages per link);
 * ``chk``/``cha`` and ``cw``/``ce`` (secured networks): before any of this, the holders
   confirm that the connecting client's principal owns the session (:mod:`.claims`);
+  ``cw``/``ce`` also find the newest copy for a fresh process (no epoch), before its
+  HELLO is answered, on every network;
 * ``probe``/``pecho`` (advertisement mode): a publisher that moved publishes at ``b``
   only after a probe went to ``a`` and back behind its advertisement, so every
   subscription that followed the old advertisement has reached ``b`` (Tarkoma §5.5.3);
@@ -39,7 +41,7 @@ from siftbus.model import Profile, Schema
 from siftbus.wire.frames import Message, MsgType, get
 from siftbus.wire.profiles import decode_profile, encode_profile
 
-from .claims import ClaimCheck, Verdict
+from .claims import ClaimCheck, Found, Verdict
 from .protocols import Routing
 from .session_table import SessionRequest, SessionTable, session_gid
 from .sessions import SESSION_PREFIX, Session, SessionPolicy
@@ -50,6 +52,9 @@ log = logging.getLogger("siftbus.broker")
 
 PART_BYTES = 4 * 1024 * 1024
 """Bytes of buffered rows per ``xfer`` message (a session's buffer may exceed a frame)."""
+
+ANY_EPOCH = 2**62
+"""Above every epoch: a copy "older than this" is any copy."""
 
 
 class HandoffHost(Protocol):
@@ -200,6 +205,16 @@ class HandoffBase(ABC):
         """Ask the holders of ``sid`` whether ``owner`` owns it (:meth:`ClaimCheck.check
         <siftbus.broker.claims.ClaimCheck.check>`)."""
         return self.owner_check.check(sid, owner, previous, done)
+
+    def find(self, sid: str, owner: str, done: Found) -> None:
+        """Find the newest copy of ``sid`` in the tree for a fresh process (and check its
+        owner on a secured network): :meth:`ClaimCheck.find
+        <siftbus.broker.claims.ClaimCheck.find>`."""
+        self.owner_check.find(sid, owner, done)
+
+    def newest_copy(self, sid: str) -> list[Any] | None:
+        """``[epoch, broker, tag, profiles]`` of the newest copy of ``sid`` held here."""
+        return self._candidate(sid, ANY_EPOCH)
 
     def move_in(self, s: Session, req: SessionRequest) -> None:
         """A client arrived with a session held elsewhere."""

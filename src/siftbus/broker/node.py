@@ -165,8 +165,10 @@ class BrokerNode:
                       ) -> dict[str, Any] | None:
         """A client's HELLO asked for a session: the status for its ACK. On a secured
         network a session held elsewhere is only taken over once its holders confirm
-        that ``principal`` owns it: then ``None``, and :attr:`session_settled` tells
-        the outcome (``docs/mobility.md``, "Whose session")."""
+        that ``principal`` owns it, and a client that knows only the session id (no
+        epoch) is answered once the newest copy is found, on every network: then
+        ``None``, and :attr:`session_settled` tells the outcome (``docs/mobility.md``,
+        "Whose session", "A fresh process")."""
         if self.guard.open:
             return self.sessions.hello(link, body)
 

@@ -13,9 +13,10 @@ sends ``{"role": "client", "name": optional, "token": optional, "session": optio
 gets ACK ``{"name", "profiles", "session"}`` (its durable profiles, its session's status:
 ``docs/mobility.md``) followed by SCHEMA. On a secured network the ACK of a session this
 broker does not hold waits until its holders confirm the client's principal owns it
-(:mod:`.claims`); a refused claim gets one ERROR instead. A broker sends ``{"role":
-"broker", "name", "schema"}``; the acceptor checks that it is a configured neighbour with
-the same schema and answers with its own HELLO.
+(:mod:`.claims`), and on every network the ACK of a client that knows only its session
+id waits until the newest copy is found; a refused claim gets one ERROR instead. A
+broker sends ``{"role": "broker", "name", "schema"}``; the acceptor checks that it is a
+configured neighbour with the same schema and answers with its own HELLO.
 
 Security (``docs/security.md``): with TLS contexts (:class:`~siftbus.security.tls.
 ContextSet`) the port and the links to neighbours speak TLS, the links mutual TLS. The

@@ -18,19 +18,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from siftbus.errors import ConfigError, SiftbusError, WireError
-from siftbus.model import Profile, Schema
+from siftbus.model import Schema
 from siftbus.wire.events import Block, encode_block
 from siftbus.wire.frames import Message, MsgType
 from siftbus.wire.limits import Limits
 from siftbus.wire.profiles import decode_profiles
 
 from .duplicates import Seen
+from .session_request import CLAIM_REFUSALS, SessionRequest
 from .session_store import SessionStore
 from .sessions import (
     DEFAULT_POLICY,
@@ -47,19 +48,6 @@ log = logging.getLogger("siftbus.broker")
 
 TICK = 1.0
 """Seconds between checks of expiry, row age and handoff time-outs."""
-
-CLAIM_REFUSALS = {
-    "deny": "the session belongs to another principal",
-    "unknown": "the session's owner is not recorded where it is held (a state from an "
-               "open network or an older broker): connect at the broker that holds it, "
-               "or wait until it expires",
-    "cut": "its holders could not all be asked (a link of the network is down); "
-           "connect again later",
-    "timeout": "its holders did not confirm the owner within {timeout:g} s "
-               "(claim_timeout); connect again",
-}
-"""Why a client is refused a session, by the verdict of the owner check (:mod:`.claims`)."""
-
 
 class SessionBusy(ConfigError):
     """A client came back to a broker that still fetches an older state of its session
@@ -113,54 +101,9 @@ class Mover(Protocol):
               done: Callable[[str], None]) -> str | None:
         """Whether ``owner`` owns ``sid`` (a verdict of :mod:`.claims`), now or later."""
 
-
-@dataclass(frozen=True, slots=True)
-class SessionRequest:
-    """The ``session`` map of a client's HELLO, checked."""
-
-    id: str
-    clean: bool = False
-    """Start afresh: drop whatever this broker keeps under the id."""
-    previous: str | None = None
-    """The broker the client was attached to last (``from``)."""
-    ack: int | None = None
-    """The last number the client has processed (its own durable record)."""
-    epoch: int = 0
-    tag: int = 0
-    limits: SessionLimits | None = None
-    profiles: tuple[Profile, ...] | None = None
-    """The client's profiles under its own ids (it knows them; the new broker needs
-    them to take the session over), or ``None`` (the old broker is asked)."""
-    adverts: tuple[Profile, ...] = ()
-
-    @classmethod
-    def parse(cls, body: Any, sid: str, schema: Schema, limits: Limits) -> SessionRequest:
-        if not isinstance(body, dict):
-            raise WireError("HELLO session must be a map", field="session")
-
-        def opt_int(key: str) -> int | None:
-            v = body.get(key)
-            if v is None:
-                return None
-            if type(v) is not int or v < 0:
-                raise WireError(f"HELLO session {key} must be a whole number", field=key)
-            return v
-
-        prev = body.get("from")
-        if prev is not None and not isinstance(prev, str):
-            raise WireError("HELLO session from must be a broker name", field="from")
-        lim = body.get("limits")
-        if lim is not None and not isinstance(lim, dict):
-            raise WireError("HELLO session limits must be a map", field="limits")
-        profiles = body.get("profiles")
-        adverts = body.get("adverts") or []
-        return cls(
-            sid, bool(body.get("clean", False)), prev, opt_int("ack"),
-            opt_int("epoch") or 0, opt_int("tag") or 0,
-            SessionLimits.from_mapping(lim) if lim else None,
-            None if profiles is None else tuple(decode_profiles(
-                profiles, schema, limits, what="profiles")),
-            tuple(decode_profiles(adverts, schema, limits, what="adverts")))
+    def find(self, sid: str, owner: str, done: Callable[[str, Any], None]) -> None:
+        """The newest copy of ``sid`` anywhere (and, with ``owner``, whether it is
+        ``owner``'s): ``done(verdict, [epoch, broker, tag, profiles] or None)`` later."""
 
 
 class SessionTable:
@@ -221,9 +164,11 @@ class SessionTable:
 
         On a secured network (``owner``: the client's principal; ``refuse(why)``: the
         counted error that refuses it) a session this broker does not hold is first
-        checked with its holders (:mod:`.claims`): then ``None`` is returned, and the
-        host's ``session_settled(link, status or error)`` is called once the claim is
-        settled -- before it, nothing of the session moves."""
+        checked with its holders (:mod:`.claims`), and on every network a client that
+        knows no epoch (:attr:`SessionRequest.fresh`) waits until the newest copy of
+        its session is found (:meth:`Mover.find`; none: a new session): then ``None``
+        is returned, and the host's ``session_settled(link, status or error)`` is called
+        once the claim is settled -- before it, nothing of the session moves."""
         sid = link[1:]
         req = SessionRequest.parse(body, sid, self.host.schema, self.host.limits)
         limits = (req.limits or self.policy.limits).capped(self.policy.limits)
@@ -235,74 +180,121 @@ class SessionTable:
         if s is not None and req.epoch > s.epoch:
             # the client was attached elsewhere since this state was left here: it is
             # an old state, to be handed on when the newer broker asks for it
-            if s.state == "arriving" or sid in self.outgoing:
-                raise SessionBusy(f"session {sid} is still arriving at broker "
-                                  f"{self.host.name} from an earlier move; connect again "
-                                  "in a moment", field="session_busy")
-            self.sessions.pop(sid)
-            self.outgoing[sid] = s
+            self._set_aside(s)
             s = None
-        if s is not None and owner and s.principal and s.principal != owner \
-                and refuse is not None:
-            # the name binding let the client in, yet the state says another owner (a
-            # binding lost with a store replaced): the state's owner is the authority
-            raise refuse(CLAIM_REFUSALS["deny"])
-        if s is not None:
-            s.state = "attached" if s.state != "arriving" else "arriving"
-            s.away_since = None
-            s.limits = limits
-            if owner and not s.principal:  # an unrecorded owner: the name binding vouched
-                s.principal = owner
-            if s.state == "attached":
-                self.counts["resumed"] += 1
-                s.sent = s.acked
-                if req.ack is not None and req.ack > s.acked:
-                    s.ack(req.ack)
-                    if self.store is not None:
-                        self.store.trim(s)
-                if self.mover is not None:
-                    self.mover.on_back(s)
-                self.flush(s)
-            return {**s.status(), "state": s.state}
-        if not owner or refuse is None or self.mover is None:
+        # a fresh process finds the newest copy first, even with one here: a newer
+        # attachment elsewhere may not have asked this broker for it yet
+        fresh = req.fresh and self.mover is not None
+        if s is not None and not fresh:
+            return self._resume(s, req, limits, owner, refuse)
+        if not fresh and (not owner or refuse is None or self.mover is None):
             return self._open(link, req, limits, owner)
+        assert self.mover is not None
         token = object()
         self._claims[sid] = token
+        now: list[tuple[str, Any]] = []  # settled at once (nobody else to ask)
 
-        def settled(verdict: str) -> None:
+        def settled(verdict: str, newest: list[Any] | None = None) -> None:
             if self._claims.get(sid) is not token:
                 return  # the client went (or came again) meanwhile
             del self._claims[sid]
+            if not waiting:
+                now.append((verdict, newest))
+                return
             try:
-                self.host.session_settled(link, self._claimed(link, req, limits, owner,
-                                                              refuse, verdict))
+                self.host.session_settled(link, self._claimed(
+                    link, req, limits, owner, refuse, verdict, newest))
             except SiftbusError as exc:
                 self.host.session_settled(link, exc)
 
-        verdict = self.mover.check(sid, owner, req.previous, settled)
-        if verdict is None:
-            return None
-        del self._claims[sid]
-        return self._claimed(link, req, limits, owner, refuse, verdict)
+        waiting = False
+        if fresh:  # numbered above the newest copy anywhere before its ACK
+            self.mover.find(sid, owner, settled)
+        else:
+            verdict = self.mover.check(sid, owner, req.previous, settled)
+            if verdict is not None:
+                settled(verdict)
+        waiting = True
+        if now:
+            return self._claimed(link, req, limits, owner, refuse, *now[0])
+        return None
+
+    def _set_aside(self, s: Session) -> None:
+        """``s`` is older than the client's attachment: kept for the newer broker to
+        fetch (refused while it is itself still arriving)."""
+        if s.state == "arriving" or s.id in self.outgoing:
+            raise SessionBusy(f"session {s.id} is still arriving at broker "
+                              f"{self.host.name} from an earlier move; connect again "
+                              "in a moment", field="session_busy")
+        self.sessions.pop(s.id)
+        self.outgoing[s.id] = s
+
+    def _resume(self, s: Session, req: SessionRequest, limits: SessionLimits, owner: str,
+                refuse: Callable[[str], SiftbusError] | None) -> dict[str, Any]:
+        """The client is back where its newest copy is: resume from its ``ack``."""
+        if owner and s.principal and s.principal != owner and refuse is not None:
+            # the name binding let the client in, yet the state says another owner (a
+            # binding lost with a store replaced): the state's owner is the authority
+            raise refuse(CLAIM_REFUSALS["deny"])
+        s.state = "attached" if s.state != "arriving" else "arriving"
+        s.away_since = None
+        s.limits = limits
+        if owner and not s.principal:  # an unrecorded owner: the name binding vouched
+            s.principal = owner
+        if s.state == "attached":
+            self.counts["resumed"] += 1
+            s.sent = s.acked
+            if req.ack is not None and req.ack > s.acked:
+                s.ack(req.ack)
+                if self.store is not None:
+                    self.store.trim(s)
+            if self.mover is not None:
+                self.mover.on_back(s)
+            self.flush(s)
+        return {**s.status(), "state": s.state}
 
     def _claimed(self, link: str, req: SessionRequest, limits: SessionLimits, owner: str,
-                 refuse: Callable[[str], SiftbusError], verdict: str) -> dict[str, Any]:
-        """Open the session if the owner check let the client have it, else raise."""
+                 refuse: Callable[[str], SiftbusError] | None, verdict: str,
+                 newest: list[Any] | None = None) -> dict[str, Any]:
+        """Open the session if the owner check (and, for a fresh process, the search for
+        its newest copy: ``newest``) let the client have it, else raise."""
         if verdict not in ("ok", "none"):
-            raise refuse(CLAIM_REFUSALS.get(verdict, CLAIM_REFUSALS["unknown"]).format(
-                timeout=self.policy.claim_timeout))
-        if req.id in self.sessions:
+            why = CLAIM_REFUSALS.get(verdict, CLAIM_REFUSALS["unknown"]).format(
+                timeout=self.policy.claim_timeout)
+            if refuse is None:  # an open network: no principal to count it against
+                raise SessionBusy(f"session {req.id} cannot be had now: {why}",
+                                  field="session_busy")
+            raise refuse(why)
+        here = self.sessions.get(req.id)
+        if here is not None and req.fresh:
+            if newest is None or newest[1] == self.host.name:
+                return self._resume(here, req, limits, owner, refuse)  # the newest
+            self._set_aside(here)  # a newer copy is elsewhere
+        elif here is not None:
             raise SessionBusy(f"session {req.id} came to broker {self.host.name} while "
-                              "its owner was checked; connect again", field="session_busy")
-        return self._open(link, req, limits, owner)
+                              "its holders were asked; connect again", field="session_busy")
+        if not req.fresh:
+            return self._open(link, req, limits, owner)
+        if newest is None:  # held nowhere: a new session, nothing to fetch
+            return self._open(link, req, limits, owner, new=True)
+        epoch, holder, tag, wire = newest
+        profiles = req.profiles
+        if profiles is None and wire is not None:
+            profiles = tuple(decode_profiles(wire, self.host.schema, self.host.limits,
+                                             what="profiles"))
+        # as if the client had moved from the holder with the holder's epoch
+        return self._open(link, replace(req, epoch=int(epoch), tag=int(tag),
+                                        previous=str(holder), profiles=profiles),
+                          limits, owner)
 
     def cancel_claim(self, link: str) -> None:
         """The client whose claim is being checked went: its verdict is ignored."""
         self._claims.pop(link[1:], None)
 
     def _open(self, link: str, req: SessionRequest, limits: SessionLimits,
-              owner: str) -> dict[str, Any]:
-        """A session this broker does not hold: new, or fetched by the handoff."""
+              owner: str, new: bool = False) -> dict[str, Any]:
+        """A session this broker does not hold: new (``new``: known to be held nowhere),
+        or fetched by the handoff."""
         sid = req.id
         now = self.host.clock()
         if len(self.sessions) >= self.policy.max_sessions:
@@ -314,9 +306,11 @@ class SessionTable:
         s.epoch = max(req.epoch, self._known_epoch(sid)) + 1
         s.pub_seq = int(now * 1e6)  # above what any earlier process of it published
         self.sessions[sid] = s
-        if req.clean or self.mover is None:
+        if req.clean or self.mover is None or new:
             s.state = "attached"
             s.tag = s.epoch
+            if new and req.ack:  # numbered above what the client has processed
+                s.renumber_above(req.ack)
             self._persist_meta(s)
             return {**s.status(), "state": "new"}
         # it may be held elsewhere: the handoff protocol fetches it (or finds nothing)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from siftbus.errors import ConfigError
+from siftbus.errors import ConfigError, SiftbusError
 from siftbus.model import Event, Profile, Schema
 from siftbus.wire.events import Envelope, decode_batch, encode_envelope_blocks
 from siftbus.wire.frames import Message, MsgType, decode_payload, encode
@@ -88,6 +88,10 @@ class SimClient:
     auto_ack: bool = True
     refused: int = 0
     """Connections refused (:class:`~siftbus.broker.session_table.SessionBusy`)."""
+    pending: bool = False
+    """Connected, its HELLO not answered yet (a fresh process's broker is finding its
+    session): what it sends waits in ``held``, as a client library waits for its ACK."""
+    held: list[Message] = field(default_factory=list)
 
     @property
     def link(self) -> str:
@@ -136,6 +140,7 @@ class Simulator:
                               composite=composite)
             node.transport_send = self._sender(b)
             node.call_later = self.call_later
+            node.on_session_settled = self._settled(b)
             if out_of_band:
                 node.handoff.direct = self._direct(b)
             self.nodes[b] = node
@@ -285,10 +290,35 @@ class Simulator:
         return c
 
     def _hello(self, c: SimClient, req: dict[str, Any]) -> None:
+        if req.get("epoch") is None:
+            c.epoch = c.tag = 0  # it knows none: until its ACK says
         st = self.nodes[c.broker].session_hello(c.link, req)
-        assert st is not None, "the simulator's brokers are open: no owner check waits"
-        c.statuses.append(st)
-        c.epoch, c.tag = st["epoch"], st["tag"]
+        c.pending = st is None
+        c.held.clear()
+        if st is not None:
+            c.statuses.append(st)
+            c.epoch, c.tag = st["epoch"], st["tag"]
+
+    def _settled(self, broker: str) -> Callable[[str, Any], None]:
+        def settled(link: str, result: Any) -> None:
+            c = self.clients[link[1:]]
+            if not c.pending or c.broker != broker or not c.connected:
+                return
+            c.pending = False
+            if isinstance(result, SiftbusError):
+                # refused (as SessionBusy): it is not connected until it tries again
+                c.errors.append({"message": str(result), "kind": type(result).__name__})
+                c.connected = False
+                c.refused += 1
+                self.nodes[broker].client_down(link)
+                return
+            c.statuses.append(result)
+            c.epoch, c.tag = result["epoch"], result["tag"]
+            for msg in c.held:
+                self.links[(c.link, c.broker)].append(msg)
+            c.held.clear()
+
+        return settled
 
     def move(self, client: str, broker: str, *, tell: bool = True,
              fresh: bool = False) -> bool:
@@ -302,6 +332,8 @@ class Simulator:
         old = c.broker
         if c.connected:
             self.disconnect(client)
+        if c.pending:  # it gave up waiting for its ACK: still knows no epoch
+            c.pending, fresh = False, True
         c.broker, c.connected = broker, True
         node = self.nodes[broker]
         node.client_up(client)
@@ -355,6 +387,9 @@ class Simulator:
     def _client_send(self, c: SimClient, msg: Message) -> None:
         if self.roundtrip:
             msg = decode_payload(encode(msg)[4:])
+        if c.pending:
+            c.held.append(msg)
+            return
         self.links[(c.link, c.broker)].append(msg)
 
     def subscribe(self, client: str, profiles: Profile | Sequence[Profile]) -> None:
@@ -393,6 +428,10 @@ class Simulator:
     def publish(self, client: str, events: Sequence[Event]) -> list[tuple[str, int]]:
         """Queue a PUB batch; returns the publication identities the network will use."""
         c = self.clients[client]
+        if c.pending:
+            raise ConfigError(f"client {client} waits for its HELLO's ACK: it cannot "
+                              "publish yet (its session's epoch names what it publishes)",
+                              field="pending")
         envs = []
         for e in events:
             envs.append(Envelope(e, client, c.seq, 0.0))
