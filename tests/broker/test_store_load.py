@@ -5,6 +5,7 @@ restarted broker holds the table it had before (restored in one bulk step)."""
 
 from __future__ import annotations
 
+import gc
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,12 +43,7 @@ def compiled() -> Iterator[None]:
 
 def reference_load(store: ProfileStore, schema: Schema) -> list[tuple[str, Profile]]:
     """The specification's reading of a store: the grammar on each row, in row order."""
-    out = []
-    for sid, client, text in store.connection.execute(
-            "SELECT id, subscriber, text FROM profiles ORDER BY rowid"):
-        p = parse_profile(text, schema, source=f"{store.path}:{sid}")
-        out.append((client, p.with_id(sid[len(client) + 1:], client)))
-    return out
+    return store.load(schema, fast=False)
 
 
 def outcome(fn: Callable[[], Any]) -> object:
@@ -157,6 +153,11 @@ def test_a_damaged_row_gives_one_error_naming_the_store_and_the_row(tmp_path: Pa
     assert outcome(lambda: store.load(schema)) == outcome(lambda: reference_load(store, schema))
     assert f"{path}:alice/q17" in str(bad.value) and "DDD" in str(bad.value)
     assert "\n" not in str(bad.value)
+    # a broker will not start on it, and the collector is left as it was
+    thresholds = gc.get_threshold()
+    with pytest.raises(SiftbusError, match="alice/q17"):
+        BrokerNode("B1", schema, store=ProfileStore(path))
+    assert gc.get_threshold() == thresholds and gc.isenabled()
     # a row that is not text at all (the file was damaged or written by something else)
     store.connection.execute("UPDATE profiles SET text = ? WHERE id = 'alice/q17'",
                              (b"\x00\xff",))
@@ -187,7 +188,9 @@ def test_a_restarted_broker_holds_the_table_it_had(tmp_path: Path) -> None:
         return sorted((g, e.src, e.local_id, e.profile)
                       for g, e in b.routing.table.entries.items())
 
+    thresholds = gc.get_threshold()
     again = BrokerNode("B1", schema, store=ProfileStore(path))
+    assert gc.get_threshold() == thresholds and gc.isenabled()
     assert len(table(again)) == 88
     assert table(again) == table(first)
     events = _events(schema)

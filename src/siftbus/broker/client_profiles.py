@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from siftbus.errors import UnknownProfileError
+from siftbus.match.gcpause import full_collections_deferred
 from siftbus.model import Profile, Schema
 from siftbus.wire.frames import get
 from siftbus.wire.limits import Limits
@@ -148,13 +149,14 @@ class ClientProfiles:
         order they were stored."""
         items: list[tuple[Profile, str, str]] = []
         split: dict[str, tuple[str, ...]] = {}
-        for client, p in store.load(self.host.schema):
-            cut = self.host.access.restored_pieces(client, p)
-            if cut is not None:
-                batch, more = self._registered(client, [p], [cut])
-                items.extend((x, "@" + client, pid) for x, pid in batch)
-                split.update(more)
-        self.host.routing.subscribe_from(items)  # all or none
+        with full_collections_deferred():  # builds only long-lived objects
+            for client, p in store.load(self.host.schema):
+                cut = self.host.access.restored_pieces(client, p)
+                if cut is not None:
+                    batch, more = self._registered(client, [p], [cut])
+                    items.extend((x, "@" + client, pid) for x, pid in batch)
+                    split.update(more)
+            self.host.routing.subscribe_from(items)  # all or none
         self._pieces.update(split)
 
     def _forget_profiles(self, link: str) -> None:

@@ -97,13 +97,14 @@ class ProfileStore:
         """Forget every profile of ``client`` (a session that moved to another broker)."""
         self._run("DELETE FROM profiles WHERE subscriber = ?", (client,))
 
-    def load(self, schema: Schema) -> list[tuple[str, Profile]]:
+    def load(self, schema: Schema, *, fast: bool | None = None) -> list[tuple[str, Profile]]:
         """Every stored ``(client, profile)``, the profile under the client's own id.
 
         The rows are read by the compiled profile scanner in bulk
-        (:func:`~siftbus.match.ingest.scan_profile_texts`); a row it does not take is
-        parsed by the grammar, which gives its value or its error, located at
-        ``<store path>:<row id>``."""
+        (:func:`~siftbus.match.ingest.scan_profile_texts`; ``fast`` forces it on or off,
+        default: on for a store of more than 256 KiB of text or when the process already
+        runs compiled kernels); a row it does not take is parsed by the grammar, which
+        gives its value or its error, located at ``<store path>:<row id>``."""
         try:
             rows = self._db.execute(
                 "SELECT id, subscriber, text FROM profiles ORDER BY rowid").fetchall()
@@ -111,7 +112,7 @@ class ProfileStore:
             raise EnvironmentProblem(f"subscription store {self.path}: {exc}") from None
         out = []
         for (sid, client, text), p in zip(rows, scan_profile_texts(
-                [text for _, _, text in rows], schema), strict=True):
+                [text for _, _, text in rows], schema, fast=fast), strict=True):
             if p is None:
                 p = self._parse_row(sid, client, text, schema)
             out.append((client, p.with_id(sid[len(client) + 1:], client)))
