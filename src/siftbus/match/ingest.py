@@ -317,11 +317,9 @@ def _columns_of(profiles: Sequence[Profile]) -> list[ProfileColumns]:
     return [ProfileColumns.from_profiles(g[0].etype, g) for g in by_type.values()]
 
 
-TEXTS_PER_SCAN = 2048
-"""Profile texts scanned at once by :func:`scan_profile_texts`."""
-MAX_SCANNED_TEXT = 2048
-"""Longer profile texts are left to the grammar by :func:`scan_profile_texts` (so that
-the id and subscriber columns of one scan stay small: their width is the longest)."""
+TEXTS_PER_SCAN = MAX_SCANNED_TEXT = 2048
+"""Texts per scan of :func:`scan_profile_texts`, and its longest text (longer ones go to
+the grammar): so the id columns of one scan, as wide as its longest id, stay small."""
 
 
 def scan_profile_texts(texts: Sequence[object], schema: Schema, *,
