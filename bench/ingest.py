@@ -42,6 +42,16 @@ conditions, about 5 matches per event at every size):
     first matched event (the index compiles then): the set-up time. Baselines: the same
     frame with the covering table filled one profile at a time (no bulk poset insert);
     on a sample, one frame of the sample, and the sample one profile per frame.
+``restart``
+    a broker (``BrokerNode`` with a ``ProfileStore``, no transport) starting on a store of
+    100,000 profiles of 100 clients, to its first matched event and one full collection
+    (so that a collection the start put off is counted): CPU seconds split into
+    reading the store (``ProfileStore.load``: the compiled scanner, the grammar for what
+    it leaves) and re-subscribing (``ClientProfiles.restore``: one bulk table step), and
+    profiles per CPU-second; and the CPU time of Python's cyclic collector within the
+    whole (``gc.callbacks``: its collections land in whichever step makes objects next).
+    Baseline, same run, alternating, median of ``--repeats``: the previous path
+    (``parse_profile`` per row, then one ``subscribe_all`` per profile).
 ``spark_parse``
     the Spark pipeline's parse stage (``parse_text_batch``, no JVM) on 100,000 lines.
     Baseline: the same stage with ``parse_event`` on every line.
@@ -58,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import os
 import platform
@@ -510,6 +521,128 @@ def section_broker_sub(paths: dict[str, Path], n: int, sample: int) -> dict[str,
     return res
 
 
+def ensure_store(paths: dict[str, Path], clients: int = 100) -> Path:
+    """A broker store holding the 100,000 standard profiles, dealt round-robin to
+    ``clients`` clients (made once, kept beside the other inputs)."""
+    from siftbus.broker.store import ProfileStore
+    from siftbus.match.ingest import load_profile_columns
+    from siftbus.model import load_schema
+
+    path = paths["schema"].with_name(f"store-100000-{clients}.db")
+    if not path.exists():
+        tmp = path.with_suffix(".part")
+        for old in tmp.parent.glob(tmp.name + "*"):
+            old.unlink()
+        cols = load_profile_columns(paths["profiles-100000"], load_schema(paths["schema"]))
+        st = ProfileStore(tmp)
+        st.begin()
+        for i, p in enumerate(cols[0].profiles()):
+            st.insert(f"c{i % clients}", p)
+        st.commit()
+        st.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        st.close()
+        tmp.replace(path)
+    return path
+
+
+def _previous_restart_path() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The restart path before the bulk one: ``ProfileStore.load`` parsing each row with
+    the grammar (``fast=False``), ``ClientProfiles.restore`` subscribing one profile at
+    a time, as it was."""
+    from siftbus.broker.store import ProfileStore
+
+    real = ProfileStore.load  # (the bench swaps ProfileStore.load while it runs)
+
+    def load(self: Any, schema: Any) -> list[tuple[str, Any]]:
+        return real(self, schema, fast=False)
+
+    def restore(self: Any, store: Any) -> None:
+        for client, p in store.load(self.host.schema):
+            cut = self.host.access.restored_pieces(client, p)
+            if cut is not None:
+                self.subscribe_all(client, [p], persist=False, pieces=[cut])
+
+    return load, restore
+
+
+def section_restart(paths: dict[str, Path], repeats: int) -> dict[str, Any]:
+    """A broker's start-up on a store of 100,000 profiles (``ensure_store``), to its first
+    matched event; the current path and the previous one (``_previous_restart_path``)
+    alternating, ``repeats`` times each, in this process."""
+    from siftbus.broker.client_profiles import ClientProfiles
+    from siftbus.broker.node import BrokerNode
+    from siftbus.broker.store import ProfileStore
+    from siftbus.model import load_schema, read_events
+
+    schema = load_schema(paths["schema"])
+    store = ensure_store(paths)
+    event = next(iter(read_events(paths["events-20"], schema)))
+    paths_now = (ProfileStore.load, ClientProfiles.restore)
+    paths_before = _previous_restart_path()
+    spent = [0.0]
+
+    def timed_load(real: Callable[..., Any]) -> Callable[..., Any]:
+        def load(self: Any, schema: Any) -> Any:
+            out, cpu, _ = timed(lambda: real(self, schema))
+            spent[0] += cpu
+            return out
+        return load
+
+    collecting = [0.0, 0.0]  # CPU s in the cyclic collector; when the running one began
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collecting[1] = time.process_time()
+        else:
+            collecting[0] += time.process_time() - collecting[1]
+
+    def start(which: tuple[Callable[..., Any], Callable[..., Any]]
+              ) -> tuple[dict[str, float], Any]:
+        ProfileStore.load = timed_load(which[0])  # type: ignore[method-assign]
+        ClientProfiles.restore = which[1]  # type: ignore[method-assign]
+        spent[0] = 0.0
+        gc.collect()
+        collecting[0] = 0.0
+        gc.callbacks.append(on_gc)
+        try:
+            b, cpu, wall = timed(lambda: BrokerNode("B1", schema, store=ProfileStore(store)))
+            got, mcpu, mwall = timed(lambda: b.routing.matcher.match(event))
+            # one full collection: what the start put off is counted, on both paths
+            _, scpu, swall = timed(gc.collect)
+        finally:
+            gc.callbacks.remove(on_gc)
+            ProfileStore.load, ClientProfiles.restore = paths_now  # type: ignore[method-assign]
+        n = len(b.routing.table.entries)
+        table = hashlib.blake2b(repr(sorted(  # a digest: no run keeps the table alive
+            (g, e.src, e.local_id, e.profile) for g, e in
+            b.routing.table.entries.items())).encode()).hexdigest()
+        b.store.close()
+        return {"cpu_s": cpu + mcpu + scpu, "wall_s": wall + mwall + swall,
+                "parse_cpu_s": spent[0], "resubscribe_cpu_s": cpu - spent[0],
+                "first_match_cpu_s": mcpu, "settle_cpu_s": scpu,
+                "collector_cpu_s": collecting[0], "profiles": n}, (table, sorted(got))
+
+    start(paths_now)  # kernels and scanners loaded before timing
+    runs: dict[str, list[dict[str, float]]] = {"now": [], "before": []}
+    seen: dict[str, Any] = {}
+    for _ in range(repeats):
+        for name, which in (("before", paths_before), ("now", paths_now)):
+            r, state = start(which)
+            runs[name].append(r)
+            seen[name] = state
+            del state
+    assert seen["now"] == seen["before"], "the two restart paths built other tables"
+    del seen
+    out: dict[str, Any] = {"repeats": repeats, "load": load(), "clients": 100}
+    for name, rs in runs.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+        med["profiles_per_cpu_s"] = med["profiles"] / med["cpu_s"]
+        med["parse_profiles_per_cpu_s"] = med["profiles"] / med["parse_cpu_s"]
+        out[name] = med
+        out[f"{name}_all_cpu_s"] = [r["cpu_s"] for r in rs]
+    return out
+
+
 def section_spark_parse(paths: dict[str, Path], n_events: int) -> dict[str, Any]:
     """The Spark pipeline's parse stage (``parse_text_batch``, what ``mapInArrow`` runs
     per Arrow batch; no JVM) on 100,000 lines of the event file. Baseline, same run: the
@@ -571,7 +704,7 @@ def section_spark_profiles(paths: dict[str, Path], sample: int) -> dict[str, Any
 
 
 SECTIONS = ("profiles", "events", "end_to_end", "parquet", "startup", "per_event", "broker_sub",
-            "spark_parse", "spark_profiles")
+            "restart", "spark_parse", "spark_profiles")
 
 
 def run_section(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -591,6 +724,8 @@ def run_section(name: str, args: argparse.Namespace) -> dict[str, Any]:
         return section_startup(paths, args.repeats)
     if name == "broker_sub":
         return section_broker_sub(paths, min(args.profiles, 100_000), args.sample)
+    if name == "restart":
+        return section_restart(paths, args.repeats)
     if name == "spark_parse":
         return section_spark_parse(paths, args.events)
     if name == "spark_profiles":
@@ -671,6 +806,24 @@ def table(r: dict[str, Any]) -> str:
                     f"{b['baseline_one_frame_sample_profiles_per_cpu_s']:,.0f}, one per "
                     f"frame {b['baseline_one_per_frame_profiles_per_cpu_s']:,.0f} profiles/"
                     f"CPU-s | reported | {b['load']:.1f} |")
+    if "restart" in r:
+        k = r["restart"]
+        now, old = k["now"], k["before"]
+        rows.append(f"| 5. broker restart on a store of {now['profiles']:,} profiles "
+                    f"({k['clients']} clients), to first match (median of {k['repeats']}) | "
+                    f"{now['cpu_s']:.1f} CPU-s ({now['profiles_per_cpu_s']:,.0f} profiles/"
+                    f"CPU-s): store read {now['parse_cpu_s']:.2f} "
+                    f"({now['parse_profiles_per_cpu_s']:,.0f}/CPU-s) + re-subscribe "
+                    f"{now['resubscribe_cpu_s']:.1f} + first match "
+                    f"{now['first_match_cpu_s']:.2f} + a full collection "
+                    f"{now['settle_cpu_s']:.2f}; the collector in all "
+                    f"{now['collector_cpu_s']:.1f} | previous path: {old['cpu_s']:.1f} "
+                    f"CPU-s ({old['profiles_per_cpu_s']:,.0f}/CPU-s): grammar per row "
+                    f"{old['parse_cpu_s']:.1f} ({old['parse_profiles_per_cpu_s']:,.0f}/CPU-s)"
+                    f" + one at a time {old['resubscribe_cpu_s']:.1f} + first match "
+                    f"{old['first_match_cpu_s']:.2f} + a full collection "
+                    f"{old['settle_cpu_s']:.2f}; the collector in all "
+                    f"{old['collector_cpu_s']:.1f} | fast path | {k['load']:.1f} |")
     if "spark_parse" in r:
         k = r["spark_parse"]
         rows.append(f"| 5. Spark parse stage (parse_text_batch), {k['events']:,} lines | "

@@ -111,8 +111,13 @@ class Routing(abc.ABC):
     def subscribe_many(self, src: str, items: Sequence[tuple[Profile, str]]) -> None:
         """:meth:`subscribe` for each ``(profile, local_id)``, or none (a duplicate id
         raises first); a client's whole SUB frame in one table step when it can."""
-        updates = self.table.subscribe_many([(p, src, lid) for p, lid in items])
-        for p, _ in items:
+        self.subscribe_from([(p, src, lid) for p, lid in items])
+
+    def subscribe_from(self, items: Sequence[tuple[Profile, str, str]]) -> None:
+        """:meth:`subscribe` for each ``(profile, src, local_id)``, or none, from several
+        sources in one table step when it can (a restart restoring its stored profiles)."""
+        updates = self.table.subscribe_many(items)
+        for p, _, _ in items:
             self.matcher.add(p)
         for step in updates:
             self._send(step)

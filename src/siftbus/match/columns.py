@@ -20,6 +20,7 @@ from itertools import chain
 
 import numpy as np
 
+from siftbus.match.gcpause import collector_paused
 from siftbus.model import (
     Condition,
     EventType,
@@ -178,7 +179,8 @@ class ProfileColumns:
 
     def profiles(self) -> list[Profile]:
         """Every profile, in slot order (each slot's rows found once for all, not by a
-        search per profile)."""
+        search per profile; the garbage collector paused meanwhile:
+        :mod:`~siftbus.match.gcpause`)."""
         n = len(self)
         slots = np.arange(n + 1, dtype=self.iv_slot.dtype)
         iv = np.searchsorted(self.iv_slot, slots).tolist()
@@ -186,10 +188,11 @@ class ProfileColumns:
         ia, il, ih = self.iv_attr.tolist(), self.iv_lo.tolist(), self.iv_hi.tolist()
         sa, sc = self.st_attr.tolist(), list(self.st_con)
         subs = [self.subscribers[c] for c in self.sub_code.tolist()]
-        return [make_profile(self.etype, pid, subs[i], ia[iv[i]:iv[i + 1]],
-                             il[iv[i]:iv[i + 1]], ih[iv[i]:iv[i + 1]], sa[st[i]:st[i + 1]],
-                             sc[st[i]:st[i + 1]])
-                for i, pid in enumerate(self.ids.tolist())]
+        with collector_paused():
+            return [make_profile(self.etype, pid, subs[i], ia[iv[i]:iv[i + 1]],
+                                 il[iv[i]:iv[i + 1]], ih[iv[i]:iv[i + 1]],
+                                 sa[st[i]:st[i + 1]], sc[st[i]:st[i + 1]])
+                    for i, pid in enumerate(self.ids.tolist())]
 
     def nbytes(self) -> int:
         """Bytes held by the arrays (string constraints counted as pointers)."""

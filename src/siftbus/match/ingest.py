@@ -317,6 +317,49 @@ def _columns_of(profiles: Sequence[Profile]) -> list[ProfileColumns]:
     return [ProfileColumns.from_profiles(g[0].etype, g) for g in by_type.values()]
 
 
+TEXTS_PER_SCAN = MAX_SCANNED_TEXT = 2048
+"""Texts per scan of :func:`scan_profile_texts`, and its longest text (longer ones go to
+the grammar): so the id columns of one scan, as wide as its longest id, stay small."""
+
+
+def scan_profile_texts(texts: Sequence[object], schema: Schema, *,
+                       limits: ProfileLimits = PROFILE_LIMITS, fast: bool | None = None
+                       ) -> list[Profile | None]:
+    """For each single profile line (a broker store's rows, say): either exactly the
+    :class:`Profile` :func:`~siftbus.lang.profile.parse_profile` gives it (with these
+    ``limits``), or ``None`` -- a blank, comment or bad line, one that is not a short
+    single ASCII line, or one the scanner leaves to the specification -- for the caller
+    to hand to ``parse_profile`` (which gives the value or the error). Never raises for a
+    bad text.
+
+    ``fast`` forces the scanner on or off (default: :func:`kernel.compiled_for` of the
+    texts' total length); off, every answer is ``None``.
+    """
+    out: list[Profile | None] = [None] * len(texts)
+    lines = [(i, t) for i, t in enumerate(texts)
+             if type(t) is str and len(t) <= MAX_SCANNED_TEXT and t.isascii()
+             and "\n" not in t and "\r" not in t]
+    use = kernel.compiled_for(sum(len(t) + 1 for _, t in lines)) if fast is None else fast
+    if not use or not lines:
+        return out
+    from siftbus.match.scan_numba import OK, scan_profiles
+
+    tables = SchemaTables.of(schema)
+    for k in range(0, len(lines), TEXTS_PER_SCAN):
+        part = lines[k:k + TEXTS_PER_SCAN]
+        b = np.frombuffer("".join(t + "\n" for _, t in part).encode("ascii"), np.uint8)
+        status, start, _, id_end, sub_s, sub_e, ptype, rows, r = scan_profiles(
+            b, *tables.args(), limits.max_line, limits.max_conditions)
+        ok = np.flatnonzero(status == OK)
+        parts: dict[int, list[ProfileColumns]] = {}
+        _add_parts(parts, tables, b, ok, _spans_to_str(b, start[ok], id_end[ok]), sub_s,
+                   sub_e, ptype, rows[:r], [])
+        for t, (cols,) in parts.items():
+            for ln, p in zip(ok[ptype[ok] == t].tolist(), cols.profiles(), strict=True):
+                out[part[ln][0]] = p
+    return out
+
+
 # -- events -----------------------------------------------------------------------------
 
 

@@ -30,9 +30,6 @@ is matched against one consistent set of subscriptions.
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Iterator
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple
@@ -40,6 +37,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 from pyroaring import BitMap
 
+from siftbus.match.gcpause import collector_paused
 from siftbus.xmlfilter.paths import Trie, Values, values_list, walk
 from siftbus.xmlfilter.registry import Registry, TargetEntry
 from siftbus.xmlfilter.slots import pack, slot_satisfied
@@ -85,23 +83,6 @@ class ElementMatch(NamedTuple):
     """Distinct receivers of the matched subscriptions, sorted."""
     filters: tuple[int, ...] = ()
     """The matcher's ids of the matched content filters (for views of the event)."""
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while the index is built (a document
-    registered, the access table compiled): that builds many long-lived objects without
-    cycles, and each full collection would scan the whole index again (a quarter of the
-    loading time at 183,275 subscriptions, and two thirds of the first compile's). It is
-    enabled again at the end if it was on (by whichever call ends first, when several
-    run at once)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _local(tag: str) -> str:
