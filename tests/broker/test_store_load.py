@@ -23,6 +23,7 @@ from siftbus.match import kernel
 from siftbus.match.conformance import _hot, random_profile, random_type
 from siftbus.match.ingest import scan_profile_texts
 from siftbus.model import Profile, Schema, parse_schema
+from siftbus.spark.subscriptions import StoredProfiles
 from siftbus.wire.frames import Message, MsgType
 from siftbus.wire.profiles import encode_profile
 
@@ -103,6 +104,25 @@ def test_bulk_load_equals_the_grammar_row_by_row(seed: int, n: int, mutated: flo
             lambda: reference_load(store, schema))
     finally:
         store.close()
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 40),
+       mutated=st.sampled_from([0.0, 0.05, 0.3]), strict=st.booleans())
+def test_the_spark_reader_of_a_store_equals_the_grammar(seed: int, n: int, mutated: float,
+                                                        strict: bool, tmp_path: Path) -> None:
+    """The Spark pipeline's reader of a broker's store (``--profiles sqlite:PATH``) scans
+    in bulk too: the same profiles (or the same first error, or the same rows skipped)
+    as with the scanner off, where every row goes to the grammar."""
+    rnd = random.Random(seed)
+    path = tmp_path / f"k{seed}-{n}.db"
+    path.unlink(missing_ok=True)
+    schema = random_store(rnd, path, n, mutated)
+    source = StoredProfiles(path)
+    fast = outcome(lambda: source.load(schema, strict=strict))
+    kernel.use("python")  # the compiled scanner off: the grammar on every row
+    assert fast == outcome(lambda: source.load(schema, strict=strict))
 
 
 SCHEMA = """

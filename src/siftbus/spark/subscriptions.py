@@ -27,7 +27,7 @@ from siftbus.errors import ProfileError, SiftbusError
 from siftbus.lang.profile import iter_profile_lines, parse_profile, read_profile_lines
 from siftbus.match.base import BulkLoading
 from siftbus.match.columns import ProfileColumns
-from siftbus.match.ingest import load_profile_columns
+from siftbus.match.ingest import load_profile_columns, scan_profile_texts
 from siftbus.model import Profile, Schema
 from siftbus.spark.match_stage import MatchPlan, build_plan, new_matcher
 
@@ -110,10 +110,17 @@ class StoredProfiles:
         return h.hexdigest()
 
     def load(self, schema: Schema, *, strict: bool = True) -> list[Profile]:
+        """The stored profiles, read in bulk by the compiled profile scanner (as a
+        broker's restart reads its store); a row it leaves -- one without an id, a bad
+        one -- goes to the grammar, which gives its value or its error."""
         out: list[Profile] = []
-        for n, (pid, subscriber, tname, text) in enumerate(read_rows(self.path), start=1):
+        rows = read_rows(self.path)
+        scanned = scan_profile_texts([text for *_, text in rows], schema)
+        for n, ((pid, subscriber, tname, text), p) in enumerate(
+                zip(rows, scanned, strict=True), start=1):
             try:
-                p = parse_profile(text, schema, id=pid, source=f"{self.path}[{pid}]")
+                if p is None:
+                    p = parse_profile(text, schema, id=pid, source=f"{self.path}[{pid}]")
                 if p.type_name != tname:
                     raise ProfileError(f"row says type {tname!r} but the profile is a "
                                        f"{p.type_name}", source=f"{self.path}[{pid}]",
