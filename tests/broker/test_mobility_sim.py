@@ -146,6 +146,10 @@ FIXED_UNTOLD_COUNTER_EXAMPLES = [
     ("acyclic", "forwarding", False, 234, {"tell": 0.5}),  # a row lost
     # a located attachment pulled the profiles back though a newer move had passed:
     ("acyclic", "forwarding", False, 250, {"tell": 0.5, "fresh": 0.6}),
+    # an old copy dropped profiles its move's sender had not named, and never told it:
+    ("acyclic", "rendezvous", False, 42, {"tell": 0.5, "fresh": 0.6}),  # left behind
+    ("acyclic", "rendezvous", False, 69, {"tell": 0.5, "fresh": 0.6}),
+    ("acyclic", "rendezvous", True, 151, {"tell": 0.5}),
 ]
 
 

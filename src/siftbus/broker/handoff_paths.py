@@ -205,7 +205,7 @@ class AcyclicGraph(HandoffBase):
         cur = table.sessions.get(sid)
         tag = state.get("tag")
         if moved is not None and moved[0] != self.host.name \
-                and (cur is None or cur.tag != tag or _locating(cur)):
+                and (cur is None or cur.tag != tag):
             prefix = f"{SESSION_PREFIX}{sid}/{tag}/"
             routing = self.host.routing
             w = self.overlay.next_hop(moved[0])
@@ -242,6 +242,7 @@ class AcyclicGraph(HandoffBase):
         # (seed 36 at tell=0.5: it claimed an older copy's leftover profiles with its
         # new epoch and took them from the holder it was about to locate)
         locating = s is not None and _locating(s)
+        extra: list[tuple[Profile, bool]] = []
         mine = self.views.get(sid, 0) if locating else self.epochs.get(sid, 0)
         if s is not None and not locating and s.epoch >= epoch and items:
             # the session's newest attachment is here: its profiles registered by the
@@ -265,10 +266,20 @@ class AcyclicGraph(HandoffBase):
             local = {e.id: e.profile for e in routing.table.entries_from(s.link)}
             if any(p.id in local for p, _ in items):
                 named = {p.id for p, _ in items}
-                items += [(p, False) for g, p in local.items() if g not in named]
+                extra = [(p, False) for g, p in local.items() if g not in named]
+                items += extra
         if epoch >= mine:
             self.epochs[sid] = max(self.epochs.get(sid, 0), epoch)
             self._step(sid, epoch, w, items, to, origin)
+            if extra and w in routing.table.neighbours:
+                # the sender did not name them (covered on its side, it never held
+                # them from us): it learns where they went like any other neighbour,
+                # else it keeps them from us for good (seed 42 of acyclic under
+                # rendezvous routing, fresh=0.6, tell=0.5)
+                sent = {p.id for p in routing.table.exported(w)}
+                self.send(w, {"k": "move", "s": sid, "e": epoch, "o": self.host.name,
+                              "items": [[encode_profile(p), p.id in sent]
+                                        for p, _ in extra]})
         else:  # an older move: correct the sender, pass the request on
             exported = {p.id for p in routing.table.exported(w)}
             corr = [[encode_profile(p), p.id in exported] for p, _ in items]
