@@ -144,6 +144,10 @@ FIXED_UNTOLD_COUNTER_EXAMPLES = [
     ("acyclic", "forwarding", False, 65, {"tell": 0.5}),
     ("acyclic", "forwarding", False, 193, {"tell": 0.5}),
     ("acyclic", "forwarding", False, 234, {"tell": 0.5}),  # a row lost
+    ("acyclic", "flooding", False, 65, {"tell": 0.5}),  # a row lost
+    ("acyclic", "rendezvous", False, 50, {"tell": 0.5}),  # rows lost
+    ("acyclic", "rendezvous", False, 76, {"tell": 0.5}),
+    ("acyclic", "rendezvous", True, 29, {"tell": 0.5}),
     # a located attachment pulled the profiles back though a newer move had passed:
     ("acyclic", "forwarding", False, 250, {"tell": 0.5, "fresh": 0.6}),
     # an old copy dropped profiles its move's sender had not named, and never told it:
