@@ -103,6 +103,16 @@ class AcyclicGraph(HandoffBase):
 
     def begin(self, s: Session, previous: str) -> None:
         self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)
+        if self.views.get(s.id, 0) > s.epoch:
+            # a newer attachment's move passed here while this one was locating (seed
+            # 250 at tell=0.5): the profiles already lead toward it, and pulling them
+            # back here would cut the routes of profiles they cover. Only the request
+            # goes on, stripped like any older move, and the state is passed on to the
+            # newer attachment once it is here
+            self.send(self.overlay.next_hop(previous),
+                      {"k": "move", "s": s.id, "e": s.epoch, "o": self.host.name,
+                       "items": [], "to": previous})
+            return
         local = {p.id: pid for p, pid in self.session_profiles(s, s.tag)}
         items = [(p, True) for p, _ in self.session_profiles(s, s.tag)]
         self.store_profiles(s, s.tag)
@@ -225,10 +235,16 @@ class AcyclicGraph(HandoffBase):
         to = str(to) if to is not None else None
         items = [(decode_profile(x[0], self.host.schema, None), bool(x[1]))
                  for x in get(body, "items", list)]
-        mine = self.epochs.get(sid, 0)
         routing = self.host.routing
         s = self.host.sessions.sessions.get(sid)
-        if s is not None and s.epoch >= epoch and items:
+        # an attachment still locating its session has no profiles and no view of its
+        # own yet: moves are judged by the view its table reflects, never by its claim
+        # (seed 36 at tell=0.5: it claimed an older copy's leftover profiles with its
+        # new epoch and took them from the holder it was about to locate)
+        locating = s is not None and _locating(s)
+        extra: list[tuple[Profile, bool]] = []
+        mine = self.views.get(sid, 0) if locating else self.epochs.get(sid, 0)
+        if s is not None and not locating and s.epoch >= epoch and items:
             # the session's newest attachment is here: its profiles registered by the
             # client stay, whatever a move of no newer epoch says (such a move only
             # echoes a stale view, seed 68); the sender learns what we give it
@@ -250,10 +266,20 @@ class AcyclicGraph(HandoffBase):
             local = {e.id: e.profile for e in routing.table.entries_from(s.link)}
             if any(p.id in local for p, _ in items):
                 named = {p.id for p, _ in items}
-                items += [(p, False) for g, p in local.items() if g not in named]
+                extra = [(p, False) for g, p in local.items() if g not in named]
+                items += extra
         if epoch >= mine:
-            self.epochs[sid] = epoch
+            self.epochs[sid] = max(self.epochs.get(sid, 0), epoch)
             self._step(sid, epoch, w, items, to, origin)
+            if extra and w in routing.table.neighbours:
+                # the sender did not name them (covered on its side, it never held
+                # them from us): it learns where they went like any other neighbour,
+                # else it keeps them from us for good (seed 42 of acyclic under
+                # rendezvous routing, fresh=0.6, tell=0.5)
+                sent = {p.id for p in routing.table.exported(w)}
+                self.send(w, {"k": "move", "s": sid, "e": epoch, "o": self.host.name,
+                              "items": [[encode_profile(p), p.id in sent]
+                                        for p, _ in extra]})
         else:  # an older move: correct the sender, pass the request on
             exported = {p.id for p in routing.table.exported(w)}
             corr = [[encode_profile(p), p.id in exported] for p, _ in items]
@@ -264,6 +290,12 @@ class AcyclicGraph(HandoffBase):
                 self.send(self.overlay.next_hop(to), {**body, "items": []})
         if to == self.host.name:
             self.hand_over(sid, origin, epoch)
+
+
+def _locating(s: Session) -> bool:
+    """Whether ``s`` is an attachment still locating its session (its profiles and
+    the copy it takes over are not known yet)."""
+    return s.state == "arriving" and s.profiles is None
 
 
 class RendezvousPoint(HandoffBase):
