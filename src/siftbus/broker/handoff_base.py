@@ -182,7 +182,7 @@ class HandoffBase(ABC):
         of its profiles (``None``: this protocol does not use it)."""
         return None
 
-    def accepts(self, z: str, gid: str, epochs: Any) -> bool:
+    def accepts(self, z: str, gid: str, epochs: Any, subscribe: bool = True) -> bool:
         """Whether a neighbour's SUB or UNSUB of ``gid`` (``epochs``: the ``se`` stamp
         of its message) is applied; by default every one is."""
         return True

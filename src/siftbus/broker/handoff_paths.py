@@ -75,7 +75,7 @@ class AcyclicGraph(HandoffBase):
     def session_epoch(self, sid: str) -> int | None:
         return self.views.get(sid, 0)
 
-    def accepts(self, z: str, gid: str, epochs: Any) -> bool:
+    def accepts(self, z: str, gid: str, epochs: Any, subscribe: bool = True) -> bool:
         """A plain SUB or UNSUB of a session's profile from a neighbour whose newest
         move of that session is older than ours is a stale view (it uncovered the
         profile before the move reached it): it is not applied, and the neighbour is
@@ -88,10 +88,16 @@ class AcyclicGraph(HandoffBase):
             return True
         mine = self.views.get(sid, 0)
         theirs = epochs.get(sid, 0) if isinstance(epochs, dict) else 0
-        if not isinstance(theirs, int) or mine <= theirs:
-            return True
         table = self.host.routing.table
         e = table.entries.get(gid)
+        if subscribe and isinstance(theirs, int) and theirs > mine and e is not None \
+                and e.src != z and not e.src.startswith("@"):
+            # a newer attachment's plain SUB of a gid we hold from elsewhere (seed 356:
+            # its move went the other way and never passes here): taken as its move
+            self._step(sid, theirs, z, [(e.profile, True)], None, z)
+            return False
+        if not isinstance(theirs, int) or mine <= theirs:
+            return True
         if e is not None and e.src == z:
             return True
         ours = next((p for p in table.exported(z) if p.id == gid), None)

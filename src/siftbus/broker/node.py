@@ -316,7 +316,7 @@ class BrokerNode:
                     routing.neighbour_subscribe(z, p)
         elif t is MsgType.UNSUB:
             for gid in get(body, "ids", list):
-                if self.handoff.accepts(z, str(gid), body.get("se")):
+                if self.handoff.accepts(z, str(gid), body.get("se"), subscribe=False):
                     routing.neighbour_unsubscribe(z, str(gid))
         elif t is MsgType.ADV:
             for item in get(body, "adverts", list):
