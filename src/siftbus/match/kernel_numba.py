@@ -387,11 +387,8 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
             else:
                 hi = mid
         row[0, a] = lo - 1 - cell_base[a]
-    k = _index_event(0, row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                     cond_off, runs, rank, always, alive, out, 0, np.empty(CHUNK, np.int64))
-    if 1 < k <= out.shape[0]:
-        out[:k].sort()
-    return k
+    return index_match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
+                           cond_off, runs, rank, always, alive, out)
 
 
 @njit(cache=True)
