@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from siftbus.covering import query
 from siftbus.covering.query import CoveringIndex
 from siftbus.covering.relations import covers, equivalent
+from siftbus.match import kernel
 from siftbus.model import Op, Predicate, Profile, parse_schema
 from strategies import profiles
 
@@ -47,6 +51,34 @@ def brute(stored: dict[str, Profile], p: Profile) -> dict[str, list[str]]:
                 min_size=1, max_size=60),
        st.integers(0, 2**32))
 def test_queries_equal_pairwise_covering(ps: list[Profile], seed: int) -> None:
+    check_queries(ps, seed)
+
+
+@contextmanager
+def compiled_hull_filter() -> Iterator[None]:
+    """The numba hull filter on for every query, however few the candidates (in a
+    broker it runs from 64 candidates on, once the process runs compiled kernels)."""
+    before = query._COMPILED_FROM
+    kernel.use("numba")
+    query._COMPILED_FROM = -1
+    try:
+        yield
+    finally:
+        query._COMPILED_FROM = before
+        kernel.use()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(profiles(SCHEMA["T"], max_conditions=3), profiles(SCHEMA["U"])),
+                min_size=1, max_size=60),
+       st.integers(0, 2**32))
+def test_the_compiled_hull_filter_answers_the_same(ps: list[Profile], seed: int) -> None:
+    with compiled_hull_filter():
+        check_queries(ps, seed)
+
+
+def check_queries(ps: list[Profile], seed: int) -> None:
+    """Add ``ps`` with removals interleaved; every query equals the pairwise answer."""
     rng = random.Random(seed)
     index = CoveringIndex()
     stored: dict[str, Profile] = {}

@@ -23,9 +23,11 @@ import numpy as np
 
 from siftbus.covering.relations import covers, equivalent
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
+from siftbus.match import kernel
 from siftbus.model import EventType, IntervalSet, Profile, StringConstraint
 from siftbus.model.domain import StringDomain
 
+_COMPILED_FROM = 64  # candidates from which the compiled filter pays off (when loaded)
 _WORD = 63  # attributes whose constrained/free flags share one int64 signature
 
 
@@ -191,6 +193,14 @@ class _TypeStore:
         # contain the whole domain p leaves open): only those signature groups count,
         # and the interval tests run on their members alone.
         idx = self._subset_slots(self.full_signature(p))
+        if len(idx) > _COMPILED_FROM and kernel.name() == "numba":
+            from siftbus.covering.hulls_numba import hulls_containing
+
+            cs = [c for c in p.conditions if isinstance(c.constraint, IntervalSet)]
+            return hulls_containing(
+                idx, self.lo, self.hi, np.array([self.row[c.position] for c in cs], np.int64),
+                np.array([c.constraint.lo for c in cs], np.int64),  # type: ignore[union-attr]
+                np.array([c.constraint.hi for c in cs], np.int64))  # type: ignore[union-attr]
         for c in p.conditions:
             if not len(idx):
                 break
