@@ -46,9 +46,22 @@ def _outside(c: int, first: int, width: int) -> bool:
 
 
 @njit(cache=True, inline="always")
-def _slot(ent: np.ndarray, t: int) -> int:
-    """The slot stored in entry ``t`` (two 16-bit halves in columns 6 and 7)."""
+def _rec_at(ent: np.ndarray, t: int) -> int:
+    """The offset of entry ``t``'s record in ``rec`` (two 16-bit halves in columns 6
+    and 7)."""
     return np.int64(ent[t, 6] & 0xFFFF) | (np.int64(ent[t, 7] & 0x7FFF) << 16)  # type: ignore[return-value]
+
+
+@njit(cache=True, inline="always")
+def _rec_slot(rec: np.ndarray, r: int) -> int:
+    """The slot of the record at ``r``."""
+    return np.int64(rec[r] & 0xFFFF) | (np.int64(rec[r + 1] & 0xFFFF) << 16)  # type: ignore[return-value]
+
+
+@njit(cache=True, inline="always")
+def _rec_rank(rec: np.ndarray, r: int) -> int:
+    """The rank of the record at ``r``."""
+    return np.int64(rec[r + 2] & 0xFFFF) | (np.int64(rec[r + 3] & 0xFFFF) << 16)  # type: ignore[return-value]
 
 
 @njit(cache=True, inline="always")
@@ -58,26 +71,26 @@ def _full(ent: np.ndarray, t: int) -> bool:
 
 
 @njit(cache=True, inline="always")
-def _accepts(p: int, e: int, cells: np.ndarray, cond_off: np.ndarray,
-             runs: np.ndarray) -> bool:
-    """Whether profile ``p`` is in (satisfied-here ∪ unconstrained) of every non-lead
-    attribute, testing attributes in evaluation order and stopping at the first miss.
+def _accepts(r: int, e: int, cells: np.ndarray, rec: np.ndarray) -> bool:
+    """Whether the profile of the record at ``r`` is in (satisfied-here ∪ unconstrained)
+    of every non-lead attribute, testing attributes in evaluation order and stopping at
+    the first miss.
 
     The profile's runs ``(attribute, first cell, last cell)`` are stored profile-major
-    (the transpose of the per-cell sets): ``p`` is in the set of cell ``c`` of attribute
+    (the transpose of the per-cell sets): it is in the set of cell ``c`` of attribute
     ``b`` iff one of its runs on ``b`` contains ``c``; an attribute without runs is
     unconstrained.
     """
-    t = cond_off[p]
-    end = cond_off[p + 1]
+    t = r + 5  # kernel.REC_HEAD
+    end = t + 3 * np.int64(rec[r + 4])
     while t < end:
-        b = runs[t, 0]
+        b = rec[t]
         c = cells[e, b]
         ok = False
-        while t < end and runs[t, 0] == b:
-            if runs[t, 1] <= c and c <= runs[t, 2]:
+        while t < end and rec[t] == b:
+            if rec[t + 1] <= c and c <= rec[t + 2]:
                 ok = True
-            t += 1
+            t += 3
         if not ok:
             return False
     return True
@@ -101,7 +114,7 @@ CHUNK = 256
 
 @njit(cache=True, inline="always")
 def _scan_list(g: int, e: int, cells: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
-               cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray, alive: np.ndarray,
+               rec_off: np.ndarray, rec: np.ndarray, rank: np.ndarray, alive: np.ndarray,
                out: np.ndarray, k: int, sel: np.ndarray) -> int:
     """Append the ranks of the members of list lead set ``g`` that event ``e`` matches:
     pre-checks first, then the runs when needed.
@@ -131,20 +144,20 @@ def _scan_list(g: int, e: int, cells: np.ndarray, set_off: np.ndarray, ent: np.n
             t = sel[i]
             if _outside(cells[e, ent[t, 3]], ent[t, 4], ent[t, 5]):
                 continue
-            p = _slot(ent, t)
-            if check_alive and alive[p] == 0:
+            r = _rec_at(ent, t)
+            if check_alive and alive[_rec_slot(rec, r)] == 0:
                 continue
-            if _full(ent, t) and not _accepts(p, e, cells, cond_off, runs):
+            if _full(ent, t) and not _accepts(r, e, cells, rec):
                 continue
             if k < cap:
-                out[k] = rank[p]
+                out[k] = _rec_rank(rec, r)
             k += 1
     return k
 
 
 @njit(cache=True)
 def _scan_bitmap(row: int, e: int, cells: np.ndarray, slot_pre: np.ndarray,
-                 bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                 bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
                  rank: np.ndarray, alive: np.ndarray, out: np.ndarray, k: int) -> int:
     """Append the ranks of the members of bitmap lead set ``row`` that event ``e``
     matches."""
@@ -161,7 +174,7 @@ def _scan_bitmap(row: int, e: int, cells: np.ndarray, slot_pre: np.ndarray,
                 continue
             if check_alive and alive[p] == 0:
                 continue
-            if _accepts(p, e, cells, cond_off, runs):
+            if _accepts(rec_off[p], e, cells, rec):
                 if k < cap:
                     out[k] = rank[p]
                 k += 1
@@ -171,7 +184,7 @@ def _scan_bitmap(row: int, e: int, cells: np.ndarray, slot_pre: np.ndarray,
 @njit(cache=True)
 def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                  set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
-                 bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                 bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
                  rank: np.ndarray, always: np.ndarray, alive: np.ndarray, out: np.ndarray,
                  k: int, sel: np.ndarray) -> int:
     """Append the ranks event ``e`` matches to ``out[k:]`` (unsorted); returns the new
@@ -190,10 +203,10 @@ def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.
         g = cell_base[a] + cells[e, a]
         row = set_kind[g]
         if row < 0:
-            k = _scan_list(g, e, cells, set_off, ent, cond_off, runs, rank, alive, out, k,
+            k = _scan_list(g, e, cells, set_off, ent, rec_off, rec, rank, alive, out, k,
                            sel)
         else:
-            k = _scan_bitmap(row, e, cells, slot_pre, bitmaps, cond_off, runs, rank, alive,
+            k = _scan_bitmap(row, e, cells, slot_pre, bitmaps, rec_off, rec, rank, alive,
                              out, k)
     return k
 
@@ -201,7 +214,7 @@ def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.
 @njit(cache=True)
 def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                 set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
-                bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
                 rank: np.ndarray, always: np.ndarray,
                 alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`siftbus.match.kernel.Kernels.index_match`."""
@@ -212,13 +225,13 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
     k = 0
     for e in range(n_events):
         end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                           bitmaps, cond_off, runs, rank, always, alive, out, k, sel)
+                           bitmaps, rec_off, rec, rank, always, alive, out, k, sel)
         if end > out.shape[0]:
             grown = np.empty(max(2 * out.shape[0], end + 64), np.int32)
             grown[:k] = out[:k]
             out = grown
             end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                               bitmaps, cond_off, runs, rank, always, alive, out, k, sel)
+                               bitmaps, rec_off, rec, rank, always, alive, out, k, sel)
         if end - k > 1:
             out[k:end].sort()
         k = end
@@ -261,7 +274,7 @@ def _csr_by_event(keys: np.ndarray, k: int, n_events: int, n: int
 @njit(cache=True)
 def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                         set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
-                        bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                        bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
                         rank: np.ndarray, always: np.ndarray,
                         alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`siftbus.match.kernel.Kernels.index_match_grouped`.
@@ -313,9 +326,10 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                         ns += int(np.uint32(col[q] - f1) <= w1)
                     if ns == 0:
                         continue
-                    p = _slot(ent, t)
-                    if check_alive and alive[p] == 0:
+                    r = _rec_at(ent, t)
+                    if check_alive and alive[_rec_slot(rec, r)] == 0:
                         continue
+                    rk = _rec_rank(rec, r)
                     b2 = ent[t, 3]
                     f2 = ent[t, 4]
                     w2 = ent[t, 5]
@@ -325,8 +339,8 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                         if _outside(block[b2, q], f2, w2):
                             continue
                         e = members[q]
-                        if not full or _accepts(p, e, cells, cond_off, runs):
-                            keys = _append(keys, k, e * n + rank[p])
+                        if not full or _accepts(r, e, cells, rec):
+                            keys = _append(keys, k, e * n + rk)
                             k += 1
             else:
                 for wi in range(bitmaps.shape[1]):
@@ -344,7 +358,7 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                                         slot_pre[p, 5]):
                                 continue
                             e = members[q]
-                            if _accepts(p, e, cells, cond_off, runs):
+                            if _accepts(rec_off[p], e, cells, rec):
                                 keys = _append(keys, k, e * n + rank[p])
                                 k += 1
     return _csr_by_event(keys, k, n_events, n)
@@ -353,12 +367,12 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
 @njit(cache=True)
 def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                     set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
-                    bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
+                    bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
                     rank: np.ndarray, always: np.ndarray, alive: np.ndarray,
                     out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_one`."""
     k = _index_event(0, cells, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                     cond_off, runs, rank, always, alive, out, 0, np.empty(CHUNK, np.int64))
+                     rec_off, rec, rank, always, alive, out, 0, np.empty(CHUNK, np.int64))
     if 1 < k <= out.shape[0]:
         out[:k].sort()
     return k
@@ -368,8 +382,8 @@ def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarr
 def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
                      lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
                      set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
-                     slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
-                     runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                     slot_pre: np.ndarray, bitmaps: np.ndarray, rec_off: np.ndarray,
+                     rec: np.ndarray, rank: np.ndarray, always: np.ndarray,
                      alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
     for a in range(keys.shape[0]):
@@ -388,12 +402,12 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
                 hi = mid
         row[0, a] = lo - 1 - cell_base[a]
     return index_match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                           cond_off, runs, rank, always, alive, out)
+                           rec_off, rec, rank, always, alive, out)
 
 
 @njit(cache=True)
 def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
-                       slot_pre: np.ndarray, bitmaps: np.ndarray, runs: np.ndarray,
+                       slot_pre: np.ndarray, bitmaps: np.ndarray, rec: np.ndarray,
                        alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_packed` (the layout is
     :func:`siftbus.match.kernel.pack_keys_arrays`'s)."""
@@ -411,7 +425,7 @@ def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
     a += g
     set_off = i64[a:a + g + 1]
     a += g + 1
-    cond_off = i64[a:a + n + 1]
+    rec_off = i64[a:a + n + 1]
     b = m
     lut = i32[b:b + i64[4]]
     b += i64[4]
@@ -421,7 +435,7 @@ def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
     b += n
     always = i32[b:b + i64[3]]
     return index_match_keys(keys, bounds, lut, lut_off, i32[:m].reshape((1, m)), cell_base,
-                            set_kind, set_off, ent, slot_pre, bitmaps, cond_off, runs, rank,
+                            set_kind, set_off, ent, slot_pre, bitmaps, rec_off, rec, rank,
                             always, alive, out)
 
 
