@@ -98,11 +98,9 @@ class CompiledType:
     rec_off: np.ndarray
     """int64 offset of each slot's record in ``rec`` (and the total)."""
     rec: np.ndarray
-    """One record per slot (see :mod:`siftbus.match.kernel`): slot, rank, and every
-    condition as runs of cells, attribute, first cell, last cell (attributes in
-    evaluation order)."""
-    rank: np.ndarray
-    """int32 rank of each slot."""
+    """One record per slot (see :mod:`siftbus.match.kernel`): rank, and every condition
+    as runs of cells, attribute, first cell, last cell (attributes in evaluation
+    order)."""
     slot_of_rank: np.ndarray
     """int32 slot of each rank."""
     always: np.ndarray
@@ -148,11 +146,11 @@ class CompiledType:
     def kernel_args(self) -> kernel.IndexArrays:
         """The index arrays in the order the kernels take them."""
         return (self.cell_base, self.set_kind, self.set_off, self.set_ent, self.slot_pre,
-                self.bitmaps, self.rec_off, self.rec, self.rank, self.always)
+                self.bitmaps, self.rec_off, self.rec, self.always)
 
     def run(self, cells: np.ndarray, alive: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
-        """Match cell rows; returns CSR ``(offsets, ranks)``. ``alive`` is by slot."""
+        """Match cell rows; returns CSR ``(offsets, ranks)``. ``alive`` is by rank."""
         kern = kernel.active()
         fn = kern.index_match_grouped if use_grouped(len(cells), self.n) else kern.index_match
         return fn(cells, *self.kernel_args(), _NO_TOMBSTONES if alive is None else alive)
@@ -167,14 +165,15 @@ class CompiledType:
 
         For a type whose attributes are all ordered the kernel finds the cells from the
         keys itself (``index_match_packed``: at the first event the small arrays are
-        copied into two, :func:`~siftbus.match.kernel.pack_keys_arrays`, 12 bytes per
-        profile, made only by levels that match single events). The function keeps
+        copied into two, :func:`~siftbus.match.kernel.pack_keys_arrays`, made only by
+        levels that match single events: 8 bytes per profile with bitmap lead sets or
+        conditionless profiles, else nothing per profile). The function keeps
         scratch arrays (the keys, a cell row), so it belongs to one user, and calls the
         kernel specialised for its argument types
         (:meth:`~siftbus.match.kernel.Kernels.specialise`), so ``alive`` must be a 1-d
         uint8 array and ``out`` a 1-d int32 array, always.
         """
-        cb, sk, so, ent, sp, bm, co, rec, rank, always = self.kernel_args()
+        cb, sk, so, ent, sp, bm, co, rec, always = self.kernel_args()
         row = np.zeros((1, len(self.cells)), np.int32)
         # the kernels this was specialised for (none yet: a sentinel), the function
         impl: list[Any] = [object(), None]
@@ -190,7 +189,7 @@ class CompiledType:
                     kern = kernel.active()
                     if not packed:
                         i64, i32 = kernel.pack_keys_arrays(
-                            self.bounds, *self.key_tables(), cb, sk, so, co, rank, always)
+                            self.bounds, *self.key_tables(), cb, sk, so, co, len(bm) > 0, always)
                         packed.extend((i64, i32))
                         key_buf.append(i64.data)
                     impl[1] = kern.specialise("index_match_packed", (
@@ -206,10 +205,10 @@ class CompiledType:
             kern = kernel.active()
             if kern is not impl[0]:
                 impl[1] = kern.specialise("index_match_one", (
-                    row, cb, sk, so, ent, sp, bm, co, rec, rank, always, alive, out))
+                    row, cb, sk, so, ent, sp, bm, co, rec, always, alive, out))
                 impl[0] = kern
             row[0, :] = event_cells(cells, event)
-            return impl[1](row, cb, sk, so, ent, sp, bm, co, rec, rank,
+            return impl[1](row, cb, sk, so, ent, sp, bm, co, rec,
                            always, alive, out)
 
         return run_cells
@@ -226,17 +225,26 @@ class CompiledType:
         lut = np.concatenate(tables).astype(np.int32) if tables else np.zeros(0, np.int32)
         return lut, lut_off
 
+    @property
+    def rank(self) -> np.ndarray:
+        """int32 rank of each slot (read from the records; not kept twice)."""
+        at = self.rec_off[:-1]
+        lo = self.rec[at].astype(np.int64) & 0xFFFF
+        return (lo | ((self.rec[at + 1].astype(np.int64) & 0xFFFF) << 16)).astype(np.int32)
+
     def slot(self, rank: int) -> int:
-        return int(self.slot_of_rank[rank])
+        """Where this rank's tombstone is in ``alive``: tombstones are by rank (the
+        kernels read a candidate's rank from its record anyway)."""
+        return rank
 
     def ranks_alive(self, alive: np.ndarray) -> np.ndarray:
-        return np.sort(self.rank[alive.astype(bool)])
+        return np.flatnonzero(alive).astype(np.int32)
 
     def nbytes(self) -> int:
         """Bytes held by the index arrays (ids and string constraints excluded)."""
         return sum(a.nbytes for a in (self.order, self.cell_base, self.bounds, self.set_kind,
                                       self.set_off, self.set_ent, self.slot_pre, self.bitmaps,
-                                      self.rec_off, self.rec, self.rank, self.slot_of_rank,
+                                      self.rec_off, self.rec, self.slot_of_rank,
                                       self.always, self.lead, self.sub_code))
 
     # -- the profiles, read back from the index ----------------------------------------
@@ -245,7 +253,7 @@ class CompiledType:
                                                      np.ndarray]:
         """(slot, attribute, lo, hi) of the ordered runs of ``slots`` (int64)."""
         at = self.rec_off[slots]
-        count = self.rec[at + 4].astype(np.int64)
+        count = self.rec[at + 2].astype(np.int64)
         total = int(count.sum())
         within = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
         idx = np.repeat(at + kernel.REC_HEAD, count) + 3 * within

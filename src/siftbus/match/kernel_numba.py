@@ -53,15 +53,9 @@ def _rec_at(ent: np.ndarray, t: int) -> int:
 
 
 @njit(cache=True, inline="always")
-def _rec_slot(rec: np.ndarray, r: int) -> int:
-    """The slot of the record at ``r``."""
-    return np.int64(rec[r] & 0xFFFF) | (np.int64(rec[r + 1] & 0xFFFF) << 16)  # type: ignore[return-value]
-
-
-@njit(cache=True, inline="always")
 def _rec_rank(rec: np.ndarray, r: int) -> int:
-    """The rank of the record at ``r``."""
-    return np.int64(rec[r + 2] & 0xFFFF) | (np.int64(rec[r + 3] & 0xFFFF) << 16)  # type: ignore[return-value]
+    """The rank of the record at ``r`` (two 16-bit halves)."""
+    return np.int64(rec[r] & 0xFFFF) | (np.int64(rec[r + 1] & 0xFFFF) << 16)  # type: ignore[return-value]
 
 
 @njit(cache=True, inline="always")
@@ -81,8 +75,8 @@ def _accepts(r: int, e: int, cells: np.ndarray, rec: np.ndarray) -> bool:
     ``b`` iff one of its runs on ``b`` contains ``c``; an attribute without runs is
     unconstrained.
     """
-    t = r + 5  # kernel.REC_HEAD
-    end = t + 3 * np.int64(rec[r + 4])
+    t = r + 3  # kernel.REC_HEAD
+    end = t + 3 * np.int64(rec[r + 2])
     while t < end:
         b = rec[t]
         c = cells[e, b]
@@ -114,7 +108,7 @@ CHUNK = 256
 
 @njit(cache=True, inline="always")
 def _scan_list(g: int, e: int, cells: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
-               rec_off: np.ndarray, rec: np.ndarray, rank: np.ndarray, alive: np.ndarray,
+               rec_off: np.ndarray, rec: np.ndarray, alive: np.ndarray,
                out: np.ndarray, k: int, sel: np.ndarray) -> int:
     """Append the ranks of the members of list lead set ``g`` that event ``e`` matches:
     pre-checks first, then the runs when needed.
@@ -145,12 +139,13 @@ def _scan_list(g: int, e: int, cells: np.ndarray, set_off: np.ndarray, ent: np.n
             if _outside(cells[e, ent[t, 3]], ent[t, 4], ent[t, 5]):
                 continue
             r = _rec_at(ent, t)
-            if check_alive and alive[_rec_slot(rec, r)] == 0:
-                continue
             if _full(ent, t) and not _accepts(r, e, cells, rec):
                 continue
+            rk = _rec_rank(rec, r)
+            if check_alive and alive[rk] == 0:
+                continue
             if k < cap:
-                out[k] = _rec_rank(rec, r)
+                out[k] = rk
             k += 1
     return k
 
@@ -158,7 +153,7 @@ def _scan_list(g: int, e: int, cells: np.ndarray, set_off: np.ndarray, ent: np.n
 @njit(cache=True)
 def _scan_bitmap(row: int, e: int, cells: np.ndarray, slot_pre: np.ndarray,
                  bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
-                 rank: np.ndarray, alive: np.ndarray, out: np.ndarray, k: int) -> int:
+                 alive: np.ndarray, out: np.ndarray, k: int) -> int:
     """Append the ranks of the members of bitmap lead set ``row`` that event ``e``
     matches."""
     cap = out.shape[0]
@@ -172,12 +167,15 @@ def _scan_bitmap(row: int, e: int, cells: np.ndarray, slot_pre: np.ndarray,
                 continue
             if _outside(cells[e, slot_pre[p, 3]], slot_pre[p, 4], slot_pre[p, 5]):
                 continue
-            if check_alive and alive[p] == 0:
+            r = rec_off[p]
+            if not _accepts(r, e, cells, rec):
                 continue
-            if _accepts(rec_off[p], e, cells, rec):
-                if k < cap:
-                    out[k] = rank[p]
-                k += 1
+            rk = _rec_rank(rec, r)
+            if check_alive and alive[rk] == 0:
+                continue
+            if k < cap:
+                out[k] = rk
+            k += 1
     return k
 
 
@@ -185,7 +183,7 @@ def _scan_bitmap(row: int, e: int, cells: np.ndarray, slot_pre: np.ndarray,
 def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                  set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                  bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
-                 rank: np.ndarray, always: np.ndarray, alive: np.ndarray, out: np.ndarray,
+                 always: np.ndarray, alive: np.ndarray, out: np.ndarray,
                  k: int, sel: np.ndarray) -> int:
     """Append the ranks event ``e`` matches to ``out[k:]`` (unsorted); returns the new
     end. Writes nothing past ``len(out)`` but still counts, so a caller can grow ``out``
@@ -194,19 +192,20 @@ def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.
     m = cells.shape[1]
     check_alive = alive.shape[0] > 0
     for p in always:
-        if check_alive and alive[p] == 0:
+        rk = _rec_rank(rec, rec_off[p])
+        if check_alive and alive[rk] == 0:
             continue
         if k < cap:
-            out[k] = rank[p]
+            out[k] = rk
         k += 1
     for a in range(m):
         g = cell_base[a] + cells[e, a]
         row = set_kind[g]
         if row < 0:
-            k = _scan_list(g, e, cells, set_off, ent, rec_off, rec, rank, alive, out, k,
+            k = _scan_list(g, e, cells, set_off, ent, rec_off, rec, alive, out, k,
                            sel)
         else:
-            k = _scan_bitmap(row, e, cells, slot_pre, bitmaps, rec_off, rec, rank, alive,
+            k = _scan_bitmap(row, e, cells, slot_pre, bitmaps, rec_off, rec, alive,
                              out, k)
     return k
 
@@ -215,7 +214,7 @@ def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.
 def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                 set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                 bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
-                rank: np.ndarray, always: np.ndarray,
+                always: np.ndarray,
                 alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`siftbus.match.kernel.Kernels.index_match`."""
     n_events = cells.shape[0]
@@ -225,13 +224,13 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
     k = 0
     for e in range(n_events):
         end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                           bitmaps, rec_off, rec, rank, always, alive, out, k, sel)
+                           bitmaps, rec_off, rec, always, alive, out, k, sel)
         if end > out.shape[0]:
             grown = np.empty(max(2 * out.shape[0], end + 64), np.int32)
             grown[:k] = out[:k]
             out = grown
             end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                               bitmaps, rec_off, rec, rank, always, alive, out, k, sel)
+                               bitmaps, rec_off, rec, always, alive, out, k, sel)
         if end - k > 1:
             out[k:end].sort()
         k = end
@@ -275,7 +274,7 @@ def _csr_by_event(keys: np.ndarray, k: int, n_events: int, n: int
 def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                         set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                         bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
-                        rank: np.ndarray, always: np.ndarray,
+                        always: np.ndarray,
                         alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`siftbus.match.kernel.Kernels.index_match_grouped`.
 
@@ -285,15 +284,16 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
     """
     n_events = cells.shape[0]
     m = cells.shape[1]
-    n = rank.shape[0]
+    n = rec_off.shape[0] - 1
     check_alive = alive.shape[0] > 0
     keys = np.empty(max(64, n_events * 8), np.int64)
     k = 0
     for e in range(n_events):
         for p in always:
-            if check_alive and alive[p] == 0:
+            rk = _rec_rank(rec, rec_off[p])
+            if check_alive and alive[rk] == 0:
                 continue
-            keys = _append(keys, k, np.int64(e) * n + rank[p])
+            keys = _append(keys, k, np.int64(e) * n + rk)
             k += 1
     block = np.empty((max(m, 1), n_events), np.int32)
     members = np.empty(n_events, np.int64)
@@ -327,9 +327,9 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                     if ns == 0:
                         continue
                     r = _rec_at(ent, t)
-                    if check_alive and alive[_rec_slot(rec, r)] == 0:
-                        continue
                     rk = _rec_rank(rec, r)
+                    if check_alive and alive[rk] == 0:
+                        continue
                     b2 = ent[t, 3]
                     f2 = ent[t, 4]
                     w2 = ent[t, 5]
@@ -348,7 +348,9 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                     while w != 0:
                         bit, w = _pop_lowest(w)
                         p = wi * 64 + bit
-                        if check_alive and alive[p] == 0:
+                        r = rec_off[p]
+                        rk = _rec_rank(rec, r)
+                        if check_alive and alive[rk] == 0:
                             continue
                         for q in range(size):
                             if _outside(block[slot_pre[p, 0], q], slot_pre[p, 1],
@@ -358,8 +360,8 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                                         slot_pre[p, 5]):
                                 continue
                             e = members[q]
-                            if _accepts(rec_off[p], e, cells, rec):
-                                keys = _append(keys, k, e * n + rank[p])
+                            if _accepts(r, e, cells, rec):
+                                keys = _append(keys, k, e * n + rk)
                                 k += 1
     return _csr_by_event(keys, k, n_events, n)
 
@@ -368,11 +370,11 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
 def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                     set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                     bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
-                    rank: np.ndarray, always: np.ndarray, alive: np.ndarray,
+                    always: np.ndarray, alive: np.ndarray,
                     out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_one`."""
     k = _index_event(0, cells, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                     rec_off, rec, rank, always, alive, out, 0, np.empty(CHUNK, np.int64))
+                     rec_off, rec, always, alive, out, 0, np.empty(CHUNK, np.int64))
     if 1 < k <= out.shape[0]:
         out[:k].sort()
     return k
@@ -383,7 +385,7 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
                      lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
                      set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
                      slot_pre: np.ndarray, bitmaps: np.ndarray, rec_off: np.ndarray,
-                     rec: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                     rec: np.ndarray, always: np.ndarray,
                      alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
     for a in range(keys.shape[0]):
@@ -402,7 +404,7 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
                 hi = mid
         row[0, a] = lo - 1 - cell_base[a]
     return index_match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                           rec_off, rec, rank, always, alive, out)
+                           rec_off, rec, always, alive, out)
 
 
 @njit(cache=True)
@@ -413,7 +415,6 @@ def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
     :func:`siftbus.match.kernel.pack_keys_arrays`'s)."""
     m = i64[0]
     g = i64[1]
-    n = i64[2]
     a = 8
     keys = i64[a:a + m]
     a += m
@@ -425,17 +426,15 @@ def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
     a += g
     set_off = i64[a:a + g + 1]
     a += g + 1
-    rec_off = i64[a:a + n + 1]
+    rec_off = i64[a:a + i64[5]]
     b = m
     lut = i32[b:b + i64[4]]
     b += i64[4]
     set_kind = i32[b:b + g]
     b += g
-    rank = i32[b:b + n]
-    b += n
     always = i32[b:b + i64[3]]
     return index_match_keys(keys, bounds, lut, lut_off, i32[:m].reshape((1, m)), cell_base,
-                            set_kind, set_off, ent, slot_pre, bitmaps, rec_off, rec, rank,
+                            set_kind, set_off, ent, slot_pre, bitmaps, rec_off, rec,
                             always, alive, out)
 
 

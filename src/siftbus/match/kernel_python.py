@@ -14,7 +14,7 @@ import numpy as np
 
 _NONE = np.zeros(0, np.int64)
 
-REC_HEAD = 5
+REC_HEAD = 3
 """``siftbus.match.kernel.REC_HEAD`` (the kernel modules import nothing of the package:
 :mod:`siftbus.match.kernel` loads them)."""
 
@@ -30,8 +30,10 @@ def _inside(cells: np.ndarray, attr: np.ndarray, first: np.ndarray,
     return (d >= 0) & (d <= width.astype(np.int64))
 
 
-def _u16(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.int64) & 0xFFFF
+def _rank(rec: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The ranks of the records at ``at`` (two 16-bit halves each)."""
+    lo = rec[at].astype(np.int64) & 0xFFFF
+    return lo | ((rec[at + 1].astype(np.int64) & 0xFFFF) << 16)
 
 
 def _accepted(at: np.ndarray, row: np.ndarray, rec: np.ndarray) -> np.ndarray:
@@ -40,7 +42,7 @@ def _accepted(at: np.ndarray, row: np.ndarray, rec: np.ndarray) -> np.ndarray:
     if not len(at):
         return np.zeros(0, bool)
     start = at + REC_HEAD
-    count = rec[at + 4].astype(np.int64)
+    count = rec[at + 2].astype(np.int64)
     total = int(count.sum())
     if total == 0:
         return np.ones(len(at), bool)
@@ -62,16 +64,12 @@ def _accepted(at: np.ndarray, row: np.ndarray, rec: np.ndarray) -> np.ndarray:
 
 def _event(row: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
            set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
-           bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray, rank: np.ndarray,
+           bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
            always: np.ndarray, alive: np.ndarray) -> np.ndarray:
     """Sorted ranks matched by one row of cells."""
     check_alive = len(alive) > 0
-    parts = []
-    al = always.astype(np.int64)
-    if check_alive:
-        al = al[alive[al] != 0]
-    parts.append(rank[al])
-    n = len(rank)
+    n = len(rec_off) - 1
+    parts = [_rank(rec, rec_off[always.astype(np.int64)])]
     for a in range(len(row)):
         g = int(cell_base[a] + row[a])
         kind = int(set_kind[g])
@@ -93,24 +91,23 @@ def _event(row: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                                                                            pre[:, 5])
             at = rec_off[slots[ok]]
             full = np.ones(len(at), bool)
-        if check_alive:
-            live = alive[_u16(rec[at]) | (_u16(rec[at + 1]) << 16)] != 0
-            at, full = at[live], full[live]
         keep = np.ones(len(at), bool)
         keep[full] = _accepted(at[full], row, rec)
-        at = at[keep]
-        parts.append(_u16(rec[at + 2]) | (_u16(rec[at + 3]) << 16))
-    return np.sort(np.concatenate(parts)).astype(np.int32)
+        parts.append(_rank(rec, at[keep]))
+    got = np.concatenate(parts)
+    if check_alive:
+        got = got[alive[got] != 0]
+    return np.sort(got).astype(np.int32)
 
 
 def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                 set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                 bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
-                rank: np.ndarray, always: np.ndarray,
+                always: np.ndarray,
                 alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`siftbus.match.kernel.Kernels.index_match`."""
     rows = [_event(cells[e], cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                   rec_off, rec, rank, always, alive) for e in range(cells.shape[0])]
+                   rec_off, rec, always, alive) for e in range(cells.shape[0])]
     return _csr(rows)
 
 
@@ -120,11 +117,11 @@ index_match_grouped = index_match
 def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                     set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                     bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
-                    rank: np.ndarray, always: np.ndarray, alive: np.ndarray,
+                    always: np.ndarray, alive: np.ndarray,
                     out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_one`."""
     got = _event(cells[0], cell_base, set_kind, set_off, ent, slot_pre, bitmaps, rec_off,
-                 rec, rank, always, alive)
+                 rec, always, alive)
     if len(got) <= len(out):
         out[:len(got)] = got
     return len(got)
@@ -134,7 +131,7 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
                      lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
                      set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
                      slot_pre: np.ndarray, bitmaps: np.ndarray, rec_off: np.ndarray,
-                     rec: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                     rec: np.ndarray, always: np.ndarray,
                      alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
     for a in range(len(keys)):
@@ -145,20 +142,20 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
         else:
             row[0, a] = int(np.searchsorted(bounds[lo:hi], keys[a], side="right")) - 1
     return index_match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                           rec_off, rec, rank, always, alive, out)
+                           rec_off, rec, always, alive, out)
 
 
 def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
                        slot_pre: np.ndarray, bitmaps: np.ndarray, rec: np.ndarray,
                        alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_packed`."""
-    m, g, n, n_always, n_lut = (int(x) for x in i64[:5])
-    cut64 = np.cumsum([8, m, m + 1, m + 1, g, g + 1, n + 1])
+    m, g, _, n_always, n_lut, n_off = (int(x) for x in i64[:6])
+    cut64 = np.cumsum([8, m, m + 1, m + 1, g, g + 1, n_off])
     keys, lut_off, cell_base, bounds, set_off, rec_off = np.split(i64, cut64)[1:7]
-    cut32 = np.cumsum([m, n_lut, g, n, n_always])
-    row, lut, set_kind, rank, always = np.split(i32, cut32)[:5]
+    cut32 = np.cumsum([m, n_lut, g, n_always])
+    row, lut, set_kind, always = np.split(i32, cut32)[:4]
     return index_match_keys(keys, bounds, lut, lut_off, row.reshape(1, m), cell_base,
-                            set_kind, set_off, ent, slot_pre, bitmaps, rec_off, rec, rank,
+                            set_kind, set_off, ent, slot_pre, bitmaps, rec_off, rec,
                             always, alive, out)
 
 

@@ -136,12 +136,12 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     bounds = np.concatenate([ac.bounds if ac.ordered else np.zeros(ac.n_cells, np.int64)
                              for ac in cells]).astype(np.int64) if m else np.zeros(0, np.int64)
 
-    # Records, one per slot in slot order: the slot and the rank (16-bit halves), the
-    # number of runs, then the runs (attribute, first cell, last cell), attributes in
-    # evaluation order, placed by counting (no sort). Every run, the lead's included,
-    # since they are the stored form of the conditions (CompiledType.columns); the
-    # kernel's run check passes the lead anyway. A candidate's rank and runs share its
-    # record, so checking it touches one cache line, not three (offset, runs, rank).
+    # Records, one per slot in slot order: the rank (16-bit halves), the number of runs,
+    # then the runs (attribute, first cell, last cell), attributes in evaluation order,
+    # placed by counting (no sort). Every run, the lead's included, since they are the
+    # stored form of the conditions (CompiledType.columns); the kernel's run check passes
+    # the lead anyway. A candidate's rank and runs share its record, so checking it
+    # touches one cache line, not three (run offset, runs, rank).
     per_slot = np.zeros(n, np.int64)
     for h in hulls:  # a profile appears once per attribute: no repeated index
         per_slot[slot_of_rank[h.ranks]] += h.runs
@@ -153,14 +153,11 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     narrow = per_slot.max(initial=0) < NARROW_RUNS
     rec = np.empty(int(rec_off[-1]), dtype if narrow else np.int32)
     head = rec_off[:-1]
-    s = np.arange(n, dtype=np.int64)
     r = rank.astype(np.int64)
-    rec[head] = (s & 0xFFFF).astype(np.uint16).view(np.int16)
-    rec[head + 1] = s >> 16
-    rec[head + 2] = (r & 0xFFFF).astype(np.uint16).view(np.int16)
-    rec[head + 3] = r >> 16
-    rec[head + 4] = per_slot
-    del s, r
+    rec[head] = (r & 0xFFFF).astype(np.uint16).view(np.int16)
+    rec[head + 1] = r >> 16
+    rec[head + 2] = per_slot
+    del r
     fill = head + kernel.REC_HEAD
     for a in eval_order.tolist():
         pc, h = pieces[a], hulls[a]
@@ -219,7 +216,7 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         "cells": tuple(cells), "order": eval_order, "cell_base": cell_base,
         "bounds": bounds, "set_kind": set_kind, "set_off": set_off, "set_ent": set_ent,
         "slot_pre": slot_pre, "bitmaps": bitmaps, "rec_off": rec_off, "rec": rec,
-        "rank": rank, "slot_of_rank": slot_of_rank,
+        "slot_of_rank": slot_of_rank,
         "always": np.sort(slot_of_rank[lead < 0]).astype(np.int32), "lead": lead,
     }
 
