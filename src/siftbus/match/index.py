@@ -96,7 +96,7 @@ class CompiledType:
     bitmaps: np.ndarray
     """uint64 ``[rows, words]`` bitmap lead sets."""
     rec_off: np.ndarray
-    """int64 offset of each slot's record in ``rec`` (and the total)."""
+    """int32 offset of each slot's record in ``rec`` (and the total, < 2**31)."""
     rec: np.ndarray
     """One record per slot (see :mod:`siftbus.match.kernel`): rank, and every condition
     as runs of cells, attribute, first cell, last cell (attributes in evaluation

@@ -37,7 +37,7 @@ Array layout of the PrimAS index (built by :func:`siftbus.match.index.compile_ty
                              member's runs must be checked
 ``slot_pre``   [n, 6]        the same pre-checks by slot, for members of bitmap lead sets
 ``bitmaps``    uint64[rows, words]  bitmap lead sets
-``rec_off``    int64[n + 1]  offset of each slot's record in ``rec`` (and its length)
+``rec_off``    int32[n + 1]  offset of each slot's record in ``rec`` (and its length)
 ``rec``        int16|int32[] one record per slot, in slot order: :data:`REC_HEAD`
                              elements (rank as two 16-bit halves, run count), then its
                              conditions as runs ``(attribute, first cell, last cell)``,

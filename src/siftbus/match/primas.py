@@ -215,7 +215,8 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     return {
         "cells": tuple(cells), "order": eval_order, "cell_base": cell_base,
         "bounds": bounds, "set_kind": set_kind, "set_off": set_off, "set_ent": set_ent,
-        "slot_pre": slot_pre, "bitmaps": bitmaps, "rec_off": rec_off, "rec": rec,
+        "slot_pre": slot_pre, "bitmaps": bitmaps, "rec_off": rec_off.astype(np.int32),
+        "rec": rec,
         "slot_of_rank": slot_of_rank,
         "always": np.sort(slot_of_rank[lead < 0]).astype(np.int32), "lead": lead,
     }
