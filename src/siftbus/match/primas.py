@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from siftbus.errors import DomainError
-from siftbus.match import kernel
+from siftbus.match import hugepages, kernel
 from siftbus.match.cells import AttributeCells, Pieces, layout
 from siftbus.match.columns import ProfileColumns
 
@@ -151,7 +151,7 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         raise ValueError(f"{etype.name}: a compiled level holds at most 2**31 record "
                          f"elements ({int(rec_off[-1])} needed); add profiles in parts")
     narrow = per_slot.max(initial=0) < NARROW_RUNS
-    rec = np.empty(int(rec_off[-1]), dtype if narrow else np.int32)
+    rec = hugepages.empty(int(rec_off[-1]), dtype if narrow else np.int32)
     head = rec_off[:-1]
     r = rank.astype(np.int64)
     rec[head] = (r & 0xFFFF).astype(np.uint16).view(np.int16)
@@ -201,8 +201,8 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     del at
     entry = entry.view(np.int16) if small else entry
     n_dense = int(dense.sum())
-    set_ent = np.empty((int(set_off[-1]), 8), dtype)
-    bitmaps = np.zeros((n_dense, max(1, (n + 63) // 64)), np.uint64)
+    set_ent = hugepages.empty((int(set_off[-1]), 8), dtype)
+    bitmaps = hugepages.zeros((n_dense, max(1, (n + 63) // 64)), np.uint64)
     kern = kernel.active()
     for a, lp in enumerate(lead_pieces):
         base = int(cell_base[a])
