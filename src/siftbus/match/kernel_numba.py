@@ -91,6 +91,18 @@ def _accepts(r: int, e: int, cells: np.ndarray, rec: np.ndarray) -> bool:
 
 
 @njit(cache=True, inline="always")
+def _put(rk: int, check_alive: bool, alive: np.ndarray, out: np.ndarray, k: int) -> int:
+    """``out[k] = rk`` unless rank ``rk`` is removed; returns the new end. Writes nothing
+    past ``len(out)`` but still counts, so a caller can grow ``out`` and redo. (Used by
+    the bitmap scan only: in the list scan's loop it measured 12% slower per event.)"""
+    if check_alive and alive[rk] == 0:
+        return k
+    if k < out.shape[0]:
+        out[k] = rk
+    return k + 1
+
+
+@njit(cache=True, inline="always")
 def _append(buf: np.ndarray, k: int, value: int) -> np.ndarray:
     """``buf[k] = value``, first doubling ``buf`` when it is full; returns the buffer (the
     caller keeps the returned one: it is new after a growth)."""
@@ -156,7 +168,6 @@ def _scan_bitmap(row: int, e: int, cells: np.ndarray, slot_pre: np.ndarray,
                  alive: np.ndarray, out: np.ndarray, k: int) -> int:
     """Append the ranks of the members of bitmap lead set ``row`` that event ``e``
     matches."""
-    cap = out.shape[0]
     check_alive = alive.shape[0] > 0
     for wi in range(bitmaps.shape[1]):
         w = bitmaps[row, wi]
@@ -168,14 +179,8 @@ def _scan_bitmap(row: int, e: int, cells: np.ndarray, slot_pre: np.ndarray,
             if _outside(cells[e, slot_pre[p, 3]], slot_pre[p, 4], slot_pre[p, 5]):
                 continue
             r = rec_off[p]
-            if not _accepts(r, e, cells, rec):
-                continue
-            rk = _rec_rank(rec, r)
-            if check_alive and alive[rk] == 0:
-                continue
-            if k < cap:
-                out[k] = rk
-            k += 1
+            if _accepts(r, e, cells, rec):
+                k = _put(_rec_rank(rec, r), check_alive, alive, out, k)
     return k
 
 
