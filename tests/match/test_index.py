@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from siftbus.errors import DomainError, DuplicateProfileError, UnknownProfileError
 from siftbus.lang.profile import parse_profile
-from siftbus.match import Matcher, ReferenceMatcher, kernel
+from siftbus.match import Matcher, ReferenceMatcher, kernel, primas
 from siftbus.match import cells as cells_module
 from siftbus.match import index as index_module
 from siftbus.match.conformance import (
@@ -269,6 +269,37 @@ def test_many_cells_use_wide_precheck_arrays(monkeypatch: pytest.MonkeyPatch) ->
     big = evs * 60  # the grouped kernel as well (GROUPED_MIN_PROFILES is 0 here)
     assert snap.match_columns("W", events_to_columns(etype, big)).rows(
         snap.profile_ids) == want * 60
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), threshold=st.sampled_from(THRESHOLDS),
+       grouped=st.booleans())
+@pytest.mark.usefixtures("kernels")
+def test_wide_records_when_runs_do_not_fit(seed: int, threshold: float, grouped: bool,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile with too many runs for an int16 record makes its level's records int32
+    while the entries stay int16 (NARROW_RUNS lowered to 2 so that small random workloads
+    take the wide layout): the same results as the reference, with interleaved add and
+    remove, per event, in batches and through snapshots."""
+    monkeypatch.setattr(primas, "NARROW_RUNS", 2)
+    monkeypatch.setattr(index_module, "GROUPED_MIN", 1 if grouped else 10**9)
+    monkeypatch.setattr(index_module, "GROUPED_MIN_PROFILES", 0)
+    check_matcher(lambda: IndexMatcher(threshold, pending_limit=0), seed=seed, rounds=1,
+                  profiles=60, events=15)
+    schema = parse_schema('[R]\nx = "int[0,99]"\ny = "int[0,99]"\n')
+    m = IndexMatcher(threshold, pending_limit=0)
+    ref = ReferenceMatcher()
+    for i in range(40):
+        p = parse_profile(f"p{i:02d}: R(x in {{{i}, {i + 20}, {i + 40}}}, y <= {i + 50})", schema)
+        m.add(p)
+        ref.add(p)
+    ct = m.snapshot().types["R"]
+    assert ct.rec.dtype == np.int32 and ct.set_ent.dtype == np.int16
+    evs = [Event.of(schema["R"], {"x": x, "y": y}) for x in range(0, 100, 7)
+           for y in (0, 60, 99)]
+    assert [m.match(e) for e in evs] == ref.match_batch(evs)
+    assert [ct.profile(r) for r in range(ct.n)] == sorted(ref.profiles(), key=lambda p: p.id)
 
 
 def test_kernel_choice_by_batch_and_profile_count() -> None:

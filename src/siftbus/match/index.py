@@ -95,13 +95,12 @@ class CompiledType:
     """``[n, 6]`` the pre-checks by slot (for bitmap lead sets; empty without bitmaps)."""
     bitmaps: np.ndarray
     """uint64 ``[rows, words]`` bitmap lead sets."""
-    cond_off: np.ndarray
-    """int64 CSR offsets over slots into ``runs``."""
-    runs: np.ndarray
-    """``[R, 3]`` every condition as runs of cells: attribute, first cell, last cell
-    (profile-major, attributes in evaluation order)."""
-    rank: np.ndarray
-    """int32 rank of each slot."""
+    rec_off: np.ndarray
+    """int32 offset of each slot's record in ``rec`` (and the total, < 2**31)."""
+    rec: np.ndarray
+    """One record per slot (see :mod:`siftbus.match.kernel`): rank, and every condition
+    as runs of cells, attribute, first cell, last cell (attributes in evaluation
+    order)."""
     slot_of_rank: np.ndarray
     """int32 slot of each rank."""
     always: np.ndarray
@@ -147,11 +146,11 @@ class CompiledType:
     def kernel_args(self) -> kernel.IndexArrays:
         """The index arrays in the order the kernels take them."""
         return (self.cell_base, self.set_kind, self.set_off, self.set_ent, self.slot_pre,
-                self.bitmaps, self.cond_off, self.runs, self.rank, self.always)
+                self.bitmaps, self.rec_off, self.rec, self.always)
 
     def run(self, cells: np.ndarray, alive: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
-        """Match cell rows; returns CSR ``(offsets, ranks)``. ``alive`` is by slot."""
+        """Match cell rows; returns CSR ``(offsets, ranks)``. ``alive`` is by rank."""
         kern = kernel.active()
         fn = kern.index_match_grouped if use_grouped(len(cells), self.n) else kern.index_match
         return fn(cells, *self.kernel_args(), _NO_TOMBSTONES if alive is None else alive)
@@ -166,14 +165,15 @@ class CompiledType:
 
         For a type whose attributes are all ordered the kernel finds the cells from the
         keys itself (``index_match_packed``: at the first event the small arrays are
-        copied into two, :func:`~siftbus.match.kernel.pack_keys_arrays`, 12 bytes per
-        profile, made only by levels that match single events). The function keeps
+        copied into two, :func:`~siftbus.match.kernel.pack_keys_arrays`, made only by
+        levels that match single events: 8 bytes per profile with bitmap lead sets or
+        conditionless profiles, else nothing per profile). The function keeps
         scratch arrays (the keys, a cell row), so it belongs to one user, and calls the
         kernel specialised for its argument types
         (:meth:`~siftbus.match.kernel.Kernels.specialise`), so ``alive`` must be a 1-d
         uint8 array and ``out`` a 1-d int32 array, always.
         """
-        cb, sk, so, ent, sp, bm, co, runs, rank, always = self.kernel_args()
+        cb, sk, so, ent, sp, bm, co, rec, always = self.kernel_args()
         row = np.zeros((1, len(self.cells)), np.int32)
         # the kernels this was specialised for (none yet: a sentinel), the function
         impl: list[Any] = [object(), None]
@@ -189,14 +189,14 @@ class CompiledType:
                     kern = kernel.active()
                     if not packed:
                         i64, i32 = kernel.pack_keys_arrays(
-                            self.bounds, *self.key_tables(), cb, sk, so, co, rank, always)
+                            self.bounds, *self.key_tables(), cb, sk, so, co, len(bm) > 0, always)
                         packed.extend((i64, i32))
                         key_buf.append(i64.data)
                     impl[1] = kern.specialise("index_match_packed", (
-                        packed[0], packed[1], ent, sp, bm, runs, alive, out))
+                        packed[0], packed[1], ent, sp, bm, rec, alive, out))
                     impl[0] = kern
                 put_keys(key_buf[0], 8 * kernel.KEYS_AT, *event.keys)
-                return impl[1](packed[0], packed[1], ent, sp, bm, runs, alive, out)
+                return impl[1](packed[0], packed[1], ent, sp, bm, rec, alive, out)
 
             return run_keys
         cells = self.cells
@@ -205,10 +205,10 @@ class CompiledType:
             kern = kernel.active()
             if kern is not impl[0]:
                 impl[1] = kern.specialise("index_match_one", (
-                    row, cb, sk, so, ent, sp, bm, co, runs, rank, always, alive, out))
+                    row, cb, sk, so, ent, sp, bm, co, rec, always, alive, out))
                 impl[0] = kern
             row[0, :] = event_cells(cells, event)
-            return impl[1](row, cb, sk, so, ent, sp, bm, co, runs, rank,
+            return impl[1](row, cb, sk, so, ent, sp, bm, co, rec,
                            always, alive, out)
 
         return run_cells
@@ -225,31 +225,45 @@ class CompiledType:
         lut = np.concatenate(tables).astype(np.int32) if tables else np.zeros(0, np.int32)
         return lut, lut_off
 
+    @property
+    def rank(self) -> np.ndarray:
+        """int32 rank of each slot (read from the records; not kept twice)."""
+        at = self.rec_off[:-1]
+        lo = self.rec[at].astype(np.int64) & 0xFFFF
+        return (lo | ((self.rec[at + 1].astype(np.int64) & 0xFFFF) << 16)).astype(np.int32)
+
     def slot(self, rank: int) -> int:
-        return int(self.slot_of_rank[rank])
+        """Where this rank's tombstone is in ``alive``: tombstones are by rank (the
+        kernels read a candidate's rank from its record anyway)."""
+        return rank
 
     def ranks_alive(self, alive: np.ndarray) -> np.ndarray:
-        return np.sort(self.rank[alive.astype(bool)])
+        return np.flatnonzero(alive).astype(np.int32)
 
     def nbytes(self) -> int:
         """Bytes held by the index arrays (ids and string constraints excluded)."""
         return sum(a.nbytes for a in (self.order, self.cell_base, self.bounds, self.set_kind,
                                       self.set_off, self.set_ent, self.slot_pre, self.bitmaps,
-                                      self.cond_off, self.runs, self.rank, self.slot_of_rank,
+                                      self.rec_off, self.rec, self.slot_of_rank,
                                       self.always, self.lead, self.sub_code))
 
     # -- the profiles, read back from the index ----------------------------------------
 
-    def _intervals(self, slots: np.ndarray, first: int, end: int
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(slot, attribute, lo, hi) of the ordered runs ``first:end``."""
-        runs = self.runs[first:end]
-        attr = runs[:, 0].astype(np.int64)
+    def _intervals(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                     np.ndarray]:
+        """(slot, attribute, lo, hi) of the ordered runs of ``slots`` (int64)."""
+        at = self.rec_off[slots]
+        count = self.rec[at + 2].astype(np.int64)
+        total = int(count.sum())
+        within = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
+        idx = np.repeat(at + kernel.REC_HEAD, count) + 3 * within
+        slots = np.repeat(slots, count)
+        attr = self.rec[idx].astype(np.int64)
         ordered = np.array([ac.ordered for ac in self.cells], bool)[attr] if len(attr) \
             else np.zeros(0, bool)
-        attr, slots = attr[ordered], slots[ordered]
-        f = runs[ordered, 1].astype(np.int64)
-        last = runs[ordered, 2].astype(np.int64)
+        attr, slots, idx = attr[ordered], slots[ordered], idx[ordered]
+        f = self.rec[idx + 1].astype(np.int64)
+        last = self.rec[idx + 2].astype(np.int64)
         base = self.cell_base[attr]
         lo = self.bounds[base + f]
         nxt = base + last + 1
@@ -260,9 +274,7 @@ class CompiledType:
 
     def columns(self) -> ProfileColumns:
         """Every profile of this index as columns, in rank (id) order."""
-        counts = np.diff(self.cond_off)
-        slots = np.repeat(np.arange(self.n, dtype=np.int64), counts)
-        slots, attr, lo, hi = self._intervals(slots, 0, len(self.runs))
+        slots, attr, lo, hi = self._intervals(np.arange(self.n, dtype=np.int64))
         ranks = self.rank[slots].astype(np.int64)
         by = np.lexsort((lo, attr, ranks))
         return ProfileColumns(self.etype, self.ids, self.sub_code, self.subscribers,
@@ -272,8 +284,7 @@ class CompiledType:
     def profile(self, rank: int) -> Profile:
         """The profile of this rank, made anew (equal to the one added)."""
         slot = int(self.slot_of_rank[rank])
-        a, b = int(self.cond_off[slot]), int(self.cond_off[slot + 1])
-        _, attr, lo, hi = self._intervals(np.full(b - a, slot, np.int64), a, b)
+        _, attr, lo, hi = self._intervals(np.array([slot], np.int64))
         by = np.lexsort((lo, attr))
         s0, s1 = np.searchsorted(self.st_rank, [rank, rank + 1])
         return make_profile(self.etype, str(self.ids[rank]),

@@ -31,17 +31,21 @@ Array layout of the PrimAS index (built by :func:`siftbus.match.index.compile_ty
 ``ent``        int16|int32[N, 8]  lead-set entries, per global cell sorted by slot:
                              two pre-checks ``(attribute, first cell, width)`` (the hulls
                              of the member's next two most selective conditions, tested
-                             before touching its own data), then the slot as two 16-bit
-                             halves; bit 15 of column 7 is set when the pre-checks are not
-                             exact and the member's runs must be checked
+                             before touching its own data), then the offset of the
+                             member's record in ``rec`` as two 16-bit halves; bit 15 of
+                             column 7 is set when the pre-checks are not exact and the
+                             member's runs must be checked
 ``slot_pre``   [n, 6]        the same pre-checks by slot, for members of bitmap lead sets
 ``bitmaps``    uint64[rows, words]  bitmap lead sets
-``cond_off``, ``runs``       per slot (CSR), its non-lead conditions as runs int32[R, 3]
-                             ``(attribute, first cell, last cell)``, attributes in
-                             evaluation order
-``rank``       int32[n]      output index (plain string order of ids) of each slot
+``rec_off``    int32[n + 1]  offset of each slot's record in ``rec`` (and its length)
+``rec``        int16|int32[] one record per slot, in slot order: :data:`REC_HEAD`
+                             elements (rank as two 16-bit halves, run count), then its
+                             conditions as runs ``(attribute, first cell, last cell)``,
+                             attributes in evaluation order. A candidate's rank and runs
+                             share its record: one cache line where three arrays (run
+                             offsets, runs, ranks) took three
 ``always``     int32[]       slots of profiles with no condition
-``alive``      uint8[n]      tombstones by slot (0 = removed); empty = all alive
+``alive``      uint8[n]      tombstones by rank (0 = removed); empty = all alive
 
 A profile's lead set is the one of its most selective condition; every profile has one
 lead attribute, so the per-lead results are disjoint.
@@ -71,9 +75,13 @@ could overrun the budget many times before the rule above sees it."""
 _BATCH_KERNELS = frozenset({"index_match", "index_match_grouped", "counting_match"})
 
 
+REC_HEAD = 3
+"""Elements of a record's head in ``rec``: rank (low, high 16 bits), number of runs."""
+
+
 IndexArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                    np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-"""``(cell_base, set_kind, set_off, ent, slot_pre, bitmaps, cond_off, runs, rank, always)``:
+                    np.ndarray, np.ndarray, np.ndarray]
+"""``(cell_base, set_kind, set_off, ent, slot_pre, bitmaps, rec_off, rec, always)``:
 the index arrays in the order every ``index_*`` kernel takes them."""
 
 
@@ -82,16 +90,16 @@ class Kernels(Protocol):
 
     def index_match(self, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                     set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
-                    bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
-                    rank: np.ndarray, always: np.ndarray,
+                    bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
+                    always: np.ndarray,
                     alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """PrimAS matching of a batch of cell rows; returns CSR ``(offsets, ranks)``,
         each row's ranks sorted."""
 
     def index_match_grouped(self, cells: np.ndarray, cell_base: np.ndarray,
                             set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
-                            slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
-                            runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                            slot_pre: np.ndarray, bitmaps: np.ndarray, rec_off: np.ndarray,
+                            rec: np.ndarray, always: np.ndarray,
                             alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`index_match` for large batches, same result: per attribute the events
         are grouped by cell and each lead set is streamed once per group and tested
@@ -99,8 +107,8 @@ class Kernels(Protocol):
 
     def index_match_one(self, cells: np.ndarray, cell_base: np.ndarray,
                         set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
-                        slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
-                        runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                        slot_pre: np.ndarray, bitmaps: np.ndarray, rec_off: np.ndarray,
+                        rec: np.ndarray, always: np.ndarray,
                         alive: np.ndarray, out: np.ndarray) -> int:
         """One event (``cells`` int32[1, m]): its sorted ranks go to ``out[:count]``.
 
@@ -110,8 +118,8 @@ class Kernels(Protocol):
     def index_match_keys(self, keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
                          lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
                          set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
-                         slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
-                         runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                         slot_pre: np.ndarray, bitmaps: np.ndarray, rec_off: np.ndarray,
+                         rec: np.ndarray, always: np.ndarray,
                          alive: np.ndarray, out: np.ndarray) -> int:
         """:meth:`index_match_one` from the event's int64 keys of an all-ordered type:
         the cells are written to ``row`` (int32[1, m]). Attribute ``a`` with a key ->
@@ -121,7 +129,7 @@ class Kernels(Protocol):
         cell order)."""
 
     def index_match_packed(self, i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
-                           slot_pre: np.ndarray, bitmaps: np.ndarray, runs: np.ndarray,
+                           slot_pre: np.ndarray, bitmaps: np.ndarray, rec: np.ndarray,
                            alive: np.ndarray, out: np.ndarray) -> int:
         """:meth:`index_match_keys` with its small and same-typed arrays packed into two
         (:func:`pack_keys_arrays`; the event's keys go to ``i64[KEYS_AT:KEYS_AT + m]``):
@@ -161,25 +169,28 @@ header of 8 counts: attributes, cells, profiles, always, table entries, 3 unused
 
 def pack_keys_arrays(bounds: np.ndarray, lut: np.ndarray, lut_off: np.ndarray,
                      cell_base: np.ndarray, set_kind: np.ndarray, set_off: np.ndarray,
-                     cond_off: np.ndarray, rank: np.ndarray, always: np.ndarray
+                     rec_off: np.ndarray, has_bitmaps: bool, always: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:
     """``(i64, i32)`` for :meth:`Kernels.index_match_packed`: copies of the arrays of
-    :meth:`Kernels.index_match_keys` but ``ent``, ``slot_pre``, ``bitmaps``, ``runs``,
+    :meth:`Kernels.index_match_keys` but ``ent``, ``slot_pre``, ``bitmaps``, ``rec``,
     concatenated by type:
 
-    ``i64``: header (m, cells, n, len(always), len(lut), 0, 0, 0), keys (m, written per
-    event), ``lut_off`` (m + 1), ``cell_base`` (m + 1), ``bounds`` (cells), ``set_off``
-    (cells + 1), ``cond_off`` (n + 1);
-    ``i32``: the cell row (m, scratch), ``lut``, ``set_kind`` (cells), ``rank`` (n),
-    ``always``.
+    ``i64``: header (m, cells, n, len(always), len(lut), len(rec_off) copied, 0, 0), keys
+    (m, written per event), ``lut_off`` (m + 1), ``cell_base`` (m + 1), ``bounds``
+    (cells), ``set_off`` (cells + 1), ``rec_off`` (n + 1, only when the level has bitmap
+    lead sets or profiles without conditions: list entries point at records directly);
+    ``i32``: the cell row (m, scratch), ``lut``, ``set_kind`` (cells), ``always``.
 
-    The copies cost 12 bytes per profile beside the index's ~190.
+    The copies cost nothing per profile without bitmaps and conditionless profiles, else 8
+    bytes per profile beside the index's ~190.
     """
     m = len(cell_base) - 1
-    header = np.array([m, len(set_kind), len(rank), len(always), len(lut), 0, 0, 0], np.int64)
+    n = len(rec_off) - 1
+    ro = rec_off if has_bitmaps or len(always) else np.zeros(0, np.int64)
+    header = np.array([m, len(set_kind), n, len(always), len(lut), len(ro), 0, 0], np.int64)
     i64 = np.concatenate([header, np.zeros(m, np.int64), lut_off, cell_base, bounds,
-                          set_off, cond_off]).astype(np.int64)
-    i32 = np.concatenate([np.zeros(m, np.int32), lut, set_kind, rank, always]).astype(np.int32)
+                          set_off, ro]).astype(np.int64)
+    i32 = np.concatenate([np.zeros(m, np.int32), lut, set_kind, always]).astype(np.int32)
     return i64, i32
 
 

@@ -14,6 +14,10 @@ import numpy as np
 
 _NONE = np.zeros(0, np.int64)
 
+REC_HEAD = 3
+"""``siftbus.match.kernel.REC_HEAD`` (the kernel modules import nothing of the package:
+:mod:`siftbus.match.kernel` loads them)."""
+
 
 def _bitmap_members(bitmaps: np.ndarray, row: int, n: int) -> np.ndarray:
     bits = np.unpackbits(bitmaps[row].view(np.uint8), bitorder="little")
@@ -26,44 +30,46 @@ def _inside(cells: np.ndarray, attr: np.ndarray, first: np.ndarray,
     return (d >= 0) & (d <= width.astype(np.int64))
 
 
-def _accepted(cand: np.ndarray, row: np.ndarray, cond_off: np.ndarray,
-              runs: np.ndarray) -> np.ndarray:
-    """Mask over ``cand`` (slots): every constrained non-lead attribute has a run
+def _rank(rec: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The ranks of the records at ``at`` (two 16-bit halves each)."""
+    lo = rec[at].astype(np.int64) & 0xFFFF
+    return lo | ((rec[at + 1].astype(np.int64) & 0xFFFF) << 16)
+
+
+def _accepted(at: np.ndarray, row: np.ndarray, rec: np.ndarray) -> np.ndarray:
+    """Mask over record offsets ``at``: every constrained non-lead attribute has a run
     containing the event's cell."""
-    if not len(cand):
+    if not len(at):
         return np.zeros(0, bool)
-    start = cond_off[cand]
-    count = cond_off[cand + 1] - start
+    start = at + REC_HEAD
+    count = rec[at + 2].astype(np.int64)
     total = int(count.sum())
     if total == 0:
-        return np.ones(len(cand), bool)
-    owner = np.repeat(np.arange(len(cand)), count)
-    idx = np.arange(total) - np.repeat(np.cumsum(count) - count, count) + np.repeat(start, count)
-    attr = runs[idx, 0].astype(np.int64)
+        return np.ones(len(at), bool)
+    owner = np.repeat(np.arange(len(at)), count)
+    idx = start.repeat(count) + 3 * (np.arange(total) - np.repeat(np.cumsum(count) - count,
+                                                                   count))
+    attr = rec[idx].astype(np.int64)
     c = row[attr]
-    inside = (runs[idx, 1] <= c) & (c <= runs[idx, 2])
+    inside = (rec[idx + 1] <= c) & (c <= rec[idx + 2])
     m = len(row)
     key = owner * m + attr
-    constrained = np.zeros(len(cand) * m, bool)
+    constrained = np.zeros(len(at) * m, bool)
     constrained[key] = True
-    hit = np.zeros(len(cand) * m, bool)
+    hit = np.zeros(len(at) * m, bool)
     hit[key[inside]] = True
-    bad = np.asarray((constrained & ~hit).reshape(len(cand), m).any(axis=1))
+    bad = np.asarray((constrained & ~hit).reshape(len(at), m).any(axis=1))
     return ~bad
 
 
 def _event(row: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
            set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
-           bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray, rank: np.ndarray,
+           bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
            always: np.ndarray, alive: np.ndarray) -> np.ndarray:
     """Sorted ranks matched by one row of cells."""
     check_alive = len(alive) > 0
-    parts = []
-    al = always.astype(np.int64)
-    if check_alive:
-        al = al[alive[al] != 0]
-    parts.append(rank[al])
-    n = len(rank)
+    n = len(rec_off) - 1
+    parts = [_rank(rec, rec_off[always.astype(np.int64)])]
     for a in range(len(row)):
         g = int(cell_base[a] + row[a])
         kind = int(set_kind[g])
@@ -75,7 +81,7 @@ def _event(row: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
             ok = _inside(row, e[:, 0], e[:, 1], e[:, 2]) & _inside(row, e[:, 3], e[:, 4],
                                                                       e[:, 5])
             e = e[ok]
-            slots = (e[:, 6] & 0xFFFF) | ((e[:, 7] & 0x7FFF) << 16)
+            at = (e[:, 6] & 0xFFFF) | ((e[:, 7] & 0x7FFF) << 16)
             full = (e[:, 7] & 0x8000) != 0
         else:
             slots = _bitmap_members(bitmaps, kind, n)
@@ -83,26 +89,25 @@ def _event(row: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
             ok = _inside(row, pre[:, 0], pre[:, 1], pre[:, 2]) & _inside(row, pre[:, 3],
                                                                            pre[:, 4],
                                                                            pre[:, 5])
-            slots = slots[ok]
-            full = np.ones(len(slots), bool)
-        if check_alive:
-            live = alive[slots] != 0
-            slots, full = slots[live], full[live]
-        need = slots[full]
-        keep = np.ones(len(slots), bool)
-        keep[full] = _accepted(need, row, cond_off, runs)
-        parts.append(rank[slots[keep]])
-    return np.sort(np.concatenate(parts)).astype(np.int32)
+            at = rec_off[slots[ok]]
+            full = np.ones(len(at), bool)
+        keep = np.ones(len(at), bool)
+        keep[full] = _accepted(at[full], row, rec)
+        parts.append(_rank(rec, at[keep]))
+    got = np.concatenate(parts)
+    if check_alive:
+        got = got[alive[got] != 0]
+    return np.sort(got).astype(np.int32)
 
 
 def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                 set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
-                bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
-                rank: np.ndarray, always: np.ndarray,
+                bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
+                always: np.ndarray,
                 alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`siftbus.match.kernel.Kernels.index_match`."""
     rows = [_event(cells[e], cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                   cond_off, runs, rank, always, alive) for e in range(cells.shape[0])]
+                   rec_off, rec, always, alive) for e in range(cells.shape[0])]
     return _csr(rows)
 
 
@@ -111,12 +116,12 @@ index_match_grouped = index_match
 
 def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                     set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
-                    bitmaps: np.ndarray, cond_off: np.ndarray, runs: np.ndarray,
-                    rank: np.ndarray, always: np.ndarray, alive: np.ndarray,
+                    bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
+                    always: np.ndarray, alive: np.ndarray,
                     out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_one`."""
-    got = _event(cells[0], cell_base, set_kind, set_off, ent, slot_pre, bitmaps, cond_off,
-                 runs, rank, always, alive)
+    got = _event(cells[0], cell_base, set_kind, set_off, ent, slot_pre, bitmaps, rec_off,
+                 rec, always, alive)
     if len(got) <= len(out):
         out[:len(got)] = got
     return len(got)
@@ -125,8 +130,8 @@ def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarr
 def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
                      lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
                      set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
-                     slot_pre: np.ndarray, bitmaps: np.ndarray, cond_off: np.ndarray,
-                     runs: np.ndarray, rank: np.ndarray, always: np.ndarray,
+                     slot_pre: np.ndarray, bitmaps: np.ndarray, rec_off: np.ndarray,
+                     rec: np.ndarray, always: np.ndarray,
                      alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
     for a in range(len(keys)):
@@ -137,20 +142,20 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
         else:
             row[0, a] = int(np.searchsorted(bounds[lo:hi], keys[a], side="right")) - 1
     return index_match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                           cond_off, runs, rank, always, alive, out)
+                           rec_off, rec, always, alive, out)
 
 
 def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
-                       slot_pre: np.ndarray, bitmaps: np.ndarray, runs: np.ndarray,
+                       slot_pre: np.ndarray, bitmaps: np.ndarray, rec: np.ndarray,
                        alive: np.ndarray, out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_packed`."""
-    m, g, n, n_always, n_lut = (int(x) for x in i64[:5])
-    cut64 = np.cumsum([8, m, m + 1, m + 1, g, g + 1, n + 1])
-    keys, lut_off, cell_base, bounds, set_off, cond_off = np.split(i64, cut64)[1:7]
-    cut32 = np.cumsum([m, n_lut, g, n, n_always])
-    row, lut, set_kind, rank, always = np.split(i32, cut32)[:5]
+    m, g, _, n_always, n_lut, n_off = (int(x) for x in i64[:6])
+    cut64 = np.cumsum([8, m, m + 1, m + 1, g, g + 1, n_off])
+    keys, lut_off, cell_base, bounds, set_off, rec_off = np.split(i64, cut64)[1:7]
+    cut32 = np.cumsum([m, n_lut, g, n_always])
+    row, lut, set_kind, always = np.split(i32, cut32)[:4]
     return index_match_keys(keys, bounds, lut, lut_off, row.reshape(1, m), cell_base,
-                            set_kind, set_off, ent, slot_pre, bitmaps, cond_off, runs, rank,
+                            set_kind, set_off, ent, slot_pre, bitmaps, rec_off, rec,
                             always, alive, out)
 
 

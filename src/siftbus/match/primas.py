@@ -21,12 +21,16 @@ from typing import Any
 import numpy as np
 
 from siftbus.errors import DomainError
-from siftbus.match import kernel
+from siftbus.match import hugepages, kernel
 from siftbus.match.cells import AttributeCells, Pieces, layout
 from siftbus.match.columns import ProfileColumns
 
 PRECHECKS = 2
 """How many further conditions each lead-set entry carries (as cell hulls)."""
+
+NARROW_RUNS = 2 ** 15
+"""A level's records (``rec``) are int16 when every cell number fits and every profile has
+fewer runs than this (the run count is one element of its record), else int32."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,27 +136,41 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     bounds = np.concatenate([ac.bounds if ac.ordered else np.zeros(ac.n_cells, np.int64)
                              for ac in cells]).astype(np.int64) if m else np.zeros(0, np.int64)
 
-    # Runs, profile-major by slot, attributes in evaluation order, placed by counting
-    # (no sort): every run, the lead's included, since they are the stored form of the
-    # conditions (CompiledType.columns); the kernel's run check passes the lead anyway.
+    # Records, one per slot in slot order: the rank (16-bit halves), the number of runs,
+    # then the runs (attribute, first cell, last cell), attributes in evaluation order,
+    # placed by counting (no sort). Every run, the lead's included, since they are the
+    # stored form of the conditions (CompiledType.columns); the kernel's run check passes
+    # the lead anyway. A candidate's rank and runs share its record, so checking it
+    # touches one cache line, not three (run offset, runs, rank).
     per_slot = np.zeros(n, np.int64)
     for h in hulls:  # a profile appears once per attribute: no repeated index
         per_slot[slot_of_rank[h.ranks]] += h.runs
-    cond_off = np.zeros(n + 1, np.int64)
-    np.cumsum(per_slot, out=cond_off[1:])
-    runs = np.empty((int(cond_off[-1]), 3), dtype)
-    fill = cond_off[:-1].copy()
+    rec_off = np.zeros(n + 1, np.int64)
+    np.cumsum(kernel.REC_HEAD + 3 * per_slot, out=rec_off[1:])
+    if rec_off[-1] >= 2 ** 31:
+        raise ValueError(f"{etype.name}: a compiled level holds at most 2**31 record "
+                         f"elements ({int(rec_off[-1])} needed); add profiles in parts")
+    narrow = per_slot.max(initial=0) < NARROW_RUNS
+    rec = hugepages.empty(int(rec_off[-1]), dtype if narrow else np.int32)
+    head = rec_off[:-1]
+    r = rank.astype(np.int64)
+    rec[head] = (r & 0xFFFF).astype(np.uint16).view(np.int16)
+    rec[head + 1] = r >> 16
+    rec[head + 2] = per_slot
+    del r
+    fill = head + kernel.REC_HEAD
     for a in eval_order.tolist():
         pc, h = pieces[a], hulls[a]
         if not len(h.ranks):
             continue
         slots = slot_of_rank[h.ranks].astype(np.int64)
-        within = np.arange(len(pc.slots)) - np.repeat(h.starts, h.runs)
+        within = 3 * (np.arange(len(pc.slots)) - np.repeat(h.starts, h.runs))
         dest = np.repeat(fill[slots], h.runs) + within
-        runs[dest, 0] = a
-        runs[dest, 1] = pc.first
-        runs[dest, 2] = pc.last
-        fill[slots] += h.runs
+        rec[dest] = a
+        rec[dest + 1] = pc.first
+        rec[dest + 2] = pc.last
+        fill[slots] += 3 * h.runs
+    del fill, head
 
     lead_pieces: list[Pieces] = []
     counts = np.zeros(total_cells, np.int64)
@@ -170,21 +188,21 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     set_kind[dense] = np.arange(int(dense.sum()), dtype=np.int32)
     set_off = np.concatenate([[0], np.cumsum(np.where(dense, 0, counts))]).astype(np.int64)
 
-    # Lead-set entries by slot: pre-checks, then the slot in two 16-bit halves, bit 15 of
-    # the upper half set when the pre-checks are not exact.
+    # Lead-set entries by slot: pre-checks, then the offset of the slot's record in two
+    # 16-bit halves, bit 15 of the upper half set when the pre-checks are not exact.
     top = np.iinfo(dtype).max
     entry = np.empty((n, 8), np.uint16 if small else np.int32)
     np.minimum(pre, top, out=pre)
     entry[:, :6] = pre[rank]
     del pre
-    s = np.arange(n, dtype=np.int64)
-    entry[:, 6] = s & 0xFFFF
-    entry[:, 7] = ((s >> 16) & 0x7FFF) | (full[rank].astype(np.int64) << 15)
-    del s
+    at = rec_off[:-1]
+    entry[:, 6] = at & 0xFFFF
+    entry[:, 7] = ((at >> 16) & 0x7FFF) | (full[rank].astype(np.int64) << 15)
+    del at
     entry = entry.view(np.int16) if small else entry
     n_dense = int(dense.sum())
-    set_ent = np.empty((int(set_off[-1]), 8), dtype)
-    bitmaps = np.zeros((n_dense, max(1, (n + 63) // 64)), np.uint64)
+    set_ent = hugepages.empty((int(set_off[-1]), 8), dtype)
+    bitmaps = hugepages.zeros((n_dense, max(1, (n + 63) // 64)), np.uint64)
     kern = kernel.active()
     for a, lp in enumerate(lead_pieces):
         base = int(cell_base[a])
@@ -197,8 +215,9 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     return {
         "cells": tuple(cells), "order": eval_order, "cell_base": cell_base,
         "bounds": bounds, "set_kind": set_kind, "set_off": set_off, "set_ent": set_ent,
-        "slot_pre": slot_pre, "bitmaps": bitmaps, "cond_off": cond_off, "runs": runs,
-        "rank": rank, "slot_of_rank": slot_of_rank,
+        "slot_pre": slot_pre, "bitmaps": bitmaps, "rec_off": rec_off.astype(np.int32),
+        "rec": rec,
+        "slot_of_rank": slot_of_rank,
         "always": np.sort(slot_of_rank[lead < 0]).astype(np.int32), "lead": lead,
     }
 
