@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
+from siftbus.match import kernel
 from siftbus.match.base import positions_by_type
 from siftbus.match.cells import AttributeCells, column_cells, events_to_columns
 from siftbus.match.columns import ProfileColumns
@@ -42,6 +43,11 @@ OBSERVE_STRIDE = 8
 OBSERVE_KEEP = 4096
 
 _NO_TOMBSTONES = np.zeros(0, np.uint8)
+_NO_ADDRS = np.zeros(0, np.int64)
+_UNCHOSEN = object()
+_TUPLE_ITEMS = tuple.__basicsize__  # where a tuple's item pointers start (CPython)
+PREFETCH_FROM = 1 << 15
+"""Levels of fewer profiles match without prefetching their ids (they stay in cache)."""
 
 TRIM_AFTER = 100_000
 """A bulk load of at least this many profiles hands the heap it freed back to the OS."""
@@ -117,9 +123,16 @@ class Level:
     buf: np.ndarray = field(default_factory=lambda: np.empty(256, np.int32))
     view: memoryview = field(init=False)
     """``memoryview(buf)``."""
-    id_list: list[str] | None = None
-    """The ids as Python strings, made on the first per-event match (indexing a list is
+    id_list: tuple[str, ...] | None = None
+    """The ids as Python strings, made on the first per-event match (indexing a tuple is
     twice as fast as converting from the numpy array; bulk paths never need it)."""
+    id_addrs: np.ndarray = field(default_factory=lambda: _NO_ADDRS)
+    """Where each of ``id_list``'s strings is (``id``), for the prefetch."""
+    prefetch: Callable[[np.ndarray, int, np.ndarray, int], int] | None = None
+    """:func:`~siftbus.match.prefetch_numba.prefetch_ids` when the process runs numba
+    kernels and the level is large enough for its ids to miss the cache."""
+    prefetch_for: object = _UNCHOSEN
+    """The kernels ``prefetch`` was chosen under (chosen again when they change)."""
 
     def __post_init__(self) -> None:
         self.view = self.buf.data
@@ -150,8 +163,24 @@ class Level:
             k = self.runner(event, alive, self.buf)
         ids = self.id_list
         if ids is None:
-            ids = self.id_list = self.compiled.ids.tolist()
+            ids = self.id_list = tuple(self.compiled.ids.tolist())
+        if self.prefetch_for is not kernel.STATE.impl:
+            self._choose_prefetch()
+        if self.prefetch is not None:
+            self.prefetch(self.buf, k, self.id_addrs, id(ids) + _TUPLE_ITEMS)
         return [ids[r] for r in self.view[:k]]
+
+    def _choose_prefetch(self) -> None:
+        self.prefetch_for = kernel.STATE.impl
+        self.prefetch = None
+        ids = self.id_list
+        if ids is None or len(ids) < PREFETCH_FROM or kernel.name() != "numba":
+            return
+        if len(self.id_addrs) != len(ids):
+            self.id_addrs = np.fromiter(map(id, ids), np.int64, len(ids))
+        from siftbus.match.prefetch_numba import compiled_prefetch
+
+        self.prefetch = compiled_prefetch(self.buf, self.id_addrs)
 
     def rank_of(self, pid: str) -> int:
         """The rank of ``pid`` when it is here and alive, else -1."""
