@@ -39,12 +39,8 @@ accepts for it), checked here with moves at any time."""
 
 KNOWN_COUNTER_EXAMPLES: list[tuple[str, str, bool, int, str, dict[str, float]]] = [
     # (handoff, routing, publishers move, seed, what goes wrong, workload options): found
-    # by random seeds, kept until fixed (docs/mobility.md, "Known counter-examples").
-    # Half the moves untold, found by the tell=0.5 scan of seeds 200-599 (on the branch
-    # point too): an old holder that released a stripped move's session redirected its
-    # profiles toward a neighbour that still held them from it (a loop)
-    ("acyclic", "forwarding+advertisements", True, 244, "profiles left behind",
-     {"tell": 0.5}),
+    # by random seeds, kept until fixed (docs/mobility.md, "Counter-examples"). None
+    # open: the last one, 244 at tell=0.5, is in FIXED_UNTOLD_COUNTER_EXAMPLES.
 ]
 
 
@@ -162,6 +158,9 @@ FIXED_UNTOLD_COUNTER_EXAMPLES = [
     # a newer attachment's plain SUB of a gid held from elsewhere was dropped, its move
     # went the other way: the neighbour kept the older source, covered rows were lost
     ("acyclic", "forwarding+advertisements", True, 356, {"tell": 0.5}),
+    # an old holder that released a stripped move's session redirected its profiles
+    # toward a neighbour that still held them from it, and never told it: a loop
+    ("acyclic", "forwarding+advertisements", True, 244, {"tell": 0.5}),
 ]
 
 
@@ -172,6 +171,26 @@ def test_fixed_untold_counter_examples(handoff: str, routing: str, publishers_mo
     out = run_mobility(random.Random(seed), handoff, routing,
                        publishers_move=publishers_move, **options)  # type: ignore[arg-type]
     assert out.safe, out.summary() + "\n" + "\n".join(out.log)
+
+
+def test_a_redirect_travels_on_until_the_tables_agree() -> None:
+    """Seed 244: the old holder got a stripped move (a newer attachment's move had gone
+    elsewhere) and redirected the profile toward its neighbour, which still held it from
+    the old holder. The redirect (``rd``) travels on toward the new holder (here that
+    neighbour drops the covered profile and tells the old holder so): once quiet, before
+    any unsubscription, every broker holds what its neighbours export to it."""
+    seen: list[tuple[list[str], int]] = []
+
+    def inspect(sim: Simulator) -> None:
+        seen.append((mirror_errors(sim),
+                     sum(n.handoff.counts.get("rd", 0) for n in sim.nodes.values())))
+
+    out = run_mobility(random.Random(244), "acyclic", "forwarding+advertisements",
+                       publishers_move=True, tell=0.5, inspect=inspect)
+    assert out.safe, out.summary() + "\n" + "\n".join(out.log)
+    errors, redirects = seen[0]
+    assert errors == []
+    assert redirects >= 1
 
 
 @pytest.mark.parametrize("publishers_move", [False, True])

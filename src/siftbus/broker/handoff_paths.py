@@ -67,7 +67,8 @@ class AcyclicGraph(HandoffBase):
         """Per session, the newest move whose routes this broker's table reflects (a
         claimed attachment still locating its session has no view yet: seed 37)."""
         self.handlers["move"] = self._on_move
-        self.hop_kinds.add("move")
+        self.handlers["rd"] = self._on_redirect
+        self.hop_kinds.update({"move", "rd"})
 
     def claim(self, s: Session) -> None:
         self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)
@@ -205,7 +206,12 @@ class AcyclicGraph(HandoffBase):
         move arrived here (seed 99999). A newer attachment corrects the direction with
         its own move, which follows the old sources here. Only where profiles may
         travel any way (profile forwarding): under flooding events reach every broker
-        anyway, and under rendezvous routing they travel toward the rendezvous node."""
+        anyway, and under rendezvous routing they travel toward the rendezvous node.
+
+        The redirect travels on toward the new holder (``rd``, :meth:`_on_redirect`):
+        the neighbour it now comes from may still hold it from us, as the stripped move
+        left its view, and a newer move need not pass there (seed 244 at tell=0.5: a
+        loop between two brokers that outlived the unsubscription)."""
         table = self.host.sessions
         moved = table.moved.get(sid)
         cur = table.sessions.get(sid)
@@ -224,7 +230,49 @@ class AcyclicGraph(HandoffBase):
                     if e.id.startswith(prefix) and routing.toward(e.profile) is None]
             if left:
                 self._step(sid, moved[1], w, left, None, self.host.name)
+                self._redirect(sid, moved[1], w, moved[0], [p for p, held in left if held])
         super().after_release(sid, state)
+
+    def _redirect(self, sid: str, epoch: int, w: str, to: str, held: list[Profile]) -> None:
+        """Tell ``w`` that we hold ``held`` from it now (redirected toward ``to``)."""
+        if held:
+            self.send(w, {"k": "rd", "s": sid, "e": epoch, "o": self.host.name, "to": to,
+                          "items": [encode_profile(p) for p in held]})
+
+    def _on_redirect(self, w: str, body: dict[str, Any]) -> None:
+        """``w`` redirected the listed gids toward the session's new holder ``to``: it
+        holds them from us now. Where we hold one from ``w`` (our view still points
+        toward the old holder: the stripped move passed here and changed nothing), it
+        is redirected here too, toward ``to``, and the redirect travels on; its old
+        source ``w`` learns whether we give it the gid (:meth:`_step` tells it). Where
+        we do not, or a newer move passed here, ``w`` is told what we give it, as to the
+        sender of any stale move."""
+        sid = str(get(body, "s", str))
+        epoch = get(body, "e", int)
+        to = str(get(body, "to", str))
+        origin = get(body, "o", str)
+        items = [decode_profile(x, self.host.schema, None) for x in get(body, "items", list)]
+        routing = self.host.routing
+        table = routing.table
+        mine = self.views.get(sid, 0)
+        me = self.host.name
+        loop = [p for p in items if mine <= epoch and to != me
+                and (e := table.entries.get(p.id)) is not None and e.src == w]
+        rest = [p for p in items if p not in loop]
+        if rest:
+            exported = {p.id for p in table.exported(w)} if w in table.neighbours \
+                else set()
+            wrong = [p for p in rest if p.id not in exported or mine > epoch]
+            if wrong:
+                self.send(w, {"k": "move", "s": sid, "e": max(mine, epoch), "o": me,
+                              "items": [[encode_profile(p), p.id in exported]
+                                        for p in wrong]})
+        if loop:
+            y = self.overlay.next_hop(to)
+            sent = {p.id for p in table.exported(y)} if y in table.neighbours else set()
+            step = [(p, p.id in sent) for p in loop]
+            self._step(sid, epoch, y, step, None, origin)
+            self._redirect(sid, epoch, y, to, [p for p, held in step if held])
 
     def receive(self, link: str, body: dict[str, Any]) -> None:
         if body.get("k") in ("xfer", "nack") and "s" in body and link != self.host.name:
