@@ -18,7 +18,10 @@ profile may be held there from elsewhere: it must be redirected, not added). Mov
 session carry its epoch; a broker applies a move only if it is at least as new as the
 last it applied, and answers an older one with a correction carrying the newer epoch, so
 crossing moves (a client moving again before its last handoff ended, or back) leave every
-profile pointing toward the newest access broker.
+profile pointing toward the newest access broker. An old broker reached by a move stripped
+of its items (it passed a broker where a newer move had been applied) redirects the
+profiles still registered there toward the new holder with ``rd``, which travels on as
+long as the next broker still holds them from the previous one.
 
 **Rendezvous point** (§5.6, :class:`RendezvousPoint`). With rendezvous routing the new
 broker subscribes the profiles anew (gids of a new tag), which travel toward each type's
