@@ -126,6 +126,17 @@ class AcyclicGraph(HandoffBase):
         local = {p.id: pid for p, pid in self.session_profiles(s, s.tag)}
         items = [(p, True) for p, _ in self.session_profiles(s, s.tag)]
         self.store_profiles(s, s.tag)
+        routing = self.host.routing
+        back = self.overlay.next_hop(previous)
+        for p, _ in items:
+            e = routing.table.entries.get(p.id)
+            if (e is None or e.src.startswith("@")) and routing.toward(p) is None:
+                # events published here for profiles the moving one covered must still
+                # go toward the old broker until what the move uncovers there arrives,
+                # i.e. until the transfer passes back (seed 21 with 120 actions: a
+                # publisher arrived here with the session; under advertisements no
+                # route to keep existed here, and a static subscriber lost a row)
+                routing.keep_route(s.id, back, p)
         self._step(s.id, s.epoch, s.link, items, previous, self.host.name, local)
 
     def _step(self, sid: str, epoch: int, w: str, items: list[tuple[Profile, bool]],
