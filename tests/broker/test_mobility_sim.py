@@ -167,6 +167,10 @@ FIXED_UNTOLD_COUNTER_EXAMPLES = [
     # the covered profile until the move's uncovered SUB came back
     ("acyclic", "forwarding+advertisements", True, 21,
      {"tell": 1.0, "actions": 120, "min_brokers": 6}),
+    # a broker with a newer view refused the profile an older move gave it, while the
+    # move's sender had withdrawn a static subscriber's profile it covered: rows lost
+    ("acyclic", "forwarding+advertisements", False, 172,
+     {"tell": 0.5, "actions": 120, "min_brokers": 6}),
 ]
 
 

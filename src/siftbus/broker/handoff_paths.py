@@ -71,7 +71,8 @@ class AcyclicGraph(HandoffBase):
         claimed attachment still locating its session has no view yet: seed 37)."""
         self.handlers["move"] = self._on_move
         self.handlers["rd"] = self._on_redirect
-        self.hop_kinds.update({"move", "rd"})
+        self.handlers["mack"] = self._on_mack
+        self.hop_kinds.update({"move", "rd", "mack"})
 
     def claim(self, s: Session) -> None:
         self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)
@@ -351,13 +352,31 @@ class AcyclicGraph(HandoffBase):
         else:  # an older move: correct the sender, pass the request on
             exported = {p.id for p in routing.table.exported(w)}
             corr = [[encode_profile(p), p.id in exported] for p, _ in items]
+            refused = [p for p, held in items if held and (
+                (e := routing.table.entries.get(p.id)) is None or e.src != w)]
             if corr:
-                self.send(w, {"k": "move", "s": sid, "e": mine, "o": self.host.name,
-                              "items": corr})
+                body_c: dict[str, Any] = {"k": "move", "s": sid, "e": mine,
+                                          "o": self.host.name, "items": corr}
+                if refused and routing.toward(refused[0]) is None:
+                    # the sender takes these as given to us, and may have withdrawn the
+                    # profiles they cover (seed 172 with 120 actions: a static
+                    # subscriber's, uncovered by nobody here): until it has taken the
+                    # correction in (``mack``), events for them still go its way
+                    for p in refused:
+                        routing.keep_route(sid, w, p)
+                    body_c["ack"] = 1
+                self.send(w, body_c)
             if to is not None and to != self.host.name:
                 self.send(self.overlay.next_hop(to), {**body, "items": []})
         if to == self.host.name:
             self.hand_over(sid, origin, epoch)
+        if body.get("ack"):
+            # after the step's SUBs of whatever the correction uncovered here
+            self.send(w, {"k": "mack", "s": sid})
+
+    def _on_mack(self, w: str, body: dict[str, Any]) -> None:
+        """``w`` took our correction in: the routes kept toward it may go."""
+        self.host.routing.drop_routes(str(get(body, "s", str)), w)
 
 
 def _locating(s: Session) -> bool:
