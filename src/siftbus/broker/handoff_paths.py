@@ -16,7 +16,9 @@ toward ``b``). Cost: one ``move`` and one ``xfer`` per hop, ``2 d(a, b)`` messag
 A neighbour whose view of a profile the step changes is told with a ``move`` too (the
 profile may be held there from elsewhere: it must be redirected, not added). Moves of one
 session carry its epoch; a broker applies a move only if it is at least as new as the
-last it applied, and answers an older one with a correction carrying the newer epoch, so
+last it applied, and answers an older one with a correction carrying the newer epoch
+(routing events for the gids it refused toward the sender until the sender acknowledges
+the correction with ``mack``: it may have withdrawn what they cover), so
 crossing moves (a client moving again before its last handoff ended, or back) leave every
 profile pointing toward the newest access broker. An old broker reached by a move stripped
 of its items (it passed a broker where a newer move had been applied) redirects the
