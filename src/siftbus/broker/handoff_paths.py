@@ -110,6 +110,13 @@ class AcyclicGraph(HandoffBase):
         ours = next((p for p in table.exported(z) if p.id == gid), None)
         if ours is not None or e is not None:
             p = ours if ours is not None else e.profile  # type: ignore[union-attr]
+            if subscribe and self.host.routing.toward(p) is None:
+                # the neighbour takes it as held here, and may stop sending what it
+                # covers (seed 250 with 120 actions: the profile stood in for an equal
+                # one of another session, whose move had just withdrawn it): events
+                # for it still go that way until the newer move's transfer passes
+                # back from there, behind whatever the move uncovered beyond
+                self.host.routing.keep_route(sid, z, p)
             self.send(z, {"k": "move", "s": sid, "e": mine, "o": self.host.name,
                           "items": [[encode_profile(p), ours is not None]]})
         return False
@@ -365,7 +372,7 @@ class AcyclicGraph(HandoffBase):
                     # subscriber's, uncovered by nobody here): until it has taken the
                     # correction in (``mack``), events for them still go its way
                     for p in refused:
-                        routing.keep_route(sid, w, p)
+                        routing.keep_route(_acked(sid), w, p)
                     body_c["ack"] = 1
                 self.send(w, body_c)
             if to is not None and to != self.host.name:
@@ -378,7 +385,12 @@ class AcyclicGraph(HandoffBase):
 
     def _on_mack(self, w: str, body: dict[str, Any]) -> None:
         """``w`` took our correction in: the routes kept toward it may go."""
-        self.host.routing.drop_routes(str(get(body, "s", str)), w)
+        self.host.routing.drop_routes(_acked(str(get(body, "s", str))), w)
+
+
+def _acked(sid: str) -> str:
+    """The key of the routes kept until a ``mack`` (not until a transfer passes)."""
+    return f"{sid}/ack"
 
 
 def _locating(s: Session) -> bool:
