@@ -68,6 +68,9 @@ class AcyclicGraph(HandoffBase):
         super().__init__(host, edges, policy)
         self.epochs: dict[str, int] = {}
         """Per session, the newest move applied here (or attachment claimed here)."""
+        self._held: dict[str, tuple[list[Profile], set[str]]] = {}
+        """Per neighbour awaiting our correction's ``mack``: the gids we refused, and
+        its UNSUBs of profiles they cover, held back until then (:meth:`_hold`)."""
         self.views: dict[str, int] = {}
         """Per session, the newest move whose routes this broker's table reflects (a
         claimed attachment still locating its session has no view yet: seed 37)."""
@@ -90,6 +93,9 @@ class AcyclicGraph(HandoffBase):
         (seed 282: a stale SUB travelled three hops behind a move and pointed the
         profile back toward an old broker). A SUB or UNSUB from the neighbour we hold
         the profile from is its own business."""
+        held = self._held.get(z)
+        if held is not None and self._hold(z, gid, held, subscribe):
+            return False
         sid = gid_session(gid)
         if sid is None:
             return True
@@ -120,6 +126,26 @@ class AcyclicGraph(HandoffBase):
             self.send(z, {"k": "move", "s": sid, "e": mine, "o": self.host.name,
                           "items": [[encode_profile(p), ours is not None]]})
         return False
+
+    def _hold(self, z: str, gid: str, held: tuple[list[Profile], set[str]],
+              subscribe: bool) -> bool:
+        """While ``z`` has not acknowledged a correction refusing gids it gave us
+        (``mack``), its UNSUB of a profile they cover is held back: it withdrew it
+        trusting the refused gid, and passed on, the withdrawal would cut the routes of
+        brokers behind us (seed 498 with 120 actions). A SUB of it meanwhile cancels
+        the held UNSUB (we still hold it). Whether the message is left out now."""
+        refused, later = held
+        if gid in later:
+            if subscribe:
+                later.discard(gid)
+            return True
+        if subscribe or gid_session(gid) is not None:
+            return False  # a session's gids follow its moves and their corrections
+        e = self.host.routing.table.entries.get(gid)
+        if e is None or e.src != z or not any(covers(p, e.profile) for p in refused):
+            return False
+        later.add(gid)
+        return True
 
     def begin(self, s: Session, previous: str) -> None:
         self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)
@@ -373,6 +399,7 @@ class AcyclicGraph(HandoffBase):
                     # correction in (``mack``), events for them still go its way
                     for p in refused:
                         routing.keep_route(_acked(sid), w, p)
+                    self._held.setdefault(w, ([], set()))[0].extend(refused)
                     body_c["ack"] = 1
                 self.send(w, body_c)
             if to is not None and to != self.host.name:
@@ -386,6 +413,10 @@ class AcyclicGraph(HandoffBase):
     def _on_mack(self, w: str, body: dict[str, Any]) -> None:
         """``w`` took our correction in: the routes kept toward it may go."""
         self.host.routing.drop_routes(_acked(str(get(body, "s", str))), w)
+        held = self._held.pop(w, None)
+        if held is not None:
+            for gid in sorted(held[1]):
+                self.host.routing.neighbour_unsubscribe(w, gid)
 
 
 def _acked(sid: str) -> str:
