@@ -16,9 +16,14 @@ toward ``b``). Cost: one ``move`` and one ``xfer`` per hop, ``2 d(a, b)`` messag
 A neighbour whose view of a profile the step changes is told with a ``move`` too (the
 profile may be held there from elsewhere: it must be redirected, not added). Moves of one
 session carry its epoch; a broker applies a move only if it is at least as new as the
-last it applied, and answers an older one with a correction carrying the newer epoch, so
+last it applied, and answers an older one with a correction carrying the newer epoch
+(routing events for the gids it refused toward the sender until the sender acknowledges
+the correction with ``mack``: it may have withdrawn what they cover), so
 crossing moves (a client moving again before its last handoff ended, or back) leave every
-profile pointing toward the newest access broker.
+profile pointing toward the newest access broker. An old broker reached by a move stripped
+of its items (it passed a broker where a newer move had been applied) redirects the
+profiles still registered there toward the new holder with ``rd``, which travels on as
+long as the next broker still holds them from the previous one.
 
 **Rendezvous point** (§5.6, :class:`RendezvousPoint`). With rendezvous routing the new
 broker subscribes the profiles anew (gids of a new tag), which travel toward each type's
@@ -63,11 +68,16 @@ class AcyclicGraph(HandoffBase):
         super().__init__(host, edges, policy)
         self.epochs: dict[str, int] = {}
         """Per session, the newest move applied here (or attachment claimed here)."""
+        self._held: dict[str, tuple[list[Profile], set[str]]] = {}
+        """Per neighbour awaiting our correction's ``mack``: the gids we refused, and
+        its UNSUBs of profiles they cover, held back until then (:meth:`_hold`)."""
         self.views: dict[str, int] = {}
         """Per session, the newest move whose routes this broker's table reflects (a
         claimed attachment still locating its session has no view yet: seed 37)."""
         self.handlers["move"] = self._on_move
-        self.hop_kinds.add("move")
+        self.handlers["rd"] = self._on_redirect
+        self.handlers["mack"] = self._on_mack
+        self.hop_kinds.update({"move", "rd", "mack"})
 
     def claim(self, s: Session) -> None:
         self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)
@@ -83,6 +93,9 @@ class AcyclicGraph(HandoffBase):
         (seed 282: a stale SUB travelled three hops behind a move and pointed the
         profile back toward an old broker). A SUB or UNSUB from the neighbour we hold
         the profile from is its own business."""
+        held = self._held.get(z)
+        if held is not None and self._hold(z, gid, held, subscribe):
+            return False
         sid = gid_session(gid)
         if sid is None:
             return True
@@ -103,9 +116,36 @@ class AcyclicGraph(HandoffBase):
         ours = next((p for p in table.exported(z) if p.id == gid), None)
         if ours is not None or e is not None:
             p = ours if ours is not None else e.profile  # type: ignore[union-attr]
+            if subscribe and self.host.routing.toward(p) is None:
+                # the neighbour takes it as held here, and may stop sending what it
+                # covers (seed 250 with 120 actions: the profile stood in for an equal
+                # one of another session, whose move had just withdrawn it): events
+                # for it still go that way until the newer move's transfer passes
+                # back from there, behind whatever the move uncovered beyond
+                self.host.routing.keep_route(sid, z, p)
             self.send(z, {"k": "move", "s": sid, "e": mine, "o": self.host.name,
                           "items": [[encode_profile(p), ours is not None]]})
         return False
+
+    def _hold(self, z: str, gid: str, held: tuple[list[Profile], set[str]],
+              subscribe: bool) -> bool:
+        """While ``z`` has not acknowledged a correction refusing gids it gave us
+        (``mack``), its UNSUB of a profile they cover is held back: it withdrew it
+        trusting the refused gid, and passed on, the withdrawal would cut the routes of
+        brokers behind us (seed 498 with 120 actions). A SUB of it meanwhile cancels
+        the held UNSUB (we still hold it). Whether the message is left out now."""
+        refused, later = held
+        if gid in later:
+            if subscribe:
+                later.discard(gid)
+            return True
+        if subscribe or gid_session(gid) is not None:
+            return False  # a session's gids follow its moves and their corrections
+        e = self.host.routing.table.entries.get(gid)
+        if e is None or e.src != z or not any(covers(p, e.profile) for p in refused):
+            return False
+        later.add(gid)
+        return True
 
     def begin(self, s: Session, previous: str) -> None:
         self.epochs[s.id] = max(self.epochs.get(s.id, 0), s.epoch)
@@ -122,6 +162,17 @@ class AcyclicGraph(HandoffBase):
         local = {p.id: pid for p, pid in self.session_profiles(s, s.tag)}
         items = [(p, True) for p, _ in self.session_profiles(s, s.tag)]
         self.store_profiles(s, s.tag)
+        routing = self.host.routing
+        back = self.overlay.next_hop(previous)
+        for p, _ in items:
+            e = routing.table.entries.get(p.id)
+            if (e is None or e.src.startswith("@")) and routing.toward(p) is None:
+                # events published here for profiles the moving one covered must still
+                # go toward the old broker until what the move uncovers there arrives,
+                # i.e. until the transfer passes back (seed 21 with 120 actions: a
+                # publisher arrived here with the session; under advertisements no
+                # route to keep existed here, and a static subscriber lost a row)
+                routing.keep_route(s.id, back, p)
         self._step(s.id, s.epoch, s.link, items, previous, self.host.name, local)
 
     def _step(self, sid: str, epoch: int, w: str, items: list[tuple[Profile, bool]],
@@ -205,7 +256,12 @@ class AcyclicGraph(HandoffBase):
         move arrived here (seed 99999). A newer attachment corrects the direction with
         its own move, which follows the old sources here. Only where profiles may
         travel any way (profile forwarding): under flooding events reach every broker
-        anyway, and under rendezvous routing they travel toward the rendezvous node."""
+        anyway, and under rendezvous routing they travel toward the rendezvous node.
+
+        The redirect travels on toward the new holder (``rd``, :meth:`_on_redirect`):
+        the neighbour it now comes from may still hold it from us, as the stripped move
+        left its view, and a newer move need not pass there (seed 244 at tell=0.5: a
+        loop between two brokers that outlived the unsubscription)."""
         table = self.host.sessions
         moved = table.moved.get(sid)
         cur = table.sessions.get(sid)
@@ -224,7 +280,49 @@ class AcyclicGraph(HandoffBase):
                     if e.id.startswith(prefix) and routing.toward(e.profile) is None]
             if left:
                 self._step(sid, moved[1], w, left, None, self.host.name)
+                self._redirect(sid, moved[1], w, moved[0], [p for p, held in left if held])
         super().after_release(sid, state)
+
+    def _redirect(self, sid: str, epoch: int, w: str, to: str, held: list[Profile]) -> None:
+        """Tell ``w`` that we hold ``held`` from it now (redirected toward ``to``)."""
+        if held:
+            self.send(w, {"k": "rd", "s": sid, "e": epoch, "o": self.host.name, "to": to,
+                          "items": [encode_profile(p) for p in held]})
+
+    def _on_redirect(self, w: str, body: dict[str, Any]) -> None:
+        """``w`` redirected the listed gids toward the session's new holder ``to``: it
+        holds them from us now. Where we hold one from ``w`` (our view still points
+        toward the old holder: the stripped move passed here and changed nothing), it
+        is redirected here too, toward ``to``, and the redirect travels on; its old
+        source ``w`` learns whether we give it the gid (:meth:`_step` tells it). Where
+        we do not, or a newer move passed here, ``w`` is told what we give it, as to the
+        sender of any stale move."""
+        sid = str(get(body, "s", str))
+        epoch = get(body, "e", int)
+        to = str(get(body, "to", str))
+        origin = get(body, "o", str)
+        items = [decode_profile(x, self.host.schema, None) for x in get(body, "items", list)]
+        routing = self.host.routing
+        table = routing.table
+        mine = self.views.get(sid, 0)
+        me = self.host.name
+        loop = [p for p in items if mine <= epoch and to != me
+                and (e := table.entries.get(p.id)) is not None and e.src == w]
+        rest = [p for p in items if p not in loop]
+        if rest:
+            exported = {p.id for p in table.exported(w)} if w in table.neighbours \
+                else set()
+            wrong = [p for p in rest if p.id not in exported or mine > epoch]
+            if wrong:
+                self.send(w, {"k": "move", "s": sid, "e": max(mine, epoch), "o": me,
+                              "items": [[encode_profile(p), p.id in exported]
+                                        for p in wrong]})
+        if loop:
+            y = self.overlay.next_hop(to)
+            sent = {p.id for p in table.exported(y)} if y in table.neighbours else set()
+            step = [(p, p.id in sent) for p in loop]
+            self._step(sid, epoch, y, step, None, origin)
+            self._redirect(sid, epoch, y, to, [p for p, held in step if held])
 
     def receive(self, link: str, body: dict[str, Any]) -> None:
         if body.get("k") in ("xfer", "nack") and "s" in body and link != self.host.name:
@@ -289,13 +387,41 @@ class AcyclicGraph(HandoffBase):
         else:  # an older move: correct the sender, pass the request on
             exported = {p.id for p in routing.table.exported(w)}
             corr = [[encode_profile(p), p.id in exported] for p, _ in items]
+            refused = [p for p, held in items if held and (
+                (e := routing.table.entries.get(p.id)) is None or e.src != w)]
             if corr:
-                self.send(w, {"k": "move", "s": sid, "e": mine, "o": self.host.name,
-                              "items": corr})
+                body_c: dict[str, Any] = {"k": "move", "s": sid, "e": mine,
+                                          "o": self.host.name, "items": corr}
+                if refused and routing.toward(refused[0]) is None:
+                    # the sender takes these as given to us, and may have withdrawn the
+                    # profiles they cover (seed 172 with 120 actions: a static
+                    # subscriber's, uncovered by nobody here): until it has taken the
+                    # correction in (``mack``), events for them still go its way
+                    for p in refused:
+                        routing.keep_route(_acked(sid), w, p)
+                    self._held.setdefault(w, ([], set()))[0].extend(refused)
+                    body_c["ack"] = 1
+                self.send(w, body_c)
             if to is not None and to != self.host.name:
                 self.send(self.overlay.next_hop(to), {**body, "items": []})
         if to == self.host.name:
             self.hand_over(sid, origin, epoch)
+        if body.get("ack"):
+            # after the step's SUBs of whatever the correction uncovered here
+            self.send(w, {"k": "mack", "s": sid})
+
+    def _on_mack(self, w: str, body: dict[str, Any]) -> None:
+        """``w`` took our correction in: the routes kept toward it may go."""
+        self.host.routing.drop_routes(_acked(str(get(body, "s", str))), w)
+        held = self._held.pop(w, None)
+        if held is not None:
+            for gid in sorted(held[1]):
+                self.host.routing.neighbour_unsubscribe(w, gid)
+
+
+def _acked(sid: str) -> str:
+    """The key of the routes kept until a ``mack`` (not until a transfer passes)."""
+    return f"{sid}/ack"
 
 
 def _locating(s: Session) -> bool:
