@@ -32,6 +32,8 @@ NARROW_RUNS = 2 ** 15
 """A level's records (``rec``) are int16 when every cell number fits and every profile has
 fewer runs than this (the run count is one element of its record), else int32."""
 
+_NO_PIECES = Pieces(*(np.zeros(0, np.int32),) * 3)
+
 
 @dataclass(frozen=True, slots=True)
 class EventModel:
@@ -170,7 +172,9 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         rec[dest + 1] = pc.first
         rec[dest + 2] = pc.last
         fill[slots] += 3 * h.runs
-    del fill, head
+    # what is built from here on is kept; the hulls and the per-profile counts are not
+    # (at 1,000,000 profiles the load peaked at 607 MB RSS with them, 587 without)
+    del fill, head, hulls, per_slot
 
     lead_pieces: list[Pieces] = []
     counts = np.zeros(total_cells, np.int64)
@@ -182,6 +186,7 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         lead_pieces.append(lp)
         base = int(cell_base[a])
         counts[base:base + cells[a].n_cells] = _run_counts(lp, cells[a].n_cells)
+    del pieces
     limit = threshold * n
     dense = (counts > 0) & (counts > limit) if threshold < 1 else np.zeros(total_cells, bool)
     set_kind = np.full(total_cells, -1, np.int32)
@@ -198,18 +203,21 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
     at = rec_off[:-1]
     entry[:, 6] = at & 0xFFFF
     entry[:, 7] = ((at >> 16) & 0x7FFF) | (full[rank].astype(np.int64) << 15)
-    del at
+    del at, full, rank
     entry = entry.view(np.int16) if small else entry
     n_dense = int(dense.sum())
     set_ent = hugepages.empty((int(set_off[-1]), 8), dtype)
     bitmaps = hugepages.zeros((n_dense, max(1, (n + 63) // 64)), np.uint64)
     kern = kernel.active()
-    for a, lp in enumerate(lead_pieces):
+    for a in range(len(lead_pieces)):
+        lp = lead_pieces[a]
+        lead_pieces[a] = _NO_PIECES  # each attribute's lead runs go once they are filled in
         base = int(cell_base[a])
         nc = cells[a].n_cells
         kern.fill_lead(lp.first, lp.last, lp.slots, np.ascontiguousarray(entry[lp.slots]),
                        set_kind[base:base + nc], set_off[base:base + nc + 1], set_ent,
                        bitmaps)
+        del lp
     slot_pre = (np.ascontiguousarray(entry[:, :6]) if n_dense
                 else np.zeros((0, 3 * PRECHECKS), dtype))
     return {
