@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from siftbus.errors import DomainError, DuplicateProfileError, UnknownProfileError
 from siftbus.lang.profile import parse_profile
-from siftbus.match import Matcher, ReferenceMatcher, kernel, primas
+from siftbus.match import Matcher, ReferenceMatcher, kernel, leveled, primas
 from siftbus.match import cells as cells_module
 from siftbus.match import index as index_module
 from siftbus.match.conformance import (
@@ -354,6 +354,18 @@ def _long_list_profile(rnd: random.Random, pid: str) -> Profile:
     return Profile.build(pid, LONG, preds)
 
 
+def long_list_matchers(rnd: random.Random, n: int) -> tuple[IndexMatcher, ReferenceMatcher]:
+    """An index (every lead set a list, nothing pending) and the reference, both
+    holding the same ``n`` long-list profiles ``p000``..."""
+    m = IndexMatcher(1.0, pending_limit=0)
+    ref = ReferenceMatcher()
+    for i in range(n):
+        p = _long_list_profile(rnd, f"p{i:03d}")
+        m.add(p)
+        ref.add(p)
+    return m, ref
+
+
 def _long_list_event(rnd: random.Random) -> Event:
     return Event.of(LONG, {
         "a": rnd.randint(0, 3),
@@ -366,17 +378,20 @@ def _long_list_event(rnd: random.Random) -> Event:
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(300, 1200),
        table_max=st.sampled_from([0, 4, cells_module.TABLE_MAX]),
-       drop=st.floats(0.0, 0.6))
+       drop=st.floats(0.0, 0.6), prefetch=st.booleans())
 @pytest.mark.usefixtures("kernels")
 def test_per_event_path_on_long_lead_lists(seed: int, n: int, table_max: int,
-                                           drop: float) -> None:
+                                           drop: float, prefetch: bool) -> None:
     """The per-event path against the reference: lead lists of hundreds of entries (the
     first pre-check runs over chunks of ``kernel_numba.CHUNK``), cells from the key ->
     cell tables or from the bounds (``TABLE_MAX`` 0: none has a table; 4: ``a`` and the
     enum; the default: all but ``b``), keys at the domains' ends, interleaved removals
-    (tombstones), re-adds (pending profiles and merged levels); per event, in a batch."""
-    saved = cells_module.TABLE_MAX
+    (tombstones), re-adds (pending profiles and merged levels); per event, in a batch;
+    with numba kernels, with and without the id prefetch (``prefetch``: every level
+    prefetches, however small)."""
+    saved = cells_module.TABLE_MAX, leveled.PREFETCH_FROM
     cells_module.TABLE_MAX = table_max
+    leveled.PREFETCH_FROM = 1 if prefetch else saved[1]
     try:
         rnd = random.Random(seed)
         # threshold 1: every lead set a list (at 1/32 these would be bitmaps)
@@ -388,6 +403,9 @@ def test_per_event_path_on_long_lead_lists(seed: int, n: int, table_max: int,
             ref.add(p)
         evs = [_long_list_event(rnd) for _ in range(12)]
         assert [m.match(e) for e in evs] == ref.match_batch(evs)
+        prefetching = [lv.prefetch is not None for ts in m._types.values()
+                       for lv in ts.levels if lv.id_list is not None]
+        assert any(prefetching) == (prefetch and kernel.name() == "numba")
         for p in rnd.sample(profiles, int(drop * n)):
             m.remove(p.id)
             ref.remove(p.id)
@@ -402,7 +420,7 @@ def test_per_event_path_on_long_lead_lists(seed: int, n: int, table_max: int,
         assert [m.match(e) for e in evs] == want
         assert m.match_batch(evs) == want
     finally:
-        cells_module.TABLE_MAX = saved
+        cells_module.TABLE_MAX, leveled.PREFETCH_FROM = saved
 
 
 def test_per_event_runner_follows_the_kernel_choice() -> None:
@@ -410,12 +428,7 @@ def test_per_event_runner_follows_the_kernel_choice() -> None:
     again after every change of choice (``auto`` moving from Python to numba
     included): the same matches throughout, before and after removals."""
     rnd = random.Random(5)
-    m = IndexMatcher(1.0, pending_limit=0)
-    ref = ReferenceMatcher()
-    for i in range(400):
-        p = _long_list_profile(rnd, f"p{i:03d}")
-        m.add(p)
-        ref.add(p)
+    m, ref = long_list_matchers(rnd, 400)
     evs = [_long_list_event(rnd) for _ in range(20)]
     try:
         for step, mode in enumerate(["python", "numba", "auto", "python", "numba"]):

@@ -1,6 +1,8 @@
 """The per-event path's prefetch of the id strings: it never reads what it is given,
 and a matcher that uses it answers exactly as the reference does, whichever kernels
-the process runs and however they change."""
+the process runs and however they change (the property over random long lead lists,
+removals and re-adds with the prefetch on or off is
+``test_index.test_per_event_path_on_long_lead_lists``)."""
 
 from __future__ import annotations
 
@@ -9,14 +11,12 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from siftbus.match import ReferenceMatcher, kernel, leveled
+from siftbus.match import kernel, leveled
 from siftbus.match.index import IndexMatcher
 from siftbus.match.prefetch_numba import compiled_prefetch, prefetch_ids
 
-from .test_index import _long_list_event, _long_list_profile
+from .test_index import _long_list_event, long_list_matchers
 
 
 @pytest.fixture
@@ -53,12 +53,7 @@ def test_the_prefetch_follows_the_kernel_choice() -> None:
     """Chosen under numba kernels only, again after every change of choice; the same
     matches as the reference throughout, with removals between the steps."""
     rnd = random.Random(11)
-    m = IndexMatcher(1.0, pending_limit=0)
-    ref = ReferenceMatcher()
-    for i in range(500):
-        p = _long_list_profile(rnd, f"p{i:03d}")
-        m.add(p)
-        ref.add(p)
+    m, ref = long_list_matchers(rnd, 500)
     evs = [_long_list_event(rnd) for _ in range(30)]
     for step, mode in enumerate(["python", "numba", "python", "numba", "auto"]):
         kernel.use(mode)
@@ -68,31 +63,3 @@ def test_the_prefetch_follows_the_kernel_choice() -> None:
         pid = f"p{step * 41:03d}"
         m.remove(pid)
         ref.remove(pid)
-
-
-@settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(50, 900), drop=st.floats(0.0, 0.6))
-@pytest.mark.usefixtures("prefetch_every_level")
-def test_per_event_matches_with_the_prefetch(seed: int, n: int, drop: float) -> None:
-    """Random long lead lists, removals and re-adds (pending profiles, merged levels,
-    new id tuples): per-event matches under numba with the prefetch equal the
-    reference's."""
-    kernel.use("numba")
-    rnd = random.Random(seed)
-    m = IndexMatcher(rnd.choice([1.0, 1 / 32]), pending_limit=rnd.choice([0, 16]))
-    ref = ReferenceMatcher()
-    profiles = [_long_list_profile(rnd, f"p{i:04d}") for i in range(n)]
-    for p in profiles:
-        m.add(p)
-        ref.add(p)
-    evs = [_long_list_event(rnd) for _ in range(10)]
-    assert [m.match(e) for e in evs] == ref.match_batch(evs)
-    assert any(lv.prefetch is not None for lv in _levels(m))
-    for p in rnd.sample(profiles, int(drop * n)):
-        m.remove(p.id)
-        ref.remove(p.id)
-    for i in range(rnd.randint(0, 30)):
-        p = _long_list_profile(rnd, f"q{i:03d}")
-        m.add(p)
-        ref.add(p)
-    assert [m.match(e) for e in evs] == ref.match_batch(evs)
