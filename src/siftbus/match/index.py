@@ -228,9 +228,7 @@ class CompiledType:
     @property
     def rank(self) -> np.ndarray:
         """int32 rank of each slot (read from the records; not kept twice)."""
-        at = self.rec_off[:-1]
-        lo = self.rec[at].astype(np.int64) & 0xFFFF
-        return (lo | ((self.rec[at + 1].astype(np.int64) & 0xFFFF) << 16)).astype(np.int32)
+        return kernel.record_ranks(self.rec, self.rec_off[:-1]).astype(np.int32)
 
     def slot(self, rank: int) -> int:
         """Where this rank's tombstone is in ``alive``: tombstones are by rank (the
@@ -252,11 +250,7 @@ class CompiledType:
     def _intervals(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                      np.ndarray]:
         """(slot, attribute, lo, hi) of the ordered runs of ``slots`` (int64)."""
-        at = self.rec_off[slots]
-        count = self.rec[at + 2].astype(np.int64)
-        total = int(count.sum())
-        within = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
-        idx = np.repeat(at + kernel.REC_HEAD, count) + 3 * within
+        count, idx = kernel.record_runs(self.rec, self.rec_off[slots].astype(np.int64))
         slots = np.repeat(slots, count)
         attr = self.rec[idx].astype(np.int64)
         ordered = np.array([ac.ordered for ac in self.cells], bool)[attr] if len(attr) \

@@ -60,6 +60,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+# the record layout's helpers, with the numpy kernels that read records the same way
+from siftbus.match.kernel_python import REC_HEAD as REC_HEAD
+from siftbus.match.kernel_python import record_ranks as record_ranks
+from siftbus.match.kernel_python import record_runs as record_runs
+
 ENV = "SIFTBUS_KERNELS"
 """The environment variable that chooses the kernels: ``auto``, ``numba`` or ``python``."""
 
@@ -73,10 +78,6 @@ AUTO_ROWS = 64
 could overrun the budget many times before the rule above sees it."""
 
 _BATCH_KERNELS = frozenset({"index_match", "index_match_grouped", "counting_match"})
-
-
-REC_HEAD = 3
-"""Elements of a record's head in ``rec``: rank (low, high 16 bits), number of runs."""
 
 
 IndexArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,

@@ -15,8 +15,8 @@ import numpy as np
 _NONE = np.zeros(0, np.int64)
 
 REC_HEAD = 3
-"""``siftbus.match.kernel.REC_HEAD`` (the kernel modules import nothing of the package:
-:mod:`siftbus.match.kernel` loads them)."""
+"""Elements of a record's head in ``rec``: rank (low, high 16 bits), number of runs
+(re-exported by :mod:`siftbus.match.kernel`, which documents the layout)."""
 
 
 def _bitmap_members(bitmaps: np.ndarray, row: int, n: int) -> np.ndarray:
@@ -30,10 +30,19 @@ def _inside(cells: np.ndarray, attr: np.ndarray, first: np.ndarray,
     return (d >= 0) & (d <= width.astype(np.int64))
 
 
-def _rank(rec: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The ranks of the records at ``at`` (two 16-bit halves each)."""
+def record_ranks(rec: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The ranks (int64) of the records at offsets ``at`` (two 16-bit halves each)."""
     lo = rec[at].astype(np.int64) & 0xFFFF
     return lo | ((rec[at + 1].astype(np.int64) & 0xFFFF) << 16)
+
+
+def record_runs(rec: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(count, idx)`` for the records at offsets ``at``: each one's number of runs,
+    and where every run starts in ``rec`` (its attribute; first cell at ``idx + 1``,
+    last at ``idx + 2``), record by record."""
+    count = rec[at + 2].astype(np.int64)
+    within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    return count, np.repeat(at + REC_HEAD, count) + 3 * within
 
 
 def _accepted(at: np.ndarray, row: np.ndarray, rec: np.ndarray) -> np.ndarray:
@@ -41,14 +50,10 @@ def _accepted(at: np.ndarray, row: np.ndarray, rec: np.ndarray) -> np.ndarray:
     containing the event's cell."""
     if not len(at):
         return np.zeros(0, bool)
-    start = at + REC_HEAD
-    count = rec[at + 2].astype(np.int64)
-    total = int(count.sum())
-    if total == 0:
+    count, idx = record_runs(rec, at)
+    if not len(idx):
         return np.ones(len(at), bool)
     owner = np.repeat(np.arange(len(at)), count)
-    idx = start.repeat(count) + 3 * (np.arange(total) - np.repeat(np.cumsum(count) - count,
-                                                                   count))
     attr = rec[idx].astype(np.int64)
     c = row[attr]
     inside = (rec[idx + 1] <= c) & (c <= rec[idx + 2])
@@ -69,7 +74,7 @@ def _event(row: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
     """Sorted ranks matched by one row of cells."""
     check_alive = len(alive) > 0
     n = len(rec_off) - 1
-    parts = [_rank(rec, rec_off[always.astype(np.int64)])]
+    parts = [record_ranks(rec, rec_off[always.astype(np.int64)])]
     for a in range(len(row)):
         g = int(cell_base[a] + row[a])
         kind = int(set_kind[g])
@@ -93,7 +98,7 @@ def _event(row: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
             full = np.ones(len(at), bool)
         keep = np.ones(len(at), bool)
         keep[full] = _accepted(at[full], row, rec)
-        parts.append(_rank(rec, at[keep]))
+        parts.append(record_ranks(rec, at[keep]))
     got = np.concatenate(parts)
     if check_alive:
         got = got[alive[got] != 0]
