@@ -135,6 +135,10 @@ FIXED_COUNTER_EXAMPLES = [
 ]
 
 
+LONGER = {"actions": 120, "min_brokers": 6}
+"""Longer scenarios: more crossing handoffs each (seeds 21, 172 and 250 were found so)."""
+
+
 FIXED_UNTOLD_COUNTER_EXAMPLES = [
     # (handoff, routing, publishers move, seed, workload options): mostly half the moves
     # untold (tell=0.5), found by the scans of docs/mobility.md, "Counter-examples"
@@ -166,19 +170,19 @@ FIXED_UNTOLD_COUNTER_EXAMPLES = [
     # static subscriber's; under advertisements nothing routed its first rows toward
     # the covered profile until the move's uncovered SUB came back
     ("acyclic", "forwarding+advertisements", True, 21,
-     {"tell": 1.0, "actions": 120, "min_brokers": 6}),
+     {"tell": 1.0, **LONGER}),
     # a broker with a newer view refused the profile an older move gave it, while the
     # move's sender had withdrawn a static subscriber's profile it covered: rows lost
     ("acyclic", "forwarding+advertisements", False, 172,
-     {"tell": 0.5, "actions": 120, "min_brokers": 6}),
+     {"tell": 0.5, **LONGER}),
     # a broker refused a stale SUB of a session gid that stood in for an equal profile
     # of another session (identity), just withdrawn by that session's move: rows lost
     ("acyclic", "forwarding/identity", True, 250,
-     {"tell": 0.5, "actions": 120, "min_brokers": 6}),
+     {"tell": 0.5, **LONGER}),
     # a broker refused the covering profile an older move gave it, but applied the
     # sender's UNSUB of a static profile it covered and passed the withdrawal on
     ("acyclic", "forwarding+advertisements", True, 498,
-     {"tell": 0.5, "actions": 120, "min_brokers": 6}),
+     {"tell": 0.5, **LONGER}),
 ]
 
 
@@ -209,10 +213,6 @@ def test_a_redirect_travels_on_until_the_tables_agree() -> None:
     errors, redirects = seen[0]
     assert errors == []
     assert redirects >= 1
-
-
-LONGER = {"actions": 120, "min_brokers": 6}
-"""Longer scenarios: more crossing handoffs each (seeds 21, 172 and 250 were found so)."""
 
 
 @pytest.mark.parametrize("longer", [False, True])
