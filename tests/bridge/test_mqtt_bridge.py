@@ -124,6 +124,8 @@ def register(port: int, rng: random.Random, n: int) -> dict[str, str]:
 
 
 async def test_mqtt_deliveries_equal_the_reference_prediction(tmp_path: Path) -> None:
+    """Registrations, MQTT and siftbus publications, bad payloads; then the bridge's
+    broker connections break and it goes on: exactly the predicted notifications."""
     rng = random.Random(34)
     servers = await start_network(NAMES, [("B1", "B2"), ("B2", "B3")], "forwarding")
     ports = {n: s.port for n, s in servers.items()}
@@ -162,6 +164,18 @@ async def test_mqtt_deliveries_equal_the_reference_prediction(tmp_path: Path) ->
                     stats = bridge.stats
                     assert stats.rejected == 5 and stats.published == 60
                     assert stats.delivered == stats.notified == sum(expect.values())
+
+                    # both broker connections break: the bridge reconnects and resumes
+                    for c in (bridge.client, bridge.publisher):
+                        assert c is not None and c._conn is not None
+                        c._conn.close()
+                    more = [random_event(rng) for _ in range(30)]
+                    for topic, payloads in mqtt_messages(more).items():
+                        await asyncio.to_thread(publish, port, topic, payloads)
+                    expect += predicted(profiles, more)
+                    await asyncio.to_thread(sub.wait_for, sum(expect.values()))
+                    assert received(sub) == expect  # nothing lost, nothing twice
+                    assert bridge.stats.broker_connects == 2
             finally:
                 sub.close()
     finally:

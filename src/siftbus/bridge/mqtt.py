@@ -132,6 +132,11 @@ class MqttBridge:
     def sync_topic(self) -> str:
         return f"{self.settings.control}-sync/{self.client_id}"
 
+    @property
+    def status_topic(self) -> str:
+        """Retained ``online`` while the bridge runs (removed when it stops or dies)."""
+        return f"{self.settings.status}/{self.client_id}"
+
     # ---- life ----------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -146,6 +151,7 @@ class MqttBridge:
         m.on_disconnect = self._t_disconnect
         m.on_message = self._t_message
         m.on_publish = self._t_publish
+        m.will_set(self.status_topic, b"", qos=1, retain=True)  # a dead bridge: no status
         self._mqtt = m
         host, port = self.mqtt
         try:
@@ -162,12 +168,26 @@ class MqttBridge:
             raise ConnectionLostError(f"MQTT broker at {host}:{port} did not answer within "
                                       f"{self.timeout:g} s") from None
         try:
-            await self._connect_broker()
+            async with asyncio.timeout(self.timeout):
+                while True:  # a broker started at the same time may not listen yet
+                    try:
+                        await self._connect_broker()
+                        break
+                    except (ConnectionLostError, OSError):
+                        await asyncio.sleep(0.2)
+        except TimeoutError:
+            await self.close()
+            b = self.net.broker(self.broker)
+            raise ConnectionLostError(f"broker {self.broker} at {b.host}:{b.port} did not "
+                                      f"answer within {self.timeout:g} s") from None
         except BaseException:
             await self.close()
             raise
+        assert self.client is not None
+        await self._reconcile(self.client)  # the registered profiles, before any event
         self._tasks = [asyncio.ensure_future(f()) for f in
                        (self._ingress_loop, self._reconcile_loop, self._watch_broker)]
+        m.publish(self.status_topic, b"online", qos=1, retain=True)
 
     async def close(self) -> None:
         """Stop both sides (what is in flight comes again after a restart)."""
@@ -180,6 +200,10 @@ class MqttBridge:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         if self._mqtt is not None:
+            if self._mqtt.is_connected():
+                info = self._mqtt.publish(self.status_topic, b"", qos=1, retain=True)
+                with contextlib.suppress(RuntimeError, ValueError):  # gone meanwhile
+                    await asyncio.to_thread(info.wait_for_publish, 2)
             self._mqtt.disconnect()
             await asyncio.to_thread(self._mqtt.loop_stop)
         for c in (self.client, self.publisher):
@@ -362,6 +386,7 @@ class MqttBridge:
                 continue
             self.active.add(pid)
             self.counts["registered"] += 1
+            log.info("profile %s/%s subscribed: %s", reg.subscriber, reg.profile, reg.text)
         if not self.synced.is_set():
             return  # some registrations may not have been read yet
         stale = [p for p in self.active if p not in self.by_pid]
@@ -405,6 +430,7 @@ class MqttBridge:
                 log.warning("broker refused %d MQTT messages: %s", len(batch), exc)
             else:
                 self.counts["published"] += len(batch)
+                log.debug("published %d events", len(batch))
             for msg in batch:
                 self._mqtt_ack(msg)
             return

@@ -7,6 +7,7 @@ notifications go (``docs/mqtt.md``).
     notify = "siftbus/notify"      # egress: {notify}/{subscriber}/{profile}, QoS 1
     control = "siftbus/control"    # profiles: retained {control}/{subscriber}/{profile}
     client_id = "siftbus-bridge-{broker}"
+    status = "siftbus/status"      # retained "online" on {status}/{client_id} while it runs
 
     [[mqtt.ingress]]               # first rule whose topic matches wins
     topic = "building/{room}/temperature"    # {attr}: a level that fills attribute attr
@@ -116,6 +117,8 @@ class MqttSettings:
     control: str = "siftbus/control"
     client_id: str = "siftbus-bridge-{broker}"
     keepalive: int = 30
+    status: str = "siftbus/status"
+    """The bridge's retained ``online`` on ``{status}/{client id}`` while it runs."""
 
     def rule_for(self, topic: str) -> TopicRule | None:
         """The first rule whose filter matches ``topic``."""
@@ -160,12 +163,12 @@ def parse_mqtt(text: str, schema: Schema, *, source: str | None = None) -> MqttS
 
     if not isinstance(table, dict):
         raise fail("must be a table", "mqtt")
-    unknown = set(table) - {"ingress", "notify", "control", "client_id", "keepalive"}
+    unknown = set(table) - {"ingress", "notify", "control", "client_id", "keepalive", "status"}
     if unknown:
         key = sorted(unknown)[0]
         raise fail(f"unknown key {key!r}", key, key)
     strings: dict[str, str] = {}
-    for key in ("notify", "control", "client_id"):
+    for key in ("notify", "control", "client_id", "status"):
         v = table.get(key, getattr(_DEFAULTS, key))
         if not isinstance(v, str) or not v or any(c in v for c in "+#\0"):
             raise fail(f"{key} must be a topic without wildcards", key, key)
@@ -183,7 +186,7 @@ def parse_mqtt(text: str, schema: Schema, *, source: str | None = None) -> MqttS
             raise fail("each [[mqtt.ingress]] has topic and type only", "ingress", "ingress")
         rules.append(_rule(item, schema, fail))
     return MqttSettings(tuple(rules), strings["notify"], strings["control"],
-                        strings["client_id"], keepalive)
+                        strings["client_id"], keepalive, strings["status"])
 
 
 def _rule(item: Mapping[str, Any], schema: Schema, fail: Any) -> TopicRule:
