@@ -49,6 +49,8 @@ log = logging.getLogger("siftbus.bridge.mqtt")
 
 MAX_INGRESS_BATCH = 1000
 """MQTT messages published to siftbus in one acknowledged batch at most."""
+INGRESS_WINDOW = 4
+"""Ingress batches published and not yet acknowledged by the broker, at most."""
 RECONNECT_MAX = 5.0
 """Seconds between attempts to reach the siftbus broker again, at most."""
 
@@ -397,11 +399,23 @@ class MqttBridge:
     # ---- ingress -------------------------------------------------------------------------------
 
     async def _ingress_loop(self) -> None:
-        while True:
-            batch = [await self._ingress.get()]
-            while len(batch) < MAX_INGRESS_BATCH and not self._ingress.empty():
-                batch.append(self._ingress.get_nowait())
-            await self._publish(batch)
+        """Batches of waiting messages, up to :data:`INGRESS_WINDOW` of them on their way
+        at once (one connection keeps their order; each is acknowledged when routed)."""
+        window = asyncio.Semaphore(INGRESS_WINDOW)
+        running: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                batch = [await self._ingress.get()]
+                while len(batch) < MAX_INGRESS_BATCH and not self._ingress.empty():
+                    batch.append(self._ingress.get_nowait())
+                await window.acquire()
+                t = asyncio.ensure_future(self._publish(batch))
+                running.add(t)
+                t.add_done_callback(running.discard)
+                t.add_done_callback(lambda _: window.release())
+        finally:
+            for t in running:
+                t.cancel()
 
     async def _publish(self, batch: list[paho.MQTTMessage]) -> None:
         """Publish the valid messages of ``batch`` and acknowledge all of it once routed."""
