@@ -17,6 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from cloudevents.core.formats.json import JSONFormat
+
 from broker.servers import start_network
 from broker_strategies import SCHEMA
 from siftbus.bridge import MqttBridge, parse_mqtt
@@ -110,9 +112,19 @@ def predicted(profiles: dict[str, str], events: list[dict[str, Any]]) -> Counter
     return out
 
 
+def event_json(msg: dict[str, Any]) -> str:
+    """The event of a notification payload: the JSON object, or a CloudEvent read by
+    the cloudevents SDK's parser."""
+    if "specversion" not in msg:
+        return event_from_dict(msg["event"], SCHEMA).to_json()
+    ce = JSONFormat().read(None, json.dumps(msg).encode())
+    data = ce.get_data()
+    assert isinstance(data, dict)
+    return event_from_dict({"type": ce.get_type(), **data}, SCHEMA).to_json()
+
+
 def received(sub: Subscriber) -> Counter[str]:
-    return Counter(f"{topic} {event_from_dict(msg['event'], SCHEMA).to_json()}"
-                   for topic, msg in sub.messages)
+    return Counter(f"{topic} {event_json(msg)}" for topic, msg in sub.messages)
 
 
 def register(port: int, rng: random.Random, n: int) -> dict[str, str]:
@@ -134,6 +146,9 @@ async def test_mqtt_deliveries_equal_the_reference_prediction(tmp_path: Path) ->
     try:
         with mosquitto(tmp_path) as port:
             profiles = register(port, rng, 8)
+            profiles["s4/ce"] = "T(a >= 3)"  # notified as CloudEvents
+            publish(port, "siftbus/control/s4/ce",
+                    ['{"profile": "T(a >= 3)", "format": "cloudevents"}'], retain=True)
             publish(port, "siftbus/control/s9/bad", ["T(nope = 1)"], retain=True)
             publish(port, "siftbus/control/s9/gone", ["T(a = 1)"], retain=True)
             publish(port, "siftbus/control/s9/gone", [""], retain=True)  # deleted

@@ -15,7 +15,7 @@ The rule, both ways:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -25,8 +25,8 @@ from cloudevents.core.bindings.http import HTTPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 from cloudevents.core.v1.event import CloudEvent
 
-from siftbus.errors import EventError
-from siftbus.model import Event, Schema
+from siftbus.errors import EventError, SiftbusError
+from siftbus.model import Event, Schema, event_from_dict
 
 STRUCTURED = "application/cloudevents+json"
 BATCH = "application/cloudevents-batch+json"
@@ -74,6 +74,30 @@ def _read(text: bytes | str) -> BaseCloudEvent:
 def parse_structured(text: bytes | str, schema: Schema) -> dict[str, Any]:
     """One structured-mode CloudEvent (JSON) as an event-file object."""
     return event_object(_read(text), schema)
+
+
+def is_cloudevent_line(text: str) -> bool:
+    """Whether a JSON line is a structured CloudEvent rather than an event-file object
+    (the key ``specversion``: no event type of a schema can have it as data)."""
+    return '"specversion"' in text
+
+
+def parse_line(text: str, schema: Schema, *, source: str | None = None,
+               lineno: int | None = None) -> Event:
+    """A structured CloudEvent line as an event; errors carry source and line."""
+    try:
+        return event_from_dict(parse_structured(text, schema), schema)
+    except SiftbusError as exc:
+        raise exc.located(source=source, line=lineno, column=1) from None
+
+
+def event_lines(lines: Iterable[str], schema: Schema, *, source: str | None = None
+                ) -> Iterator[str]:
+    """Event-file lines for CloudEvents JSON lines (blank lines stay blank, so events
+    keep their numbers); the first bad line raises, located."""
+    for i, line in enumerate(lines, 1):
+        yield parse_line(line, schema, source=source, lineno=i).to_json() \
+            if line.strip() else ""
 
 
 def parse_batch(text: bytes | str, schema: Schema) -> list[dict[str, Any] | EventError]:
@@ -124,6 +148,28 @@ def notification_bytes(event: Event, *, src: str, seq: int, ts: float,
     return _FORMAT.write(CloudEvent(attrs, data))
 
 
+def _time(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+def from_notification(msg: dict[str, Any]) -> dict[str, Any]:
+    """The gateway's notification object (``{"type": "notification", "subscription",
+    "src", "seq", "ts", "event", "n"?}``) as a structured CloudEvent's JSON object;
+    anything else unchanged."""
+    if msg.get("type") != "notification":
+        return msg
+    data = dict(msg["event"])
+    tname = data.pop("type")
+    src = msg["src"]
+    out = {"specversion": "1.0", "type": tname, "source": f"/siftbus/{src}",
+           "id": f"{src}/{msg['seq']}", "time": _time(msg["ts"]),
+           "datacontenttype": "application/json", "subject": msg["subscription"]}
+    if "n" in msg:
+        out["siftbusn"] = msg["n"]
+    out["data"] = data
+    return out
+
+
 def notification_event(event: Event, *, src: str, seq: int, ts: float,
                        subscription: str | None = None,
                        number: int | None = None) -> dict[str, Any]:
@@ -133,5 +179,6 @@ def notification_event(event: Event, *, src: str, seq: int, ts: float,
     return out
 
 
-__all__ = ["BATCH", "STRUCTURED", "event_object", "is_cloudevent", "notification_bytes",
-           "notification_event", "parse_batch", "parse_binary", "parse_structured", "type_name"]
+__all__ = ["BATCH", "STRUCTURED", "event_lines", "event_object", "from_notification",
+           "is_cloudevent", "is_cloudevent_line", "notification_bytes", "notification_event",
+           "parse_batch", "parse_binary", "parse_line", "parse_structured", "type_name"]
