@@ -91,8 +91,7 @@ class PublishRoute:
         try:
             status, out = await answer_publish(
                 self.gw, headers.get("authorization"), query.get("token", [None])[0],
-                headers.get("content-type", "application/json"), bytes(body),
-                {k: v for k, v in headers.items() if k.startswith("ce-")})
+                headers.get("content-type", "application/json"), bytes(body), headers)
         except SiftbusError as exc:
             status, out = status_of(exc), dumps_bytes(error_of(exc))
         await send({"type": "http.response.start", "status": status,

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
+import siftbus.telemetry as telemetry
 from siftbus.errors import DuplicateProfileError, QuotaExceeded, UnknownProfileError
 from siftbus.lang.profile import parse_profile_text
 from siftbus.match.explain import explain
@@ -116,7 +117,7 @@ def router(gw: Gateway) -> APIRouter:
         status, body = await answer_publish(
             gw, request.headers.get("authorization"), request.query_params.get("token"),
             request.headers.get("content-type", "application/json"), await request.body(),
-            {k: v for k, v in request.headers.items() if k.startswith("ce-")})
+            dict(request.headers))
         return Response(body, status_code=status, media_type="application/json")
 
     @api.post("/subscriptions", status_code=201, response_model=Subscribed,
@@ -216,16 +217,21 @@ def router(gw: Gateway) -> APIRouter:
 
 async def answer_publish(gw: Gateway, authorization: str | None, query_token: str | None,
                          content_type: str, raw: bytes,
-                         ce_headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+                         headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     """Status and JSON body of ``POST /api/publish`` (errors raise): the body read
     (:func:`~.publish.parse_publish_body`; a large one in a thread), its valid events
-    published and acknowledged by the broker, the refused ones reported."""
+    published and acknowledged by the broker, the refused ones reported. ``headers``
+    (lower-case names): CloudEvents binary mode (``ce-*``), the caller's trace context
+    (``traceparent``)."""
+    headers = headers or {}
+    ce_headers = {k: v for k, v in headers.items() if k.startswith("ce-")}
     client = await gw.session(token_of(gw, authorization, query_token))
     text = raw.decode("utf-8", errors="replace")
     batch = await asyncio.to_thread(parse_publish_body, text, content_type, gw.schema,
                                     gw.limits, ce_headers) if len(raw) > 65536 else \
         parse_publish_body(text, content_type, gw.schema, gw.limits, ce_headers)
-    published = await gw.publish(client, batch.events)
+    with telemetry.attached(headers):
+        published = await gw.publish(client, batch.events)
     gw.counters.rejected += batch.error_count
     return (400 if batch.error_count and not published else 200,
             dumps_bytes({"published": published, "rejected": batch.error_count,

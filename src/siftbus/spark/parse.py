@@ -39,8 +39,7 @@ from siftbus.match.ingest import ScannedTexts, scan_text_columns
 from siftbus.model import Event, EventType, Schema, StringDomain, event_from_dict, parse_schema
 from siftbus.model.event import parse_event
 from siftbus.model.textio import TEXT_LIMITS, MiB, TextLimits, decode_line, parse_json_line
-from siftbus.wire.cloudevents import is_cloudevent_line
-from siftbus.wire.cloudevents import parse_line as parse_cloudevent
+from siftbus.wire import cloudevents
 
 PARSED_SCHEMA = pa.schema([
     ("source", pa.string()),
@@ -267,8 +266,8 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str,
             continue
         assert text is not None
         try:  # a structured CloudEvent line is read by its own rule (docs/cloudevents.md)
-            ev = (parse_cloudevent(text, schema, source=source, lineno=line)
-                  if is_cloudevent_line(text) else
+            ev = (cloudevents.parse_line(text, schema, source=source, lineno=line)
+                  if cloudevents.is_cloudevent_line(text) else
                   parse_event(text, schema, source=source, lineno=line, limits=limits))
         except SiftbusError as exc:
             out.bad(source, event, _type_of(text), text, exc, line)
