@@ -24,6 +24,8 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from siftbus.errors import EnvironmentProblem
+
 TRACER: Any = None
 """The tracer while tracing is on, else ``None`` (the one test every hook makes)."""
 KEY = "tc"
@@ -54,9 +56,13 @@ def enable_from_env() -> bool:
     OTLP exporter when ``opentelemetry-exporter-otlp`` is installed); returns whether."""
     if os.environ.get("SIFTBUS_TRACING", "") not in ("1", "true", "yes"):
         return False
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        raise EnvironmentProblem("SIFTBUS_TRACING=1 needs the OpenTelemetry SDK: pip "
+                                 "install 'siftbus[tracing]' (opentelemetry-sdk)") from None
 
     provider = TracerProvider()
     with contextlib.suppress(ImportError):
