@@ -4,6 +4,7 @@ table is refused with its line (also by the CLI, in one line with exit code 2)."
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from decimal import Decimal
@@ -17,7 +18,8 @@ from paho.mqtt.client import topic_matches_sub
 from broker_strategies import SCHEMA
 from siftbus.bridge import parse_control, parse_mqtt
 from siftbus.bridge.mqtt_config import event_object
-from siftbus.errors import ConfigError, EventError, ProfileError
+from siftbus.errors import ConfigError, EventError, ProfileError, SiftbusError
+from siftbus.model import event_from_dict
 
 LEVELS = st.sampled_from(["a", "b", "7", "x.y", ""])
 
@@ -91,3 +93,26 @@ def test_the_cli_refuses_a_bad_table_in_one_line(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("siftbus: error: ")
     assert "line 6" in r.stderr and "no attribute 'nope'" in r.stderr
+
+
+JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                       lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(), c,
+                                                                           max_size=3),
+                       max_leaves=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(LEVELS, min_size=1, max_size=4),
+       st.one_of(JSONISH, st.dictionaries(st.sampled_from(["type", "a", "b", "s", "x"]),
+                                          JSONISH, max_size=5)))
+def test_an_mqtt_message_is_an_event_or_a_siftbus_error(levels: list[str],
+                                                        payload: object) -> None:
+    """What the bridge does with any topic and JSON payload: an event, or a SiftbusError
+    (counted and logged, never a crash)."""
+    s = parse_mqtt('[[mqtt.ingress]]\ntopic = "d/{a}/#"\ntype = "T"\n'
+                   '[[mqtt.ingress]]\ntopic = "#"\ntype = "U"\n', SCHEMA)
+    topic = "/".join(["d", *levels])
+    rule = s.rule_for(topic)
+    assert rule is not None
+    with contextlib.suppress(SiftbusError):
+        event_from_dict(event_object(rule, topic, payload), SCHEMA)

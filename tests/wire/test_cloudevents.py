@@ -107,3 +107,30 @@ def test_event_lines_keep_blank_lines_and_numbers() -> None:
     ce = FORMAT.write(sdk_event("R", {"v": 1.5, "room": 3})).decode()
     assert list(event_lines([ce, "", ce], DECIMALS)) == \
         ['{"type": "R", "v": 1.5, "room": 3}', "", '{"type": "R", "v": 1.5, "room": 3}']
+
+
+JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                       lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(), c,
+                                                                           max_size=3),
+                       max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(max_size=200), JSONISH.map(json.dumps),
+                 st.dictionaries(st.sampled_from(["specversion", "type", "source", "id",
+                                                  "data", "data_base64", "time",
+                                                  "datacontenttype"]), JSONISH)
+                 .map(json.dumps),
+                 st.integers(1, 3000).map(lambda n: "[" * n + "]" * n)))
+def test_the_decoders_give_an_event_or_a_siftbus_error(text: str) -> None:
+    for decode in (lambda: parse_structured(text, SCHEMA),
+                   lambda: parse_batch(text, SCHEMA),
+                   lambda: parse_binary({"ce-specversion": "1.0", "ce-type": "T",
+                                         "ce-source": "/x", "ce-id": "1",
+                                         "content-type": "application/json"},
+                                        text.encode(), SCHEMA),
+                   lambda: parse_line(text, SCHEMA)):
+        try:
+            decode()
+        except SiftbusError:
+            pass

@@ -432,6 +432,10 @@ class MqttBridge:
                     self.counts["rejected"] += 1
                     log.warning("MQTT message on %s rejected: %s", msg.topic, exc)
                     self._mqtt_ack(msg)
+                except Exception:  # a defect: logged in full; the bridge goes on
+                    self.counts["rejected"] += 1
+                    log.exception("MQTT message on %s could not be read", msg.topic)
+                    self._mqtt_ack(msg)
             batch = good
             if not events:
                 return

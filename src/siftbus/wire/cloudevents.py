@@ -51,7 +51,7 @@ def event_object(ce: BaseCloudEvent, schema: Schema) -> dict[str, Any]:
     if isinstance(data, bytes | str):
         try:
             data = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise EventError("CloudEvents data is not JSON", field="data") from None
     if not isinstance(data, dict):
         raise EventError("CloudEvents data must be a JSON object of attributes",
@@ -105,7 +105,7 @@ def parse_batch(text: bytes | str, schema: Schema) -> list[dict[str, Any] | Even
     or the error that refuses it."""
     try:
         items = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise EventError(f"a CloudEvents batch is a JSON array: {exc}") from None
     if not isinstance(items, list):
         raise EventError("a CloudEvents batch is a JSON array")
