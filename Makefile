@@ -58,6 +58,7 @@ bench: $(STAMP) bench-sysdeps
 	$(BIN)/python bench/spark.py --quick
 	$(BIN)/python bench/gateway.py --quick
 	$(BIN)/python bench/mqtt.py --quick
+	$(BIN)/python bench/tracing.py --quick
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
