@@ -21,7 +21,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
@@ -49,6 +49,9 @@ log = logging.getLogger("siftbus.bridge.mqtt")
 
 MAX_INGRESS_BATCH = 1000
 """MQTT messages published to siftbus in one acknowledged batch at most."""
+MAX_OUTSTANDING = 10_000
+"""Notifications handed to the MQTT client and not yet acknowledged by its broker, at
+most (the rest wait in the bridge, bounded by the session's in-flight window)."""
 INGRESS_WINDOW = 4
 """Ingress batches published and not yet acknowledged by the broker, at most."""
 RECONNECT_MAX = 5.0
@@ -118,6 +121,9 @@ class MqttBridge:
         """MQTT message id of a notification -> its session number."""
         self._pending: Counter[int] = Counter()
         """Session number -> notifications of that row not yet acknowledged by MQTT."""
+        self._backlog: deque[tuple[str, bytes, int]] = deque()
+        """Notifications waiting for room among the MQTT client's outstanding ones."""
+        self._retry_scheduled = False
         self._handed = 0
         """The highest session number taken from the broker."""
         self._acked = 0
@@ -469,35 +475,55 @@ class MqttBridge:
     # ---- egress ------------------------------------------------------------------------------
 
     def _on_note(self, n: Notification) -> None:
-        """One notification of the session: publish it with QoS 1, remember its row."""
+        """One notification of the session: queued for MQTT (QoS 1), its row remembered
+        until the MQTT broker has acknowledged it."""
         number = self.session.numbers.get((n.src, n.seq), 0)
         self._handed = max(self._handed, number)
         reg = self.by_pid.get(n.profile)
-        m = self._mqtt
-        if reg is None or m is None:
+        if reg is None:
             self.counts["orphaned"] += 1
             self._schedule_ack()
             return
         payload = PAYLOADS[reg.format](reg, n, number)
-        info = m.publish(self.settings.notify_topic(reg.subscriber, reg.profile), payload,
-                         qos=1)
-        if info.rc not in (paho.MQTT_ERR_SUCCESS, paho.MQTT_ERR_NO_CONN):
-            log.warning("MQTT client refused a notification: %s", paho.error_string(info.rc))
-            self._schedule_ack()
-            return
-        self.counts["notified"] += 1
-        self._mids[info.mid] = number
         self._pending[number] += 1
+        self._backlog.append((self.settings.notify_topic(reg.subscriber, reg.profile),
+                              payload, number))
+        self._pump()
+
+    def _pump(self) -> None:
+        """Hand queued notifications to the MQTT client while fewer than
+        :data:`MAX_OUTSTANDING` wait for their PUBACK (MQTT message ids are 16 bits: an
+        unbounded number in flight would reuse an id still in use). One the client
+        refuses stays queued and is tried again: nothing is acknowledged unsent."""
+        m = self._mqtt
+        while m is not None and self._backlog and len(self._mids) < MAX_OUTSTANDING:
+            topic, payload, number = self._backlog[0]
+            info = m.publish(topic, payload, qos=1)
+            if info.rc not in (paho.MQTT_ERR_SUCCESS, paho.MQTT_ERR_NO_CONN):
+                log.warning("MQTT client refused a notification (%s); again in 0.1 s",
+                            paho.error_string(info.rc))
+                if self._loop is not None and not self._retry_scheduled:
+                    self._retry_scheduled = True
+                    self._loop.call_later(0.1, self._retry)
+                return
+            self._backlog.popleft()
+            self.counts["notified"] += 1
+            self._mids[info.mid] = number
+
+    def _retry(self) -> None:
+        self._retry_scheduled = False
+        self._pump()
 
     def _on_puback(self, mid: int) -> None:
         number = self._mids.pop(mid, None)
         if number is None:
-            return  # the sync marker
+            return  # the sync marker, the status
         self.counts["delivered"] += 1
         self._pending[number] -= 1
         if self._pending[number] <= 0:
             del self._pending[number]
         self._schedule_ack()
+        self._pump()
 
     def _schedule_ack(self) -> None:
         if not self._ack_scheduled and self._loop is not None:
