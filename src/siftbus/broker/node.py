@@ -257,9 +257,12 @@ class BrokerNode:
                               field="name")
         self.access.attach(link, principal, chosen=chosen, bind=bind)
         self.clients.add(link)
-        mine = sorted({e.local_id for e in self.routing.table.entries.values()
+        return link, self.profile_ids(link)
+
+    def profile_ids(self, link: str) -> list[str]:
+        """The ids of the profiles client ``link`` holds here, sorted."""
+        return sorted({e.local_id for e in self.routing.table.entries.values()
                        if e.src == link})
-        return link, mine
 
     def assign_name(self, principal: Principal = ANONYMOUS) -> str:
         """A free client name for a client of ``principal`` that chose none."""
