@@ -344,3 +344,27 @@ async def test_a_tokens_scopes_narrow_what_its_connection_may_do(pki: Pki) -> No
                                  server_hostname="localhost", token=rooted)
     finally:
         await close_all(servers, [reader])
+
+
+async def test_another_principals_name_is_refused_alike_online_or_not(pki: Pki) -> None:
+    """A name held by another principal's live client is refused with the same counted
+    AccessDenied as after that client left: the refusal never tells whether it is
+    online (issue 30, item 8)."""
+    servers = await start_secure(["B1"], [], policy(pki, PRINCIPALS), pki)
+    srv = servers["B1"]
+    try:
+        holder = await connect(srv, pki, "tenant", name="t9")
+        answers = []
+        for _ in range(2):
+            with pytest.raises(RemoteError) as refused:
+                await connect(srv, pki, "admin", name="t9")
+            answers.append((refused.value.kind, refused.value.message))
+            if holder is not None:
+                await holder.close()
+                holder = None
+                await eventually(lambda: srv.node.stats().clients == 0)
+        assert answers[0] == answers[1], answers
+        assert answers[0][0] == "AccessDenied" and "another principal" in answers[0][1]
+        assert srv.node.guard.stats()["denied_by_principal"]["admin"] == 2
+    finally:
+        await close_all(servers)

@@ -253,6 +253,12 @@ class BrokerNode:
         check_name(name, "client")
         link = "@" + name
         if link in self.clients:
+            holder = self.access.principals.get(link)
+            if holder is not None and holder.name != principal.name and not self.guard.open:
+                # the same counted refusal as once it has left: whether another
+                # principal's client is online is not this one's to learn
+                raise self.guard.deny(principal, "connect", f"as client {name!r}",
+                                      "the name belongs to another principal")
             raise ConfigError(f"a client named {name!r} is already connected to {self.name}",
                               field="name")
         self.access.attach(link, principal, chosen=chosen, bind=bind)
