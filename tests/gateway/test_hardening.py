@@ -111,6 +111,9 @@ async def test_bodies_and_queries_are_strict_utf8_and_a_bom_is_skipped(
             r = await http.post("/api/publish", content=b"\xef\xbb\xbf" + good,
                                 headers={"content-type": ctype})
             assert r.status_code == 200 and r.json()["published"] == 1, r.text
+        r = await http.post("/api/subscriptions", content=b'\xef\xbb\xbf{"profile": "U()"}',
+                            headers={"content-type": "application/json"})
+        assert r.status_code == 201, r.text
         r = await http.get("/api/sse?profile=T(s%20%3D%20%22%FF%22)")
         assert r.status_code == 400, r.text
         assert r.json()["error"]["field"] == "profile"
