@@ -472,9 +472,10 @@ class FrameConnection(asyncio.Protocol):
         written must still go out first, within the close's own bound)."""
         t = self.transport
         if self._queue and t is not None and not self._lost and not t.is_closing():
-            data = b"".join(self._queue)
+            queued = list(self._queue)
             self._drop_queue()
-            t.write(data)
+            for data in queued:  # piece by piece: an SSL layer copies what a write leaves
+                t.write(data)
 
     def _drop_queue(self) -> None:
         self._queue.clear()
