@@ -71,7 +71,7 @@ async def test_a_broker_restart_closes_plain_consumers_and_health_says_so(
                     await asyncio.wait_for(ws.recv(), 10)
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1012
             rest = [ln async for ln in lines]
-            assert "event: error" in rest, rest
+            assert "event: error" in rest and "retry: 5000" in rest, rest
             r = await http.get("/api/health")
             assert r.status_code == 503 and r.json()["status"] == "unavailable"
             with pytest.raises(websockets.InvalidStatus) as refused:

@@ -50,6 +50,9 @@ log = logging.getLogger("siftbus.gateway")
 KEEPALIVE = 15.0
 """Seconds between SSE comments that keep idle proxies from closing the stream."""
 
+SSE_RETRY_MS = 5000
+"""The reconnection delay an SSE stream ended by a lost broker connection asks for."""
+
 MIN_WATCH = 0.2
 """The shortest ``watch`` interval (seconds)."""
 
@@ -356,8 +359,8 @@ async def _sse_stream(gw: Gateway, ob: Outbox, subs: list[dict[str, str]]
         yield sse_frame({"type": "subscribed", "subscriptions": subs})
         while True:
             waited = await ob.wait(KEEPALIVE)
-            if ob.lost:
-                yield sse_frame({"type": "error", **error_body(
+            if ob.lost:  # EventSource reconnects after `retry` ms: give the broker time
+                yield b"retry: %d\n" % SSE_RETRY_MS + sse_frame({"type": "error", **error_body(
                     "ConnectionLostError", f"the connection to broker {gw.broker} was "
                     "lost: the subscriptions ended; connect again")})
                 return
@@ -373,4 +376,4 @@ async def _sse_stream(gw: Gateway, ob: Outbox, subs: list[dict[str, str]]
         gw.spawn(gw.close_outbox(ob))
 
 
-__all__ = ["KEEPALIVE", "WebSocketSession", "query_values", "router"]
+__all__ = ["KEEPALIVE", "SSE_RETRY_MS", "WebSocketSession", "query_values", "router"]
