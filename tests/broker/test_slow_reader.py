@@ -69,7 +69,7 @@ async def test_a_dead_reader_stalls_nobody(tls: bool, tmp_path: Path) -> None:
         pub = await Client.connect("127.0.0.1", port, tls=ctx)
         ev = {"type": "Temperature", "sensor": 1, "room": 5, "value": 21.5}
         worst = {"publish": 0.0, "ping": 0.0, "connect": 0.0}
-        t_end = time.monotonic() + 4
+        t_end = time.monotonic() + 2.5
         while time.monotonic() < t_end:
             t0 = time.monotonic()
             await asyncio.wait_for(pub.publish_batch([ev] * 2000, ack=True), 30)
