@@ -61,6 +61,8 @@ async def test_a_broker_restart_closes_plain_consumers_and_health_says_so(
         assert health["status"] == "ok" and health["client"]  # the documented key
         ws = await websockets.connect(ws_url(gn))
         assert (await ask(ws, op="subscribe", profile="T(a >= 0)"))["type"] == "subscribed"
+        r = await http.post("/api/subscriptions", json={"profile": "U()", "id": "pulled"})
+        assert r.status_code == 201
         async with http.stream("GET", "/api/sse", params={"profile": "T(a >= 0)"}) as sse:
             lines = sse.aiter_lines()
             assert (await asyncio.wait_for(lines.__anext__(), 10)) == "event: subscribed"
@@ -80,6 +82,10 @@ async def test_a_broker_restart_closes_plain_consumers_and_health_says_so(
         await _start_b1(gn, port)
         r = await http.get("/api/health")
         assert r.status_code == 200 and r.json()["status"] == "ok"
+        # the pull subscription says once that it ended, then it is gone
+        r = await http.get("/api/subscriptions/pulled/notifications")
+        assert r.status_code == 503 and "subscribe again" in r.json()["error"]["message"]
+        assert (await http.get("/api/subscriptions/pulled/notifications")).status_code == 404
         # connecting again and subscribing again delivers again
         ws = await websockets.connect(ws_url(gn))
         await ask(ws, op="subscribe", profile="T(a >= 0)", id="x")
