@@ -293,3 +293,75 @@ def test_the_interest_is_compiled_profiles_or_the_catch_all() -> None:
         assert interest_of([(0, Q.AND_OP, None, 9)]) == {"all"}
     finally:
         factory.close()
+
+
+# ---------------------------------------------------------------------------------------
+# QoS at the consumer's broker, and a member that watches for new consumers
+
+
+async def _qos_case(federate: bool) -> list[int]:
+    """Priorities pulled by a consumer whose queue keeps 3 events (the lowest priority
+    discarded), events pushed at another broker (or, as the reference, into one
+    channel)."""
+    qos = {Q.ORDER_POLICY: Q.PRIORITY_ORDER, Q.DISCARD_POLICY: Q.PRIORITY_ORDER,
+           Q.MAX_EVENTS_PER_CONSUMER: 3}
+    factory = EventChannelFactory()
+    servers: list[BrokerServer] = []
+    members: list[FederationMember] = []
+    try:
+        if federate:
+            edges = [("A", "B")]
+            a = BrokerServer(node("A", ("B",), edges))
+            await a.start()
+            b = BrokerServer(node("B", ("A",), edges), dial={"A": ("127.0.0.1", a.port)})
+            await b.start()
+            servers = [a, b]
+            for s in servers:
+                await s.wait_neighbours(10)
+            for s in servers:
+                out, _ = factory.create_channel()
+                inb, _ = factory.create_channel(qos)
+                m = FederationMember(FTYPE, out, inb, s.node.name)
+                await m.attach(await Client.connect("127.0.0.1", s.port, name="fed"),
+                               watch=0.05)
+                members.append(m)
+            supply_into, consume_from = members[0].outbound, members[1].inbound
+        else:
+            ch, _ = factory.create_channel(qos)
+            supply_into = consume_from = ch
+        # the consumer comes after the member attached: the watch subscribes for it
+        proxy: Any
+        proxy, _ = consume_from.default_consumer_admin.obtain_notification_pull_supplier(
+            STRUCTURED_EVENT)
+        proxy.connect_structured_pull_consumer()
+        if federate:
+            await until(lambda: servers[0].node.stats().table_size > 0)
+            await settle(servers)
+        sup: Any
+        sup, _ = supply_into.default_supplier_admin.obtain_notification_push_consumer(
+            STRUCTURED_EVENT)
+        sup.connect_structured_push_supplier()
+        for k, prio in enumerate([1, 5, 3, 2]):
+            sup.push_structured_event(StructuredEvent.of(
+                "D", "T1", "e", variable_header={"Priority": prio},
+                filterable_data={"k": k, "a": k}))
+        await until(lambda: proxy.queue_length >= 3)
+        await asyncio.sleep(0.1)
+        got = []
+        while True:
+            e, has = proxy.try_pull_structured_event()
+            if not has:
+                return got
+            got.append(e.header_value("Priority"))
+    finally:
+        for m in members:
+            await m.close()
+        factory.close()
+        for s in servers:
+            await s.close()
+
+
+def test_qos_applies_at_the_consumers_broker_and_watch_subscribes_new_consumers() -> None:
+    expected = asyncio.run(_qos_case(False))
+    assert expected == [5, 3, 2]
+    assert asyncio.run(_qos_case(True)) == expected
