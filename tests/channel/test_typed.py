@@ -346,3 +346,18 @@ def test_a_typed_pull_supplier_is_polled(factory: EventChannelFactory) -> None:
     assert pull.pull(5).kwargs == {"room": 1, "value": 2.0}
     with pytest.raises(TimeoutError):  # the ill-typed one never entered the channel
         pull.pull(0.3)
+
+
+def test_push_typed_checks_the_event_against_the_interface(
+        factory: EventChannelFactory) -> None:
+    typed, _ = TypedEventChannel.create(factory, Thermo)
+    sup, _ = typed.default_supplier_admin.obtain_typed_notification_push_consumer()
+    sup.connect_typed_push_supplier()
+    pull, _ = typed.default_consumer_admin.obtain_typed_notification_pull_supplier()
+    pull.connect_typed_pull_consumer()
+    with pytest.raises(TypedEventError, match="a Other event cannot go into a channel typed"):
+        sup.push_typed(TypedEvent("Other", "reading", (("room", 1), ("value", 1.0))))
+    with pytest.raises(TypedEventError, match="parameter 'value' must be float"):
+        sup.push_typed(TypedEvent("Thermo", "reading", (("room", 1), ("value", "hot"))))
+    sup.push_typed(TypedEvent("Thermo", "alarm", (("room", 2),)))
+    assert pull.pull(1) == TypedEvent("Thermo", "alarm", (("room", 2), ("text", "hot")))
