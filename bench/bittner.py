@@ -22,9 +22,9 @@ E4  hub of 5, 1/3/5 types (type i's RN at Bi), p^p 0.1
 E5  4 in a line, locality 0/0.5/1 at p^e 0.5
 E6  4 in a line, p^e 0.8, profiles per broker growing: f_sat and the fullest table
 
-    python bench/bittner.py --quick      # about a minute
-    python bench/bittner.py              # a few minutes
-    python bench/bittner.py --skip-loopback
+    python bench/bittner.py --quick --skip-loopback   # 14 settings, 1 repeat: 1-4 minutes
+    python bench/bittner.py              # 30 settings, medians of 3, loopback: 5-20 minutes
+                                         # (2 shared cores; the longer under load)
 
 Writes bench/results/bittner.json, bittner.md and bittner_e*.png.
 """
