@@ -22,33 +22,54 @@ INSTALL = "mosquitto is not installed: run `make sysdeps-mqtt` (apt-get install 
           "mosquitto-clients)"
 
 
-@contextmanager
-def mosquitto(tmp_path: Path) -> Iterator[int]:
-    """A mosquitto listening on a free loopback port; yields the port."""
-    assert Path(MOSQUITTO).exists() and shutil.which("mosquitto_pub"), INSTALL
-    port = free_ports(1)[0]
-    conf = tmp_path / "mosquitto.conf"
-    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\n"
-                    "max_inflight_messages 1000\nmax_queued_messages 100000\n")
-    proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    try:
+class Mosquitto:
+    """A mosquitto on a fixed free loopback port that can be stopped and started again
+    (``persistence``: its sessions and retained messages survive the restart)."""
+
+    def __init__(self, tmp_path: Path, *, persistence: bool = False) -> None:
+        assert Path(MOSQUITTO).exists() and shutil.which("mosquitto_pub"), INSTALL
+        self.port = free_ports(1)[0]
+        self.conf = tmp_path / "mosquitto.conf"
+        text = (f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+                "max_inflight_messages 1000\nmax_queued_messages 100000\n")
+        if persistence:
+            text += f"persistence true\npersistence_location {tmp_path}/\n"
+        self.conf.write_text(text)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10
         while True:
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else "exited"
             assert time.monotonic() < deadline, "mosquitto did not listen within 10 s"
             time.sleep(0.02)
-        yield port
-    finally:
-        proc.terminate()
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()  # SIGTERM: a persistent mosquitto saves its state
         try:
-            proc.wait(10)
+            self.proc.wait(10)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+@contextmanager
+def mosquitto(tmp_path: Path) -> Iterator[int]:
+    """A mosquitto listening on a free loopback port; yields the port."""
+    m = Mosquitto(tmp_path)
+    m.start()
+    try:
+        yield m.port
+    finally:
+        m.stop()
 
 
 def publish(port: int, topic: str, payloads: Iterable[str], *, retain: bool = False) -> None:

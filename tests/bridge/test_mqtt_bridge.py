@@ -28,7 +28,7 @@ from siftbus.lang.profile import parse_profile
 from siftbus.match.reference import ReferenceMatcher
 from siftbus.model import event_from_dict
 
-from .mosquitto import Subscriber, mosquitto, publish
+from .mosquitto import Mosquitto, Subscriber, mosquitto, publish
 
 MQTT = """
 [mqtt]
@@ -261,5 +261,47 @@ async def test_a_killed_bridge_loses_nothing_acknowledged(tmp_path: Path) -> Non
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
+        for s in reversed(list(servers.values())):
+            await s.close()
+
+
+async def test_the_bridge_reconnects_to_a_restarted_mqtt_broker(tmp_path: Path) -> None:
+    """mosquitto (persistent) restarts between two rounds: the bridge reconnects by
+    itself and the second round's notifications arrive like the first's."""
+    rng = random.Random(11)
+    servers = await start_network(NAMES, [("B1", "B2"), ("B2", "B3")], "forwarding")
+    ports = {n: s.port for n, s in servers.items()}
+    net = parse_network(config(ports), schema=SCHEMA)
+    mq = Mosquitto(tmp_path, persistence=True)
+    mq.start()
+    sub: Subscriber | None = None
+    try:
+        profiles = register(mq.port, rng, 4)
+        sub = Subscriber(mq.port, "siftbus/notify/#")
+        sub.ready(mq.port, PROBE)
+        async with MqttBridge(net, "B1", ("127.0.0.1", mq.port),
+                              parse_mqtt(MQTT, SCHEMA)) as bridge:
+            first = [random_event(rng) for _ in range(20)]
+            for topic, payloads in mqtt_messages(first).items():
+                await asyncio.to_thread(publish, mq.port, topic, payloads)
+            expect = predicted(profiles, first)
+            await asyncio.to_thread(sub.wait_for, sum(expect.values()))
+            await asyncio.to_thread(mq.stop)
+            await asyncio.to_thread(mq.start)
+            async with asyncio.timeout(20):
+                while bridge.stats.mqtt_connects < 2:
+                    await asyncio.sleep(0.05)
+            sub.probes = 0
+            await asyncio.to_thread(sub.ready, mq.port, PROBE)  # mosquitto_sub is back
+            second = [random_event(rng) for _ in range(20)]
+            for topic, payloads in mqtt_messages(second).items():
+                await asyncio.to_thread(publish, mq.port, topic, payloads)
+            expect += predicted(profiles, second)
+            await asyncio.to_thread(sub.wait_for, sum(expect.values()))
+            assert received(sub) == expect
+    finally:
+        if sub is not None:
+            sub.close()
+        mq.stop()
         for s in reversed(list(servers.values())):
             await s.close()
