@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck setup sysdeps browser-sysdeps bench-sysdeps clean bench
+.PHONY: demo test lint typecheck setup sysdeps browser-sysdeps bench-sysdeps sysdeps-mqtt clean bench
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null 2>&1 || $(MAKE) sysdeps
@@ -29,7 +29,7 @@ browser-sysdeps:
 demo: $(STAMP)
 	$(BIN)/siftbus demo
 
-test: $(STAMP) browser-sysdeps
+test: $(STAMP) browser-sysdeps sysdeps-mqtt
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
@@ -38,10 +38,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-# bench/network.py measures mosquitto (with client-side filtering) in the same run.
-bench-sysdeps:
-	@command -v mosquitto >/dev/null 2>&1 || test -x /usr/sbin/mosquitto || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto)
+# The MQTT bridge's tests start mosquitto and drive it with mosquitto_pub/mosquitto_sub;
+# bench/network.py and bench/mqtt.py measure mosquitto (client-side filtering) beside siftbus.
+sysdeps-mqtt:
+	@(test -x /usr/sbin/mosquitto || command -v mosquitto >/dev/null 2>&1) && \
+	  command -v mosquitto_pub >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    mosquitto mosquitto-clients)
+
+bench-sysdeps: sysdeps-mqtt
 
 # Every benchmark in its short form; each writes bench/results/<name>.json.
 bench: $(STAMP) bench-sysdeps
@@ -54,6 +59,8 @@ bench: $(STAMP) bench-sysdeps
 	$(BIN)/python bench/xmlfilter.py --quick
 	$(BIN)/python bench/spark.py --quick
 	$(BIN)/python bench/gateway.py --quick
+	$(BIN)/python bench/mqtt.py --quick
+	$(BIN)/python bench/tracing.py --quick
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

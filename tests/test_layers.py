@@ -12,8 +12,9 @@ import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 # lowest first, as DESIGN.md lists them; a layer may import only those before it
-ORDER = ["errors", "model", "lang", "match", "covering", "temporal", "wire", "security",
-         "broker", "client", "channel", "xmlfilter", "spark", "gateway", "cli"]
+ORDER = ["errors", "telemetry", "model", "lang", "match", "covering", "temporal", "wire",
+         "security", "broker", "client", "channel", "xmlfilter", "spark", "gateway", "bridge",
+         "cli"]
 RANK = {name: i for i, name in enumerate(ORDER)}
 # the package's face re-exports every layer for users; the entry point runs the CLI
 ENTRY_POINTS = {"siftbus", "siftbus.__main__"}

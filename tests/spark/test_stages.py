@@ -488,3 +488,20 @@ def test_subscription_set_loads_a_file_in_bulk_then_follows_its_changes(
             assert plan_matches(subs.plan(), events) == ref.match_batch(events)
     finally:
         kernel.use()
+
+
+def test_cloudevents_lines_parse_as_their_events() -> None:
+    """The parse stage reads structured CloudEvents lines (docs/cloudevents.md) into the
+    same rows as the plain event lines they carry; a bad one is a dead letter."""
+    plain = ['{"type": "Temp", "room": 3, "value": 21.55, "level": "MID", "name": "ab"}',
+             '{"type": "Door", "open": 1, "floor": 0}']
+    ce = ['{"specversion": "1.0", "type": "org.example.Temp", "source": "/s", "id": "1", '
+          '"data": {"room": 3, "value": 21.55, "level": "MID", "name": "ab"}}',
+          '{"specversion": "1.0", "type": "Door", "source": "/s", "id": "2", '
+          '"datacontenttype": "application/json", "data": {"open": 1, "floor": 0}}',
+          '{"specversion": "1.0", "type": "Door", "source": "/s", "id": "3", "data": {}}']
+    keep = ("event", "type", "ikeys", "skeys", "error")
+    want = [{k: r[k] for k in keep} for r in parse_lines(plain, SCHEMA_TOML).to_pylist()]
+    rows = parse_lines(ce, SCHEMA_TOML, source="ce.jsonl").to_pylist()
+    assert [{k: r[k] for k in keep} for r in rows[:2]] == want
+    assert "lacks attribute(s) open, floor" in rows[2]["error"] and rows[2]["line"] == 3

@@ -178,10 +178,11 @@ def parse_network(text: str, *, path: Path | None = None,
     def fail(msg: str, needle: str, field: str | None = None) -> ConfigError:
         return ConfigError(msg, source=src, line=_line_of(text, needle), field=field)
 
-    unknown_top = set(data) - {"network", "brokers", "security"}
+    unknown_top = set(data) - {"network", "brokers", "security", "mqtt"}  # mqtt: the bridge's
     if unknown_top:
         key = sorted(unknown_top)[0]
-        raise fail(f"unknown table [{key}] (allowed: network, brokers, security)", key, key)
+        raise fail(f"unknown table [{key}] (allowed: network, brokers, security, mqtt)", key,
+                   key)
     net = data.get("network", {})
     if not isinstance(net, dict):
         raise fail("[network] must be a table", "network")

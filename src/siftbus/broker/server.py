@@ -37,6 +37,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import siftbus.telemetry as telemetry
 from siftbus.errors import (
     AuthenticationError,
     ConfigError,
@@ -221,7 +222,21 @@ class BrokerServer:
 
     # ---- output ----------------------------------------------------------------------------
 
+    def _handle_traced(self, link: str, msg: Message) -> None:
+        """A frame with a trace context (a client's PUB, a neighbour's PUB or NOTIFY)
+        handled inside a ``process`` span (``docs/tracing.md``): child of the context the
+        frame carries, current while the frames it causes are sent."""
+        with telemetry.span("process", parent=msg.body.get(telemetry.KEY),
+                            destination=telemetry.destinations(msg.body.get("blocks", ())),
+                            attributes={"siftbus.broker": self.node.name,
+                                        "siftbus.link": link}):
+            self.node.handle(link, msg)
+
     def _send(self, link: str, msg: Message) -> None:
+        if telemetry.TRACER is not None and msg.type in (MsgType.PUB, MsgType.NOTIFY):
+            tc = telemetry.carrier()
+            if tc is not None:
+                msg = Message(msg.type, {**msg.body, telemetry.KEY: tc})
         conn = self._conns.get(link)
         notify = msg.type is MsgType.NOTIFY and link.startswith("@")
         # a transport already closing (the peer went while this step runs, e.g. UNSUBs
@@ -495,7 +510,10 @@ class BrokerServer:
                     log.warning("%s: neighbour %s reports: %s", node.name, link,
                                 msg.body.get("message"))
                 try:
-                    node.handle(link, msg)
+                    if telemetry.TRACER is not None and telemetry.KEY in msg.body:
+                        self._handle_traced(link, msg)
+                    else:
+                        node.handle(link, msg)
                 except Exception as exc:  # a bug: answer it, keep serving this peer
                     log.exception("%s: handling %s from %s failed", node.name,
                                   msg.type.name, link)

@@ -86,6 +86,9 @@ _register_all()
 def main() -> None:
     """Console-script entry point: one clear line and a non-zero exit on bad input."""
     try:
+        from siftbus.telemetry import enable_from_env
+
+        enable_from_env()  # SIFTBUS_TRACING=1: spans of every command (docs/tracing.md)
         app()
     except SiftbusError as exc:
         print(f"siftbus: error: {exc}", file=sys.stderr)

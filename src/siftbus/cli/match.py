@@ -13,11 +13,13 @@ record batches (``--format arrow|parquet``). Engines without snapshots fall back
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
@@ -415,6 +417,34 @@ def format_for(out: Path | None, fmt: str | None) -> str:
     return "json"
 
 
+def _first_is_cloudevent(path: Path) -> bool:
+    """Whether the first non-blank line of an event file is a structured CloudEvent."""
+    from siftbus.wire.cloudevents import is_cloudevent_line
+
+    with path.open("rb") as fh:
+        for raw in fh:
+            if raw.strip():
+                return is_cloudevent_line(raw[:65536].decode("utf-8", "replace"))
+    return False
+
+
+@contextlib.contextmanager
+def _as_event_file(path: Path, schema: Schema) -> Iterator[Path]:
+    """A temporary event file of the events of a CloudEvents JSON-lines file (same
+    numbering; the first bad line raises with the CloudEvents file's name and line)."""
+    from siftbus.errors import EventError
+    from siftbus.model.textio import read_lines
+    from siftbus.wire.cloudevents import event_lines
+
+    with tempfile.TemporaryDirectory(prefix="siftbus-ce-") as d:
+        tmp = Path(d) / "events.jsonl"
+        with tmp.open("w", encoding="utf-8") as fh:
+            lines = (text for _, text in read_lines(path, kind=EventError))
+            for line in event_lines(lines, schema, source=str(path)):
+                fh.write(line + "\n")
+        yield tmp
+
+
 def register(app: typer.Typer) -> None:
     @app.command("match")
     def match_cmd(
@@ -428,6 +458,9 @@ def register(app: typer.Typer) -> None:
         fmt: Annotated[str | None, typer.Option(
             "--format", help="output format: json (lines), arrow (IPC file) or parquet; "
             "default: from the --out suffix (.parquet, .arrow), else json")] = None,
+        cloudevents: Annotated[bool | None, typer.Option(
+            "--cloudevents/--no-cloudevents", help="the events are CloudEvents JSON lines "
+            "(structured mode; default: when the first line has a specversion)")] = None,
     ) -> None:
         """Match every event against every profile: one JSON line per event,
         {"event": N, "matches": [ids...]}."""
@@ -441,6 +474,13 @@ def register(app: typer.Typer) -> None:
         sch = load_schema(existing_file(schema, "schema"))
         existing_file(profiles, "profile file")
         existing_file(events, "event file")
+        with contextlib.ExitStack() as stack:
+            if cloudevents or (cloudevents is None and _first_is_cloudevent(events)):
+                events = stack.enter_context(_as_event_file(events, sch))
+            _match_cmd(sch, profiles, events, out, engine, kind)
+
+    def _match_cmd(sch: Schema, profiles: Path, events: Path, out: Path | None, engine: str,
+                   kind: str) -> None:
         progress = events.stat().st_size > PROGRESS_THRESHOLD
         if out is None:
             n, m = match_files(sch, profiles, events, sys.stdout, engine=engine,

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+import siftbus.telemetry as telemetry
 from siftbus.errors import (
     ConnectionLostError,
     EnvironmentProblem,
@@ -125,6 +126,8 @@ class Client(Publisher, RetainedClient):
         self.adverts: list[Profile] = []
         self._token: str | None = None
         self._tls: ssl.SSLContext | None = None
+        self._received: dict[str, str] | None = None
+        """The trace context of the last NOTIFY received (the parent of ``settle``)."""
 
     # ---- connection ---------------------------------------------------------------------
 
@@ -179,7 +182,13 @@ class Client(Publisher, RetainedClient):
         own consumer has acknowledged)."""
         if self.session is not None and self._conn is not None:
             n = self.session.last if upto is None else min(upto, self.session.last)
-            self._write(Message(MsgType.SACK, {"ack": n}))
+            if telemetry.TRACER is None:
+                self._write(Message(MsgType.SACK, {"ack": n}))
+                return
+            with telemetry.span("settle", parent=self._received,
+                                attributes={"messaging.client.id": self.name,
+                                            "siftbus.session.ack": n}):
+                self._write(Message(MsgType.SACK, {"ack": n}))
 
     async def _handshake(self, host: str, port: int, name: str | None, timeout: float,
                          previous: str | None, server_hostname: str | None) -> None:
@@ -286,17 +295,32 @@ class Client(Publisher, RetainedClient):
     def _dispatch(self, msg: Message) -> None:
         body = msg.body
         if msg.type is MsgType.NOTIFY:
-            assert self.schema is not None
-            blocks = decode_batch(body, self.schema, notify=True)
-            if self.session is not None:
-                blocks = self.session.accept(body, blocks)  # each number once
-            if self._batch_subs:
-                self._dispatch_batches(blocks)
-            else:
-                self._dispatch_each(blocks, None)
-            if self.session is not None and self.session.auto_ack:
-                self.ack()
+            if telemetry.TRACER is not None and telemetry.KEY in body:
+                with telemetry.span("receive", parent=body[telemetry.KEY],
+                                    destination=telemetry.destinations(body.get("blocks", ())),
+                                    attributes={"messaging.client.id": self.name}):
+                    self._received = telemetry.carrier()
+                    self._notify(body)
+                return
+            self._notify(body)
             return
+        self._dispatch_other(msg)
+
+    def _notify(self, body: dict[str, Any]) -> None:
+        """A NOTIFY frame: its rows to the subscriptions (each session number once)."""
+        assert self.schema is not None
+        blocks = decode_batch(body, self.schema, notify=True)
+        if self.session is not None:
+            blocks = self.session.accept(body, blocks)  # each number once
+        if self._batch_subs:
+            self._dispatch_batches(blocks)
+        else:
+            self._dispatch_each(blocks, None)
+        if self.session is not None and self.session.auto_ack:
+            self.ack()
+
+    def _dispatch_other(self, msg: Message) -> None:
+        body = msg.body
         if msg.type is MsgType.SCHEMA:
             self.schema = Schema.from_dict(body.get("schema", {}), source="broker")
             return

@@ -9,13 +9,15 @@ session publisher's repeats by these numbers).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, Protocol
 
 import numpy as np
 
+import siftbus.telemetry as telemetry
 from siftbus.model import Event, Schema, event_from_dict, parse_event
 from siftbus.wire.events import Block, encode_block, group_by_type
 from siftbus.wire.frames import Message, MsgType
@@ -23,6 +25,20 @@ from siftbus.wire.transport import FrameConnection
 
 MAX_BATCH = 5000
 """Events per PUB frame when publishing a large batch."""
+
+
+@contextlib.contextmanager
+def traced_send(body: dict[str, Any]) -> Iterator[None]:
+    """A ``send`` span around publishing ``body``, whose context the frame carries
+    (nothing when tracing is off: ``docs/tracing.md``)."""
+    if telemetry.TRACER is None:
+        yield
+        return
+    blocks = body["blocks"]
+    with telemetry.span("send", destination=telemetry.destinations(blocks),
+                        count=sum(int(b["n"]) for b in blocks)):
+        body[telemetry.KEY] = telemetry.carrier()
+        yield
 
 
 class _Sender(Protocol):
@@ -115,10 +131,11 @@ class Publisher:
         evs = [self.event(e) for e in events]
         for i in range(0, len(evs), MAX_BATCH):
             body = {"blocks": self._blocks(evs[i:i + MAX_BATCH], now)}
-            if ack:
-                await self._request(MsgType.PUB, body)
-            else:
-                self._write(Message(MsgType.PUB, body))
+            with traced_send(body):
+                if ack:
+                    await self._request(MsgType.PUB, body)
+                else:
+                    self._write(Message(MsgType.PUB, body))
         await self._drain()
         return len(evs)
 
@@ -132,7 +149,8 @@ class Publisher:
             body = {"blocks": self._blocks(self._buffer, self._buffer_ts)}
             fresh: tuple[list[Event], list[float]] = ([], [])
             self._buffer, self._buffer_ts = fresh
-            self._write(Message(MsgType.PUB, body))
+            with traced_send(body):
+                self._write(Message(MsgType.PUB, body))
 
     async def flush(self: _Sender) -> None:
         """Send buffered events and wait until the socket buffer drains."""

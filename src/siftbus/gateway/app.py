@@ -17,6 +17,7 @@ from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -35,6 +36,8 @@ from siftbus.errors import (
 )
 
 from . import rest, streaming
+from .asyncapi import asyncapi_document
+from .asyncapi import schemas as stream_schemas
 from .auth import request_token
 from .codec import dumps_bytes
 from .guards import App, Receive, RequestLimits, Scope, Send, error_body
@@ -123,7 +126,7 @@ class PublishRoute:
         try:
             status, out = await answer_publish(
                 self.gw, headers.get("authorization"), query.get("token", [None])[0],
-                headers.get("content-type", "application/json"), bytes(body))
+                headers.get("content-type", "application/json"), bytes(body), headers)
         except SiftbusError as exc:
             status, out = status_of(exc), dumps_bytes(error_of(exc))
         await send({"type": "http.response.start", "status": status,
@@ -175,6 +178,23 @@ def create_app(gw: Gateway) -> FastAPI:
         gw.authenticate(request_token(gw, request, None))
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
     app.mount("/static", StaticFiles(directory=static_dir()), name="static")
+
+    @app.get("/asyncapi.json", include_in_schema=False)
+    async def asyncapi(request: Request) -> JSONResponse:
+        """The AsyncAPI 3.0 document of the WebSocket and SSE streams."""
+        return JSONResponse(asyncapi_document(app.version,
+                                              request.headers.get("host", "localhost")))
+
+    def openapi() -> dict[str, Any]:  # the stream messages' models among its schemas
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version,
+                              description=app.description, routes=app.routes)
+            doc.setdefault("components", {}).setdefault("schemas", {}).update(
+                stream_schemas())
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.get("/", include_in_schema=False)
     async def index() -> RedirectResponse:

@@ -9,6 +9,7 @@ refused line -- with the exact event reader, so both give the same answer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from siftbus.errors import EventError, QuotaExceeded, SiftbusError
 from siftbus.model import Event, Schema, event_from_dict, parse_event
 from siftbus.model.textio import parse_json_line
 
+from .cloudevents import cloudevents_items, is_cloudevents_body
 from .codec import fast_event_array, fast_event_object, plain_events
 from .limits import GatewayLimits
 
@@ -53,8 +55,10 @@ def _refusal(exc: SiftbusError, line: int) -> LineError:
 
 
 def parse_publish_body(text: str, content_type: str, schema: Schema,
-                       limits: GatewayLimits) -> ParsedBatch:
-    """Events and per-item errors of a body (see the module docstring).
+                       limits: GatewayLimits, ce_headers: Mapping[str, str] | None = None
+                       ) -> ParsedBatch:
+    """Events and per-item errors of a body (see the module docstring); CloudEvents
+    (structured, batch, or binary with ``ce_headers``) by :mod:`.cloudevents`.
 
     The body as a whole is refused (an exception) only when it is too big, or when an
     ``application/json`` body is not JSON or neither an object nor an array.
@@ -69,6 +73,16 @@ def parse_publish_body(text: str, content_type: str, schema: Schema,
         count += 1
         if len(errors) < limits.max_errors:
             errors.append(err)
+
+    if is_cloudevents_body(media, ce_headers or {}):
+        ces = cloudevents_items(text.encode(), media, ce_headers or {}, schema)
+        _check_size(len(ces), limits)
+        for i, ce in enumerate(ces, 1):
+            if isinstance(ce, SiftbusError):
+                refuse(LineError(i, None, ce.message))
+            else:
+                events.append(ce)
+        return ParsedBatch(tuple(events), tuple(errors), count)
 
     if media in JSON_LINES:
         lines = text.splitlines()

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
+import siftbus.telemetry as telemetry
 from siftbus.errors import (
     ConnectionLostError,
     DuplicateProfileError,
@@ -129,7 +130,8 @@ def router(gw: Gateway) -> APIRouter:
         # declaration documents it and answers alike when the app is used without it
         status, body = await answer_publish(
             gw, request.headers.get("authorization"), request.query_params.get("token"),
-            request.headers.get("content-type", "application/json"), await request.body())
+            request.headers.get("content-type", "application/json"), await request.body(),
+            dict(request.headers))
         return Response(body, status_code=status, media_type="application/json")
 
     @api.post("/subscriptions", status_code=201, response_model=Subscribed,
@@ -234,18 +236,24 @@ def router(gw: Gateway) -> APIRouter:
 
 
 async def answer_publish(gw: Gateway, authorization: str | None, query_token: str | None,
-                         content_type: str, raw: bytes) -> tuple[int, bytes]:
+                         content_type: str, raw: bytes,
+                         headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     """Status and JSON body of ``POST /api/publish`` (errors raise): the body read
     (:func:`~.publish.parse_publish_body`; a large one in a thread), its valid events
-    published and acknowledged by the broker, the refused ones reported."""
+    published and acknowledged by the broker, the refused ones reported. ``headers``
+    (lower-case names): CloudEvents binary mode (``ce-*``), the caller's trace context
+    (``traceparent``)."""
+    headers = headers or {}
+    ce_headers = {k: v for k, v in headers.items() if k.startswith("ce-")}
     client = await gw.session(token_of(gw, authorization, query_token))
     # strict UTF-8 and a leading BOM skipped, as every file reader does: a byte that is
     # not UTF-8 refuses the body (line and column named), never publishes U+FFFD
     text = decode_text(raw, source="body", kind=EventError)
     batch = await asyncio.to_thread(parse_publish_body, text, content_type, gw.schema,
-                                    gw.limits) if len(raw) > 65536 else \
-        parse_publish_body(text, content_type, gw.schema, gw.limits)
-    published = await gw.publish(client, batch.events)
+                                    gw.limits, ce_headers) if len(raw) > 65536 else \
+        parse_publish_body(text, content_type, gw.schema, gw.limits, ce_headers)
+    with telemetry.attached(headers):
+        published = await gw.publish(client, batch.events)
     gw.counters.rejected += batch.error_count
     return (400 if batch.error_count and not published else 200,
             dumps_bytes({"published": published, "rejected": batch.error_count,

@@ -40,6 +40,7 @@ from siftbus.model import event_from_dict
 from siftbus.model.textio import parse_json_line
 
 from .auth import Bearer, request_token, websocket_token
+from .cloudevents import check_format
 from .codec import dumps, plain_events
 from .guards import error_body
 from .hub import Gateway
@@ -168,6 +169,7 @@ class WebSocketSession:
         ob, reply = await self.gw.open_session(self.token, check_subscription_id(sid),
                                                ack=ack, clean=clean)
         old, self.outbox = self.outbox, ob
+        ob.cloudevents = old.cloudevents
         if self._writer is not None:
             self._writer.cancel()
             with contextlib.suppress(BaseException):
@@ -327,20 +329,31 @@ def router(gw: Gateway) -> APIRouter:
             log.info("WebSocket refused: %s", exc)
             await ws.close(code=1008, reason=exc.message[:120])
             return
+        try:
+            cloudevents = check_format(ws.query_params.get("format"))
+        except SiftbusError as exc:
+            await ws.close(code=1008, reason=exc.message[:120])
+            return
         await ws.accept()
         gw.counters.connections["websocket"] += 1
-        await WebSocketSession(gw, ws, token, gw.open_outbox("w", client)).run()
+        ob = gw.open_outbox("w", client)
+        ob.cloudevents = cloudevents
+        await WebSocketSession(gw, ws, token, ob).run()
 
     @api.get("/sse", summary="Notifications as Server-Sent Events",
              response_class=StreamingResponse,
              responses={200: {"content": {"text/event-stream": {}}}})
     async def sse(request: Request, creds: Bearer,
-                  profile: Annotated[list[str], Query(min_length=1)]) -> StreamingResponse:
-        """Subscribe the ``profile`` parameters (repeat it) while the stream is open."""
+                  profile: Annotated[list[str], Query(min_length=1)],
+                  format: Annotated[str, Query(pattern="^(json|cloudevents)$")] = "json"
+                  ) -> StreamingResponse:
+        """Subscribe the ``profile`` parameters (repeat it) while the stream is open;
+        ``format=cloudevents``: each notification a structured CloudEvent."""
         token = request_token(gw, request, creds)
         gw.authenticate(token)
         lines = query_values(request.scope.get("query_string", b""), "profile")
         ob = gw.open_outbox("e", await gw.session(token))
+        ob.cloudevents = format == "cloudevents"
         try:
             subs = [await gw.subscribe(ob, p) for p in lines]
         except BaseException:

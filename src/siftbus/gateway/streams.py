@@ -18,6 +18,7 @@ from typing import Any
 
 from siftbus.client import Client, Notification
 from siftbus.errors import ProfileError
+from siftbus.wire.cloudevents import from_notification
 
 from .codec import dumps_bytes
 
@@ -67,6 +68,8 @@ class Outbox:
         """Client-chosen id -> profile line (as the broker resolved it)."""
         self.session: str | None = None
         """The broker session of a session socket (its own broker connection)."""
+        self.cloudevents = False
+        """Notifications leave as CloudEvents (``?format=cloudevents``)."""
         self.taken_over = False
         """A newer socket attached to the same session (this one is to be closed)."""
         self.lost = False
@@ -89,6 +92,8 @@ class Outbox:
     def offer(self, msgs: list[dict[str, Any]]) -> int:
         """Queue what fits of ``msgs`` (in order); the rest is dropped and counted.
         Returns how many were queued."""
+        if self.cloudevents:
+            msgs = [from_notification(m) for m in msgs]
         room = self.queue_size - len(self.pending)
         if room < len(msgs):
             self.dropped += len(msgs) - max(room, 0)

@@ -39,6 +39,7 @@ from siftbus.match.ingest import ScannedTexts, scan_text_columns
 from siftbus.model import Event, EventType, Schema, StringDomain, event_from_dict, parse_schema
 from siftbus.model.event import parse_event
 from siftbus.model.textio import TEXT_LIMITS, MiB, TextLimits, decode_line, parse_json_line
+from siftbus.wire import cloudevents
 
 PARSED_SCHEMA = pa.schema([
     ("source", pa.string()),
@@ -264,8 +265,10 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str,
             out.bad(source, event, None, shown, problem, line)
             continue
         assert text is not None
-        try:
-            ev = parse_event(text, schema, source=source, lineno=line, limits=limits)
+        try:  # a structured CloudEvent line is read by its own rule (docs/cloudevents.md)
+            ev = (cloudevents.parse_line(text, schema, source=source, lineno=line)
+                  if cloudevents.is_cloudevent_line(text) else
+                  parse_event(text, schema, source=source, lineno=line, limits=limits))
         except SiftbusError as exc:
             out.bad(source, event, _type_of(text), text, exc, line)
             continue
