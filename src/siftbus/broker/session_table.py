@@ -97,6 +97,9 @@ class Mover(Protocol):
     def established(self, s: Session) -> None:
         """An arriving session's state is here (requests for it may now be answered)."""
 
+    def profiles_of(self, s: Session) -> list[Any]:
+        """The profiles of a session held here under its client's ids (wire form)."""
+
     def check(self, sid: str, owner: str, previous: str | None,
               done: Callable[[str], None]) -> str | None:
         """Whether ``owner`` owns ``sid`` (a verdict of :mod:`.claims`), now or later."""
@@ -251,7 +254,21 @@ class SessionTable:
             if self.mover is not None:
                 self.mover.on_back(s)
             self.flush(s)
-        return {**s.status(), "state": s.state}
+        return self._status(s, s.state)
+
+    def _status(self, s: Session, state: str,
+                profiles: list[Any] | None = None) -> dict[str, Any]:
+        """The status a client is told when it attaches or its handoff ends, with the
+        session's profiles once they are known here: a client that did not subscribe
+        them itself (a reconnect with its state, a fresh process) names them all when it
+        moves on -- a move names the profiles the new broker takes over, and one it
+        left out was left behind (issue 30: nothing arrived after such a move)."""
+        status = {**s.status(), "state": state}
+        if profiles is None and self.mover is not None and state != "arriving":
+            profiles = self.mover.profiles_of(s)
+        if profiles is not None:
+            status["profiles"] = profiles
+        return status
 
     def _claimed(self, link: str, req: SessionRequest, limits: SessionLimits, owner: str,
                  refuse: Callable[[str], SiftbusError] | None, verdict: str,
@@ -481,6 +498,9 @@ class SessionTable:
         if s.state != "arriving":
             return
         failed = transfer is None and outcome != "new"
+        # what the move named or the locate found (read while it is still arriving)
+        known = self.mover.profiles_of(s) if self.mover is not None \
+            and s.profiles is not None else None
         if transfer is None and not failed:
             s.tag = s.epoch if s.tag == 0 else s.tag
         if transfer is not None:
@@ -511,8 +531,8 @@ class SessionTable:
             self.store.replace(s)
         if s.state == "attached":
             self.host.transport_send(s.link, Message(MsgType.REPLY, {
-                "service": "session", "event": {**s.status(), "state": (
-                    outcome or ("handoff_failed" if failed else "ready"))}}))
+                "service": "session", "event": self._status(s, (
+                    outcome or ("handoff_failed" if failed else "ready")), known)}))
         if not s.probing:
             self.replay(s)
         if s.state == "attached":

