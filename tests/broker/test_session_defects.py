@@ -131,3 +131,97 @@ async def test_session_numbers_follow_the_publication_order_across_types() -> No
             await k.close()
     finally:
         await close_all(servers)
+
+
+async def test_subscribing_a_kept_profile_again_is_idempotent() -> None:
+    """A process resuming its session subscribes its profile again (the README's "kill
+    it, restart it"): the same profile is acknowledged and its rows go to the new
+    subscription; the same id with other conditions is refused."""
+    servers = await start_tree("acyclic", names=["B0"], edges=[])
+    try:
+        state = SessionState("m")
+        c = await Client.connect(port=servers["B0"].port, session=state)
+        await c.subscribe("f: T(a < 50)")
+        await c.close()
+        pub = await Client.connect(port=servers["B0"].port)
+        await pub.publish_batch([Event(T, (1, 1))], ack=True)
+        got: list[tuple[int, int]] = []
+        c = await Client.connect(port=servers["B0"].port, session=SessionState("m", last=0))
+        await c.subscribe("f: T(a < 50)", lambda n: got.append((n.n, n.event.keys[1])))
+        await pub.publish_batch([Event(T, (1, 2))], ack=True)
+        await wait_for(lambda: len(got) + c.unclaimed.qsize() == 2, 5)
+        assert [(n.n, n.event.keys[1]) for n in
+                [c.unclaimed.get_nowait() for _ in range(c.unclaimed.qsize())]] + got \
+            == [(1, 1), (2, 2)]
+        assert servers["B0"].node.stats().sessions["sessions"] == 1
+        await c.close()
+        c = await Client.connect(port=servers["B0"].port, session=state)
+        with pytest.raises(RemoteError, match="other conditions"):
+            await c.subscribe("f: T(a < 40)")
+        await c.close()
+        await pub.close()
+    finally:
+        await close_all(servers)
+
+
+async def test_a_process_whose_session_is_taken_over_is_told_and_ends() -> None:
+    """A second process takes the session over at another broker: the first gets one
+    error and its connection ends (it stayed connected, answered pings and received
+    nothing)."""
+    servers = await start_tree("acyclic", names=["B0", "B1"], edges=[("B0", "B1")])
+    try:
+        first = await Client.connect(port=servers["B0"].port, session="m")
+        await first.subscribe("f: T(a < 50)")
+        second = await Client.connect(port=servers["B1"].port, session=SessionState("m"))
+        await asyncio.wait_for(first.ended.wait(), 5)
+        assert first.lost is not None and "another process" in str(first.lost)
+        with pytest.raises(SiftbusError):
+            await first.ping()
+        await wait_for(lambda: "@m" not in servers["B0"].node.clients, 5)
+        await second.ping()
+        await first.close()
+        await second.close()
+    finally:
+        await close_all(servers)
+
+
+async def test_ack_is_awaitable_and_the_broker_has_it_when_it_returns() -> None:
+    servers = await start_tree("acyclic", names=["B0"], edges=[])
+    try:
+        state = SessionState("m", auto_ack=False)
+        c = await Client.connect(port=servers["B0"].port, session=state)
+        sub = await c.subscribe("f: T()")
+        pub = await Client.connect(port=servers["B0"].port)
+        await pub.publish_batch([Event(T, (1, i)) for i in range(5)], ack=True)
+        await wait_for(lambda: sub.queue.qsize() == 5, 5)
+        assert inspect.iscoroutinefunction(Client.ack)
+        assert servers["B0"].node.sessions.sessions["m"].count == 5
+        assert await c.ack(3) == 3
+        assert servers["B0"].node.sessions.sessions["m"].count == 2
+        assert await c.ack() == 5
+        assert servers["B0"].node.sessions.sessions["m"].count == 0
+        await c.close()
+        await pub.close()
+    finally:
+        await close_all(servers)
+
+
+async def test_an_empty_session_id_is_refused() -> None:
+    from siftbus.broker.server import read_frame
+    from siftbus.errors import ConfigError
+    from siftbus.wire.frames import Message, MsgType, decode_error, encode
+
+    with pytest.raises(ConfigError, match="non-empty"):
+        SessionState("")
+    servers = await start_tree("acyclic", names=["B0"], edges=[])
+    try:
+        r, w = await asyncio.open_connection("127.0.0.1", servers["B0"].port)
+        w.write(encode(Message(MsgType.HELLO, {"role": "client", "session": {"id": ""}})))
+        msg, _ = await asyncio.wait_for(read_frame(r), 5)
+        w.close()
+        assert msg.type is MsgType.ERROR
+        assert "non-empty" in decode_error(msg.body).message
+        node = servers["B0"].node
+        assert not node.sessions.sessions and not node.clients
+    finally:
+        await close_all(servers)

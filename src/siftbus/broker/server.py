@@ -62,6 +62,7 @@ from siftbus.wire.transport import (
 
 from .inspect import InspectService
 from .node import BrokerNode, ServiceHandler
+from .session_request import session_id
 
 log = logging.getLogger("siftbus.broker")
 
@@ -121,6 +122,7 @@ class BrokerServer:
         """Client links whose ACK waits for their session's owner check."""
         node.limits = limits
         node.transport_send = self._send
+        node.transport_refuse = self._refuse
         node.on_session_settled = self._settled
         node.run_async = self._run_async
         node.transport_stats = lambda: self.transport_stats().to_dict()
@@ -241,6 +243,12 @@ class BrokerServer:
             return
         self.node.counters.count_out(link, len(frame))
         conn.write(frame)
+
+    def _refuse(self, link: str, exc: SiftbusError) -> None:
+        """One ERROR to a client, then its connection ends (``node.transport_refuse``)."""
+        conn = self._conns.get(link)
+        if conn is not None and not conn.closing:
+            conn.refuse(exc)
 
     def _over_queue_quota(self, link: str, conn: FrameConnection, msg: Message,
                           size: int) -> bool:
@@ -371,7 +379,7 @@ class BrokerServer:
         principal = self.node.guard.client(msg.body.get("token"), conn.ssl_object,
                                            peer=conn.peer)
         session = msg.body.get("session")
-        sid = session.get("id") if isinstance(session, dict) else None
+        sid = session_id(session) if session is not None else None
         chosen = sid or msg.body.get("name")
         if chosen is not None and not isinstance(chosen, str):
             raise WireError("HELLO name must be a string", field="name")

@@ -30,6 +30,17 @@ CLAIM_REFUSALS = {
 """Why a client is refused a session, by the verdict of the owner check (:mod:`.claims`)."""
 
 
+def session_id(body: Any) -> str:
+    """The session id of a HELLO's ``session`` map: a non-empty string (an empty one
+    was taken for no id, and the client got a made-up name as its session)."""
+    if not isinstance(body, dict):
+        raise WireError("HELLO session must be a map", field="session")
+    sid = body.get("id")
+    if not isinstance(sid, str) or not sid:
+        raise WireError("HELLO session id must be a non-empty name", field="id")
+    return sid
+
+
 @dataclass(frozen=True, slots=True)
 class SessionRequest:
     """The ``session`` map of a client's HELLO, checked."""
@@ -86,4 +97,4 @@ class SessionRequest:
         return self.epoch == 0 and not self.clean
 
 
-__all__ = ["CLAIM_REFUSALS", "SessionRequest"]
+__all__ = ["CLAIM_REFUSALS", "SessionRequest", "session_id"]

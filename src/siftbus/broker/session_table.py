@@ -54,6 +54,12 @@ class SessionBusy(ConfigError):
     (its move before last has not finished): it should connect again shortly."""
 
 
+class SessionMoved(ConfigError):
+    """Another process took the session over at another broker: the client still
+    connected here is told so and its connection ends (it would otherwise stay
+    connected, answer pings and receive nothing)."""
+
+
 class SessionHost(Protocol):
     """What the session table needs from its broker node."""
 
@@ -66,6 +72,8 @@ class SessionHost(Protocol):
     def clock(self) -> float: ...
 
     def transport_send(self, link: str, msg: Message) -> None: ...
+
+    def transport_refuse(self, link: str, exc: SiftbusError) -> None: ...
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> None: ...
 
@@ -477,10 +485,10 @@ class SessionTable:
             if s is None or s.epoch >= epoch:
                 return None
             self.sessions.pop(sid)
-            if s.link in self.host.clients:  # still connected here: the client moved on
-                self.host.transport_send(s.link, Message(MsgType.ERROR, {
-                    "message": f"session {sid} moved to broker {to}", "kind": "SessionMoved",
-                    "field": "session"}))
+            if s.link in self.host.clients:  # still connected here: taken over
+                self.host.transport_refuse(s.link, SessionMoved(
+                    f"session {sid} moved to broker {to}: another process took it "
+                    "over (a session is one process at a time)", field="session"))
         self.moved[sid] = (to, epoch, self.host.clock())
         if s.probing:  # what it published meanwhile goes out before the state leaves
             s.probing = False
@@ -610,5 +618,6 @@ def session_gid(sid: str, tag: int, pid: str) -> str:
     return f"{SESSION_PREFIX}{sid}/{tag}/{pid}"
 
 
-__all__ = ["CLAIM_REFUSALS", "TICK", "Mover", "SessionBusy", "SessionHost", "SessionRequest",
+__all__ = ["CLAIM_REFUSALS", "TICK", "Mover", "SessionBusy", "SessionHost", "SessionMoved",
+           "SessionRequest",
            "SessionTable", "session_gid"]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from siftbus.broker.sessions import keep_rows
-from siftbus.errors import WireError
+from siftbus.errors import ConfigError, WireError
 from siftbus.model import Profile
 from siftbus.wire.events import Block
 from siftbus.wire.profiles import encode_profile
@@ -33,6 +33,8 @@ class SessionState:
 
     def __init__(self, sid: str, *, last: int = 0, clean: bool = False,
                  limits: Mapping[str, Any] | None = None, auto_ack: bool = True) -> None:
+        if not isinstance(sid, str) or not sid:
+            raise ConfigError("a session id must be a non-empty name", field="session")
         self.id = sid
         self.last = last
         """The highest session number handed to the application."""
