@@ -334,7 +334,7 @@ class SessionTable:
         if req.clean or self.mover is None or new:
             s.state = "attached"
             s.tag = s.epoch
-            if new and req.ack:  # numbered above what the client has processed
+            if (new or req.clean) and req.ack:  # above what the client has processed
                 s.renumber_above(req.ack)
             self._persist_meta(s)
             return {**s.status(), "state": "new"}
