@@ -406,11 +406,15 @@ class BrokerServer:
                 ack: dict[str, Any], session: bool) -> None:
         conn.link = link
         self._conns[link] = conn
-        self._remember_client_conn(principal, conn)
-        self._send(link, Message(MsgType.ACK, ack))
-        self._send(link, self.node.schema_message())
-        if session:
-            self.node.sessions.resend(link)
+        try:
+            self._remember_client_conn(principal, conn)
+            self._send(link, Message(MsgType.ACK, ack))
+            self._send(link, self.node.schema_message())
+            if session:
+                self.node.sessions.resend(link)
+        except BaseException:  # an attachment that failed leaves nothing behind
+            self._drop(conn)
+            raise
 
     def _settled(self, link: str, result: dict[str, Any] | SiftbusError) -> None:
         """The node settled a session claim: ACK the client now (in the same step, so
@@ -424,7 +428,11 @@ class BrokerServer:
             done.set_exception(result)
             return
         ack["session"] = result
-        self._attach(conn, link, principal, ack, True)
+        try:
+            self._attach(conn, link, principal, ack, True)
+        except Exception as exc:  # the client waiting for its ACK gets the failure now
+            done.set_exception(exc)
+            return
         done.set_result(None)
 
     async def _await_claim(self, link: str) -> None:
