@@ -248,7 +248,7 @@ def publication_runs(items: list[tuple[Block, np.ndarray, list[str]]]
     1, 3, 2, 4, issue 30), and a chunk's order is its numbers' order."""
     if len(items) < 2 or any(b.at is None for b, _, _ in items):
         return [(replace(b, at=None) if b.at is not None else b, c, p) for b, c, p in items]
-    at = np.concatenate([b.at for b, _, _ in items])  # type: ignore[misc]
+    at = np.concatenate([b.at for b, _, _ in items])
     which = np.repeat(np.arange(len(items)), [len(b) for b, _, _ in items])
     row = np.concatenate([np.arange(len(b)) for b, _, _ in items])
     order = np.argsort(at, kind="stable")
