@@ -111,11 +111,6 @@ class BrokerNode:
             advertisements=advertisements, rendezvous=rendezvous)
         #: transport hooks, set by the server or the simulator
         self.transport_send: Callable[[str, Message], None] = _unconnected
-        #: answer a client with one ERROR and end its connection (the server closes it;
-        #: a transport without connections only sends the ERROR)
-        self.transport_refuse: Callable[[str, SiftbusError], None] = \
-            lambda link, exc: self.transport_send(link, Message(MsgType.ERROR,
-                                                                error_body(exc)))
         self.run_async: Callable[[Awaitable[Any], str, int | None], None] = _no_async
         self.transport_stats: Callable[[], dict[str, Any]] = dict
         #: persistent notifications and temporal filters (retained state, docs/temporal.md)

@@ -122,7 +122,6 @@ class BrokerServer:
         """Client links whose ACK waits for their session's owner check."""
         node.limits = limits
         node.transport_send = self._send
-        node.transport_refuse = self._refuse
         node.on_session_settled = self._settled
         node.run_async = self._run_async
         node.transport_stats = lambda: self.transport_stats().to_dict()
@@ -243,12 +242,6 @@ class BrokerServer:
             return
         self.node.counters.count_out(link, len(frame))
         conn.write(frame)
-
-    def _refuse(self, link: str, exc: SiftbusError) -> None:
-        """One ERROR to a client, then its connection ends (``node.transport_refuse``)."""
-        conn = self._conns.get(link)
-        if conn is not None and not conn.closing:
-            conn.refuse(exc)
 
     def _over_queue_quota(self, link: str, conn: FrameConnection, msg: Message,
                           size: int) -> bool:

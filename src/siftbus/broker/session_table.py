@@ -26,7 +26,7 @@ import numpy as np
 from siftbus.errors import ConfigError, SiftbusError, WireError
 from siftbus.model import Schema
 from siftbus.wire.events import Block, encode_block
-from siftbus.wire.frames import Message, MsgType
+from siftbus.wire.frames import Message, MsgType, error_body
 from siftbus.wire.limits import Limits
 from siftbus.wire.profiles import decode_profiles
 
@@ -56,8 +56,8 @@ class SessionBusy(ConfigError):
 
 class SessionMoved(ConfigError):
     """Another process took the session over at another broker: the client still
-    connected here is told so and its connection ends (it would otherwise stay
-    connected, answer pings and receive nothing)."""
+    connected here is told so, and the client library ends that connection (it stayed
+    connected, answered pings and received nothing)."""
 
 
 class SessionHost(Protocol):
@@ -72,8 +72,6 @@ class SessionHost(Protocol):
     def clock(self) -> float: ...
 
     def transport_send(self, link: str, msg: Message) -> None: ...
-
-    def transport_refuse(self, link: str, exc: SiftbusError) -> None: ...
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> None: ...
 
@@ -486,9 +484,12 @@ class SessionTable:
                 return None
             self.sessions.pop(sid)
             if s.link in self.host.clients:  # still connected here: taken over
-                self.host.transport_refuse(s.link, SessionMoved(
-                    f"session {sid} moved to broker {to}: another process took it "
-                    "over (a session is one process at a time)", field="session"))
+                # told, not cut off: a client that moved closed this connection itself
+                # and what it published last may still wait to be read here
+                self.host.transport_send(s.link, Message(MsgType.ERROR, error_body(
+                    SessionMoved(f"session {sid} moved to broker {to}: another process "
+                                 "took it over (a session is one process at a time)",
+                                 field="session"))))
         self.moved[sid] = (to, epoch, self.host.clock())
         if s.probing:  # what it published meanwhile goes out before the state leaves
             s.probing = False

@@ -343,6 +343,8 @@ class Client(Publisher, RetainedClient):
                 self.errors.append(err)
                 if err.kind == "SessionMoved":  # another process has the session now
                     self._end(ConnectionLostError(err.message, field="session"))
+                    if self._conn is not None:
+                        self._conn.close()
         elif fut is not None and not fut.done():
             fut.set_result(body)
 
