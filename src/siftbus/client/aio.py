@@ -205,7 +205,8 @@ class Client(Publisher, RetainedClient):
         if self._token is not None:
             hello["token"] = self._token
         if c.session is not None:
-            hello["session"] = c.session.hello(previous, c.adverts)
+            hello["session"] = c.session.hello(
+                previous, [s.profile for s in c.subscriptions.values()], c.adverts)
         conn.send(Message(MsgType.HELLO, hello))
         try:
             ack, _ = await conn.read(timeout)

@@ -68,8 +68,11 @@ class SessionState:
         for pid in ids:
             self.profiles.pop(pid, None)
 
-    def hello(self, previous: str | None, adverts: list[Profile]) -> dict[str, Any]:
-        """The HELLO's ``session`` map (``previous``: the broker it was attached to)."""
+    def hello(self, previous: str | None, profiles: list[Profile],
+              adverts: list[Profile]) -> dict[str, Any]:
+        """The HELLO's ``session`` map (``previous``: the broker it was attached to;
+        ``profiles``: those the client holds, kept with the session's others)."""
+        self.subscribed(profiles)
         body: dict[str, Any] = {"id": self.id, "ack": self.last, "clean": self.clean}
         self.clean = False  # once: a reconnect resumes
         if self.limits:
