@@ -278,3 +278,35 @@ async def test_a_broker_starts_on_a_store_with_a_session_of_a_removed_type(
         await c.close()
     finally:
         await close_all(servers)
+
+
+async def test_a_moved_publishers_last_events_read_late_at_its_old_broker_arrive() -> None:
+    """Where loopback differs from the simulator: the old broker may release a moving
+    publisher's session before it has read the publisher's last frames on the closed
+    connection. It still handles them (a first fix of the takeover cut that connection
+    off, and the publisher's last batch before each move was lost for everyone)."""
+    servers = await start_tree("acyclic", names=["B0", "B1"], edges=[("B0", "B1")])
+    try:
+        seen: dict[str, list[int]] = {"s": [], "plain": []}
+        s = await Client.connect(port=servers["B0"].port, session="s")
+        await s.subscribe("f: T()", lambda n: seen["s"].append(n.event.keys[1]))
+        plain = await Client.connect(port=servers["B1"].port)
+        await plain.subscribe("f: T()", lambda n: seen["plain"].append(n.event.keys[1]))
+        p = await Client.connect(port=servers["B0"].port, session="p")
+        await asyncio.sleep(0.2)  # the profiles reach every broker
+        await p.publish_batch([Event(T, (1, 1))], ack=True)
+        conn = servers["B0"]._conns["@p"]
+        assert conn.transport is not None
+        conn.transport.pause_reading()  # B0 reads p's last frames only after the move
+        await p.publish_batch([Event(T, (1, 2)), Event(T, (1, 3))])
+        await p.move("127.0.0.1", servers["B1"].port)
+        await wait_for(lambda: "p" not in servers["B0"].node.sessions.sessions, 5)
+        assert "@p" in servers["B0"].node.clients  # released, its connection not read yet
+        conn.transport.resume_reading()
+        await p.publish_batch([Event(T, (1, 4))], ack=True)
+        await wait_for(lambda: len(seen["s"]) == 4 and len(seen["plain"]) == 4, 5)
+        assert sorted(seen["s"]) == sorted(seen["plain"]) == [1, 2, 3, 4]
+        for c in (s, plain, p):
+            await c.close()
+    finally:
+        await close_all(servers)
