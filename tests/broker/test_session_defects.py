@@ -310,3 +310,29 @@ async def test_a_moved_publishers_last_events_read_late_at_its_old_broker_arrive
             await c.close()
     finally:
         await close_all(servers)
+
+
+async def test_a_client_moving_back_before_its_old_connection_is_read_is_let_in() -> None:
+    """A client that moves away and at once back finds its old connection still open at
+    that broker (not read to its end yet): it used to be refused ("a client named 'p'
+    is already connected"); the broker now waits a moment for that connection's end."""
+    servers = await start_tree("acyclic", names=["B0", "B1"], edges=[("B0", "B1")])
+    try:
+        got: list[int] = []
+        s = await Client.connect(port=servers["B1"].port, session="s")
+        await s.subscribe("f: T()", lambda n: got.append(n.event.keys[1]))
+        p = await Client.connect(port=servers["B0"].port, session="p")
+        await asyncio.sleep(0.2)
+        conn = servers["B0"]._conns["@p"]
+        assert conn.transport is not None
+        conn.transport.pause_reading()
+        await p.publish_batch([Event(T, (1, 1))])
+        await p.move("127.0.0.1", servers["B1"].port)
+        asyncio.get_running_loop().call_later(0.3, conn.transport.resume_reading)
+        await p.move("127.0.0.1", servers["B0"].port)  # back, before B0 read the end
+        await p.publish_batch([Event(T, (1, 2))], ack=True)
+        await wait_for(lambda: sorted(got) == [1, 2], 5)
+        for c in (s, p):
+            await c.close()
+    finally:
+        await close_all(servers)

@@ -66,6 +66,9 @@ from .session_request import session_id
 
 log = logging.getLogger("siftbus.broker")
 
+REUSE_WAIT = 1.0
+"""Seconds a client's HELLO waits for an earlier connection under its name to end."""
+
 CLIENT_BUFFER_LIMIT = DEFAULT_LIMITS.max_out_buffer
 """Default bytes queued for one client beyond which notifications to it are dropped
 (counted); ``Limits.max_out_buffer`` sets it per server."""
@@ -351,6 +354,7 @@ class BrokerServer:
         msg = await conn.read_hello()
         role = get(msg.body, "role", str, where="HELLO")
         if role == "client":
+            await self._earlier_connection_ends(msg)
             link = self._client_hello(conn, msg)
             if link is not None:  # the session's owner is being checked
                 await self._await_claim(link)
@@ -364,6 +368,22 @@ class BrokerServer:
         else:
             raise WireError(f"HELLO role must be 'client' or 'broker', got {role!r}")
         await self._serve(conn)
+
+    async def _earlier_connection_ends(self, msg: Message) -> None:
+        """A client back under a name whose earlier connection is still open here: it
+        closed that one (to move away and back, or to reconnect), and this broker has
+        not read it to its end yet -- wait a moment for that, as the simulator's broker
+        reads a connection to its end before its client connects again (the client was
+        refused: "a client named ... is already connected"). A live one is refused after
+        :data:`REUSE_WAIT` as before."""
+        session = msg.body.get("session")
+        name = session.get("id") if isinstance(session, dict) else msg.body.get("name")
+        if not isinstance(name, str) or not name:
+            return
+        link = "@" + name
+        end = time.monotonic() + REUSE_WAIT
+        while link in self._conns and time.monotonic() < end:
+            await asyncio.sleep(0.02)
 
     def _client_hello(self, conn: FrameConnection, msg: Message) -> str | None:
         """Authenticate first (a refused client learns nothing), then bind the name (a
