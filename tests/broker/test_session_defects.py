@@ -336,3 +336,44 @@ async def test_a_client_moving_back_before_its_old_connection_is_read_is_let_in(
             await c.close()
     finally:
         await close_all(servers)
+
+
+async def test_a_congested_session_client_loses_no_row() -> None:
+    """A transport difference the simulator never had: toward a client that reads
+    slowly, a broker drops notifications past ``max_out_buffer``. A session's rows were
+    dropped too while the session counted them as sent: the client acknowledged the
+    later ones and the dropped rows left the buffer, a silent loss (a gap the client
+    took for an overflow). Now they are sent again once the client catches up."""
+    from siftbus.broker.node import BrokerNode
+    from siftbus.wire.limits import Limits
+
+    from .mobility import SCHEMA
+
+    node = BrokerNode("B0", SCHEMA, handoff="acyclic")
+    srv = BrokerServer(node, limits=Limits(max_out_buffer=4096))
+    await srv.start()
+    try:
+        got: list[int] = []
+        state = SessionState("m")
+        c = await Client.connect(port=srv.port, session=state)
+        # rows of ~1 KB (40 long profile ids each): what the window lets out at once
+        # overfills the sockets' buffers, as a slow reader's would
+        ids = [f"a-rather-long-profile-id-{k:03}" for k in range(40)]
+        await c.subscribe_many(["T()"] * 40, lambda n: got.append(n.n) if n.profile ==
+                               ids[0] else None, ids=ids)
+        pub = await Client.connect(port=srv.port)
+        assert c._conn is not None and c._conn.transport is not None
+        c._conn.transport.pause_reading()
+        n = 12_000  # 12 MB: within the buffer's max_bytes (16 MiB)
+        for i in range(0, n, 2000):
+            await pub.publish_batch([Event(T, (1, j)) for j in range(i, i + 2000)],
+                                    ack=True)
+        assert srv.node.sessions.sessions["m"].count == n
+        c._conn.transport.resume_reading()
+        await wait_for(lambda: len(got) >= n, 20)
+        await asyncio.sleep(0.2)
+        assert got == list(range(1, n + 1)) and state.gaps == []
+        await c.close()
+        await pub.close()
+    finally:
+        await srv.close()

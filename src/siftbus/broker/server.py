@@ -231,7 +231,7 @@ class BrokerServer:
         # a transport already closing (the peer went while this step runs, e.g. UNSUBs
         # sent on while a broker shuts down) is as good as gone: writing raises on uvloop
         if conn is None or conn.closing or (notify and conn.congested):
-            if notify:
+            if notify and not self.node.sessions.unsent(link, msg.body):
                 self.node.counters.drop("slow_consumer", notify_count(msg.body))
                 if conn is not None:
                     conn.count_dropped()
@@ -242,6 +242,7 @@ class BrokerServer:
             return
         if notify and self._of_principal and self._over_queue_quota(link, conn, msg,
                                                                    len(frame)):
+            self.node.sessions.unsent(link, msg.body)
             return
         self.node.counters.count_out(link, len(frame))
         conn.write(frame)

@@ -423,6 +423,23 @@ class SessionTable:
         if blocks:
             self.host.transport_send(s.link, Message(MsgType.NOTIFY, {"blocks": blocks}))
 
+    def unsent(self, link: str, body: dict[str, Any]) -> bool:
+        """The transport did not take a NOTIFY of a session's rows (its client reads too
+        slowly: ``max_out_buffer``, or its principal is over its queue quota): they go
+        again on a later flush, which the client's acknowledgement of what it has read
+        (or the next row) brings. Before, the session counted them as sent; the client
+        acknowledged the later rows and the dropped ones left the buffer unseen -- a
+        silent loss the simulator, without transport limits, never had. ``False`` if
+        ``link`` has no session here (the notifications are dropped, counted)."""
+        s = self.of(link)
+        if s is None:
+            return False
+        firsts = [d.get("ss") for d in body.get("blocks", ()) if isinstance(d, dict)]
+        numbers = [f for f in firsts if type(f) is int]
+        if numbers:
+            s.sent = max(s.acked, min(s.sent, min(numbers) - 1))
+        return True
+
     def ack(self, link: str, n: int, resend: bool = False) -> None:
         """The client has processed every row up to ``n`` (``resend``: it missed rows
         after ``n`` and wants them again)."""
