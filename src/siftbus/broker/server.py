@@ -357,8 +357,10 @@ class BrokerServer:
         msg = await conn.read_hello()
         role = get(msg.body, "role", str, where="HELLO")
         if role == "client":
-            await self._earlier_connection_ends(msg)
-            link = self._client_hello(conn, msg)
+            principal = self.node.guard.client(msg.body.get("token"), conn.ssl_object,
+                                               peer=conn.peer)
+            await self._earlier_connection_ends(msg, principal)
+            link = self._client_hello(conn, msg, principal)
             if link is not None:  # the session's owner is being checked
                 await self._await_claim(link)
         elif role == "broker":
@@ -372,7 +374,7 @@ class BrokerServer:
             raise WireError(f"HELLO role must be 'client' or 'broker', got {role!r}")
         await self._serve(conn)
 
-    async def _earlier_connection_ends(self, msg: Message) -> None:
+    async def _earlier_connection_ends(self, msg: Message, principal: Principal) -> None:
         """A client back under a name whose earlier connection is still open here: it
         closed that one (to move away and back, or to reconnect), and this broker has
         not read it to its end yet -- wait a moment for that, as the simulator's broker
@@ -384,16 +386,19 @@ class BrokerServer:
         if not isinstance(name, str) or not name:
             return
         link = "@" + name
+        holder = self.node.access.principals.get(link)
+        if link not in self._conns or holder is None or holder.name != principal.name:
+            return  # only its own principal's connection is waited for: nobody else
+            # learns from the time taken whether a name is in use
         end = time.monotonic() + REUSE_WAIT
         while link in self._conns and time.monotonic() < end:
             await asyncio.sleep(0.02)
 
-    def _client_hello(self, conn: FrameConnection, msg: Message) -> str | None:
-        """Authenticate first (a refused client learns nothing), then bind the name (a
-        session's client is named by its session id: bound to its principal alike).
-        Returns the link when the ACK waits for the session's owner check."""
-        principal = self.node.guard.client(msg.body.get("token"), conn.ssl_object,
-                                           peer=conn.peer)
+    def _client_hello(self, conn: FrameConnection, msg: Message,
+                      principal: Principal) -> str | None:
+        """Bind the name of a client authenticated first (a refused client learns
+        nothing; a session's client is named by its session id: bound to its principal
+        alike). Returns the link when the ACK waits for the session's owner check."""
         session = msg.body.get("session")
         sid = session_id(session) if session is not None else None
         chosen = sid or msg.body.get("name")
