@@ -98,14 +98,16 @@ class Outcome:
 def run_mobility(rng: random.Random, handoff: str, routing: str, *, min_brokers: int = 2,
                  max_brokers: int = 12, actions: int = 40, publishers_move: bool = True,
                  tell: float = 0.9, inspect: Any = None, settle: bool = False,
-                 check: Any = None, fresh: float = 0.0,
+                 check: Any = None, fresh: float = 0.0, late: float = 0.0,
                  max_steps: int = 10_000_000) -> Outcome:
     """One random scenario (see the module docstring); ``tell``: the chance that a moving
     client names its last broker (else the new broker locates the session); ``fresh``:
     the chance that such an untold move is a new process knowing only the session id
     and its last number (its broker finds the session before the ACK; meanwhile it
     cannot publish, and a move is a fresh process again); ``max_steps``: messages
-    delivered in one run to quiet before it counts as a loop (``RuntimeError``)."""
+    delivered in one run to quiet before it counts as a loop (``RuntimeError``); ``late``:
+    the chance that a moving client's old broker reads its closed connection to the end
+    only later, among the other messages (as real sockets may: ``Simulator.disconnect``)."""
     out = Outcome()
     n = rng.randint(min_brokers, max_brokers)
     names = [f"B{i}" for i in range(n)]
@@ -169,10 +171,12 @@ def run_mobility(rng: random.Random, handoff: str, routing: str, *, min_brokers:
             last[who] = here
             told = rng.random() < tell
             new = not told and fresh > 0 and rng.random() < fresh
-            ok = sim.move(who, to, tell=told, fresh=new)
+            slow = late > 0 and rng.random() < late  # drawn only then: seeds keep their runs
+            ok = sim.move(who, to, tell=told, fresh=new, late=slow)
             out.moves += 1
             out.log.append(f"{who} moves {here} -> {to}{'' if told else ' (untold)'}"
                            f"{' (fresh process)' if new else ''}"
+                           f"{' (its old connection read late)' if slow else ''}"
                            f"{'' if ok else ' (refused: busy)'}")
         for _ in range(rng.randint(0, 60)):
             if not sim.step():

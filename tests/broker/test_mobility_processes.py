@@ -146,3 +146,56 @@ async def test_exactly_once_across_kill_9_of_the_subscriber_and_the_broker(
     b.send_signal(signal.SIGTERM)
     b.wait(10)
     assert os.path.getsize(out) > 0
+
+
+async def test_the_readme_form_restarted_here_and_elsewhere_and_a_takeover_told(
+        tmp_path: Path, procs: Procs) -> None:
+    """The README's ``siftbus subscribe --session ID --out FILE 'PROFILE'``, killed and
+    started again as written -- at its broker and at the other one -- resumes (it used
+    to exit 2 after the kept rows: "profile ... is already subscribed"); a third
+    process that takes the session over at the first broker ends the running one with
+    one error line (it used to keep running and receive nothing)."""
+    ports = [free_port(), free_port()]
+    (tmp_path / "schema.toml").write_text(SCHEMA)
+    cfg = tmp_path / "net.toml"
+    cfg.write_text(f'[network]\nschema = "schema.toml"\n\n[brokers.B0]\nport = {ports[0]}\n'
+                   f'\n[brokers.B1]\nport = {ports[1]}\nneighbours = ["B0"]\n')
+    out, log = tmp_path / "seen.jsonl", tmp_path / "log.txt"
+    for b in ("B0", "B1"):
+        procs.start("broker", "--config", str(cfg), "--name", b, log=log)
+
+    async def subscriber(b: int) -> subprocess.Popen[str]:
+        mark = log.read_text().count("subscribed ") if log.exists() else 0
+        p = procs.start("subscribe", "-c", str(cfg), "-n", f"B{b}", "--session", "phone",
+                        "--out", str(out), "T(a < 50)", log=log)
+        end = time.monotonic() + 60  # start-up is slow on a loaded machine
+        while log.read_text().count("subscribed ") <= mark:
+            assert time.monotonic() < end and p.poll() is None, log.read_text()
+            await asyncio.sleep(0.1)
+        return p
+
+    sub = await subscriber(0)
+    await publish(ports[0], 0, 100)
+    await wait_lines(out, 50)
+    sub.send_signal(signal.SIGKILL)
+    sub.wait(10)
+    await publish(ports[0], 100, 100)  # kept for it
+    sub = await subscriber(0)  # as written: its profile again, at the same broker
+    await wait_lines(out, 100)
+    await asyncio.sleep(0.3)
+    assert sub.poll() is None, log.read_text()[-2000:]
+    sub.send_signal(signal.SIGKILL)
+    sub.wait(10)
+    await publish(ports[0], 200, 100)
+    sub = await subscriber(1)  # and at the other broker
+    await wait_lines(out, 150)
+    await publish(ports[0], 300, 100)
+    await wait_lines(out, 200)
+    assert sub.poll() is None, log.read_text()[-2000:]
+    third = await subscriber(0)  # takes it over: the running one is told and ends
+    assert sub.wait(20) == 2, log.read_text()[-2000:]
+    assert "another process took it over" in log.read_text()
+    assert third.poll() is None
+    got = Counter(int(x["event"]["b"]) for x in lines(out))  # type: ignore[index, call-overload]
+    assert set(got) == {i for i in range(400) if i % 100 < 50} and max(got.values()) == 1
+    assert [int(x["n"]) for x in lines(out)] == list(range(1, 201))  # type: ignore[call-overload]

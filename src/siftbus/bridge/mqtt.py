@@ -537,7 +537,7 @@ class MqttBridge:
         c = self.client
         if upto > self._acked and c is not None and self.ready.is_set():
             with contextlib.suppress(ConnectionError, SiftbusError, AssertionError):
-                c.ack(upto)
+                c.ack_nowait(upto)
                 self._acked = upto
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from siftbus.errors import UnknownProfileError
+from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.match.gcpause import full_collections_deferred
 from siftbus.model import Profile, Schema
 from siftbus.wire.frames import get
@@ -83,6 +83,27 @@ class ClientProfiles:
             out = decode_profiles(get(body, key, list), self.host.schema, self.host.limits,
                                   what=key)
         return [p.with_id(p.id, client) for p in out]
+
+    def not_held(self, client: str, profiles: list[Profile]) -> list[Profile]:
+        """``profiles`` without those the client holds already, with the same
+        conditions: subscribing a profile again is idempotent -- a session resumed
+        with its profiles kept, or a durable client restarted, subscribes them again
+        (``siftbus subscribe --session`` restarted: issue 30). The same id with other
+        conditions is refused (:class:`DuplicateProfileError`): unsubscribe it first."""
+        entries = self.host.routing.table.entries
+        link = "@" + client
+        out = []
+        for p in profiles:
+            gid = self._gid(client, p.id)
+            e = entries.get(gid)
+            if e is None or e.src != link:
+                out.append(p)
+            elif gid in self._pieces or e.profile.etype.name != p.etype.name \
+                    or e.profile.conditions != p.conditions:
+                raise DuplicateProfileError(
+                    f"profile {p.id!r} is already subscribed with other conditions; "
+                    "unsubscribe it first", field=p.id)
+        return out
 
     def subscribe_all(self, client: str, profiles: list[Profile],
                       persist: bool = True,

@@ -394,14 +394,18 @@ class HandoffBase(ABC):
             # itself still locating, without its profiles: the locator must not take
             # "none" for an answer (seed 298 of the rendezvous handoff lost them)
             return [s.epoch, self.host.name, s.tag, None]
+        return [s.epoch, self.host.name, s.tag, self.profiles_of(s)]
+
+    def profiles_of(self, s: Session) -> list[Any]:
+        """The profiles of a session held here under its client's ids (wire form)."""
         if s.profiles is not None and s.state == "arriving":
             profiles = list(s.profiles.values())
         else:
-            prefix = f"{SESSION_PREFIX}{sid}/{s.tag}/"
-            profiles = [e.profile.with_id(e.local_id, sid)
+            prefix = f"{SESSION_PREFIX}{s.id}/{s.tag}/"
+            profiles = [e.profile.with_id(e.local_id, s.id)
                         for e in self.host.routing.table.entries_from(s.link)
-                        if e.id.startswith(prefix)]
-        return [s.epoch, self.host.name, s.tag, [encode_profile(p) for p in profiles]]
+                        if e.id.startswith(prefix) and "#" not in e.id]
+        return [encode_profile(p) for p in profiles]
 
     def _on_locate(self, link: str, body: dict[str, Any]) -> None:
         sid, before = _sid(body), get(body, "e", int)

@@ -379,7 +379,9 @@ class BrokerNode:
             reply["count"] = n
         elif t is MsgType.SUB:
             profiles = self.client_profiles.decode(body, client)
-            self.client_profiles.subscribe_all(client, profiles)
+            new = self.client_profiles.not_held(client, profiles)
+            if new:
+                self.client_profiles.subscribe_all(client, new)
             reply["ids"] = [p.id for p in profiles]
         elif t is MsgType.UNSUB:
             ids = [str(i) for i in check_count(get(body, "ids", list), "ids", self.limits)]

@@ -63,8 +63,12 @@ from siftbus.wire.transport import (
 
 from .inspect import InspectService
 from .node import BrokerNode, ServiceHandler
+from .session_request import session_id
 
 log = logging.getLogger("siftbus.broker")
+
+REUSE_WAIT = 1.0
+"""Seconds a client's HELLO waits for an earlier connection under its name to end."""
 
 CLIENT_BUFFER_LIMIT = DEFAULT_LIMITS.max_out_buffer
 """Default bytes queued for one client beyond which notifications to it are dropped
@@ -242,9 +246,9 @@ class BrokerServer:
         # a transport already closing (the peer went while this step runs, e.g. UNSUBs
         # sent on while a broker shuts down) is as good as gone: writing raises on uvloop
         if conn is None or conn.closing or (notify and conn.congested):
-            # a session's rows are not lost: the session keeps them until acknowledged
-            # and sends them again (counting them would report drops that never were)
-            if notify and self.node.sessions.of(link) is None:
+            # a session's rows are not lost: the session sends them again once the
+            # client catches up (counting them would report drops that never were)
+            if notify and not self.node.sessions.unsent(link, msg.body):
                 self.node.counters.drop("slow_consumer", notify_count(msg.body))
                 if conn is not None:
                     conn.count_dropped()
@@ -255,6 +259,7 @@ class BrokerServer:
             return
         if notify and self._of_principal and self._over_queue_quota(link, conn, msg,
                                                                    len(frame)):
+            self.node.sessions.unsent(link, msg.body)
             return
         self.node.counters.count_out(link, len(frame))
         conn.write(frame)
@@ -367,7 +372,10 @@ class BrokerServer:
         msg = await conn.read_hello()
         role = get(msg.body, "role", str, where="HELLO")
         if role == "client":
-            link = self._client_hello(conn, msg)
+            principal = self.node.guard.client(msg.body.get("token"), conn.ssl_object,
+                                               peer=conn.peer)
+            await self._earlier_connection_ends(msg, principal)
+            link = self._client_hello(conn, msg, principal)
             if link is not None:  # the session's owner is being checked
                 await self._await_claim(link)
         elif role == "broker":
@@ -381,14 +389,33 @@ class BrokerServer:
             raise WireError(f"HELLO role must be 'client' or 'broker', got {role!r}")
         await self._serve(conn)
 
-    def _client_hello(self, conn: FrameConnection, msg: Message) -> str | None:
-        """Authenticate first (a refused client learns nothing), then bind the name (a
-        session's client is named by its session id: bound to its principal alike).
-        Returns the link when the ACK waits for the session's owner check."""
-        principal = self.node.guard.client(msg.body.get("token"), conn.ssl_object,
-                                           peer=conn.peer)
+    async def _earlier_connection_ends(self, msg: Message, principal: Principal) -> None:
+        """A client back under a name whose earlier connection is still open here: it
+        closed that one (to move away and back, or to reconnect), and this broker has
+        not read it to its end yet -- wait a moment for that, as the simulator's broker
+        reads a connection to its end before its client connects again (the client was
+        refused: "a client named ... is already connected"). A live one is refused after
+        :data:`REUSE_WAIT` as before."""
         session = msg.body.get("session")
-        sid = session.get("id") if isinstance(session, dict) else None
+        name = session.get("id") if isinstance(session, dict) else msg.body.get("name")
+        if not isinstance(name, str) or not name:
+            return
+        link = "@" + name
+        holder = self.node.access.principals.get(link)
+        if link not in self._conns or holder is None or holder.name != principal.name:
+            return  # only its own principal's connection is waited for: nobody else
+            # learns from the time taken whether a name is in use
+        end = time.monotonic() + REUSE_WAIT
+        while link in self._conns and time.monotonic() < end:
+            await asyncio.sleep(0.02)
+
+    def _client_hello(self, conn: FrameConnection, msg: Message,
+                      principal: Principal) -> str | None:
+        """Bind the name of a client authenticated first (a refused client learns
+        nothing; a session's client is named by its session id: bound to its principal
+        alike). Returns the link when the ACK waits for the session's owner check."""
+        session = msg.body.get("session")
+        sid = session_id(session) if session is not None else None
         chosen = sid or msg.body.get("name")
         if chosen is not None and not isinstance(chosen, str):
             raise WireError("HELLO name must be a string", field="name")
@@ -417,11 +444,15 @@ class BrokerServer:
                 ack: dict[str, Any], session: bool) -> None:
         conn.link = link
         self._conns[link] = conn
-        self._remember_client_conn(principal, conn)
-        self._send(link, Message(MsgType.ACK, ack))
-        self._send(link, self.node.schema_message())
-        if session:
-            self.node.sessions.resend(link)
+        try:
+            self._remember_client_conn(principal, conn)
+            self._send(link, Message(MsgType.ACK, ack))
+            self._send(link, self.node.schema_message())
+            if session:
+                self.node.sessions.resend(link)
+        except BaseException:  # an attachment that failed leaves nothing behind
+            self._drop(conn)
+            raise
 
     def _settled(self, link: str, result: dict[str, Any] | SiftbusError) -> None:
         """The node settled a session claim: ACK the client now (in the same step, so
@@ -435,7 +466,11 @@ class BrokerServer:
             done.set_exception(result)
             return
         ack["session"] = result
-        self._attach(conn, link, principal, ack, True)
+        try:
+            self._attach(conn, link, principal, ack, True)
+        except Exception as exc:  # the client waiting for its ACK gets the failure now
+            done.set_exception(exc)
+            return
         done.set_result(None)
 
     async def _await_claim(self, link: str) -> None:

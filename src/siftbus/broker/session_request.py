@@ -30,6 +30,24 @@ CLAIM_REFUSALS = {
 """Why a client is refused a session, by the verdict of the owner check (:mod:`.claims`)."""
 
 
+MAX_NUMBER = 2**53
+"""The largest session number, epoch or tag a client may name: a session counts on from
+it (rows, epochs), and every count must stay a 64-bit integer on every broker and in
+every store; 2**53 also keeps it exact where a number becomes a float (JSON consumers).
+No session gets near it (a million rows a second for 285 years)."""
+
+
+def session_id(body: Any) -> str:
+    """The session id of a HELLO's ``session`` map: a non-empty string (an empty one
+    was taken for no id, and the client got a made-up name as its session)."""
+    if not isinstance(body, dict):
+        raise WireError("HELLO session must be a map", field="session")
+    sid = body.get("id")
+    if not isinstance(sid, str) or not sid:
+        raise WireError("HELLO session id must be a non-empty name", field="id")
+    return sid
+
+
 @dataclass(frozen=True, slots=True)
 class SessionRequest:
     """The ``session`` map of a client's HELLO, checked."""
@@ -58,8 +76,9 @@ class SessionRequest:
             v = body.get(key)
             if v is None:
                 return None
-            if type(v) is not int or v < 0:
-                raise WireError(f"HELLO session {key} must be a whole number", field=key)
+            if type(v) is not int or not 0 <= v <= MAX_NUMBER:
+                raise WireError(f"HELLO session {key} must be a whole number from 0 to "
+                                f"{MAX_NUMBER}", field=key)
             return v
 
         prev = body.get("from")
@@ -86,4 +105,4 @@ class SessionRequest:
         return self.epoch == 0 and not self.clean
 
 
-__all__ = ["CLAIM_REFUSALS", "SessionRequest"]
+__all__ = ["CLAIM_REFUSALS", "MAX_NUMBER", "SessionRequest", "session_id"]

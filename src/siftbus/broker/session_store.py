@@ -15,6 +15,7 @@ the durable profiles of its client name (the session id), in the profiles table.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +27,8 @@ from siftbus.model import Schema
 
 from .sessions import Chunk, Session, SessionLimits
 from .store import ProfileStore
+
+log = logging.getLogger("siftbus.broker")
 
 _DDL = (
     "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, meta BLOB NOT NULL)",
@@ -110,15 +113,25 @@ class SessionStore:
         rows = self._db.execute("SELECT id, meta FROM sessions ORDER BY id").fetchall()
         for sid, meta in rows:
             s = Session(sid, limits, now)
+            aside = 0
             try:
                 s.load_meta(msgpack.unpackb(meta, raw=False), now)
-                chunks = [Chunk.from_wire(msgpack.unpackb(data, raw=False), schema)
-                          for (data,) in self._db.execute(
-                              "SELECT data FROM session_chunks WHERE session = ? "
-                              "ORDER BY first", (sid,))]
+                chunks = []
+                for (data,) in self._db.execute(
+                        "SELECT data FROM session_chunks WHERE session = ? ORDER BY first",
+                        (sid,)):
+                    d = msgpack.unpackb(data, raw=False)
+                    if isinstance(d, dict) and isinstance(d.get("t"), str) \
+                            and d["t"] not in schema:
+                        aside += int(d.get("n", 0))  # its numbers are a gap to the client
+                        continue
+                    chunks.append(Chunk.from_wire(d, schema))
             except (SiftbusError, ValueError, msgpack.UnpackException) as exc:
                 raise WireError(f"session store {self.store.path}: session {sid!r} cannot "
                                 f"be read: {exc}", source=str(self.store.path)) from None
+            if aside:
+                log.warning("session store %s: session %s: %d rows of types the schema "
+                            "no longer has are not delivered", self.store.path, sid, aside)
             s.load_chunks(chunks)
             s.away_since = now  # its expiry runs from the restart
             out.append(s)

@@ -26,7 +26,7 @@ import numpy as np
 from siftbus.errors import ConfigError, SiftbusError, WireError
 from siftbus.model import Schema
 from siftbus.wire.events import Block, encode_block
-from siftbus.wire.frames import Message, MsgType
+from siftbus.wire.frames import Message, MsgType, error_body
 from siftbus.wire.limits import Limits
 from siftbus.wire.profiles import decode_profiles
 
@@ -52,6 +52,12 @@ TICK = 1.0
 class SessionBusy(ConfigError):
     """A client came back to a broker that still fetches an older state of its session
     (its move before last has not finished): it should connect again shortly."""
+
+
+class SessionMoved(ConfigError):
+    """Another process took the session over at another broker: the client still
+    connected here is told so, and the client library ends that connection (it stayed
+    connected, answered pings and received nothing)."""
 
 
 class SessionHost(Protocol):
@@ -96,6 +102,9 @@ class Mover(Protocol):
 
     def established(self, s: Session) -> None:
         """An arriving session's state is here (requests for it may now be answered)."""
+
+    def profiles_of(self, s: Session) -> list[Any]:
+        """The profiles of a session held here under its client's ids (wire form)."""
 
     def check(self, sid: str, owner: str, previous: str | None,
               done: Callable[[str], None]) -> str | None:
@@ -251,7 +260,21 @@ class SessionTable:
             if self.mover is not None:
                 self.mover.on_back(s)
             self.flush(s)
-        return {**s.status(), "state": s.state}
+        return self._status(s, s.state)
+
+    def _status(self, s: Session, state: str,
+                profiles: list[Any] | None = None) -> dict[str, Any]:
+        """The status a client is told when it attaches or its handoff ends, with the
+        session's profiles once they are known here: a client that did not subscribe
+        them itself (a reconnect with its state, a fresh process) names them all when it
+        moves on -- a move names the profiles the new broker takes over, and one it
+        left out was left behind (issue 30: nothing arrived after such a move)."""
+        status = {**s.status(), "state": state}
+        if profiles is None and self.mover is not None and state != "arriving":
+            profiles = self.mover.profiles_of(s)
+        if profiles is not None:
+            status["profiles"] = profiles
+        return status
 
     def _claimed(self, link: str, req: SessionRequest, limits: SessionLimits, owner: str,
                  refuse: Callable[[str], SiftbusError] | None, verdict: str,
@@ -309,7 +332,7 @@ class SessionTable:
         if req.clean or self.mover is None or new:
             s.state = "attached"
             s.tag = s.epoch
-            if new and req.ack:  # numbered above what the client has processed
+            if (new or req.clean) and req.ack:  # above what the client has processed
                 s.renumber_above(req.ack)
             self._persist_meta(s)
             return {**s.status(), "state": "new"}
@@ -400,6 +423,23 @@ class SessionTable:
         if blocks:
             self.host.transport_send(s.link, Message(MsgType.NOTIFY, {"blocks": blocks}))
 
+    def unsent(self, link: str, body: dict[str, Any]) -> bool:
+        """The transport did not take a NOTIFY of a session's rows (its client reads too
+        slowly: ``max_out_buffer``, or its principal is over its queue quota): they go
+        again on a later flush, which the client's acknowledgement of what it has read
+        (or the next row) brings. Before, the session counted them as sent; the client
+        acknowledged the later rows and the dropped ones left the buffer unseen -- a
+        silent loss the simulator, without transport limits, never had. ``False`` if
+        ``link`` has no session here (the notifications are dropped, counted)."""
+        s = self.of(link)
+        if s is None:
+            return False
+        firsts = [d.get("ss") for d in body.get("blocks", ()) if isinstance(d, dict)]
+        numbers = [f for f in firsts if type(f) is int]
+        if numbers:
+            s.sent = max(s.acked, min(s.sent, min(numbers) - 1))
+        return True
+
     def ack(self, link: str, n: int, resend: bool = False) -> None:
         """The client has processed every row up to ``n`` (``resend``: it missed rows
         after ``n`` and wants them again)."""
@@ -460,10 +500,13 @@ class SessionTable:
             if s is None or s.epoch >= epoch:
                 return None
             self.sessions.pop(sid)
-            if s.link in self.host.clients:  # still connected here: the client moved on
-                self.host.transport_send(s.link, Message(MsgType.ERROR, {
-                    "message": f"session {sid} moved to broker {to}", "kind": "SessionMoved",
-                    "field": "session"}))
+            if s.link in self.host.clients:  # still connected here: taken over
+                # told, not cut off: a client that moved closed this connection itself
+                # and what it published last may still wait to be read here
+                self.host.transport_send(s.link, Message(MsgType.ERROR, error_body(
+                    SessionMoved(f"session {sid} moved to broker {to}: another process "
+                                 "took it over (a session is one process at a time)",
+                                 field="session"))))
         self.moved[sid] = (to, epoch, self.host.clock())
         if s.probing:  # what it published meanwhile goes out before the state leaves
             s.probing = False
@@ -481,6 +524,9 @@ class SessionTable:
         if s.state != "arriving":
             return
         failed = transfer is None and outcome != "new"
+        # what the move named or the locate found (read while it is still arriving)
+        known = self.mover.profiles_of(s) if self.mover is not None \
+            and s.profiles is not None else None
         if transfer is None and not failed:
             s.tag = s.epoch if s.tag == 0 else s.tag
         if transfer is not None:
@@ -511,8 +557,8 @@ class SessionTable:
             self.store.replace(s)
         if s.state == "attached":
             self.host.transport_send(s.link, Message(MsgType.REPLY, {
-                "service": "session", "event": {**s.status(), "state": (
-                    outcome or ("handoff_failed" if failed else "ready"))}}))
+                "service": "session", "event": self._status(s, (
+                    outcome or ("handoff_failed" if failed else "ready")), known)}))
         if not s.probing:
             self.replay(s)
         if s.state == "attached":
@@ -590,5 +636,6 @@ def session_gid(sid: str, tag: int, pid: str) -> str:
     return f"{SESSION_PREFIX}{sid}/{tag}/{pid}"
 
 
-__all__ = ["CLAIM_REFUSALS", "TICK", "Mover", "SessionBusy", "SessionHost", "SessionRequest",
+__all__ = ["CLAIM_REFUSALS", "TICK", "Mover", "SessionBusy", "SessionHost", "SessionMoved",
+           "SessionRequest",
            "SessionTable", "session_gid"]

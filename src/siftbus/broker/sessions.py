@@ -240,6 +240,32 @@ def keep_rows(block: Block, counts: np.ndarray, pids: list[str], keep: np.ndarra
     return block.take(rows), counts[rows], out
 
 
+def publication_runs(items: list[tuple[Block, np.ndarray, list[str]]]
+                     ) -> list[tuple[Block, np.ndarray, list[str]]]:
+    """The rows of one delivery in publication order, as runs of consecutive rows of
+    one block, without positions: a session numbers its rows in this order (numbered
+    block by block, Temperature s1, Motion s2, Temperature s3, Motion s4 got the numbers
+    1, 3, 2, 4, issue 30), and a chunk's order is its numbers' order."""
+    if len(items) < 2 or any(b.at is None for b, _, _ in items):
+        return [(replace(b, at=None) if b.at is not None else b, c, p) for b, c, p in items]
+    at = np.concatenate([b.at for b, _, _ in items])
+    which = np.repeat(np.arange(len(items)), [len(b) for b, _, _ in items])
+    row = np.concatenate([np.arange(len(b)) for b, _, _ in items])
+    order = np.argsort(at, kind="stable")
+    which, row = which[order], row[order]
+    cuts = np.flatnonzero(np.diff(which)) + 1
+    out = []
+    for start, end in zip(np.concatenate(([0], cuts)).tolist(),
+                          np.concatenate((cuts, [len(order)])).tolist(), strict=True):
+        block, counts, pids = items[int(which[start])]
+        keep = np.zeros(len(block), bool)
+        keep[row[start:end]] = True  # consecutive rows: positions rise within a block
+        kept = keep_rows(block, counts, pids, keep)
+        assert kept is not None
+        out.append((replace(kept[0], at=None), kept[1], kept[2]))
+    return out
+
+
 def unique_pids(block: Block, counts: np.ndarray, pids: list[str]
                 ) -> tuple[Block, np.ndarray, list[str]]:
     """Each row's profile ids once: a session that came back to a broker where the
@@ -327,7 +353,7 @@ class Session:
                     kept_items.append(kept)
             items = kept_items
         out = []
-        for block, counts, pids in items:
+        for block, counts, pids in publication_runs(items):
             c = Chunk(self.next, block, counts, pids, now)
             self.next += len(block)
             self.chunks.append(c)
@@ -519,4 +545,4 @@ def _int(d: Mapping[str, Any], key: str, default: int) -> int:
 
 
 __all__ = ["DEFAULT_POLICY", "SESSION_PREFIX", "Chunk", "Session", "SessionLimits",
-           "SessionPolicy", "keep_rows", "row_bytes", "unique_pids"]
+           "SessionPolicy", "keep_rows", "publication_runs", "row_bytes", "unique_pids"]

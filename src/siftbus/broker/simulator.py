@@ -46,6 +46,10 @@ HORIZON = 0.5
 (pings); later ones (periodic ticks) do not keep the network busy."""
 
 
+_EOF = Message(MsgType.PING, {})
+"""Queued on a client's link by a late :meth:`Simulator.disconnect`: its end."""
+
+
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """One notification a client received: which of its profiles, which publication."""
@@ -191,6 +195,9 @@ class Simulator:
         return send
 
     def _deliver(self, src: str, dst: str, msg: Message) -> None:
+        if msg is _EOF:  # a client's connection read to its end late: now it goes
+            self.nodes[dst].client_down(src)
+            return
         if dst.startswith("@"):
             self._to_client(self.clients[dst[1:]], msg, src)
             return
@@ -321,17 +328,19 @@ class Simulator:
         return settled
 
     def move(self, client: str, broker: str, *, tell: bool = True,
-             fresh: bool = False) -> bool:
+             fresh: bool = False, late: bool = False) -> bool:
         """Move a session client to ``broker``: disconnect, connect there with the same
         session. With ``tell`` it names its last broker and its profiles (as the client
         library does); without, the new broker has to locate the session; ``fresh``: as
         a new process that knows only the session id and its last number (no epoch, no
-        broker). ``False`` if the broker refused it for now (:class:`SessionBusy`): it
-        stays disconnected."""
+        broker); ``late``: its old broker reads its closed connection to the end later
+        (:meth:`disconnect`). ``False`` if the broker refused it for now
+        (:class:`SessionBusy`): it stays disconnected."""
         c = self.clients[client]
         old = c.broker
         if c.connected:
-            self.disconnect(client)
+            self.disconnect(client, late=late and broker != old)
+        self._read_to_end(c.link, broker)
         if c.pending:  # it gave up waiting for its ACK: still knows no epoch
             c.pending, fresh = False, True
         c.broker, c.connected = broker, True
@@ -361,18 +370,29 @@ class Simulator:
         c = self.clients[client]
         self._client_send(c, Message(MsgType.SACK, {"ack": c.last}))
 
-    def disconnect(self, client: str) -> None:
+    def disconnect(self, client: str, *, late: bool = False) -> None:
         """Close a client's connection: its broker handles what the client already sent
         (a server reads a connection to its end), then detaches it
-        (:meth:`~siftbus.broker.node.BrokerNode.client_down`)."""
+        (:meth:`~siftbus.broker.node.BrokerNode.client_down`) -- at once, or with
+        ``late`` as a message among the others: on real sockets the client may connect
+        elsewhere, and that broker's handoff messages reach this one, before it has
+        read the closed connection to its end."""
         c = self.clients[client]
-        pending = self.links[(c.link, c.broker)]
-        while pending:
-            self.steps += 1
-            self._deliver(c.link, c.broker, pending.popleft())
         self.links.pop((c.broker, c.link), None)  # unread: gone with the connection
         c.connected = False
+        if late:
+            self.links[(c.link, c.broker)].append(_EOF)
+            return
+        self._read_to_end(c.link, c.broker)
         self.nodes[c.broker].client_down(c.link)
+
+    def _read_to_end(self, link: str, broker: str) -> None:
+        """Handle what is still queued from ``link`` at ``broker`` (an earlier
+        connection's frames, and its end), before the client connects there again."""
+        pending = self.links.get((link, broker))
+        while pending:
+            self.steps += 1
+            self._deliver(link, broker, pending.popleft())
 
     def send(self, client: str, msg: Message) -> None:
         """Queue any message from ``client`` to its broker."""

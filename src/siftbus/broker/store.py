@@ -16,6 +16,7 @@ table in memory and the store never disagree. Every failure is a
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from siftbus.errors import (
 from siftbus.lang.profile import format_profile, parse_profile
 from siftbus.match.ingest import scan_profile_texts
 from siftbus.model import Profile, Schema
+
+log = logging.getLogger("siftbus.broker")
 
 _DDL = ("CREATE TABLE IF NOT EXISTS profiles (id TEXT PRIMARY KEY, subscriber TEXT NOT NULL, "
         "type TEXT NOT NULL, text TEXT NOT NULL)")
@@ -107,12 +110,21 @@ class ProfileStore:
         gives its value or its error, located at ``<store path>:<row id>``."""
         try:
             rows = self._db.execute(
-                "SELECT id, subscriber, text FROM profiles ORDER BY rowid").fetchall()
+                "SELECT id, subscriber, text, type FROM profiles ORDER BY rowid").fetchall()
         except sqlite3.Error as exc:
             raise EnvironmentProblem(f"subscription store {self.path}: {exc}") from None
+        # a profile of a type the schema no longer has stays in the store, inert: the
+        # broker starts without it (a session's clean start, or its client's
+        # unsubscription, deletes it; the type back in the schema restores it)
+        aside = [(sid, t) for sid, _, _, t in rows if t not in schema]
+        if aside:
+            log.warning("subscription store %s: %d profiles of types the schema no longer "
+                        "has are left aside: %s", self.path, len(aside),
+                        ", ".join(f"{sid} ({t})" for sid, t in aside[:20]))
+            rows = [r for r in rows if r[3] in schema]
         out = []
-        for (sid, client, text), p in zip(rows, scan_profile_texts(
-                [text for _, _, text in rows], schema, fast=fast), strict=True):
+        for (sid, client, text, _), p in zip(rows, scan_profile_texts(
+                [text for _, _, text, _ in rows], schema, fast=fast), strict=True):
             if p is None:
                 p = self._parse_row(sid, client, text, schema)
             out.append((client, p.with_id(sid[len(client) + 1:], client)))

@@ -337,6 +337,10 @@ def subscribe_cmd(
         "--out", help="Append the notifications to this file, each with its session "
         "number; a restart resumes after its last line (exactly once, also after kill -9)."
         )] = None,
+    clean: Annotated[bool, typer.Option(
+        "--clean", help="Start the session afresh: the broker drops what it keeps under "
+        "the id (rows and profiles, also those of types the schema no longer has).")] =
+    False,
 ) -> None:
     """Subscribe and print each notification (or composite match) as a JSON line."""
     from siftbus.errors import ConfigError, ConnectionLostError
@@ -346,6 +350,9 @@ def subscribe_cmd(
     if not profiles and session is None:
         raise ConfigError("give at least one profile (or --session to resume one)",
                           field="profiles")
+    if clean and session is None:
+        raise ConfigError("--clean needs --session (the session to start afresh)",
+                          field="clean")
     if composite:
         _run(_subscribe_composite(host, port, profiles or [], client, count, timeout, creds))
         return
@@ -356,7 +363,7 @@ def subscribe_cmd(
         from siftbus.client.aio import Notification, event_json
         from siftbus.client.session import SessionState
 
-        state = SessionState(session, last=last) if session else None
+        state = SessionState(session, last=last, clean=clean) if session else None
         c = await Client.connect(host, port, name=client, session=state, **creds)
         c.unclaimed_callback = lambda n: show(n)  # the session's kept profiles
         got = 0
@@ -369,7 +376,7 @@ def subscribe_cmd(
                 return  # the rest of the frame that reached the count
             line = event_json(n)
             if state is not None:  # its number: where a restart resumes
-                line = f'{{"n": {state.numbers.get((n.src, n.seq), 0)}, {line[1:]}'
+                line = f'{{"n": {n.n}, {line[1:]}'
             sink.write(line + "\n")
             sink.flush()  # in the file before the frame is acknowledged
             got += 1
@@ -397,8 +404,8 @@ def subscribe_cmd(
             ended = asyncio.ensure_future(c.ended.wait())
             await asyncio.wait([asyncio.ensure_future(done.wait()), ended],
                                return_when=asyncio.FIRST_COMPLETED)
-            if c.ended.is_set() and not done.is_set():
-                raise ConnectionLostError(f"connection to broker {c.broker} lost")
+            if c.ended.is_set() and not done.is_set():  # e.g. taken over elsewhere
+                raise c.lost or ConnectionLostError(f"connection to broker {c.broker} lost")
         finally:
             await c.close()
             if sink is not sys.stdout:

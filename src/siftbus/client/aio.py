@@ -176,19 +176,31 @@ class Client(Publisher, RetainedClient):
         self.ended.clear()
         await self._handshake(host, port, self.name, timeout, old, server_hostname)
 
-    def ack(self, upto: int | None = None) -> None:
+    async def ack(self, upto: int | None = None) -> int:
         """Acknowledge every session row handed out so far (with ``auto_ack=False``), or
-        those numbered up to ``upto`` (a relay such as the gateway acknowledges what its
-        own consumer has acknowledged)."""
-        if self.session is not None and self._conn is not None:
-            n = self.session.last if upto is None else min(upto, self.session.last)
-            if telemetry.TRACER is None:
-                self._write(Message(MsgType.SACK, {"ack": n}))
-                return
-            with telemetry.span("settle", parent=self._received,
-                                attributes={"messaging.client.id": self.name,
-                                            "siftbus.session.ack": n}):
-                self._write(Message(MsgType.SACK, {"ack": n}))
+        those numbered up to ``upto``; returns the number acknowledged once the broker
+        has taken it (a round trip: the rows have left its buffer)."""
+        n = self.ack_nowait(upto)
+        if self.session is not None:
+            await self.ping()
+        return n
+
+    def ack_nowait(self, upto: int | None = None) -> int:
+        """:meth:`ack` without waiting for the broker (a relay such as the gateway
+        acknowledges what its own consumer has acknowledged, from synchronous code)."""
+        if self.session is None:
+            return 0
+        n = self.session.last if upto is None else min(upto, self.session.last)
+        if self._conn is None:
+            return n
+        if telemetry.TRACER is None:
+            self._write(Message(MsgType.SACK, {"ack": n}))
+            return n
+        with telemetry.span("settle", parent=self._received,
+                            attributes={"messaging.client.id": self.name,
+                                        "siftbus.session.ack": n}):
+            self._write(Message(MsgType.SACK, {"ack": n}))
+        return n
 
     async def _handshake(self, host: str, port: int, name: str | None, timeout: float,
                          previous: str | None, server_hostname: str | None) -> None:
@@ -287,10 +299,22 @@ class Client(Publisher, RetainedClient):
                 msg, _ = await self._conn.read()
                 self._dispatch(msg)
         except (ConnectionError, WireError) as exc:
-            self._lost = ConnectionLostError(f"connection to broker {self.broker} lost: "
-                                             f"{exc!r}")
-            self.ended.set()
-            self._fail_pending(self._lost)
+            self._end(ConnectionLostError(f"connection to broker {self.broker} lost: "
+                                          f"{exc!r}"))
+
+    def _end(self, exc: ConnectionLostError) -> None:
+        """The connection is over (the first reason given is kept: :attr:`lost`)."""
+        if self._lost is None:
+            self._lost = exc
+        self.ended.set()
+        self._fail_pending(self._lost)
+
+    @property
+    def lost(self) -> ConnectionLostError | None:
+        """Why the connection ended, if it did other than by :meth:`close` (e.g. another
+        process took the session over: ``SessionMoved``)."""
+        lost = self._lost
+        return lost if isinstance(lost, ConnectionLostError) else None
 
     def _dispatch(self, msg: Message) -> None:
         body = msg.body
@@ -317,7 +341,7 @@ class Client(Publisher, RetainedClient):
         else:
             self._dispatch_each(blocks, None)
         if self.session is not None and self.session.auto_ack:
-            self.ack()
+            self.ack_nowait()
 
     def _dispatch_other(self, msg: Message) -> None:
         body = msg.body
@@ -341,7 +365,12 @@ class Client(Publisher, RetainedClient):
             if fut is not None and not fut.done():
                 fut.set_exception(remote_error(body))
             else:
-                self.errors.append(remote_error(body))
+                err = remote_error(body)
+                self.errors.append(err)
+                if err.kind == "SessionMoved":  # another process has the session now
+                    self._end(ConnectionLostError(err.message, field="session"))
+                    if self._conn is not None:
+                        self._conn.close()
         elif fut is not None and not fut.done():
             fut.set_result(body)
 
@@ -350,11 +379,13 @@ class Client(Publisher, RetainedClient):
         """One :class:`Notification` per (event, id) not in ``skip``, in publication
         order, to its subscription's queue or callback (else to :attr:`unclaimed`)."""
         subs = self.subscriptions
+        numbers = self.session.numbers if self.session is not None else {}
         for ev, src, seq, ts, pids in in_order(blocks):
+            number = numbers.get((src, seq), 0)
             for pid in pids:
                 if skip is not None and pid in skip:
                     continue
-                n = Notification(pid, ev, src, seq, ts)
+                n = Notification(pid, ev, src, seq, ts, number)
                 sub = subs.get(pid)
                 if sub is not None:
                     sub.deliver(n)
@@ -475,6 +506,8 @@ class Client(Publisher, RetainedClient):
             for s in subs:
                 self._forget(s.id)
             raise
+        if self.session is not None:
+            self.session.subscribed(ps)
         return subs
 
     def _register(self, sub: Subscription) -> None:
@@ -494,6 +527,8 @@ class Client(Publisher, RetainedClient):
         await self._request(MsgType.UNSUB, {"ids": names})
         for n in names:
             self._forget(n)
+        if self.session is not None:
+            self.session.unsubscribed(names)
 
     async def advertise(self, profile: str | Profile, *, id: str | None = None) -> str:
         """Announce what this client publishes (advertisement mode)."""

@@ -28,6 +28,10 @@ class Notification:
     """The publication's sequence number at its publisher."""
     ts: float
     """The publisher's clock at publication (seconds)."""
+    n: int = 0
+    """The row's session number (``0`` outside a session): keep the highest one stored
+    with the output and give it back as ``SessionState(id, last=n)`` after a crash, so
+    the session resumes after it (``docs/mobility.md``)."""
 
     @property
     def latency(self) -> float:

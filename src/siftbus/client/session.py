@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from siftbus.broker.sessions import keep_rows
-from siftbus.errors import WireError
+from siftbus.errors import ConfigError, WireError
 from siftbus.model import Profile
 from siftbus.wire.events import Block
 from siftbus.wire.profiles import encode_profile
@@ -33,6 +33,8 @@ class SessionState:
 
     def __init__(self, sid: str, *, last: int = 0, clean: bool = False,
                  limits: Mapping[str, Any] | None = None, auto_ack: bool = True) -> None:
+        if not isinstance(sid, str) or not sid:
+            raise ConfigError("a session id must be a non-empty name", field="session")
         self.id = sid
         self.last = last
         """The highest session number handed to the application."""
@@ -50,13 +52,27 @@ class SessionState:
         """Numbers skipped: rows the broker dropped over a limit (also in ``status``)."""
         self.redelivered = 0
         """Rows received again with a number already handed out (dropped)."""
+        self.profiles: dict[str, list[Any]] = {}
+        """The session's profiles by id (wire form): those subscribed through it and those
+        the broker reported kept (a reconnect, a fresh process). A move names them all,
+        so the new broker takes every one over."""
         self.numbers: dict[tuple[str, int], int] = {}
         """The session number of each publication ``(src, seq)`` of the frame being
         dispatched (for callbacks that store it with their output)."""
 
+    def subscribed(self, profiles: list[Profile]) -> None:
+        for p in profiles:
+            self.profiles[p.id] = encode_profile(p)
+
+    def unsubscribed(self, ids: list[str]) -> None:
+        for pid in ids:
+            self.profiles.pop(pid, None)
+
     def hello(self, previous: str | None, profiles: list[Profile],
               adverts: list[Profile]) -> dict[str, Any]:
-        """The HELLO's ``session`` map (``previous``: the broker it was attached to)."""
+        """The HELLO's ``session`` map (``previous``: the broker it was attached to;
+        ``profiles``: those the client holds, kept with the session's others)."""
+        self.subscribed(profiles)
         body: dict[str, Any] = {"id": self.id, "ack": self.last, "clean": self.clean}
         self.clean = False  # once: a reconnect resumes
         if self.limits:
@@ -65,7 +81,7 @@ class SessionState:
             body.update(epoch=self.epoch, tag=self.tag)
         if previous:
             body.update({"from": previous,
-                         "profiles": [encode_profile(p) for p in profiles]})
+                         "profiles": list(self.profiles.values())})
         if adverts:
             body["adverts"] = [encode_profile(p) for p in adverts]
         return body
@@ -74,6 +90,10 @@ class SessionState:
         """The broker's status (in the HELLO's ACK, or pushed when a handoff ends)."""
         if not isinstance(status, dict):
             raise WireError("session status must be a map", field="session")
+        profiles = status.get("profiles")
+        if isinstance(profiles, list):  # the broker's account of them is the truth
+            self.profiles = {str(p[0]): p for p in profiles
+                             if isinstance(p, list) and p}
         self.status = status
         self.statuses.append(status)
         self.epoch = int(status.get("epoch", self.epoch))

@@ -78,12 +78,10 @@ class SyncClient:
         self._run(self.client.move(host, port, timeout=timeout,
                                    server_hostname=server_hostname))
 
-    def ack(self) -> None:
-        """Acknowledge every session row handed out so far (with ``auto_ack=False``)."""
-        self._run(self._ack())
-
-    async def _ack(self) -> None:
-        self.client.ack()
+    def ack(self, upto: int | None = None) -> int:
+        """Acknowledge every session row handed out so far (with ``auto_ack=False``), or
+        those up to ``upto``; returns once the broker has taken it."""
+        return self._run(self.client.ack(upto))
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.timeout)

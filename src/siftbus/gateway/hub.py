@@ -397,7 +397,7 @@ class Gateway:
         if type(upto) is not int or not 0 <= upto <= session.last:
             raise WireError(f"ack: a session number from 0 to {session.last} (the last "
                             "one sent)", field="n")
-        ob.client.ack(upto)
+        ob.client.ack_nowait(upto)
         return upto
 
     # ---- publishing ---------------------------------------------------------------------

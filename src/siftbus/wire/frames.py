@@ -115,7 +115,35 @@ def decode_payload(data: bytes | bytearray | memoryview,
         raise WireError(f"{t.name} frame body is not valid msgpack: {exc}") from None
     if not isinstance(body, dict):
         raise WireError(f"{t.name} frame body must be a map, got {type(body).__name__}")
+    if _UINT64 in data:  # only msgpack's uint64 goes beyond int64: most frames skip this
+        check_ints(body, t.name)
     return Message(t, body)
+
+
+INT64_MAX = 2**63 - 1
+"""The largest integer a frame may carry anywhere: every number of the protocol is a
+64-bit signed integer (numpy arrays, SQLite columns, msgpack's int64), so a larger one
+is refused when the frame is decoded, before any layer computes with it (a session
+``ack`` of 2**64-1 used to fail deep in a handoff with ``OverflowError``, issue 30)."""
+
+_UINT64 = 0xCF
+"""msgpack's uint64 marker byte (a frame without this byte holds no such integer)."""
+
+
+def check_ints(body: Any, what: str) -> None:
+    """Refuse an integer above :data:`INT64_MAX` anywhere in ``body`` (msgpack decodes
+    none below int64's minimum), naming its field."""
+    stack: list[tuple[Any, str]] = [(body, "")]
+    while stack:
+        value, path = stack.pop()
+        if type(value) is dict:
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in value.items())
+        elif type(value) is list:
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
+        elif type(value) is int and value > INT64_MAX:
+            raise WireError(f"{what} field {excerpt(path, 200)} holds {value}, beyond the "
+                            f"largest number a frame may carry ({INT64_MAX})",
+                            field=excerpt(path.rsplit(".", 1)[-1], 200) or "body")
 
 
 def check_length(n: int, limit: int = MAX_FRAME) -> None:
