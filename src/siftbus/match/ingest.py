@@ -53,6 +53,7 @@ from siftbus.model import (
     IntDomain,
     Profile,
     Schema,
+    StringConstraint,
     parse_event,
 )
 from siftbus.model.textio import BOM, TEXT_LIMITS, TextLimits, decode_line, read_lines
@@ -164,6 +165,7 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
     from siftbus.match.scan_numba import OK, SLOW, scan_profiles
 
     tables = SchemaTables.of(schema)
+    strings: dict[tuple[int, tuple[bytes, ...]], StringConstraint] = {}
     text_limits = TextLimits(max_line_bytes=4 * limits.max_line)
     limit_name = f"ProfileLimits.max_line is {limits.max_line} characters"
     parts: dict[int, list[ProfileColumns]] = {}
@@ -172,8 +174,9 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
     line0 = 0
     for data in _line_blocks(p, source, ProfileError, chunk_bytes, text_limits.max_line_bytes):
         b = np.frombuffer(data, np.uint8)
-        status, start, end, id_end, sub_s, sub_e, ptype, rows, r = scan_profiles(
-            b, *tables.args(), limits.max_line, limits.max_conditions)
+        status, start, end, id_end, sub_s, sub_e, ptype, rows, r, srows, sr = scan_profiles(
+            b, *tables.args(), limits.max_line, limits.max_conditions, limits.max_string,
+            limits.max_number)
         slow: list[tuple[int, Profile]] = []
         for ln in np.flatnonzero(status == SLOW).tolist():
             raw = data[start[ln]:end[ln]]
@@ -200,7 +203,8 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
         if slow:
             seen.append((np.array([ln for ln, _ in slow], np.int64) + line0,
                          str_array([q.id for _, q in slow])))
-        _add_parts(parts, tables, b, ok, ok_ids, sub_s, sub_e, ptype, rows[:r], slow)
+        _add_parts(parts, tables, b, ok, ok_ids, sub_s, sub_e, ptype, rows[:r],
+                   _string_conditions(data, srows[:sr], strings), slow)
         line0 += len(status)
         if error is not None:
             break
@@ -221,15 +225,52 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
     return out
 
 
+def _string_conditions(data: bytes, srows: np.ndarray,
+                       cache: dict[tuple[int, tuple[bytes, ...]], StringConstraint]
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(line, attribute, constraint)`` of each string condition in the scanner's string
+    rows, sorted by line and attribute; equal conditions share one
+    :class:`StringConstraint` (``cache``, kept across blocks)."""
+    from siftbus.match.scan_numba import STR_IN, STR_NE
+
+    if not len(srows):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object)
+    srows = srows[np.lexsort((srows[:, 1], srows[:, 0]))]  # stable: a set keeps its order
+    line, attr = srows[:, 0], srows[:, 1]
+    heads = np.flatnonzero(np.concatenate([[True], (line[1:] != line[:-1])
+                                           | (attr[1:] != attr[:-1])]))
+    ops, vs, ve = srows[:, 2].tolist(), srows[:, 3].tolist(), srows[:, 4].tolist()
+    cons = np.empty(len(heads), object)
+    bounds = [*heads.tolist(), len(srows)]
+    for k in range(len(heads)):
+        x0, x1 = bounds[k], bounds[k + 1]
+        op = ops[x0]
+        key = (op, tuple(data[vs[x]:ve[x]] for x in range(x0, x1)))
+        con = cache.get(key)
+        if con is None:
+            values = [v.decode("ascii") for v in key[1]]
+            con = (StringConstraint.make(frozenset(values)) if op == STR_IN else
+                   StringConstraint.make(None, "", frozenset(values)) if op == STR_NE else
+                   StringConstraint.make(None, values[0]))
+            cache[key] = con
+        cons[k] = con
+    return line[heads], attr[heads], cons
+
+
 def _add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: np.ndarray,
                ok: np.ndarray, ok_ids: np.ndarray, sub_s: np.ndarray, sub_e: np.ndarray,
-               ptype: np.ndarray, rows: np.ndarray, slow: list[tuple[int, Profile]]) -> None:
-    """Columns per event type of one block's profiles (scanned and slow)."""
+               ptype: np.ndarray, rows: np.ndarray,
+               strings: tuple[np.ndarray, np.ndarray, np.ndarray],
+               slow: list[tuple[int, Profile]]) -> None:
+    """Columns per event type of one block's profiles (scanned and slow); ``strings``
+    is :func:`_string_conditions` of the block."""
     has_sub = sub_s[ok] >= 0
     subs = np.full(len(ok), "", dtype=object)
     subs[has_sub] = _spans_to_str(b, sub_s[ok][has_sub], sub_e[ok][has_sub]).tolist()
     slot_in_type = np.full(len(ptype), -1, np.int64)
     row_type = ptype[rows[:, 0]] if len(rows) else np.zeros(0, np.int32)
+    s_line, s_attr, s_con = strings
+    s_type = ptype[s_line]
     for t, etype in enumerate(tables.types):
         of_t = ptype[ok] == t
         mine = ok[of_t]
@@ -237,6 +278,7 @@ def _add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: 
         if len(mine):
             slot_in_type[mine] = np.arange(len(mine))
             rr = rows[(row_type == t) & (slot_in_type[rows[:, 0]] >= 0)]
+            ss = np.flatnonzero((s_type == t) & (slot_in_type[s_line] >= 0))
             names, codes = np.unique(subs[of_t].astype(str), return_inverse=True)
             if names[0] != "":
                 names = np.concatenate([[""], names])
@@ -245,7 +287,8 @@ def _add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: 
                 etype, ok_ids[of_t], codes.astype(np.int32),
                 tuple(str(x) for x in names), slot_in_type[rr[:, 0]].astype(np.int32),
                 rr[:, 1].astype(np.int16), rr[:, 2].copy(), rr[:, 3].copy(),
-                np.zeros(0, np.int32), np.zeros(0, np.int16), np.zeros(0, object)))
+                slot_in_type[s_line[ss]].astype(np.int32), s_attr[ss].astype(np.int16),
+                s_con[ss]))
         if extra:  # merged in line order, so that a file sorted by id stays sorted
             slow_cols = ProfileColumns.from_profiles(etype, extra)
             if len(mine):
@@ -345,15 +388,18 @@ def scan_profile_texts(texts: Sequence[object], schema: Schema, *,
     from siftbus.match.scan_numba import OK, scan_profiles
 
     tables = SchemaTables.of(schema)
+    strings: dict[tuple[int, tuple[bytes, ...]], StringConstraint] = {}
     for k in range(0, len(lines), TEXTS_PER_SCAN):
         part = lines[k:k + TEXTS_PER_SCAN]
-        b = np.frombuffer("".join(t + "\n" for _, t in part).encode("ascii"), np.uint8)
-        status, start, _, id_end, sub_s, sub_e, ptype, rows, r = scan_profiles(
-            b, *tables.args(), limits.max_line, limits.max_conditions)
+        data = "".join(t + "\n" for _, t in part).encode("ascii")
+        b = np.frombuffer(data, np.uint8)
+        status, start, _, id_end, sub_s, sub_e, ptype, rows, r, srows, sr = scan_profiles(
+            b, *tables.args(), limits.max_line, limits.max_conditions, limits.max_string,
+            limits.max_number)
         ok = np.flatnonzero(status == OK)
         parts: dict[int, list[ProfileColumns]] = {}
         _add_parts(parts, tables, b, ok, _spans_to_str(b, start[ok], id_end[ok]), sub_s,
-                   sub_e, ptype, rows[:r], [])
+                   sub_e, ptype, rows[:r], _string_conditions(data, srows[:sr], strings), [])
         for t, (cols,) in parts.items():
             for ln, p in zip(ok[ptype[ok] == t].tolist(), cols.profiles(), strict=True):
                 out[part[ln][0]] = p
