@@ -240,20 +240,23 @@ def _string_conditions(data: bytes, srows: np.ndarray,
     heads = np.flatnonzero(np.concatenate([[True], (line[1:] != line[:-1])
                                            | (attr[1:] != attr[:-1])]))
     ops, vs, ve = srows[:, 2].tolist(), srows[:, 3].tolist(), srows[:, 4].tolist()
-    cons = np.empty(len(heads), object)
     bounds = [*heads.tolist(), len(srows)]
-    for k in range(len(heads)):
-        x0, x1 = bounds[k], bounds[k + 1]
+    out = []
+    for x0, x1 in zip(bounds, bounds[1:]):
         op = ops[x0]
-        key = (op, tuple(data[vs[x]:ve[x]] for x in range(x0, x1)))
+        key = (op, tuple([data[vs[x]:ve[x]] for x in range(x0, x1)]))
         con = cache.get(key)
         if con is None:
-            values = [v.decode("ascii") for v in key[1]]
-            con = (StringConstraint.make(frozenset(values)) if op == STR_IN else
-                   StringConstraint.make(None, "", frozenset(values)) if op == STR_NE else
-                   StringConstraint.make(None, values[0]))
+            # already canonical (StringConstraint.make would change nothing): the values
+            # of a set or the one excluded value, with no prefix
+            values = frozenset([v.decode("ascii") for v in key[1]])
+            con = (StringConstraint(values) if op == STR_IN else
+                   StringConstraint(None, "", values) if op == STR_NE else
+                   StringConstraint(None, next(iter(values))))
             cache[key] = con
-        cons[k] = con
+        out.append(con)
+    cons = np.empty(len(out), object)
+    cons[:] = out
     return line[heads], attr[heads], cons
 
 
