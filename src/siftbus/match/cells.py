@@ -81,11 +81,15 @@ class AttributeCells:
             if self.table is not None:
                 return self.table[keys - self.min_key]
             return (np.searchsorted(self.bounds, keys, side="right") - 1).astype(np.int32)
-        arr = string_keys(self.name, values)
+        if isinstance(values, np.ndarray) and values.dtype.kind == "U":
+            arr = values  # a numpy unicode array holds nothing but strings
+        else:
+            arr = string_keys(self.name, values)
         if len(arr) == 0:
             return np.zeros(0, np.int32)
         uniq, inverse = np.unique(arr.astype(str), return_inverse=True)
-        table = np.array([self.cell_of(str(u)) for u in uniq], dtype=np.int32)
+        cell_of = self.cell_of
+        table = np.array([cell_of(u) for u in uniq.tolist()], dtype=np.int32)
         return table[inverse.reshape(-1)]
 
 

@@ -60,6 +60,10 @@ from siftbus.model.textio import BOM, TEXT_LIMITS, TextLimits, decode_line, read
 
 CHUNK_BYTES = 1 << 22
 """Bytes of an event file scanned at once (whole lines; a longer line extends the chunk)."""
+STRING_MATRIX_BYTES = 1 << 24
+"""Strings of a block (an event attribute's values, profiles' string conditions) are cut
+out of it as one byte matrix (rows x longest) when that is at most this large; else one
+``decode`` each."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +169,7 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
     from siftbus.match.scan_numba import OK, SLOW, scan_profiles
 
     tables = SchemaTables.of(schema)
-    strings: dict[tuple[int, tuple[bytes, ...]], StringConstraint] = {}
+    strings: dict[tuple[int, bytes], StringConstraint] = {}
     text_limits = TextLimits(max_line_bytes=4 * limits.max_line)
     limit_name = f"ProfileLimits.max_line is {limits.max_line} characters"
     parts: dict[int, list[ProfileColumns]] = {}
@@ -226,38 +230,56 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
 
 
 def _string_conditions(data: bytes, srows: np.ndarray,
-                       cache: dict[tuple[int, tuple[bytes, ...]], StringConstraint]
+                       cache: dict[tuple[int, bytes], StringConstraint]
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(line, attribute, constraint)`` of each string condition in the scanner's string
-    rows, sorted by line and attribute; equal conditions share one
-    :class:`StringConstraint` (``cache``, kept across blocks)."""
-    from siftbus.match.scan_numba import STR_IN, STR_NE
-
+    rows, sorted by line and attribute; conditions written alike share one
+    :class:`StringConstraint` (``cache``, by operator and text, kept across blocks), so
+    one is made per distinct text, not per profile."""
     if not len(srows):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object)
     srows = srows[np.lexsort((srows[:, 1], srows[:, 0]))]  # stable: a set keeps its order
     line, attr = srows[:, 0], srows[:, 1]
     heads = np.flatnonzero(np.concatenate([[True], (line[1:] != line[:-1])
                                            | (attr[1:] != attr[:-1])]))
-    ops, vs, ve = srows[:, 2].tolist(), srows[:, 3].tolist(), srows[:, 4].tolist()
-    bounds = [*heads.tolist(), len(srows)]
-    out = []
-    for x0, x1 in zip(bounds, bounds[1:]):
-        op = ops[x0]
-        key = (op, tuple([data[vs[x]:ve[x]] for x in range(x0, x1)]))
-        con = cache.get(key)
-        if con is None:
-            # already canonical (StringConstraint.make would change nothing): the values
-            # of a set or the one excluded value, with no prefix
-            values = frozenset([v.decode("ascii") for v in key[1]])
-            con = (StringConstraint(values) if op == STR_IN else
-                   StringConstraint(None, "", values) if op == STR_NE else
-                   StringConstraint(None, next(iter(values))))
-            cache[key] = con
-        out.append(con)
-    cons = np.empty(len(out), object)
-    cons[:] = out
+    ends = np.append(heads[1:], len(srows))
+    # a condition's text: its values as written, from the first quote to the last
+    t_s, t_e = srows[heads, 3] - 1, srows[ends - 1, 4] + 1
+    ops = srows[heads, 2]
+    cons = np.empty(len(heads), object)
+    if int((t_e - t_s).max()) * len(heads) <= STRING_MATRIX_BYTES:
+        texts = _spans_to_str(np.frombuffer(data, np.uint8), t_s, t_e)
+        for op in np.unique(ops).tolist():
+            sel = np.flatnonzero(ops == op)
+            distinct, first, inverse = np.unique(texts[sel], return_index=True,
+                                                 return_inverse=True)
+            made = np.empty(len(distinct), object)
+            made[:] = [_string_constraint(data, srows, int(heads[sel[f]]),
+                                          int(ends[sel[f]]), op, cache)
+                       for f in first.tolist()]
+            cons[sel] = made[inverse.reshape(-1)]
+    else:  # long sets: no matrix as wide as the longest
+        cons[:] = [_string_constraint(data, srows, x0, x1, op, cache) for x0, x1, op in zip(
+            heads.tolist(), ends.tolist(), ops.tolist(), strict=True)]
     return line[heads], attr[heads], cons
+
+
+def _string_constraint(data: bytes, srows: np.ndarray, x0: int, x1: int, op: int,
+                       cache: dict[tuple[int, bytes], StringConstraint]) -> StringConstraint:
+    """The constraint of string rows ``x0:x1`` (one condition), from ``cache`` if made."""
+    from siftbus.match.scan_numba import STR_IN, STR_NE
+
+    key = (op, data[srows[x0, 3] - 1:srows[x1 - 1, 4] + 1])
+    con = cache.get(key)
+    if con is None:
+        # already canonical (StringConstraint.make would change nothing): the values of
+        # a set or the one excluded value, with no prefix
+        values = frozenset(data[a:b].decode("ascii") for a, b in srows[x0:x1, 3:5].tolist())
+        con = (StringConstraint(values) if op == STR_IN else
+               StringConstraint(None, "", values) if op == STR_NE else
+               StringConstraint(None, next(iter(values))))
+        cache[key] = con
+    return con
 
 
 def _add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: np.ndarray,
@@ -391,7 +413,7 @@ def scan_profile_texts(texts: Sequence[object], schema: Schema, *,
     from siftbus.match.scan_numba import OK, scan_profiles
 
     tables = SchemaTables.of(schema)
-    strings: dict[tuple[int, tuple[bytes, ...]], StringConstraint] = {}
+    strings: dict[tuple[int, bytes], StringConstraint] = {}
     for k in range(0, len(lines), TEXTS_PER_SCAN):
         part = lines[k:k + TEXTS_PER_SCAN]
         data = "".join(t + "\n" for _, t in part).encode("ascii")
@@ -420,7 +442,8 @@ class TypeColumns:
     positions: np.ndarray
     """int64 positions of the events in the chunk."""
     columns: dict[str, np.ndarray]
-    """Attribute name -> int64 keys (ordered attributes) or ``str`` objects."""
+    """Attribute name -> int64 keys (ordered attributes) or strings (a numpy unicode
+    array, or ``str`` objects)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -599,6 +622,19 @@ def _chunk_of(events: list[Event], first: int, to_columns: Any) -> EventChunk:
     return EventChunk(first, len(events), groups, 0)
 
 
+def _string_column(data: bytes, b: np.ndarray, lines: np.ndarray, s: np.ndarray,
+                   e: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """The values (scanned: ASCII, no escapes) of one string attribute of a chunk's lines
+    of one type: a numpy unicode array, or ``str`` objects when the values are long."""
+    s = np.where(ok, s, 0)
+    e = np.where(ok, e, 0)
+    if len(s) and int((e - s).max()) * len(s) <= STRING_MATRIX_BYTES:
+        return _spans_to_str(b, s, e)
+    col = np.empty(len(lines), object)
+    col[:] = [data[x:y].decode("ascii") for x, y in zip(s.tolist(), e.tolist(), strict=True)]
+    return col
+
+
 def _event_chunk(data: bytes, schema: Schema, tables: SchemaTables, source: str,
                  limits: TextLimits, line0: int, first: int) -> tuple[EventChunk, int]:
     from siftbus.match.events_numba import scan_events
@@ -633,13 +669,13 @@ def _event_chunk(data: bytes, schema: Schema, tables: SchemaTables, source: str,
         for a in et.attributes:
             q = a.position
             if tables.kind[tables.type_attr[t] + q] == 3:
-                col = np.empty(len(lines), object)
-                col[:] = [data[s:e].decode("ascii") if status[ln] == ok_status else ""
-                          for ln, s, e in zip(lines.tolist(), str_s[lines, q].tolist(),
-                                              str_e[lines, q].tolist(), strict=True)]
+                col = _string_column(data, b, lines, str_s[lines, q], str_e[lines, q],
+                                     status[lines] == ok_status)
             else:
                 col = keys[lines, q].copy()
             if slow_here:
+                if col.dtype.kind == "U":  # a slow line's string may be wider, or end in NUL
+                    col = col.astype(object)
                 where = np.searchsorted(lines, slow_here)
                 for w, ln in zip(where.tolist(), slow_here, strict=True):
                     col[w] = slow_events[ln].keys[q]
