@@ -133,6 +133,8 @@ def _keyer(etype: EventType) -> Keyer:
     all_ints = [p for pos in int_groups.values() for p in pos]
     ints = _picker(all_ints) if all_ints else None
     strs = _picker(strings) if strings else None
+    one_group = len(groups) == 1  # usually: one domain for all integer attributes
+    lo0, hi0 = groups[0][:2] if groups else (0, 0)
     int_type = {int}
     str_type = {str}
 
@@ -144,12 +146,17 @@ def _keyer(etype: EventType) -> Keyer:
         except (KeyError, TypeError):
             return None
         if ints is not None:
-            if set(map(type, ints(vals))) != int_type:
+            got = ints(vals)
+            if set(map(type, got)) != int_type:
                 return None
-            for lo, hi, pick in groups:
-                got = pick(vals)
-                if min(got) < lo or max(got) > hi:  # type: ignore[type-var]
+            if one_group:
+                if min(got) < lo0 or max(got) > hi0:
                     return None
+            else:
+                for lo, hi, pick in groups:
+                    got = pick(vals)
+                    if min(got) < lo or max(got) > hi:
+                        return None
         if strs is not None and set(map(type, strs(vals))) != str_type:
             return None
         if not enums:
