@@ -28,7 +28,6 @@ import math
 import os
 import platform
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -143,11 +142,9 @@ def ensure_data(data: Path, sizes: list[tuple[int, int]]) -> dict[str, Path]:
         wanted |= {("profiles", p), ("events", e)}
     for kind, n in sorted(wanted):
         path = data / (f"profiles-{n}.txt" if kind == "profiles" else f"events-{n}.jsonl")
-        if not path.exists():
-            lines = profile_lines(n) if kind == "profiles" else event_lines(n)
-            tmp = path.with_suffix(".part")
-            tmp.write_text("\n".join(lines) + "\n")
-            tmp.replace(path)
+        if not path.exists():  # in a child, so that this process stays small
+            subprocess.run([sys.executable, __file__, "--make", kind, str(n), "--to",
+                            str(path)], check=True, cwd=ROOT)
         paths[f"{kind}-{n}"] = path
     return paths
 
@@ -169,16 +166,18 @@ def conditions(path: Path) -> int:
 
 
 def child_run(cmd: list[str]) -> tuple[float, float, float]:
-    """(cpu s, wall s, peak RSS MB) of one child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """(cpu s, wall s, peak RSS MB) of one child process (its own rusage, by ``wait4``:
+    ``RUSAGE_CHILDREN``'s peak is the largest of all children so far)."""
     w0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    assert p.stderr is not None
+    err = p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - w0
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return cpu, wall, after.ru_maxrss / 1024
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {err[-2000:].decode(errors='replace')}")
+    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024
 
 
 def json_loads_loop(path: Path) -> tuple[float, float]:
@@ -239,7 +238,16 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path(os.environ.get(
         "TMPDIR", "/tmp")) / "siftbus-bench-mixed", help="where the input files are kept")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "mixed.json")
+    ap.add_argument("--make", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--to", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.make:
+        kind, n = args.make[0], int(args.make[1])
+        lines = profile_lines(n) if kind == "profiles" else event_lines(n)
+        tmp = args.to.with_suffix(".part")
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.replace(args.to)
+        return
     sizes = [(100_000, 100_000)] + ([] if args.quick else [(100_000, 1_000_000)])
     paths = ensure_data(args.data, sizes)
     out = args.data / "matches.jsonl"
