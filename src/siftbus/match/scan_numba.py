@@ -437,8 +437,8 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                 if op == _EXISTS:
                     pass  # accepts every value: no rows (strings too)
                 elif kind[a] == KIND_STRING:
-                    if op == _RANGE or op == _LT or op == _LE or op == _GT or op == _GE:
-                        ok = False  # an ordered operator on a string: an error
+                    if _LT <= op <= _RANGE:  # <, <=, >, >=, in [...] on a string: an error
+                        ok = False
                         break
                     first = ns
                     ve = -1

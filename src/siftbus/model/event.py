@@ -160,7 +160,7 @@ def _keyer(etype: EventType) -> Keyer:
         if strs is not None and set(map(type, strs(vals))) != str_type:
             return None
         if not enums:
-            return vals  # type: ignore[no-any-return]
+            return vals
         out = list(vals)
         for pos, ordinal in enums:
             v = vals[pos]
