@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from siftbus.errors import DomainError
-from siftbus.match.columns import ProfileColumns
+from siftbus.match.columns import ProfileColumns, str_array
 from siftbus.model import Event, EventType, StringConstraint, StringDomain
 
 
@@ -82,7 +82,12 @@ class AttributeCells:
                 return self.table[keys - self.min_key]
             return (np.searchsorted(self.bounds, keys, side="right") - 1).astype(np.int32)
         if isinstance(values, np.ndarray) and values.dtype.kind == "U":
-            arr = values  # a numpy unicode array holds nothing but strings
+            # a numpy unicode array holds nothing but strings: the cells by binary search
+            # (unless a condition's string ends in NUL, which such an array cannot hold)
+            tables = _string_tables(self)
+            if tables is not None:
+                return _string_cells(values, *tables)
+            arr = values
         else:
             arr = string_keys(self.name, values)
         if len(arr) == 0:
@@ -91,6 +96,58 @@ class AttributeCells:
         cell_of = self.cell_of
         table = np.array([cell_of(u) for u in uniq.tolist()], dtype=np.int32)
         return table[inverse.reshape(-1)]
+
+
+_TABLES: dict[int, tuple[AttributeCells, Any]] = {}
+"""Per string attribute's cells (by identity; held, so the id is not reused): sorted
+unicode arrays of its named strings and of its prefixes by length, with their cells."""
+
+
+def _string_tables(ac: AttributeCells) -> Any:
+    got = _TABLES.get(id(ac))
+    if got is not None and got[0] is ac:
+        return got[1]
+    if len(_TABLES) >= 256:
+        _TABLES.clear()
+    names = list(ac.exact) + list(ac.prefixes)
+    tables: Any = None
+    if not any(n.endswith("\0") for n in names):
+        ex = sorted(ac.exact.items())
+        by_len = [sorted((p, c) for p, c in ac.prefixes.items() if len(p) == n)
+                  for n in ac.prefix_lens]
+        tables = (str_array([k for k, _ in ex]), np.array([c for _, c in ex], np.int32),
+                  [(n, str_array([k for k, _ in ps]), np.array([c for _, c in ps], np.int32))
+                   for n, ps in zip(ac.prefix_lens, by_len, strict=True)],
+                  ac.prefixes[""])
+    _TABLES[id(ac)] = (ac, tables)
+    return tables
+
+
+def _hits(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which ``values`` are among the sorted ``keys``, and where."""
+    if not len(keys):
+        return np.zeros(len(values), bool), np.zeros(len(values), np.int64)
+    pos = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+    return keys[pos] == values, pos
+
+
+def _string_cells(values: np.ndarray, ex_keys: np.ndarray, ex_cells: np.ndarray,
+                  by_len: list[tuple[int, np.ndarray, np.ndarray]], other: int) -> np.ndarray:
+    """:meth:`AttributeCells.cell_of` of every value: its named string's cell, else the
+    cell of its longest condition prefix, else the cell of ``""``."""
+    out = np.full(len(values), other, np.int32)
+    hit, pos = _hits(ex_keys, values)
+    out[hit] = ex_cells[pos[hit]]
+    todo = ~hit
+    lens = np.char.str_len(values)
+    for n, keys, cells in by_len:  # longest first
+        at = np.flatnonzero(todo & (lens >= n))
+        if not len(at):
+            continue
+        hit, pos = _hits(keys, values[at].astype(f"U{n}"))
+        out[at[hit]] = cells[pos[hit]]
+        todo[at[hit]] = False
+    return out
 
 
 def ordered_keys(name: str, values: Any, min_key: int, max_key: int) -> np.ndarray:
