@@ -107,7 +107,7 @@ def _string_tables(ac: AttributeCells) -> Any:
     got = _TABLES.get(id(ac))
     if got is not None and got[0] is ac:
         return got[1]
-    if len(_TABLES) >= 256:
+    if len(_TABLES) >= 32:  # a broker recompiles: old cells are held until cleared
         _TABLES.clear()
     names = list(ac.exact) + list(ac.prefixes)
     tables: Any = None
