@@ -51,6 +51,7 @@ bench-sysdeps: sysdeps-mqtt
 # Every benchmark in its short form; each writes bench/results/<name>.json.
 bench: $(STAMP) bench-sysdeps
 	$(BIN)/python bench/matcher.py --quick
+	$(BIN)/python bench/mixed.py --quick
 	$(BIN)/python bench/covering.py --quick
 	$(BIN)/python bench/network.py --quick
 	$(BIN)/python bench/channels.py --quick

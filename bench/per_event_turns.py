@@ -1,6 +1,8 @@
 """Per-event ``match()`` at 100,000 profiles, this checkout against another, in turns.
 
     python bench/per_event_turns.py --baseline-src /tmp/m6/src     # ~2 minutes
+    python bench/per_event_turns.py --baseline-src /tmp/m6/src --as-user \
+        --out bench/results/per_event_as_user_turns.json    # match(Event.of(type, dict))
 
 Two worker processes, one importing siftbus from this checkout and one from
 ``--baseline-src`` (an export of another revision's ``src``, e.g. ``git archive main src``),
@@ -28,33 +30,41 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-def worker(data: Path, n_events: int) -> None:
-    """Load, then answer each line on stdin with the CPU seconds of one loop."""
+def worker(data: Path, n_events: int, as_user: bool) -> None:
+    """Load, then answer each line on stdin with the CPU seconds of one loop: of
+    ``matcher.match(event)``, or with ``as_user`` of ``matcher.match(Event.of(type,
+    values))`` (the event built from a dict of plain values in the loop)."""
     from siftbus.cli.match import load_matcher
     from siftbus.match import index
-    from siftbus.model import load_schema, parse_event
+    from siftbus.model import Event, load_schema, parse_event
 
     schema = load_schema(data / "schema.toml")
     m = load_matcher(schema, data / "profiles-100000.txt")
     with (data / "events-200000.jsonl").open() as f:
         events = [parse_event(next(f), schema) for _ in range(n_events)]
+    etype = events[0].etype
+    dicts = [e.values() for e in events]
     for e in events:
         m.match(e)
     print("ready", index.__file__, flush=True)
     for _ in sys.stdin:
         t0 = time.process_time()
-        for e in events:
-            m.match(e)
+        if as_user:
+            for d in dicts:
+                m.match(Event.of(etype, d))
+        else:
+            for e in events:
+                m.match(e)
         print(time.process_time() - t0, flush=True)
 
 
 def spawn(src: str | None, args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
     env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    if src:
-        env["PYTHONPATH"] = src
+    # this checkout's src explicitly: an editable install may point at another checkout
+    env["PYTHONPATH"] = src or str(ROOT / "src")
     p = subprocess.Popen([sys.executable, __file__, "--worker", "--data", str(args.data),
-                          "--events", str(args.events)], stdin=subprocess.PIPE,
+                          "--events", str(args.events)] + (["--as-user"] if args.as_user
+                                                           else []), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     assert p.stdout is not None
     line = p.stdout.readline().split()
@@ -78,10 +88,12 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path(os.environ.get(
         "TMPDIR", "/tmp")) / "siftbus-bench-ingest", help="bench/ingest.py's input files")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "per_event_turns.json")
+    ap.add_argument("--as-user", action="store_true",
+                    help="time match(Event.of(type, values)), the event built from a dict")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.data, args.events)
+        worker(args.data, args.events, args.as_user)
         return
     if not args.baseline_src:
         ap.error("--baseline-src is required")
@@ -107,11 +119,12 @@ def main() -> None:
             p.wait(timeout=60)
     ratio = [b / a for a, b in zip(rates["baseline"], rates["this"], strict=True)]
     res = {"profiles": 100_000, "events": args.events, "rounds": args.rounds,
+           "loop": "match(Event.of(type, values))" if args.as_user else "match(event)",
            "this": this_at, "baseline": base_at, "events_per_cpu_s": rates,
            "median": {k: statistics.median(v) for k, v in rates.items()},
            "pair_ratio_median": statistics.median(ratio), "pair_ratio_min": min(ratio),
            "pair_ratio_max": max(ratio), "load": [min(loads), max(loads)]}
-    print("| per-event match(), 100,000 profiles | this checkout | baseline, same turns | "
+    print(f"| per-event {res['loop']}, 100,000 profiles | this checkout | baseline, same turns | "
           "pairs: median (min-max) | load |\n|---|---:|---:|---:|---:|")
     print(f"| {args.rounds} rounds of {args.events:,} events | "
           f"{res['median']['this']:,.0f} ev/CPU-s | {res['median']['baseline']:,.0f} ev/CPU-s "

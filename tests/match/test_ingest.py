@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from siftbus.errors import SiftbusError
-from siftbus.lang.profile import format_profile, load_profiles
+from siftbus.lang.profile import PROFILE_LIMITS, ProfileLimits, format_profile, load_profiles
 from siftbus.match.conformance import _hot, random_event, random_profile, random_type
 from siftbus.match.ingest import load_profile_columns, read_event_chunks
 from siftbus.model import Schema, read_events
@@ -53,6 +54,26 @@ def _mutate(rnd: random.Random, line: str) -> str:
     return line
 
 
+def _respell(rnd: random.Random, line: str) -> str:
+    """Other spellings of the same conditions (or of nearly the same: rounding, quoted
+    bounds), each at random: quoted enum labels and ``MIN``/``MAX``, decimals with more
+    places, escapes and tabs in strings, blanks inside sets."""
+    if rnd.random() < 0.5:  # enum labels of the random schemas are L0..L4
+        line = re.sub(r"\bL(\d)\b", lambda m: f'"{m[0]}"' if rnd.random() < 0.7 else m[0],
+                      line)
+    if rnd.random() < 0.2:
+        line = re.sub(r"\b(MIN|MAX)\b", r'"\1"', line, count=1)
+    if rnd.random() < 0.3:
+        line = re.sub(r"(\d+\.\d+)",
+                      lambda m: m[0] + rnd.choice(["5", "49", "50", "0", "9", "4999"]), line)
+    if rnd.random() < 0.2:
+        line = re.sub(r'"([^"]*)"', lambda m: '"' + m[1].replace(
+            "a", rnd.choice(["\\u0061", "\\\"", "\\n", "\\/", "\t"])) + '"', line)
+    if rnd.random() < 0.2:
+        line = line.replace('"', ' "', 1).replace("{", "{ ", 1)
+    return line
+
+
 def _profile_file(rnd: random.Random, schema: Schema, n: int, mutate: float) -> bytes:
     types = list(schema)
     hot = {t.name: _hot(rnd, t) for t in types}
@@ -64,6 +85,8 @@ def _profile_file(rnd: random.Random, schema: Schema, n: int, mutate: float) -> 
         if p is None:
             continue
         text = format_profile(p, form="bittner" if rnd.random() < 0.05 else "native")
+        if rnd.random() < 0.5:
+            text = _respell(rnd, text)
         r = rnd.random()
         if r < 0.05:
             text = "   # a comment " + text
@@ -102,16 +125,18 @@ def _outcome_events(fn: Callable[[], Any]) -> object:
 @settings(max_examples=150, deadline=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), mutate=st.sampled_from([0.0, 0.02, 0.3]),
-       n=st.integers(0, 40), chunk=st.sampled_from([7, 64, 1 << 20]))
+       n=st.integers(0, 40), chunk=st.sampled_from([7, 64, 1 << 20]),
+       limits=st.sampled_from([PROFILE_LIMITS, ProfileLimits(max_string=4, max_number=3)]))
 def test_profiles_scanned_equal_the_specification(seed: int, mutate: float, n: int,
-                                                  chunk: int, tmp_path: Path) -> None:
+                                                  chunk: int, limits: ProfileLimits,
+                                                  tmp_path: Path) -> None:
     rnd = random.Random(seed)
     schema = _schema(rnd)
     path = tmp_path / f"p{seed}.txt"
     path.write_bytes(_profile_file(rnd, schema, n, mutate))
-    want = _outcome_profiles(lambda: load_profiles(path, schema))
+    want = _outcome_profiles(lambda: load_profiles(path, schema, limits=limits))
     got = _outcome_profiles(lambda: [p for c in load_profile_columns(
-        path, schema, fast=True, chunk_bytes=chunk) for p in c.profiles()])
+        path, schema, fast=True, chunk_bytes=chunk, limits=limits) for p in c.profiles()])
     assert got == want, path.read_bytes()
 
 
@@ -138,9 +163,11 @@ def test_scanners_take_the_common_lines() -> None:
         events.append(random_event(rnd, t, hot[t.name]).to_json())
     tables = SchemaTables.of(schema)
     status = scan_profiles(np.frombuffer("\n".join(lines).encode(), np.uint8),
-                           *tables.args(), 65536, 256)[0]
-    easy = [not ('"' in x or "PROFILE" in x) for x in lines]
+                           *tables.args(), 65536, 256, 16384, 1000)[0]
+    easy = [not ("PROFILE" in x or "\\" in x) for x in lines]
     assert (status[np.array(easy)] == OK).mean() > 0.6
+    quoted = np.array(['"' in x for x in lines]) & np.array(easy)
+    assert quoted.sum() > 20 and (status[quoted] == OK).mean() > 0.6
     ev = scan_events(np.frombuffer("\n".join(events).encode(), np.uint8), *tables.args(),
                      tables.max_attrs, 1 << 20)[0]
     plain = np.array(['\\' not in x for x in events])

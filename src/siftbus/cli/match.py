@@ -54,8 +54,13 @@ def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: Tex
     ``event`` (int64) and ``matches`` (list of strings). Raises the first
     :class:`SiftbusError` of any input file.
     """
+    from siftbus.match import kernel
     from siftbus.match.ingest import read_event_chunks
 
+    # One choice for the whole job (kernel.AUTO_BYTES): a small profile file beside a
+    # large event file is scanned compiled too, as numba loads for the events anyway.
+    kernel.compiled_for(sum(p.stat().st_size for p in (profiles_path, events_path)
+                            if p.is_file()))
     matcher = load_matcher(schema, profiles_path, engine)
     writer = _writer(fmt, out)
     total = events_path.stat().st_size

@@ -17,7 +17,7 @@ same conditions.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from siftbus.errors import DomainError
-from siftbus.match.columns import ProfileColumns
+from siftbus.match.columns import ProfileColumns, str_array
 from siftbus.model import Event, EventType, StringConstraint, StringDomain
 
 
@@ -81,12 +81,73 @@ class AttributeCells:
             if self.table is not None:
                 return self.table[keys - self.min_key]
             return (np.searchsorted(self.bounds, keys, side="right") - 1).astype(np.int32)
-        arr = string_keys(self.name, values)
+        if isinstance(values, np.ndarray) and values.dtype.kind == "U":
+            # a numpy unicode array holds nothing but strings: the cells by binary search
+            # (unless a condition's string ends in NUL, which such an array cannot hold)
+            tables = _string_tables(self)
+            if tables is not None:
+                return _string_cells(values, *tables)
+            arr = values
+        else:
+            arr = string_keys(self.name, values)
         if len(arr) == 0:
             return np.zeros(0, np.int32)
         uniq, inverse = np.unique(arr.astype(str), return_inverse=True)
-        table = np.array([self.cell_of(str(u)) for u in uniq], dtype=np.int32)
+        cell_of = self.cell_of
+        table = np.array([cell_of(u) for u in uniq.tolist()], dtype=np.int32)
         return table[inverse.reshape(-1)]
+
+
+_TABLES: dict[int, tuple[AttributeCells, Any]] = {}
+"""Per string attribute's cells (by identity; held, so the id is not reused): sorted
+unicode arrays of its named strings and of its prefixes by length, with their cells."""
+
+
+def _string_tables(ac: AttributeCells) -> Any:
+    got = _TABLES.get(id(ac))
+    if got is not None and got[0] is ac:
+        return got[1]
+    if len(_TABLES) >= 32:  # a broker recompiles: old cells are held until cleared
+        _TABLES.clear()
+    names = list(ac.exact) + list(ac.prefixes)
+    tables: Any = None
+    if not any(n.endswith("\0") for n in names):
+        ex = sorted(ac.exact.items())
+        by_len = [sorted((p, c) for p, c in ac.prefixes.items() if len(p) == n)
+                  for n in ac.prefix_lens]
+        tables = (str_array([k for k, _ in ex]), np.array([c for _, c in ex], np.int32),
+                  [(n, str_array([k for k, _ in ps]), np.array([c for _, c in ps], np.int32))
+                   for n, ps in zip(ac.prefix_lens, by_len, strict=True)],
+                  ac.prefixes[""])
+    _TABLES[id(ac)] = (ac, tables)
+    return tables
+
+
+def _hits(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which ``values`` are among the sorted ``keys``, and where."""
+    if not len(keys):
+        return np.zeros(len(values), bool), np.zeros(len(values), np.int64)
+    pos = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+    return keys[pos] == values, pos
+
+
+def _string_cells(values: np.ndarray, ex_keys: np.ndarray, ex_cells: np.ndarray,
+                  by_len: list[tuple[int, np.ndarray, np.ndarray]], other: int) -> np.ndarray:
+    """:meth:`AttributeCells.cell_of` of every value: its named string's cell, else the
+    cell of its longest condition prefix, else the cell of ``""``."""
+    out = np.full(len(values), other, np.int32)
+    hit, pos = _hits(ex_keys, values)
+    out[hit] = ex_cells[pos[hit]]
+    todo = ~hit
+    lens = np.char.str_len(values)
+    for n, keys, cells in by_len:  # longest first
+        at = np.flatnonzero(todo & (lens >= n))
+        if not len(at):
+            continue
+        hit, pos = _hits(keys, values[at].astype(f"U{n}"))
+        out[at[hit]] = cells[pos[hit]]
+        todo[at[hit]] = False
+    return out
 
 
 def ordered_keys(name: str, values: Any, min_key: int, max_key: int) -> np.ndarray:
@@ -201,44 +262,72 @@ def _string_layout(name: str, pos: int, cons: list[tuple[int, StringConstraint]]
         else:
             exact_names.update(con.excluded)
             prefix_names.add(con.prefix)
-    exact = {s: i for i, s in enumerate(sorted(exact_names))}
-    base = len(exact)
-    prefixes = {s: base + i for i, s in enumerate(sorted(prefix_names))}
-    # One representative per cell: an exact string, or the prefix itself for the class of
-    # unnamed strings (it satisfies exactly the prefix conditions it starts with).
-    reps: list[tuple[int, str, bool]] = [(c, s, True) for s, c in exact.items()]
-    reps += [(c, s, False) for s, c in prefixes.items()]
-    by_prefix: dict[str, list[tuple[int, frozenset[str]]]] = {}
-    by_value: dict[str, list[int]] = {}
+    # Cells are numbered in code point order of their representatives (an exact string,
+    # or the prefix itself for the class of unnamed strings starting with it): the cells
+    # whose representatives start with a prefix are then one block, and a prefix
+    # condition accepts that block less its excluded strings -- a few runs, not one piece
+    # per cell (100,000 mixed profiles: 45 million pieces before).
+    reps = sorted([(s, True) for s in exact_names] + [(s, False) for s in prefix_names])
+    keys = [s for s, _ in reps]
+    exact = {s: i for i, (s, is_exact) in enumerate(reps) if is_exact}
+    prefixes = {s: i for i, (s, is_exact) in enumerate(reps) if not is_exact}
+    blocks: dict[str, tuple[int, int]] = {}
+    out_slot: list[int] = []
+    out_first: list[int] = []
+    out_last: list[int] = []
     for slot, con in cons:
         if con.allowed is not None:
-            for s in con.allowed:
-                by_value.setdefault(s, []).append(slot)
-        else:
-            by_prefix.setdefault(con.prefix, []).append((slot, con.excluded))
-    plens = sorted({len(s) for s in by_prefix}, reverse=True)
-    pairs_slot: list[int] = []
-    pairs_cell: list[int] = []
-    for cell, rep, is_exact in reps:
-        if is_exact:
-            for slot in by_value.get(rep, ()):
-                pairs_slot.append(slot)
-                pairs_cell.append(cell)
-        for n in plens:
-            if len(rep) < n:
+            cells_ = sorted(exact[s] for s in con.allowed)
+            if not cells_:
                 continue
-            for slot, excluded in by_prefix.get(rep[:n], ()):
-                if is_exact and rep in excluded:
-                    continue
-                pairs_slot.append(slot)
-                pairs_cell.append(cell)
-    ps = np.array(pairs_slot, np.int32)
-    pc = np.array(pairs_cell, np.int32)
-    order = np.lexsort((pc, ps))
+        else:
+            block = blocks.get(con.prefix)
+            if block is None:
+                block = blocks[con.prefix] = _block(keys, con.prefix)
+            lo_, hi_ = block
+            cells_ = sorted(c for c in (exact[s] for s in con.excluded) if lo_ <= c <= hi_)
+            # the accepted runs: the block between its excluded cells
+            runs_lo = [lo_, *(c + 1 for c in cells_)]
+            runs_hi = [*(c - 1 for c in cells_), hi_]
+            for a, b in zip(runs_lo, runs_hi, strict=True):
+                if a <= b:
+                    out_slot.append(slot)
+                    out_first.append(a)
+                    out_last.append(b)
+            continue
+        run_start = prev = cells_[0]
+        for c in cells_[1:]:
+            if c != prev + 1:
+                out_slot.append(slot)
+                out_first.append(run_start)
+                out_last.append(prev)
+                run_start = c
+            prev = c
+        out_slot.append(slot)
+        out_first.append(run_start)
+        out_last.append(prev)
+    ps = np.array(out_slot, np.int32)
+    pf = np.array(out_first, np.int32)
+    pl = np.array(out_last, np.int32)
+    order = np.lexsort((pf, ps))
     cells = AttributeCells(name, pos, False, 0, 0, np.zeros(0, np.int64), exact, prefixes,
                            tuple(sorted({len(s) for s in prefixes if s}, reverse=True)),
-                           base + len(prefixes))
-    return cells, Pieces(ps[order], pc[order], pc[order])
+                           len(reps))
+    return cells, Pieces(ps[order], pf[order], pl[order])
+
+
+def _block(keys: list[str], prefix: str) -> tuple[int, int]:
+    """First and last index of the sorted ``keys`` that start with ``prefix`` (one block:
+    ``prefix`` itself is among them, as the representative of its class)."""
+    lo = bisect_left(keys, prefix)
+    a, b = lo, len(keys)
+    while a < b:  # the block's end: the first key after it that does not start with it
+        mid = (a + b) // 2
+        if keys[mid].startswith(prefix):
+            a = mid + 1
+        else:
+            b = mid
+    return lo, a - 1
 
 
 def event_cells(cells: Sequence[AttributeCells], event: Event) -> list[int]:

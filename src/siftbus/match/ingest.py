@@ -53,12 +53,17 @@ from siftbus.model import (
     IntDomain,
     Profile,
     Schema,
+    StringConstraint,
     parse_event,
 )
 from siftbus.model.textio import BOM, TEXT_LIMITS, TextLimits, decode_line, read_lines
 
 CHUNK_BYTES = 1 << 22
 """Bytes of an event file scanned at once (whole lines; a longer line extends the chunk)."""
+STRING_MATRIX_BYTES = 1 << 24
+"""Strings of a block (an event attribute's values, profiles' string conditions) are cut
+out of it as one byte matrix (rows x longest) when that is at most this large; else one
+``decode`` each."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +169,7 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
     from siftbus.match.scan_numba import OK, SLOW, scan_profiles
 
     tables = SchemaTables.of(schema)
+    strings: dict[tuple[int, bytes], StringConstraint] = {}
     text_limits = TextLimits(max_line_bytes=4 * limits.max_line)
     limit_name = f"ProfileLimits.max_line is {limits.max_line} characters"
     parts: dict[int, list[ProfileColumns]] = {}
@@ -172,8 +178,9 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
     line0 = 0
     for data in _line_blocks(p, source, ProfileError, chunk_bytes, text_limits.max_line_bytes):
         b = np.frombuffer(data, np.uint8)
-        status, start, end, id_end, sub_s, sub_e, ptype, rows, r = scan_profiles(
-            b, *tables.args(), limits.max_line, limits.max_conditions)
+        status, start, end, id_end, sub_s, sub_e, ptype, rows, r, srows, sr = scan_profiles(
+            b, *tables.args(), limits.max_line, limits.max_conditions, limits.max_string,
+            limits.max_number)
         slow: list[tuple[int, Profile]] = []
         for ln in np.flatnonzero(status == SLOW).tolist():
             raw = data[start[ln]:end[ln]]
@@ -200,7 +207,8 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
         if slow:
             seen.append((np.array([ln for ln, _ in slow], np.int64) + line0,
                          str_array([q.id for _, q in slow])))
-        _add_parts(parts, tables, b, ok, ok_ids, sub_s, sub_e, ptype, rows[:r], slow)
+        _add_parts(parts, tables, b, ok, ok_ids, sub_s, sub_e, ptype, rows[:r],
+                   _string_conditions(data, srows[:sr], strings), slow)
         line0 += len(status)
         if error is not None:
             break
@@ -221,15 +229,73 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
     return out
 
 
+def _string_conditions(data: bytes, srows: np.ndarray,
+                       cache: dict[tuple[int, bytes], StringConstraint]
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(line, attribute, constraint)`` of each string condition in the scanner's string
+    rows, sorted by line and attribute; conditions written alike share one
+    :class:`StringConstraint` (``cache``, by operator and text, kept across blocks), so
+    one is made per distinct text, not per profile."""
+    if not len(srows):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object)
+    srows = srows[np.lexsort((srows[:, 1], srows[:, 0]))]  # stable: a set keeps its order
+    line, attr = srows[:, 0], srows[:, 1]
+    heads = np.flatnonzero(np.concatenate([[True], (line[1:] != line[:-1])
+                                           | (attr[1:] != attr[:-1])]))
+    ends = np.append(heads[1:], len(srows))
+    # a condition's text: its values as written, from the first quote to the last
+    t_s, t_e = srows[heads, 3] - 1, srows[ends - 1, 4] + 1
+    ops = srows[heads, 2]
+    cons = np.empty(len(heads), object)
+    if int((t_e - t_s).max()) * len(heads) <= STRING_MATRIX_BYTES:
+        texts = _spans_to_str(np.frombuffer(data, np.uint8), t_s, t_e)
+        for op in np.unique(ops).tolist():
+            sel = np.flatnonzero(ops == op)
+            distinct, first, inverse = np.unique(texts[sel], return_index=True,
+                                                 return_inverse=True)
+            made = np.empty(len(distinct), object)
+            made[:] = [_string_constraint(data, srows, int(heads[sel[f]]),
+                                          int(ends[sel[f]]), op, cache)
+                       for f in first.tolist()]
+            cons[sel] = made[inverse.reshape(-1)]
+    else:  # long sets: no matrix as wide as the longest
+        cons[:] = [_string_constraint(data, srows, x0, x1, op, cache) for x0, x1, op in zip(
+            heads.tolist(), ends.tolist(), ops.tolist(), strict=True)]
+    return line[heads], attr[heads], cons
+
+
+def _string_constraint(data: bytes, srows: np.ndarray, x0: int, x1: int, op: int,
+                       cache: dict[tuple[int, bytes], StringConstraint]) -> StringConstraint:
+    """The constraint of string rows ``x0:x1`` (one condition), from ``cache`` if made."""
+    from siftbus.match.scan_numba import STR_IN, STR_NE
+
+    key = (op, data[srows[x0, 3] - 1:srows[x1 - 1, 4] + 1])
+    con = cache.get(key)
+    if con is None:
+        # already canonical (StringConstraint.make would change nothing): the values of
+        # a set or the one excluded value, with no prefix
+        values = frozenset(data[a:b].decode("ascii") for a, b in srows[x0:x1, 3:5].tolist())
+        con = (StringConstraint(values) if op == STR_IN else
+               StringConstraint(None, "", values) if op == STR_NE else
+               StringConstraint(None, next(iter(values))))
+        cache[key] = con
+    return con
+
+
 def _add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: np.ndarray,
                ok: np.ndarray, ok_ids: np.ndarray, sub_s: np.ndarray, sub_e: np.ndarray,
-               ptype: np.ndarray, rows: np.ndarray, slow: list[tuple[int, Profile]]) -> None:
-    """Columns per event type of one block's profiles (scanned and slow)."""
+               ptype: np.ndarray, rows: np.ndarray,
+               strings: tuple[np.ndarray, np.ndarray, np.ndarray],
+               slow: list[tuple[int, Profile]]) -> None:
+    """Columns per event type of one block's profiles (scanned and slow); ``strings``
+    is :func:`_string_conditions` of the block."""
     has_sub = sub_s[ok] >= 0
     subs = np.full(len(ok), "", dtype=object)
     subs[has_sub] = _spans_to_str(b, sub_s[ok][has_sub], sub_e[ok][has_sub]).tolist()
     slot_in_type = np.full(len(ptype), -1, np.int64)
     row_type = ptype[rows[:, 0]] if len(rows) else np.zeros(0, np.int32)
+    s_line, s_attr, s_con = strings
+    s_type = ptype[s_line]
     for t, etype in enumerate(tables.types):
         of_t = ptype[ok] == t
         mine = ok[of_t]
@@ -237,6 +303,7 @@ def _add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: 
         if len(mine):
             slot_in_type[mine] = np.arange(len(mine))
             rr = rows[(row_type == t) & (slot_in_type[rows[:, 0]] >= 0)]
+            ss = np.flatnonzero((s_type == t) & (slot_in_type[s_line] >= 0))
             names, codes = np.unique(subs[of_t].astype(str), return_inverse=True)
             if names[0] != "":
                 names = np.concatenate([[""], names])
@@ -245,7 +312,8 @@ def _add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: 
                 etype, ok_ids[of_t], codes.astype(np.int32),
                 tuple(str(x) for x in names), slot_in_type[rr[:, 0]].astype(np.int32),
                 rr[:, 1].astype(np.int16), rr[:, 2].copy(), rr[:, 3].copy(),
-                np.zeros(0, np.int32), np.zeros(0, np.int16), np.zeros(0, object)))
+                slot_in_type[s_line[ss]].astype(np.int32), s_attr[ss].astype(np.int16),
+                s_con[ss]))
         if extra:  # merged in line order, so that a file sorted by id stays sorted
             slow_cols = ProfileColumns.from_profiles(etype, extra)
             if len(mine):
@@ -345,15 +413,18 @@ def scan_profile_texts(texts: Sequence[object], schema: Schema, *,
     from siftbus.match.scan_numba import OK, scan_profiles
 
     tables = SchemaTables.of(schema)
+    strings: dict[tuple[int, bytes], StringConstraint] = {}
     for k in range(0, len(lines), TEXTS_PER_SCAN):
         part = lines[k:k + TEXTS_PER_SCAN]
-        b = np.frombuffer("".join(t + "\n" for _, t in part).encode("ascii"), np.uint8)
-        status, start, _, id_end, sub_s, sub_e, ptype, rows, r = scan_profiles(
-            b, *tables.args(), limits.max_line, limits.max_conditions)
+        data = "".join(t + "\n" for _, t in part).encode("ascii")
+        b = np.frombuffer(data, np.uint8)
+        status, start, _, id_end, sub_s, sub_e, ptype, rows, r, srows, sr = scan_profiles(
+            b, *tables.args(), limits.max_line, limits.max_conditions, limits.max_string,
+            limits.max_number)
         ok = np.flatnonzero(status == OK)
         parts: dict[int, list[ProfileColumns]] = {}
         _add_parts(parts, tables, b, ok, _spans_to_str(b, start[ok], id_end[ok]), sub_s,
-                   sub_e, ptype, rows[:r], [])
+                   sub_e, ptype, rows[:r], _string_conditions(data, srows[:sr], strings), [])
         for t, (cols,) in parts.items():
             for ln, p in zip(ok[ptype[ok] == t].tolist(), cols.profiles(), strict=True):
                 out[part[ln][0]] = p
@@ -371,7 +442,8 @@ class TypeColumns:
     positions: np.ndarray
     """int64 positions of the events in the chunk."""
     columns: dict[str, np.ndarray]
-    """Attribute name -> int64 keys (ordered attributes) or ``str`` objects."""
+    """Attribute name -> int64 keys (ordered attributes) or strings (a numpy unicode
+    array, or ``str`` objects)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -550,6 +622,19 @@ def _chunk_of(events: list[Event], first: int, to_columns: Any) -> EventChunk:
     return EventChunk(first, len(events), groups, 0)
 
 
+def _string_column(data: bytes, b: np.ndarray, lines: np.ndarray, s: np.ndarray,
+                   e: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """The values (scanned: ASCII, no escapes) of one string attribute of a chunk's lines
+    of one type: a numpy unicode array, or ``str`` objects when the values are long."""
+    s = np.where(ok, s, 0)
+    e = np.where(ok, e, 0)
+    if len(s) and int((e - s).max()) * len(s) <= STRING_MATRIX_BYTES:
+        return _spans_to_str(b, s, e)
+    col = np.empty(len(lines), object)
+    col[:] = [data[x:y].decode("ascii") for x, y in zip(s.tolist(), e.tolist(), strict=True)]
+    return col
+
+
 def _event_chunk(data: bytes, schema: Schema, tables: SchemaTables, source: str,
                  limits: TextLimits, line0: int, first: int) -> tuple[EventChunk, int]:
     from siftbus.match.events_numba import scan_events
@@ -584,13 +669,13 @@ def _event_chunk(data: bytes, schema: Schema, tables: SchemaTables, source: str,
         for a in et.attributes:
             q = a.position
             if tables.kind[tables.type_attr[t] + q] == 3:
-                col = np.empty(len(lines), object)
-                col[:] = [data[s:e].decode("ascii") if status[ln] == ok_status else ""
-                          for ln, s, e in zip(lines.tolist(), str_s[lines, q].tolist(),
-                                              str_e[lines, q].tolist(), strict=True)]
+                col = _string_column(data, b, lines, str_s[lines, q], str_e[lines, q],
+                                     status[lines] == ok_status)
             else:
                 col = keys[lines, q].copy()
             if slow_here:
+                if col.dtype.kind == "U":  # a slow line's string may be wider, or end in NUL
+                    col = col.astype(object)
                 where = np.searchsorted(lines, slow_here)
                 for w, ln in zip(where.tolist(), slow_here, strict=True):
                     col[w] = slow_events[ln].keys[q]

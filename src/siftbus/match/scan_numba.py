@@ -35,7 +35,10 @@ KIND_INT, KIND_DECIMAL, KIND_ENUM, KIND_STRING = 0, 1, 2, 3
 MAX_DIGITS = 18
 """Longer numbers go to the slow path (they would not fit an int64 key anyway)."""
 
-_EQ, _NE, _LT, _LE, _GT, _GE, _RANGE, _IN, _EXISTS = range(9)
+_EQ, _NE, _LT, _LE, _GT, _GE, _RANGE, _IN, _EXISTS, _PREFIX = range(10)
+STR_IN, STR_NE, STR_PREFIX = 0, 1, 2
+"""Operator of a string row of :func:`scan_profiles`: a value of the allowed set (``=`` and
+``in {...}``), the excluded value (``!=``), the prefix (``prefix``)."""
 
 
 @njit(cache=True, inline="always")
@@ -120,6 +123,7 @@ def _lower_is(b: np.ndarray, s: int, n: int, word: np.ndarray) -> bool:
 
 _W_IN = np.frombuffer(b"in", np.uint8)
 _W_EXISTS = np.frombuffer(b"exists", np.uint8)
+_W_PREFIX = np.frombuffer(b"prefix", np.uint8)
 _W_MIN = np.frombuffer(b"MIN", np.uint8)
 _W_MAX = np.frombuffer(b"MAX", np.uint8)
 _W_PROFILE = np.frombuffer(b"PROFILE", np.uint8)
@@ -136,12 +140,30 @@ def _exact(b: np.ndarray, s: int, n: int, word: np.ndarray) -> bool:
 
 
 @njit(cache=True)
+def _string_end(b: np.ndarray, i: int, e: int, max_string: int) -> int:
+    """End (after the closing quote) of a plain string literal at ``b[i]``, or -1: escapes
+    and control characters (tab included: JSON's string syntax refuses it raw) are left
+    to the slow path, and so is a literal longer than ``max_string`` characters."""
+    if i >= e or b[i] != 34:
+        return -1
+    j = i + 1
+    while j < e:
+        c = b[j]
+        if c == 34:
+            return j + 1 if j + 1 - i <= max_string else -1
+        if c == 92 or c < 32:
+            return -1
+        j += 1
+    return -1
+
+
+@njit(cache=True)
 def _value(b: np.ndarray, i: int, e: int, attr: int, names: np.ndarray,
            name_off: np.ndarray, kind: np.ndarray, lo: np.ndarray, hi: np.ndarray,
            places: np.ndarray, label_off: np.ndarray, w_min: np.ndarray,
-           w_max: np.ndarray) -> tuple[int, int]:
-    """Read one value at ``b[i]`` for attribute ``attr``: ``(key, end)``; ``end < 0``
-    when the slow path must decide (a syntax or domain error, a string, rounding)."""
+           w_max: np.ndarray, max_string: int, max_number: int) -> tuple[int, int]:
+    """Read one value at ``b[i]`` for ordered attribute ``attr``: ``(key, end)``;
+    ``end < 0`` when the slow path must decide (a syntax or domain error, a limit)."""
     k = kind[attr]
     c = b[i] if i < e else 0
     if c == 43 or c == 45 or (48 <= c <= 57):  # NUMBER: [+-]?\d+(\.\d+)?
@@ -165,6 +187,8 @@ def _value(b: np.ndarray, i: int, e: int, attr: int, names: np.ndarray,
             nf = j - fs
             if nf == 0 or nf > MAX_DIGITS:
                 return 0, -1
+        if j - i > max_number:
+            return 0, -1
         if j < e and (_is_id(b[j])):  # "5x", "5.5.5": the grammar refuses these
             return 0, -1
         p = places[attr] if k == KIND_DECIMAL else 0
@@ -176,20 +200,37 @@ def _value(b: np.ndarray, i: int, e: int, attr: int, names: np.ndarray,
                 return 0, -1
             key = -v if neg else v
         elif k == KIND_DECIMAL:
-            if nf > p or (j - start) + p > MAX_DIGITS:
+            if (j - start) + p > MAX_DIGITS:
                 return 0, -1
             scaled = v
-            for _ in range(nf):
+            for _ in range(p):
                 scaled *= 10
-            scaled += frac
-            for _ in range(p - nf):
-                scaled *= 10
+            if nf <= p:
+                f = frac
+                for _ in range(p - nf):
+                    f *= 10
+                scaled += f
+            else:  # round half away from zero (ROUND_HALF_UP) to p places
+                f = frac
+                for _ in range(nf - p - 1):
+                    f //= 10
+                scaled += f // 10
+                if f % 10 >= 5:
+                    scaled += 1
             key = -scaled if neg else scaled
         else:
             return 0, -1
         if key < lo[attr] or key > hi[attr]:
             return 0, -1
         return key, j
+    if c == 34:  # STRING: on an enum, a quoted label is that label (never MIN or MAX)
+        j = _string_end(b, i, e, max_string)
+        if j < 0 or k != KIND_ENUM:
+            return 0, -1
+        for t in range(label_off[attr], label_off[attr + 1]):
+            if _same(b, i + 1, j - i - 2, names, name_off, t):
+                return t - label_off[attr], j
+        return 0, -1
     if _is_start(c):  # NAME: an enum label, MIN or MAX
         j = i + 1
         while j < e and _is_word(b[j]):
@@ -222,16 +263,19 @@ def _find_attr(b: np.ndarray, s: int, n: int, t: int, names: np.ndarray,
 def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                   type_attr: np.ndarray, kind: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                   places: np.ndarray, label_off: np.ndarray, n_types: int,
-                  max_line: int, max_conditions: int
+                  max_line: int, max_conditions: int, max_string: int, max_number: int
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                             np.ndarray, np.ndarray, np.ndarray, int]:
+                             np.ndarray, np.ndarray, np.ndarray, int, np.ndarray, int]:
     """Scan every line of a profile file (``b``: its bytes, BOM removed).
 
     Returns per line ``(status, start, end, id_end, sub_start, sub_end, ptype)`` (the id
     is ``start..id_end`` after leading blanks: ``start`` is moved to it for OK lines;
     ``sub_start < 0``: no subscriber), then the interval rows as one int64 ``[R, 4]``
     array ``(line, attribute position in its type, lo, hi)`` sorted by line, attribute
-    and ``lo``, and ``R``.
+    and ``lo``, and ``R``; then the string rows as one int64 ``[S, 5]`` array ``(line,
+    attribute position, operator, start, end)`` (``STR_IN``, ``STR_NE``, ``STR_PREFIX``;
+    the value is ``b[start:end]``, without quotes: one row per value of a set) in line
+    order, and ``S``. ``prefix ""`` and ``exists`` accept every string: no row.
     """
     n_lines = count_lines(b)
     status = np.full(n_lines, SLOW, np.int8)
@@ -250,6 +294,14 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
     s_lo = np.empty(max_line + 16, np.int64)
     s_hi = np.empty(max_line + 16, np.int64)
     vals = np.empty(max_line + 16, np.int64)
+    # one line's string values: (attribute, operator, start, end)
+    t_attr = np.empty(max_line + 16, np.int64)
+    t_op = np.empty(max_line + 16, np.int64)
+    t_s = np.empty(max_line + 16, np.int64)
+    t_e = np.empty(max_line + 16, np.int64)
+    scap = 1024
+    srows = np.empty((scap, 5), np.int64)
+    sr = 0
     seen = np.zeros(kind.shape[0], np.int64)  # line number + 1 that mentioned an attribute
     w_min = _W_MIN
     w_max = _W_MAX
@@ -313,6 +365,7 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
             continue
         j = _skip_ws(b, j + 1, e)
         nc = 0  # intervals in scratch
+        ns = 0  # string values in scratch
         conds = 0
         ok = True
         if j < e and b[j] == 41:  # )
@@ -374,6 +427,8 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                         j += 1
                     elif _lower_is(b, w, j - w, _W_EXISTS):
                         op = _EXISTS
+                    elif _lower_is(b, w, j - w, _W_PREFIX):
+                        op = _PREFIX
                 if op < 0:
                     ok = False
                     break
@@ -382,12 +437,45 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                 if op == _EXISTS:
                     pass  # accepts every value: no rows (strings too)
                 elif kind[a] == KIND_STRING:
-                    ok = False
+                    if _LT <= op <= _RANGE:  # <, <=, >, >=, in [...] on a string: an error
+                        ok = False
+                        break
+                    first = ns
+                    ve = -1
+                    while True:
+                        j = _skip_ws(b, j, e)
+                        ve = _string_end(b, j, e, max_string)
+                        if ve < 0:
+                            break
+                        t_attr[ns] = a
+                        t_op[ns] = STR_NE if op == _NE else (
+                            STR_PREFIX if op == _PREFIX else STR_IN)
+                        t_s[ns] = j + 1
+                        t_e[ns] = ve - 1
+                        ns += 1
+                        j = _skip_ws(b, ve, e)
+                        if op != _IN:
+                            break
+                        if j < e and b[j] == 44:
+                            j += 1
+                            continue
+                        if j < e and b[j] == 125:  # }
+                            j += 1
+                        else:
+                            ve = -1
+                        break
+                    if ve < 0:
+                        ok = False
+                        break
+                    if op == _PREFIX and t_s[first] == t_e[first]:
+                        ns = first  # prefix "": every string
+                elif op == _PREFIX:
+                    ok = False  # prefix on an ordered attribute: an error
                     break
                 elif op == _RANGE:
                     j = _skip_ws(b, j, e)
                     v1, j = _value(b, j, e, a, names, name_off, kind, lo, hi, places,
-                                   label_off, w_min, w_max)
+                                   label_off, w_min, w_max, max_string, max_number)
                     if j < 0:
                         ok = False
                         break
@@ -397,7 +485,7 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                         break
                     j = _skip_ws(b, j + 1, e)
                     v2, j = _value(b, j, e, a, names, name_off, kind, lo, hi, places,
-                                   label_off, w_min, w_max)
+                                   label_off, w_min, w_max, max_string, max_number)
                     if j < 0:
                         ok = False
                         break
@@ -416,7 +504,7 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                     while True:
                         j = _skip_ws(b, j, e)
                         v, j = _value(b, j, e, a, names, name_off, kind, lo, hi, places,
-                                      label_off, w_min, w_max)
+                                      label_off, w_min, w_max, max_string, max_number)
                         if j < 0:
                             j = -1
                             break
@@ -451,7 +539,7 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                 else:
                     j = _skip_ws(b, j, e)
                     v, j = _value(b, j, e, a, names, name_off, kind, lo, hi, places,
-                                  label_off, w_min, w_max)
+                                  label_off, w_min, w_max, max_string, max_number)
                     if j < 0:
                         ok = False
                         break
@@ -526,8 +614,21 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
             rows[r, 2] = s_lo[x]
             rows[r, 3] = s_hi[x]
             r += 1
+        if sr + ns > scap:
+            while sr + ns > scap:
+                scap *= 2
+            sgrown = np.empty((scap, 5), np.int64)
+            sgrown[:sr] = srows[:sr]
+            srows = sgrown
+        for x in range(ns):
+            srows[sr, 0] = ln
+            srows[sr, 1] = t_attr[x] - base
+            srows[sr, 2] = t_op[x]
+            srows[sr, 3] = t_s[x]
+            srows[sr, 4] = t_e[x]
+            sr += 1
         status[ln] = OK
         start[ln] = i
         id_end[ln] = ie
         ptype[ln] = t
-    return status, start, end, id_end, sub_s, sub_e, ptype, rows, r
+    return status, start, end, id_end, sub_s, sub_e, ptype, rows, r, srows, sr

@@ -7,10 +7,11 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from operator import itemgetter
 from typing import IO, Any
 
 from siftbus.errors import DomainError, EventError, SiftbusError, excerpt
-from siftbus.model.domain import Key, Value
+from siftbus.model.domain import DecimalDomain, EnumDomain, IntDomain, Key, Value
 from siftbus.model.schema import EventType, Schema
 from siftbus.model.textio import TEXT_LIMITS, TextLimits, parse_json_line, read_lines
 
@@ -25,6 +26,18 @@ class Event:
     @classmethod
     def of(cls, etype: EventType, values: Mapping[str, object]) -> Event:
         """Validate ``values`` (every attribute exactly once, within its domain)."""
+        entry = _KEYERS.get(id(etype))
+        if entry is None or entry[0] is not etype:
+            entry = _keyer_entry(etype)
+        keys = entry[1](values)
+        if keys is not None:
+            return cls(etype, keys)
+        return cls._checked(etype, values)
+
+    @classmethod
+    def _checked(cls, etype: EventType, values: Mapping[str, object]) -> Event:
+        """:meth:`of` one attribute at a time: every error, and every value the fast
+        check leaves (bools, floats, decimals, subclasses), is decided here."""
         missing = [a.name for a in etype.attributes if a.name not in values]
         extra = [k for k in values if k not in etype]
         if missing:
@@ -75,6 +88,97 @@ class Event:
             text = attr.domain.literal(key) if isinstance(value, Decimal) else json.dumps(value)
             parts.append(f"{json.dumps(attr.name)}: {text}")
         return "{" + ", ".join(parts) + "}"
+
+
+Keyer = Callable[[Mapping[str, object]], "tuple[Key, ...] | None"]
+"""The keys of a plain, valid values mapping of one event type, else ``None``."""
+
+_KEYERS: dict[int, tuple[EventType, Keyer]] = {}
+"""Per event type (by identity; the type is held, so its id is not reused): its keyer."""
+_KEYERS_MAX = 4096
+
+
+def _keyer_entry(etype: EventType) -> tuple[EventType, Keyer]:
+    if len(_KEYERS) >= _KEYERS_MAX:
+        _KEYERS.clear()
+    entry = _KEYERS[id(etype)] = (etype, _keyer(etype))
+    return entry
+
+
+def _keyer(etype: EventType) -> Keyer:
+    """A fast check of one event type's values, all in C-level calls where it can: the
+    values taken at once (``itemgetter``), ``type(v) is int`` and one ``min``/``max``
+    per integer domain, an ordinal lookup per enum, ``type(v) is str`` for strings.
+    Anything else (a missing or extra name, another type, a value out of its domain, a
+    decimal attribute) gives ``None``, and :meth:`Event._checked` decides, with its
+    errors."""
+    attrs = etype.attributes
+    n = len(attrs)
+    if n == 0 or any(isinstance(a.domain, DecimalDomain) for a in attrs):
+        return lambda values: None
+    names = [a.name for a in attrs]
+    take = itemgetter(*names) if n > 1 else (lambda values: (values[names[0]],))
+    int_groups: dict[tuple[int, int], list[int]] = {}
+    enums: list[tuple[int, Mapping[str, int]]] = []
+    strings: list[int] = []
+    for a in attrs:
+        d = a.domain
+        if isinstance(d, IntDomain):
+            int_groups.setdefault((d.lo, d.hi), []).append(a.position)
+        elif isinstance(d, EnumDomain):
+            enums.append((a.position, dict(d.ordinals)))
+        else:
+            strings.append(a.position)
+    groups = [(lo, hi, _picker(pos)) for (lo, hi), pos in int_groups.items()]
+    all_ints = [p for pos in int_groups.values() for p in pos]
+    ints = _picker(all_ints) if all_ints else None
+    strs = _picker(strings) if strings else None
+    one_group = len(groups) == 1  # usually: one domain for all integer attributes
+    lo0, hi0 = groups[0][:2] if groups else (0, 0)
+    int_type = {int}
+    str_type = {str}
+
+    def keys(values: Mapping[str, object]) -> tuple[Key, ...] | None:
+        if len(values) != n:
+            return None
+        try:
+            vals = take(values)
+        except (KeyError, TypeError):
+            return None
+        if ints is not None:
+            got = ints(vals)
+            if set(map(type, got)) != int_type:
+                return None
+            if one_group:
+                if min(got) < lo0 or max(got) > hi0:
+                    return None
+            else:
+                for lo, hi, pick in groups:
+                    got = pick(vals)
+                    if min(got) < lo or max(got) > hi:
+                        return None
+        if strs is not None and set(map(type, strs(vals))) != str_type:
+            return None
+        if not enums:
+            return vals
+        out = list(vals)
+        for pos, ordinal in enums:
+            v = vals[pos]
+            k = ordinal.get(v) if type(v) is str else None
+            if k is None:
+                return None
+            out[pos] = k
+        return tuple(out)
+
+    return keys
+
+
+def _picker(positions: list[int]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """The items at ``positions`` of a tuple, as a tuple (one C-level call)."""
+    if len(positions) == 1:
+        p = positions[0]
+        return lambda t: (t[p],)
+    return itemgetter(*positions)
 
 
 def _names(keys: list[Any]) -> str:
