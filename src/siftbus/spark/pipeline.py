@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 from siftbus.errors import ConfigError
 from siftbus.model import Schema
 from siftbus.model.textio import TEXT_LIMITS, TextLimits
+from siftbus.spark.fused import FUSED_DDL, TaskPlan, iter_fused
 from siftbus.spark.match_stage import MATCHED_DDL, MatchPlan, iter_matched
 from siftbus.spark.parse import PARSED_DDL, iter_parsed
 from siftbus.spark.progress import job_step
-from siftbus.spark.fused import FUSED_DDL, TaskPlan, iter_fused
 from siftbus.spark.sinks import (
     DeliverySink,
     JsonLinesSink,
@@ -172,7 +172,7 @@ def executor_writes(spark: SparkSession) -> bool:
     if value != "auto":
         raise ConfigError(f"spark.siftbus.executorWrites must be true, false or auto, not "
                           f"{value!r}", field="spark.siftbus.executorWrites")
-    master = spark.sparkContext.master
+    master = str(spark.sparkContext.master or "")
     if master.startswith("local"):
         return True
     host = master.removeprefix("spark://").split(":")[0]
