@@ -37,8 +37,10 @@ from spark_strategies import event_dicts, events_of, profile_sets
 from .jobs import (
     PROFILES_TEXT,
     SCHEMA_TOML,
+    read_notifications,
     siftbus_exe,
     webhook_server,
+    write_event_files,
 )
 
 pytestmark = pytest.mark.spark
@@ -570,3 +572,34 @@ def test_socket_stream(spark: Any, tmp_path: Path) -> None:
     assert len(got) == want
     assert len(set(got)) == len(got)  # (source, event, profile) unique across batches
     assert all(s.startswith(f"socket:127.0.0.1:{port}#batch=") for s, _, _ in got)
+
+
+def test_spark_writers_and_executor_writes_give_the_same_outputs(spark: Any,
+                                                                tmp_path: Path) -> None:
+    # The executors write the standard outputs themselves (spark/fused.py); with
+    # spark.siftbus.executorWrites=false Spark's own writers do (executors that do not
+    # share the driver's filesystem). Both: the same notifications, match lines (several
+    # sources: each line names its source), counts and dead letters.
+    (tmp_path / "p.txt").write_text(PROFILES_TEXT)
+    write_event_files(tmp_path / "events", files=3, per_file=150, seed=11)
+    reports = {}
+    for mode in ("true", "false"):
+        spark.conf.set("spark.siftbus.executorWrites", mode)
+        try:
+            reports[mode] = run_files(spark, SCHEMA, tmp_path / "p.txt", [tmp_path / "events"],
+                                      tmp_path / mode)
+        finally:
+            spark.conf.unset("spark.siftbus.executorWrites")
+    fast, rows = tmp_path / "true", tmp_path / "false"
+    assert (reports["true"].events, reports["true"].bad, reports["true"].notifications) == (
+        reports["false"].events, reports["false"].bad, reports["false"].notifications)
+    assert reports["true"].notifications > 0 and reports["true"].bad > 0
+    assert sorted(read_notifications(fast / "notifications")) == sorted(
+        read_notifications(rows / "notifications"))
+    lines = [json.loads(x) for x in (fast / "matches.jsonl").read_text().splitlines()]
+    assert lines == [json.loads(x) for x in (rows / "matches.jsonl").read_text().splitlines()]
+    assert all("source" in d for d in lines)
+    assert json.loads((fast / "counts.json").read_text()) == json.loads(
+        (rows / "counts.json").read_text())
+    assert (fast / "dead_letters.jsonl").read_text() == (rows / "dead_letters.jsonl").read_text()
+    assert not [p for p in tmp_path.rglob(".*stage-*")], "staging directories left behind"
