@@ -32,6 +32,7 @@ from siftbus.spark.fused import FUSED_DDL, TaskPlan, iter_fused
 from siftbus.spark.match_stage import MATCHED_DDL, MatchPlan, iter_matched
 from siftbus.spark.parse import PARSED_DDL, iter_parsed
 from siftbus.spark.progress import job_step
+from siftbus.spark.session import executor_writes
 from siftbus.spark.sinks import (
     DeliverySink,
     JsonLinesSink,
@@ -159,24 +160,6 @@ def _fused_fn(bc: Broadcast[MatchPlan], task: TaskPlan, schema_text: str, kind: 
               limits: TextLimits, batches: Iterator[pa.RecordBatch]
               ) -> Iterator[pa.RecordBatch]:
     return iter_fused(bc.value, task, schema_text, kind, batches, limits)
-
-
-def executor_writes(spark: SparkSession) -> bool:
-    """Whether the Python workers write the standard outputs themselves
-    (:mod:`siftbus.spark.fused`): ``spark.siftbus.executorWrites`` = ``true``, ``false``
-    or ``auto`` (the default: yes when every executor shares the driver's filesystem, that
-    is on ``local`` masters and on a standalone master on a loopback address)."""
-    value = str(spark.conf.get("spark.siftbus.executorWrites", "auto")).strip().lower()
-    if value in ("true", "false"):
-        return value == "true"
-    if value != "auto":
-        raise ConfigError(f"spark.siftbus.executorWrites must be true, false or auto, not "
-                          f"{value!r}", field="spark.siftbus.executorWrites")
-    master = str(spark.sparkContext.master or "")
-    if master.startswith("local"):
-        return True
-    host = master.removeprefix("spark://").split(":")[0]
-    return host in ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 class Pipeline:
