@@ -12,7 +12,10 @@ Every source yields one of four *kinds* of DataFrame, which the parse stage know
 * ``ranges``: ``source, start, stop, line, events_before`` (byte ranges of JSON-lines
   files that the Python workers read themselves, see :mod:`siftbus.spark.ranges`).
 
-Line numbers are exact and computed on the JVM side: a file scan is split into partitions
+JSON-lines files are read by the Python workers in byte ranges where they share the
+driver's filesystem (:mod:`siftbus.spark.ranges`: a small job counts each range's lines,
+so numbers are exact); otherwise, and for streams, by Spark's text reader, numbered as
+follows. Line numbers are exact and computed on the JVM side: a file scan is split into partitions
 deterministically, rows keep file order inside a partition, so the line of a row is its
 ``monotonically_increasing_id`` minus the first id of its (partition, file) plus the lines
 of the same file in earlier partitions. One small aggregation finds those offsets.
