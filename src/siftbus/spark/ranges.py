@@ -158,14 +158,30 @@ def _count_fn(limits: TextLimits, batches: Iterator[pa.RecordBatch]
         ], names=["source", "start", "lines", "events"])
 
 
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "g": 1 << 30, "gb": 1 << 30}
+
+
+def partition_bytes(spark: SparkSession) -> int:
+    """Spark's ``spark.sql.files.maxPartitionBytes`` (bytes per partition of a file scan),
+    which caps the ranges too."""
+    text = str(spark.conf.get("spark.sql.files.maxPartitionBytes", "128m")).strip().lower()
+    m = re.fullmatch(r"(\d+)\s*([a-z]*)", text)
+    if m is None or m[2] not in _UNITS:
+        return SPLIT_BYTES
+    return max(1, int(m[1]) * _UNITS[m[2]])
+
+
 def read_ranges(spark: SparkSession, paths: Sequence[str], limits: TextLimits = TEXT_LIMITS,
                 split_bytes: int = SPLIT_BYTES) -> Any:
-    """A DataFrame of ranges (:data:`RANGES_DDL`), one partition each, numbered exactly."""
+    """A DataFrame of ranges (:data:`RANGES_DDL`), one partition each, numbered exactly;
+    a range holds at most ``split_bytes`` and ``spark.sql.files.maxPartitionBytes`` (and
+    then up to the end of the line it ends in)."""
     from functools import partial
 
     from siftbus.spark.progress import job_step
 
-    ranges = plan_ranges(input_files(paths), split_bytes)
+    ranges = plan_ranges(input_files(paths), min(split_bytes, partition_bytes(spark)))
     n = max(len(ranges), 1)
     frame = spark.createDataFrame(
         [(s, a, b, 0, 0) for s, a, b in ranges], RANGES_DDL).repartition(n)
@@ -188,4 +204,5 @@ def read_ranges(spark: SparkSession, paths: Sequence[str], limits: TextLimits = 
 
 
 __all__ = ["BATCH_LINES", "RANGES_DDL", "SPLIT_BYTES", "count_events", "input_files",
-           "line_batches", "plain_inputs", "plan_ranges", "range_lines", "read_ranges"]
+           "line_batches", "partition_bytes", "plain_inputs", "plan_ranges", "range_lines",
+           "read_ranges"]
