@@ -281,7 +281,9 @@ class _PartWriter:
         self.pending_rows = 0
         sub = notes.column("subscriber").chunk(0)
         codes = sub.indices.to_numpy(zero_copy_only=False)
-        order = np.argsort(codes, kind="stable")
+        # a stable sort of small codes is a radix sort: 16-bit keys where they fit
+        order = np.argsort(codes.astype(np.uint16) if len(sub.dictionary) <= 1 << 16
+                           else codes, kind="stable")
         notes = notes.drop_columns(["subscriber"]).take(pa.array(order))
         bounds = np.searchsorted(codes[order], np.arange(len(sub.dictionary) + 1))
         level = "" if self.task.batch_id is None else f"/batch={self.task.batch_id}"
