@@ -37,8 +37,10 @@ from spark_strategies import event_dicts, events_of, profile_sets
 from .jobs import (
     PROFILES_TEXT,
     SCHEMA_TOML,
+    read_notifications,
     siftbus_exe,
     webhook_server,
+    write_event_files,
 )
 
 pytestmark = pytest.mark.spark
@@ -254,11 +256,25 @@ def test_pipeline_reads_event_files_by_the_rules_of_check_and_match(
     assert (report.events, report.bad) == (1, 9)
 
 
-def test_line_and_event_numbers_exact_across_files_and_partitions(spark: Any,
-                                                                  tmp_path: Path) -> None:
-    # Many small files plus some split across partitions, with blank lines (by Python's
-    # str.strip(): also \x1c and U+3000) and a bad line: every line keeps its number and
-    # every event the index `siftbus match` gives it (blank lines are no events).
+def _numbered_lines(source: Any) -> dict[tuple[str, int], str]:
+    """(file name, line) -> text of a JSON-lines source, read by Spark or in ranges."""
+    from siftbus.spark.ranges import range_lines
+
+    rows = source.frame.collect()
+    if source.kind == "text":
+        return {(Path(r["source"]).name, r["line"]): r["text"] for r in rows}
+    return {(Path(r["source"]).name, r["line"] + i): line.decode()
+            for r in rows for i, line in enumerate(range_lines(r["source"], r["start"],
+                                                               r["stop"]))}
+
+
+@pytest.mark.parametrize("executor_writes", ["true", "false"])
+def test_line_and_event_numbers_exact_across_files_and_partitions(
+        spark: Any, tmp_path: Path, executor_writes: str) -> None:
+    # Many small files plus some split across partitions (Spark's text reader, or the
+    # workers' ranges), with blank lines (by Python's str.strip(): also \x1c and U+3000)
+    # and a bad line: every line keeps its number and every event the index `siftbus
+    # match` gives it (blank lines are no events).
     d = tmp_path / "events"
     d.mkdir()
     blanks = ["", "   ", "\x1c", "\u3000\t"]
@@ -272,14 +288,18 @@ def test_line_and_event_numbers_exact_across_files_and_partitions(spark: Any,
     (tmp_path / "p.txt").write_text("d@alice: Door(open = 1)\n")
     old = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "700")
+    spark.conf.set("spark.siftbus.executorWrites", executor_writes)
     try:
-        rows = read_source(spark, [d]).frame.collect()
+        source = read_source(spark, [d])
+        assert source.kind == ("ranges" if executor_writes == "true" else "text")
+        got_lines = _numbered_lines(source)
         run_files(spark, SCHEMA, tmp_path / "p.txt", [d], tmp_path / "out", engine="reference")
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", old)
+        spark.conf.unset("spark.siftbus.executorWrites")
     want_lines = {(f.name, i + 1): text for f in sorted(d.iterdir())
                   for i, text in enumerate(f.read_text().split("\n")[:-1])}
-    assert {(Path(r["source"]).name, r["line"]): r["text"] for r in rows} == want_lines
+    assert got_lines == want_lines
     want_events = {}
     for f in sorted(d.iterdir()):
         events = [t for t in f.read_text().split("\n")[:-1] if t.strip()]
@@ -570,3 +590,34 @@ def test_socket_stream(spark: Any, tmp_path: Path) -> None:
     assert len(got) == want
     assert len(set(got)) == len(got)  # (source, event, profile) unique across batches
     assert all(s.startswith(f"socket:127.0.0.1:{port}#batch=") for s, _, _ in got)
+
+
+def test_spark_writers_and_executor_writes_give_the_same_outputs(spark: Any,
+                                                                tmp_path: Path) -> None:
+    # The executors write the standard outputs themselves (spark/fused.py); with
+    # spark.siftbus.executorWrites=false Spark's own writers do (executors that do not
+    # share the driver's filesystem). Both: the same notifications, match lines (several
+    # sources: each line names its source), counts and dead letters.
+    (tmp_path / "p.txt").write_text(PROFILES_TEXT)
+    write_event_files(tmp_path / "events", files=3, per_file=150, seed=11)
+    reports = {}
+    for mode in ("true", "false"):
+        spark.conf.set("spark.siftbus.executorWrites", mode)
+        try:
+            reports[mode] = run_files(spark, SCHEMA, tmp_path / "p.txt", [tmp_path / "events"],
+                                      tmp_path / mode)
+        finally:
+            spark.conf.unset("spark.siftbus.executorWrites")
+    fast, rows = tmp_path / "true", tmp_path / "false"
+    assert (reports["true"].events, reports["true"].bad, reports["true"].notifications) == (
+        reports["false"].events, reports["false"].bad, reports["false"].notifications)
+    assert reports["true"].notifications > 0 and reports["true"].bad > 0
+    assert sorted(read_notifications(fast / "notifications")) == sorted(
+        read_notifications(rows / "notifications"))
+    lines = [json.loads(x) for x in (fast / "matches.jsonl").read_text().splitlines()]
+    assert lines == [json.loads(x) for x in (rows / "matches.jsonl").read_text().splitlines()]
+    assert all("source" in d for d in lines)
+    assert json.loads((fast / "counts.json").read_text()) == json.loads(
+        (rows / "counts.json").read_text())
+    assert (fast / "dead_letters.jsonl").read_text() == (rows / "dead_letters.jsonl").read_text()
+    assert not [p for p in tmp_path.rglob(".*stage-*")], "staging directories left behind"

@@ -53,3 +53,10 @@ def test_demo_says_what_it_does_and_keeps_the_jvm_out_of_the_terminal(tmp_path: 
     assert "heating-fault" in r.stdout and "the same as Spark's" in r.stdout
     for png in ("matches_per_event.png", "subscriber_load.png", "hot_profiles.png"):
         assert (out / "plots" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # What Spark costs and buys at this size: the job's events/s beside siftbus match's on
+    # the same files, both figures there and positive.
+    for label in (r"events/s, Spark pipeline \(with sinks\)",
+                  r"events/s, siftbus match, same files"):
+        m = re.search(label + r"[^│]*│\s+([\d,]+) │", r.stdout)
+        assert m is not None and int(m[1].replace(",", "")) > 0, (label, r.stdout)
+    assert (out / "match-one-process.jsonl").read_text().splitlines()

@@ -55,13 +55,23 @@ class MatchPlan:
     snapshot: Snapshot
     _ids: pa.Array | None = field(default=None, repr=False)
     _owners: pa.Array | None = field(default=None, repr=False)
+    _owner_codes: tuple[np.ndarray, pa.Array] | None = field(default=None, repr=False)
 
     def __getstate__(self) -> tuple[str, Snapshot]:
         return self.schema_text, self.snapshot
 
     def __setstate__(self, state: tuple[str, Snapshot]) -> None:
         self.schema_text, self.snapshot = state
-        self._ids = self._owners = None
+        self._ids = self._owners = self._owner_codes = None
+
+    def owner_codes(self) -> tuple[np.ndarray, pa.Array]:
+        """Per dense index the code of its owner, and the distinct owners by code (made
+        once per worker: the broadcast value outlives its tasks)."""
+        if self._owner_codes is None:
+            _, owners = self.derived()
+            enc = owners.dictionary_encode()
+            self._owner_codes = (enc.indices.to_numpy(zero_copy_only=False), enc.dictionary)
+        return self._owner_codes
 
     @property
     def version(self) -> int:
@@ -84,19 +94,18 @@ def _column_numpy(arr: pa.Array) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 
 
-def match_batch(plan: MatchPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
-    """Match one keyed batch; rows come out grouped by type, each with its sorted matches."""
+def match_parts(plan: MatchPlan, batch: pa.RecordBatch
+                ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Match one keyed batch type by type: per type, the batch's rows of it, and the CSR
+    (offsets, dense profile indices) of their matches in code-point order of the ids."""
     layouts = layouts_for(plan.schema_text)
-    ids, owners = plan.derived()
-    names = batch.schema.names
     n = batch.num_rows
     types = batch.column("type")
     if n == 0:
-        return _empty()
+        return
     enc = types.dictionary_encode() if not isinstance(types, pa.DictionaryArray) else types
     codes = enc.indices.to_numpy(zero_copy_only=False)
     dict_names = enc.dictionary.to_pylist()
-    parts: list[pa.RecordBatch] = []
     for code, tname in enumerate(dict_names):
         rows = np.flatnonzero(codes == code)
         if len(rows) == 0:
@@ -124,6 +133,17 @@ def match_batch(plan: MatchPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
                 columns.update((name, s[:, j]) for j, name in enumerate(layout.strings))
             csr = plan.snapshot.match_columns(layout.name, columns)
             offsets, hits = csr.offsets, csr.profiles
+        yield rows, offsets, hits
+
+
+def match_batch(plan: MatchPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Match one keyed batch; rows come out grouped by type, each with its sorted matches."""
+    ids, owners = plan.derived()
+    names = batch.schema.names
+    n = batch.num_rows
+    types = batch.column("type")
+    parts: list[pa.RecordBatch] = []
+    for rows, offsets, hits in match_parts(plan, batch):
         take_rows = None if len(rows) == n else pa.array(rows, pa.int64())
         hit_idx = pa.array(hits.astype(np.int64, copy=False), pa.int64())
         off = pa.array(offsets.astype(np.int32, copy=False), pa.int32())
@@ -140,6 +160,8 @@ def match_batch(plan: MatchPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
             pa.array(np.full(len(rows), plan.version, dtype=np.int64)),
             text,
         ], schema=MATCHED_SCHEMA))
+    if not parts:
+        return _empty()
     if len(parts) == 1:
         return parts[0]
     return pa.Table.from_batches(parts, schema=MATCHED_SCHEMA).combine_chunks().to_batches()[0]
@@ -236,6 +258,7 @@ __all__ = [
     "index_available",
     "iter_matched",
     "match_batch",
+    "match_parts",
     "new_matcher",
     "plan_matches",
     "snapshot_summary",

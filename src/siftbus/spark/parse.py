@@ -39,6 +39,7 @@ from siftbus.match.ingest import ScannedTexts, scan_text_columns
 from siftbus.model import Event, EventType, Schema, StringDomain, event_from_dict, parse_schema
 from siftbus.model.event import parse_event
 from siftbus.model.textio import TEXT_LIMITS, MiB, TextLimits, decode_line, parse_json_line
+from siftbus.spark.ranges import line_batches
 from siftbus.wire import cloudevents
 
 PARSED_SCHEMA = pa.schema([
@@ -577,6 +578,10 @@ def iter_parsed(batches: Iterator[pa.RecordBatch], schema_text: str, kind: str,
             yield validate_keyed_batch(b, schema_text)
         elif kind == "xml":
             yield parse_xml_batch(b, schema_text)
+        elif kind == "ranges":
+            for row in b.to_pylist():
+                for lines in line_batches(row):
+                    yield parse_text_batch(lines, schema_text, limits, counted)
         else:
             raise EventError(f"unknown source kind {kind!r}")
 

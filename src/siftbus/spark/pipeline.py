@@ -16,6 +16,7 @@ restarted job neither loses nor duplicates notifications.
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,10 +28,21 @@ from typing import TYPE_CHECKING, Any
 from siftbus.errors import ConfigError
 from siftbus.model import Schema
 from siftbus.model.textio import TEXT_LIMITS, TextLimits
+from siftbus.spark.fused import FUSED_DDL, TaskPlan, iter_fused
 from siftbus.spark.match_stage import MATCHED_DDL, MatchPlan, iter_matched
 from siftbus.spark.parse import PARSED_DDL, iter_parsed
 from siftbus.spark.progress import job_step
-from siftbus.spark.sinks import MatchedBatch, Sink, SinkResult
+from siftbus.spark.session import executor_writes
+from siftbus.spark.sinks import (
+    DeliverySink,
+    JsonLinesSink,
+    MatchedBatch,
+    Notification,
+    ParquetSink,
+    Sink,
+    SinkResult,
+    StagedOutputs,
+)
 from siftbus.spark.sources import SourceFrame, number_lines
 from siftbus.spark.subscriptions import SubscriptionSet
 
@@ -144,6 +156,12 @@ def _match_fn(bc: Broadcast[MatchPlan], batches: Iterator[pa.RecordBatch]
     return iter_matched(bc.value, batches)
 
 
+def _fused_fn(bc: Broadcast[MatchPlan], task: TaskPlan, schema_text: str, kind: str,
+              limits: TextLimits, batches: Iterator[pa.RecordBatch]
+              ) -> Iterator[pa.RecordBatch]:
+    return iter_fused(bc.value, task, schema_text, kind, batches, limits)
+
+
 class Pipeline:
     """The stages, bound to a session, a schema, a subscription set and sinks."""
 
@@ -160,6 +178,9 @@ class Pipeline:
         self._bc_version: int | None = None
         self.activity = StreamActivity()
         """Start and end of the streaming micro-batches (see :func:`run_until_idle`)."""
+        self.executor_writes = executor_writes(spark)
+        """Whether the Python workers write the standard outputs (see
+        :func:`executor_writes`)."""
 
     # -- stages -----------------------------------------------------------------------
 
@@ -205,6 +226,95 @@ class Pipeline:
     def process(self, source: SourceFrame, batch_id: int = 0, *, streaming: bool = False
                 ) -> BatchReport:
         """Run every stage and sink over one batch."""
+        if self.executor_writes:
+            return self._process_staged(source, batch_id, streaming)
+        return self._process_rows(source, batch_id, streaming)
+
+    def _process_staged(self, source: SourceFrame, batch_id: int, streaming: bool
+                        ) -> BatchReport:
+        """One pass in the executors (:mod:`siftbus.spark.fused`): parse, match and write
+        the Parquet notifications and the match lines there; the driver commits them."""
+        from pyspark.sql import functions as F
+
+        start = time.perf_counter()
+        parquet = next((s for s in self.sinks if isinstance(s, ParquetSink)), None)
+        lines = next((s for s in self.sinks if isinstance(s, JsonLinesSink)), None)
+        deliveries = [s for s in self.sinks if isinstance(s, DeliverySink)]
+        pq_stage = parquet.staging() if parquet is not None else None
+        js_stage = lines.staging() if lines is not None else None
+        task = TaskPlan(
+            parquet=str(pq_stage) if pq_stage else None,
+            parquet_text=bool(parquet and parquet.with_text),
+            jsonl=str(js_stage) if js_stage else None, with_source=streaming,
+            batch_id=batch_id if streaming else None, deliver=bool(deliveries),
+            deliver_types=_union([d.types for d in deliveries]),
+            deliver_subscribers=_union([d.subscribers for d in deliveries]),
+            version=self.subscriptions.version)
+        fn = partial(_fused_fn, self.broadcast(), task, self.schema_text, source.kind,
+                     self.limits)
+        frame = (source.frame.select("source", "event", "type", "ikeys", "skeys")
+                 if source.kind == "keyed" else source.frame)
+        out = frame.mapInArrow(fn, FUSED_DDL).persist()
+        try:
+            with job_step(self.spark, "parsing, validating, matching and writing the events"):
+                summary = out.where(F.col("kind").isin("count", "stat", "part")).collect()
+            with job_step(self.spark, "counting bad records"):
+                bad = out.where(F.col("kind") == "dead").count()
+            notes: tuple[Notification, ...] = ()
+            if deliveries:
+                with job_step(self.spark, "collecting notifications for live delivery"):
+                    notes = tuple(
+                        Notification(r["subscriber"], r["profile"], r["source"],
+                                     int(r["event"]), r["type"], r["text"])
+                        for r in out.where(F.col("kind") == "note").toLocalIterator())
+            counts: dict[str, int] = {}
+            events = notes_n = hits = 0
+            sources = set()
+            parts = []
+            for r in summary:
+                if r["kind"] == "count":
+                    counts[r["subscriber"]] = counts.get(r["subscriber"], 0) + int(r["n"])
+                elif r["kind"] == "stat":
+                    events += int(r["n"])
+                    notes_n += int(r["notes"])
+                    hits += int(r["hits"])
+                    sources.add(r["source"])
+                else:
+                    parts.append((r["source"], int(r["event"]), int(r["n"]), r["path"]))
+            dead = out.where(F.col("kind") == "dead").select(
+                "source", "line", "column", "reason", "text")
+            staged = StagedOutputs(pq_stage, js_stage, tuple(sorted(parts)), notes)
+            batch = MatchedBatch(self._rows_of(source), dead, batch_id, streaming, counts,
+                                 len(sources), int(bad), events, staged)
+            # Sinks that read Spark rows go first: nothing reads the cached summary after
+            # the staged files are committed.
+            results: dict[int, SinkResult] = {}
+            order = sorted(range(len(self.sinks)), key=lambda i: isinstance(
+                self.sinks[i], ParquetSink | JsonLinesSink))
+            for i in order:
+                s = self.sinks[i]
+                with job_step(self.spark, SINK_STEPS.get(s.name, f"writing {s.name}")):
+                    results[i] = s.write(batch)
+        finally:
+            out.unpersist()
+            for stage in (pq_stage, js_stage):
+                if stage is not None:
+                    shutil.rmtree(stage, ignore_errors=True)
+        return BatchReport(batch_id, events, int(bad), notes_n, hits, len(self.subscriptions),
+                           self.subscriptions.version, time.perf_counter() - start,
+                           tuple(results[i] for i in range(len(self.sinks))))
+
+    def _rows_of(self, source: SourceFrame) -> DataFrame:
+        """The matched rows as Spark rows, for sinks other than the standard ones (lazy:
+        computed only when such a sink reads them)."""
+        from pyspark.sql import functions as F
+
+        return self.match(self.parse(source).where(F.col("error").isNull()))
+
+    def _process_rows(self, source: SourceFrame, batch_id: int, streaming: bool
+                      ) -> BatchReport:
+        """Every stage as Spark rows, written by Spark's own writers (for executors that
+        do not share the driver's filesystem)."""
         from pyspark.sql import functions as F
 
         start = time.perf_counter()
@@ -306,6 +416,13 @@ class Pipeline:
         if self._bc is not None:
             self._bc.unpersist(blocking=False)
             self._bc = None
+
+
+def _union(sets: Sequence[frozenset[str] | None]) -> frozenset[str] | None:
+    """Every member of the sets, or ``None`` (no filter) when one of them is ``None``."""
+    if not sets or any(x is None for x in sets):
+        return None
+    return frozenset().union(*[x for x in sets if x is not None])
 
 
 def standard_sinks(out: str | Path, *, with_text: bool = False) -> list[Sink]:

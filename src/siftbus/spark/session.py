@@ -260,9 +260,30 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def executor_writes(spark: SparkSession) -> bool:
+    """Whether the Python workers read the JSON-lines files (:mod:`siftbus.spark.ranges`)
+    and write the standard outputs (:mod:`siftbus.spark.fused`) themselves.
+
+    ``spark.siftbus.executorWrites`` = ``true``, ``false`` or ``auto`` (the default: yes
+    when every executor shares the driver's filesystem, that is on ``local`` masters and
+    on a standalone master at a loopback address)."""
+    value = str(spark.conf.get("spark.siftbus.executorWrites", "auto")).strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    if value != "auto":
+        raise ConfigError(f"spark.siftbus.executorWrites must be true, false or auto, not "
+                          f"{value!r}", field="spark.siftbus.executorWrites")
+    master = str(spark.sparkContext.master or "")
+    if master.startswith("local"):
+        return True
+    host = master.removeprefix("spark://").split(":")[0]
+    return host in ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
 __all__ = [
     "SparkSettings",
     "build_session",
+    "executor_writes",
     "find_java",
     "java_version",
     "load_config",

@@ -27,6 +27,28 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class StagedOutputs:
+    """What the executors wrote themselves for one batch (:mod:`siftbus.spark.fused`),
+    for the sinks to commit."""
+
+    parquet: Path | None = None
+    """Staging directory of the notifications (hive layout), or ``None``."""
+    jsonl: Path | None = None
+    """Staging directory of the match lines' parts, or ``None``."""
+    parts: tuple[tuple[str, int, int, str], ...] = ()
+    """The parts: (source, event of the first line, lines, path), sorted."""
+    notes: tuple[Notification, ...] = ()
+    """The notifications live delivery asked for."""
+
+
+def _stage_beside(path: Path) -> Path:
+    """A new empty directory beside ``path`` on the same filesystem (renames are atomic
+    there); Spark and readers skip names that start with a dot."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{path.name}.stage-", dir=path.parent))
+
+
+@dataclass(frozen=True, slots=True)
 class MatchedBatch:
     """What the sinks see of one batch."""
 
@@ -46,6 +68,8 @@ class MatchedBatch:
     """Number of dead-letter rows, when known."""
     events: int | None = None
     """Number of matched rows (good events), when known."""
+    staged: StagedOutputs | None = None
+    """What the executors already wrote for the sinks to commit, when they did."""
 
     def subscriber_counts(self) -> dict[str, int]:
         """Notifications per subscriber (computed once by the pipeline, or here)."""
@@ -123,9 +147,15 @@ class ParquetSink:
         self.path = Path(path)
         self.with_text = with_text
 
+    def staging(self) -> Path:
+        """A new staging directory for the executors to write a batch into."""
+        return _stage_beside(self.path)
+
     def write(self, batch: MatchedBatch) -> SinkResult:
         from pyspark.sql import functions as F
 
+        if batch.staged is not None and batch.staged.parquet is not None:
+            return self._commit(batch, batch.staged.parquet)
         notes = batch.notifications()
         cols = ["source", "event", "type", "profile", "version", "subscriber"]
         if self.with_text:
@@ -140,6 +170,25 @@ class ParquetSink:
         if counts or not batch.streaming:
             _overwrite(notes.repartition(*[F.col(p) for p in parts]), self.path, "parquet",
                        partition_by=parts)
+        return SinkResult(self.name, sum(counts.values()), str(self.path), counts)
+
+    def _commit(self, batch: MatchedBatch, staged: Path) -> SinkResult:
+        """Put the executors' files in place: the whole directory for a batch job (as
+        Spark's overwrite does), the ``batch=N`` partitions of every subscriber for a
+        streaming batch (a replay replaces its own files)."""
+        counts = batch.subscriber_counts()
+        if not batch.streaming:
+            _replace_dir(staged, self.path)
+            (self.path / "_SUCCESS").touch()
+        else:
+            mine = f"batch={batch.batch_id}"
+            if self.path.is_dir():
+                for old in self.path.glob(f"subscriber=*/{mine}"):
+                    shutil.rmtree(old)
+            for new in staged.glob(f"subscriber=*/{mine}"):
+                dest = self.path / new.parent.name / mine
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(new, dest)
         return SinkResult(self.name, sum(counts.values()), str(self.path), counts)
 
     def read_back(self, spark: SparkSession) -> list[tuple[str, int, str]]:
@@ -166,9 +215,15 @@ class JsonLinesSink:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
+    def staging(self) -> Path:
+        """A new staging directory for the executors to write a batch's parts into."""
+        return _stage_beside(self.path)
+
     def write(self, batch: MatchedBatch) -> SinkResult:
         from pyspark.sql import functions as F
 
+        if batch.staged is not None and batch.staged.jsonl is not None:
+            return self._commit(batch, batch.staged)
         df = batch.matched
         n_sources = (batch.sources if batch.sources is not None
                      else df.select("source").distinct().limit(2).count())
@@ -182,6 +237,30 @@ class JsonLinesSink:
             return SinkResult(self.name, rows, str(target))
         out = df.select(*cols).orderBy(*[F.col(c) for c in cols if c != "matches"])
         rows = write_one_file(out.coalesce(1), self.path, "json")
+        return SinkResult(self.name, rows, str(self.path))
+
+    def _commit(self, batch: MatchedBatch, staged: StagedOutputs) -> SinkResult:
+        """Put the executors' parts in place: joined into one file in (source, event)
+        order for a batch job, naming the source on each line when there are several;
+        as the ``batch=N`` directory for a streaming batch."""
+        assert staged.jsonl is not None
+        rows = sum(n for _, _, n, _ in staged.parts)
+        if batch.streaming:
+            target = self.path / f"batch={batch.batch_id}"
+            _replace_dir(staged.jsonl, target)
+            return SinkResult(self.name, rows, str(target))
+        several = (batch.sources or 0) > 1
+        tmp = staged.jsonl / "joined"
+        with open(tmp, "wb") as dst:
+            for source, _, _, path in staged.parts:  # sorted by source, then first event
+                data = Path(path).read_bytes()
+                if several:
+                    # every line starts so, and nothing else in a line can (ids are
+                    # letters, digits and _ . - /)
+                    data = data.replace(b'{"event": ', b'{"source": '
+                                        + json.dumps(source).encode() + b', "event": ')
+                dst.write(data)
+        os.replace(tmp, self.path)
         return SinkResult(self.name, rows, str(self.path))
 
     def read_back(self, spark: SparkSession) -> list[tuple[str, int, str]]:
@@ -200,6 +279,18 @@ class JsonLinesSink:
 
     def close(self) -> None:
         return None
+
+
+def _replace_dir(new: Path, target: Path) -> None:
+    """Make ``new`` the directory ``target`` (whatever was there goes)."""
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.replace(target, old)
+        os.replace(new, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(new, target)
 
 
 def write_one_file(df: DataFrame, target: Path, fmt: str) -> int:
@@ -462,15 +553,20 @@ class DeliverySink:
     def write(self, batch: MatchedBatch) -> SinkResult:
         from pyspark.sql import functions as F
 
-        notes = batch.notifications()
-        if self.types is not None:
-            notes = notes.where(F.col("type").isin(list(self.types)))
-        if self.subscribers is not None:
-            notes = notes.where(F.col("subscriber").isin(list(self.subscribers)))
-        items = [Notification(r["subscriber"], r["profile"], r["source"], int(r["event"]),
-                              r["type"], r["text"])
-                 for r in notes.select("subscriber", "profile", "source", "event", "type",
-                                       "text").toLocalIterator()]
+        if batch.staged is not None:
+            items = [n for n in batch.staged.notes
+                     if (self.types is None or n.type in self.types)
+                     and (self.subscribers is None or n.subscriber in self.subscribers)]
+        else:
+            notes = batch.notifications()
+            if self.types is not None:
+                notes = notes.where(F.col("type").isin(list(self.types)))
+            if self.subscribers is not None:
+                notes = notes.where(F.col("subscriber").isin(list(self.subscribers)))
+            items = [Notification(r["subscriber"], r["profile"], r["source"], int(r["event"]),
+                                  r["type"], r["text"])
+                     for r in notes.select("subscriber", "profile", "source", "event", "type",
+                                           "text").toLocalIterator()]
         if self.accept is not None:
             items = [n for n in items if self.accept(n)]
         items.sort(key=lambda n: (n.source, n.event, n.profile))
@@ -553,6 +649,7 @@ __all__ = [
     "ParquetSink",
     "Sink",
     "SinkResult",
+    "StagedOutputs",
     "write_one_file",
     "WebhookDeliverer",
     "check_sink",

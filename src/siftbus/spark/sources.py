@@ -8,9 +8,14 @@ Every source yields one of four *kinds* of DataFrame, which the parse stage know
 * ``wide``: ``source, event, type, <attribute columns>`` (Parquet tables of events);
 * ``keyed``: ``source, event, type, ikeys, skeys`` (already keyed, e.g. generated workloads);
 * ``xml``: ``source, content`` (one whole XML document per row; the parse stage cuts it
-  into events with :mod:`siftbus.xmlfilter.splitter`).
+  into events with :mod:`siftbus.xmlfilter.splitter`);
+* ``ranges``: ``source, start, stop, line, events_before`` (byte ranges of JSON-lines
+  files that the Python workers read themselves, see :mod:`siftbus.spark.ranges`).
 
-Line numbers are exact and computed on the JVM side: a file scan is split into partitions
+JSON-lines files are read by the Python workers in byte ranges where they share the
+driver's filesystem (:mod:`siftbus.spark.ranges`: a small job counts each range's lines,
+so numbers are exact); otherwise, and for streams, by Spark's text reader, numbered as
+follows. Line numbers are exact and computed on the JVM side: a file scan is split into partitions
 deterministically, rows keep file order inside a partition, so the line of a row is its
 ``monotonically_increasing_id`` minus the first id of its (partition, file) plus the lines
 of the same file in earlier partitions. One small aggregation finds those offsets.
@@ -26,6 +31,8 @@ from typing import TYPE_CHECKING
 from siftbus.errors import ConfigError, EventError
 from siftbus.model.textio import TEXT_LIMITS, TextLimits
 from siftbus.spark.progress import job_step
+from siftbus.spark.ranges import plain_inputs, read_ranges
+from siftbus.spark.session import executor_writes
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -97,10 +104,15 @@ def number_lines(df: DataFrame, limits: TextLimits = TEXT_LIMITS) -> DataFrame:
 
 
 def read_json_lines(spark: SparkSession, paths: Sequence[str | Path]) -> SourceFrame:
-    """JSON-lines files (or directories of them), numbered by line."""
+    """JSON-lines files (or directories of them), numbered by line: read by the Python
+    workers in byte ranges (:mod:`siftbus.spark.ranges`) where they share the driver's
+    filesystem, else by Spark's text reader."""
     from pyspark.sql import functions as F
 
-    raw = spark.read.text(existing_inputs(paths)).select(
+    inputs = existing_inputs(paths)
+    if executor_writes(spark) and plain_inputs(inputs):
+        return SourceFrame(read_ranges(spark, inputs), "ranges")
+    raw = spark.read.text(inputs).select(
         _local_path(F.col("_metadata.file_path")).alias("source"), F.col("value").alias("text"))
     return SourceFrame(number_lines(raw), "text")
 
