@@ -32,6 +32,8 @@ def _run(coro: Any) -> Any:
 TokenOpt = Annotated[str | None, typer.Option(
     "--token", envvar="SIFTBUS_TOKEN", help="Token proving the client's principal "
     "(siftbus certs token NAME); default: $SIFTBUS_TOKEN.")]
+TokenFileOpt = Annotated[Path | None, typer.Option(
+    "--token-file", help="File holding the token (not visible in ps, unlike --token).")]
 CaOpt = Annotated[Path | None, typer.Option(
     "--ca", help="CA certificate to verify the broker (TLS); default: the config's "
     "[security] ca.")]
@@ -41,10 +43,15 @@ KeyOpt = Annotated[Path | None, typer.Option("--key", help="Key of --cert.")]
 
 
 def _credentials(config: Path | None, token: str | None, ca: Path | None,
-                 cert: Path | None, key: Path | None) -> dict[str, Any]:
-    """``Client.connect`` keyword arguments: the token and, with a CA (given, or the
-    config's ``[security] ca``), a TLS context."""
+                 cert: Path | None, key: Path | None,
+                 token_file: Path | None = None) -> dict[str, Any]:
+    """``Client.connect`` keyword arguments: the token (given, or read from
+    ``token_file``) and, with a CA (given, or the config's ``[security] ca``), a TLS
+    context."""
     from siftbus.errors import ConfigError
+
+    if token_file is not None:
+        token = _read_token(token_file)
 
     if ca is None and config is not None:
         from siftbus.broker.config import load_network
@@ -59,6 +66,21 @@ def _credentials(config: Path | None, token: str | None, ca: Path | None,
 
         out["tls"] = client_tls(ca, cert, key)
     return out
+
+
+def _read_token(path: Path) -> str:
+    from siftbus.errors import ConfigError
+
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the token file: {exc.__class__.__name__}: "
+                          f"{getattr(exc, 'strerror', None) or exc}", source=str(path),
+                          field="token-file") from None
+    if not text or "\n" in text:
+        raise ConfigError("a token file holds one token on one line", source=str(path),
+                          field="token-file")
+    return text
 
 
 def _address(config: Path | None, name: str | None, broker: str | None) -> tuple[str, int]:
@@ -82,8 +104,21 @@ def _address(config: Path | None, name: str | None, broker: str | None) -> tuple
 
 
 def broker_cmd(
-    config: Annotated[Path, typer.Option("--config", "-c", help="Network config (TOML).")],
-    name: Annotated[str, typer.Option("--name", "-n", help="Which broker of the config.")],
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="Network config (TOML); without it, one broker of --schema.")]
+    = None,
+    name: Annotated[str | None, typer.Option(
+        "--name", "-n", help="Which broker of the config (default: its only one; B0 "
+        "without a config).")] = None,
+    schema: Annotated[Path | None, typer.Option(
+        "--schema", "-s", help="Schema (TOML) of a single broker run without --config.")]
+    = None,
+    port: Annotated[int | None, typer.Option(
+        "--port", "-p", help="Port of a single broker (default 7400; 0: any free port).")]
+    = None,
+    host: Annotated[str | None, typer.Option(
+        "--host", help="Address of a single broker (default 127.0.0.1; another needs "
+        "--insecure or a network config with [security]).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log link events.")] = False,
     metrics_port: Annotated[int | None, typer.Option(
         help="Serve Prometheus metrics on this port (default: the config's metrics_port; "
@@ -92,10 +127,34 @@ def broker_cmd(
         "--insecure", help="Listen on a non-loopback address without TLS and "
         "authentication (logged loudly; see docs/security.md).")] = False,
 ) -> None:
-    """Run one broker of a network config until interrupted."""
-    from siftbus.broker.config import load_network
+    """Run a broker until interrupted: one of a network config, or a single broker of a
+    schema (siftbus broker --schema schema.toml --port 7400)."""
+    from siftbus.broker.config import load_network, parse_network
+    from siftbus.errors import ConfigError
+    from siftbus.model import load_schema
 
-    net = load_network(config)
+    if config is not None:
+        if schema is not None or port is not None or host is not None:
+            raise ConfigError("--schema, --port and --host are for a broker without a "
+                              "network config; the config sets them", field="config")
+        net = load_network(config)
+        if name is None:
+            if len(net.brokers) != 1:
+                raise ConfigError("the config has several brokers: choose one with --name",
+                                  source=str(config), field="name")
+            name = next(iter(net.brokers))
+    elif schema is not None:
+        name = name or "B0"
+        where = f"host = {json.dumps(host or '127.0.0.1')}\nport = {port or 7400}\n"
+        net = parse_network(f"[brokers.{json.dumps(name)}]\n{where}",
+                            schema=load_schema(schema))
+        if port == 0:  # any free port: the config checks 1..65535, the server takes 0
+            from dataclasses import replace
+
+            net = replace(net, brokers={name: replace(net.broker(name), port=0)})
+    else:
+        raise ConfigError("give --schema schema.toml (a single broker) or --config net.toml "
+                          "--name NAME (a broker of a network)", field="schema")
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format=f"%(asctime)s {name} %(levelname)s %(message)s")
 
@@ -115,6 +174,12 @@ def broker_cmd(
                                           ("anonymous allowed", sec.anonymous)) if on))
         print(f"broker {name} ({net.protocol}/{net.strategy}) listening on "
               f"{b.host}:{server.port} ({mode})", flush=True)
+        if config is None:
+            at, first = f"{b.host}:{server.port}", net.schema.names[0]
+            print(f"  subscribe: siftbus subscribe -b {at} '{first}()'\n"
+                  f"  publish:   siftbus publish -b {at} events.jsonl\n"
+                  f"  Python:    await siftbus.connect({b.host!r}, {server.port})\n"
+                  "Ctrl-C stops the broker", flush=True)
         mport = b.metrics_port if metrics_port is None else metrics_port
         metrics = None
         if mport is not None:
@@ -191,7 +256,8 @@ def network_stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] =
     False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait per broker.")] = 5.0,
-    token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
+    token: TokenOpt = None, token_file: TokenFileOpt = None, ca: CaOpt = None,
+    cert: CertOpt = None, key: KeyOpt = None,
 ) -> None:
     """Instrumentation of every broker: events, bytes, filter operations, table sizes.
 
@@ -200,7 +266,8 @@ def network_stats(
     from siftbus.broker.config import load_network
 
     net = load_network(config)
-    stats = _run(_gather_stats(net, timeout, _credentials(config, token, ca, cert, key)))
+    creds = _credentials(config, token, ca, cert, key, token_file)
+    stats = _run(_gather_stats(net, timeout, creds))
     if as_json:
         print(json.dumps(stats, indent=2))
     else:
@@ -217,7 +284,8 @@ def network_up(
     insecure: Annotated[bool, typer.Option(
         "--insecure", help="Let brokers listen on non-loopback addresses without TLS "
         "and authentication (logged loudly).")] = False,
-    token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
+    token: TokenOpt = None, token_file: TokenFileOpt = None, ca: CaOpt = None,
+    cert: CertOpt = None, key: KeyOpt = None,
 ) -> None:
     """Start every broker of the config on this machine (one process each); Ctrl-C stops.
 
@@ -227,7 +295,7 @@ def network_up(
     from siftbus.errors import EnvironmentProblem
 
     net = load_network(config)
-    creds = _credentials(config, token, ca, cert, key)
+    creds = _credentials(config, token, ca, cert, key, token_file)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     env = dict(os.environ)
 
@@ -282,11 +350,12 @@ def publish_cmd(
     name: Annotated[str | None, typer.Option("--name", "-n", help="Broker of --config.")] =
     None,
     batch: Annotated[int, typer.Option(help="Events per batch.")] = 1000,
-    token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
+    token: TokenOpt = None, token_file: TokenFileOpt = None, ca: CaOpt = None,
+    cert: CertOpt = None, key: KeyOpt = None,
 ) -> None:
     """Publish the events of a file (batched); every line is checked against the schema."""
     host, port = _address(config, name, broker)
-    creds = _credentials(config, token, ca, cert, key)
+    creds = _credentials(config, token, ca, cert, key, token_file)
 
     async def main() -> int:
         from siftbus.client import Client
@@ -329,7 +398,8 @@ def subscribe_cmd(
     composite: Annotated[bool, typer.Option("--composite", help="The lines are composite "
                                             "profiles ('alarm: A(...) -> B(...) within 60 s "
                                             "same room', docs/composite.md).")] = False,
-    token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
+    token: TokenOpt = None, token_file: TokenFileOpt = None, ca: CaOpt = None,
+    cert: CertOpt = None, key: KeyOpt = None,
     session: Annotated[str | None, typer.Option(
         "--session", help="Session id: the broker keeps what comes while this client is "
         "away and resumes after the last acknowledged one (docs/mobility.md).")] = None,
@@ -342,7 +412,7 @@ def subscribe_cmd(
     from siftbus.errors import ConfigError, ConnectionLostError
 
     host, port = _address(config, name, broker)
-    creds = _credentials(config, token, ca, cert, key)
+    creds = _credentials(config, token, ca, cert, key, token_file)
     if not profiles and session is None:
         raise ConfigError("give at least one profile (or --session to resume one)",
                           field="profiles")
@@ -383,12 +453,11 @@ def subscribe_cmd(
             if state is not None:
                 while not c.unclaimed.empty():  # kept profiles' rows in the ACK's wake
                     show(c.unclaimed.get_nowait())
-                st = state.status
-                print(f"session {session} {st.get('state')} at {c.broker}: resumes after "
-                      f"{state.last}, lost {st.get('lost', 0)} over its limits "
-                      f"{st.get('overflow', {})}", file=sys.stderr, flush=True)
-            print(f"subscribed {', '.join(s.id for s in subs) or '-'} at {c.broker}",
-                  file=sys.stderr, flush=True)
+                print(_session_banner(session, c.broker, state), file=sys.stderr,
+                      flush=True)
+            if subs or state is None:
+                print(f"subscribed {', '.join(s.id for s in subs)} at {c.broker}",
+                      file=sys.stderr, flush=True)
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, done.set)
@@ -405,6 +474,18 @@ def subscribe_cmd(
                 sink.close()
 
     _run(main())
+
+
+def _session_banner(session: str, broker: str, state: Any) -> str:
+    """``session phone arriving at B3: resumes after 2`` and, when the broker dropped
+    rows over the session's limits while it was away, how many and by which limit."""
+    st = state.status
+    line = f"session {session} {st.get('state', 'open')} at {broker}: resumes after {state.last}"
+    lost = st.get("lost", 0)
+    if lost:
+        over = ", ".join(f"{n} by {k}" for k, n in (st.get("overflow") or {}).items() if n)
+        line += f"; {lost} notification(s) lost over its limits ({over or 'see stats'})"
+    return line
 
 
 def _resume_point(out: Path) -> int:
