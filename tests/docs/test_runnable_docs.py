@@ -175,6 +175,28 @@ class _Background:
         self.out.close()
 
 
+def _foreground(b: Block, repo: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Run a block to its end (its exit status and output); on its timeout the block's
+    whole process group is killed, servers it started included, and the test fails."""
+    p = subprocess.Popen(["bash", "-e", "-o", "pipefail", "-c", b.code], cwd=repo, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=b.timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(p)
+        out, _ = p.communicate()
+        pytest.fail(f"{b.file}:{b.line}: the block did not finish within {b.timeout:g} s:\n"
+                    f"{b.code}\n--- output\n{out[-3000:]}")
+    _kill_group(p)  # what it left running in the background (`cmd &`)
+    return p.returncode, out
+
+
+def _kill_group(p: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(p.pid, signal.SIGKILL)
+
+
 def _run_file(doc: Path, work: Path) -> None:
     todo = blocks(doc)
     repo = work / "repo"
@@ -193,16 +215,9 @@ def _run_file(doc: Path, work: Path) -> None:
                 bg.wait_for(b.until, READY_TIMEOUT)
                 print(f"{where}: ready in {time.monotonic() - began:.1f} s")
                 continue
-            try:
-                r = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", b.code], cwd=repo,
-                                   env=env, capture_output=True, text=True,
-                                   timeout=b.timeout, check=False, start_new_session=True)
-            except subprocess.TimeoutExpired as exc:
-                pytest.fail(f"{where}: the block did not finish within {b.timeout:g} s:\n"
-                            f"{b.code}\n{exc.stdout!r}\n{exc.stderr!r}")
-            out = r.stdout + r.stderr
+            code, out = _foreground(b, repo, env)
             print(f"{where}: {time.monotonic() - began:.1f} s")
-            assert r.returncode == 0, (f"{where}: exit {r.returncode}\n{b.code}\n"
+            assert code == 0, (f"{where}: exit {code}\n{b.code}\n"
                                        f"--- output\n{out[-4000:]}")
             for needle in b.expect:
                 assert needle in out, f"{where}: {needle!r} not in the output:\n{out[-4000:]}"
