@@ -227,6 +227,31 @@ class EnvironmentProblem(SiftbusError, RuntimeError):
     """The machine lacks something siftbus needs (Java for Spark, a free port, ...)."""
 
 
+class MissingExtra(EnvironmentProblem, ImportError):
+    """An optional part of siftbus is used without its extra installed
+    (``pip install 'siftbus[gateway]'``); ``extra`` names it."""
+
+    def __init__(self, extra: str, module: str, what: str) -> None:
+        super().__init__(f"{what} needs the {extra} extra ({module} is not installed): "
+                         f"pip install 'siftbus[{extra}]'", field=extra)
+        self.extra = extra
+        self.module = module
+
+
+def require_extra(extra: str, what: str, *modules: str) -> None:
+    """Raise :class:`MissingExtra` unless every module of ``modules`` can be imported
+    (found, not imported: the check costs no start-up)."""
+    from importlib.util import find_spec
+
+    for module in modules:
+        try:
+            found = find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise MissingExtra(extra, module, what)
+
+
 class XPathSubsetError(XmlFilterError):
     """A target or attribute path uses XPath outside the restricted subset.
 
