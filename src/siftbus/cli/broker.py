@@ -453,7 +453,7 @@ def subscribe_cmd(
             if state is not None:
                 while not c.unclaimed.empty():  # kept profiles' rows in the ACK's wake
                     show(c.unclaimed.get_nowait())
-                print(_session_banner(session, c.broker, state), file=sys.stderr,
+                print(_session_banner(state.id, c.broker, state), file=sys.stderr,
                       flush=True)
             if subs or state is None:
                 print(f"subscribed {', '.join(s.id for s in subs)} at {c.broker}",
