@@ -223,6 +223,16 @@ class ConnectionLostError(SiftbusError, ConnectionError):
     retriable = True
 
 
+class BrokerUnavailable(ConnectionLostError):
+    """No broker could be reached (the first connect, or every reconnection attempt)."""
+
+
+class TimedOut(SiftbusError, TimeoutError):
+    """Nothing came within the time asked for (a notification, a broker's answer)."""
+
+    retriable = True
+
+
 class EnvironmentProblem(SiftbusError, RuntimeError):
     """The machine lacks something siftbus needs (Java for Spark, a free port, ...)."""
 

@@ -14,6 +14,15 @@ client certificate, or both, over TLS::
     tls = client_tls("certs/ca.pem")                   # trust the network's CA
     c = await Client.connect("b1.example", 7400, token=token, tls=tls)
 
+A client survives a broker restart, as nats.py and paho-mqtt clients do (on by default):
+it reconnects with backoff to its broker or the next of ``servers``, subscribes again,
+keeps what is published meanwhile (up to ``reconnect_buffer`` events) and resumes its
+session; ``on_disconnect``/``on_reconnect`` are told. ``reconnect=False`` ends the
+subscriptions instead; their ``get()`` then raises :class:`ConnectionLostError`::
+
+    c = await Client.connect("127.0.0.1", 7400, servers=["127.0.0.1:7401"],
+                             on_reconnect=lambda c: print("back at", c.broker))
+
 A high-rate subscriber can take whole frames instead (no object per notification)::
 
     def on_batch(batch: NotificationBatch) -> None:
@@ -38,11 +47,14 @@ from typing import Any
 import numpy as np
 
 from siftbus.errors import (
+    BrokerUnavailable,
     ConnectionLostError,
     EnvironmentProblem,
     ProfileError,
     RemoteError,
+    SecurityError,
     SiftbusError,
+    TimedOut,
     WireError,
 )
 from siftbus.lang.profile import parse_profile_text, resolve
@@ -64,6 +76,7 @@ from .notifications import (
     notify_block,
 )
 from .publishing import Publisher
+from .reconnect import ConnectionEvents, Reconnect, Server, reconnect_delays
 from .retained import RetainedClient
 from .session import SessionState
 from .subscription import BatchCallback, Callback, Subscription, next_notification
@@ -72,6 +85,10 @@ MAX_SUB_BATCH = 5000
 """Profiles per SUB frame (the broker's ``max_profiles`` limit is 10,000 by default)."""
 
 log = logging.getLogger("siftbus.client")
+
+_REFUSALS = frozenset({"AuthenticationError", "AccessDenied", "SecurityError",
+                       "QuotaExceeded"})
+"""Remote errors that end reconnecting: the same credentials get the same answer."""
 
 
 def remote_error(body: dict[str, Any]) -> RemoteError:
@@ -125,6 +142,22 @@ class Client(Publisher, RetainedClient):
         self.adverts: list[Profile] = []
         self._token: str | None = None
         self._tls: ssl.SSLContext | None = None
+        self.servers: list[Server] = []
+        """Where the client connects and reconnects, the current broker first."""
+        self.reconnect = Reconnect()
+        """The reconnection policy (``connect(reconnect=...)``)."""
+        self.events = ConnectionEvents()
+        """``on_disconnect``/``on_reconnect`` callbacks and the count of reconnections."""
+        self.connected = asyncio.Event()
+        """Set while a broker connection is up (cleared while reconnecting)."""
+        self._requested_name: str | None = None
+        self._server_hostname: str | None = None
+        self._timeout = 10.0
+        self._moving = False
+        self._offline: list[Message] = []
+        """PUB frames written while reconnecting (sent after it)."""
+        self._offline_events = 0
+        self._reconnector: asyncio.Task[None] | None = None
 
     # ---- connection ---------------------------------------------------------------------
 
@@ -134,8 +167,20 @@ class Client(Publisher, RetainedClient):
                       queue_size: int = 10_000, token: str | None = None,
                       tls: ssl.SSLContext | None = None,
                       server_hostname: str | None = None,
-                      session: str | SessionState | None = None) -> Client:
+                      session: str | SessionState | None = None,
+                      servers: Sequence[str | tuple[str, int]] = (),
+                      reconnect: bool | Reconnect = True,
+                      on_disconnect: Callable[[Client], Any] | None = None,
+                      on_reconnect: Callable[[Client], Any] | None = None) -> Client:
         """Connect, say HELLO and receive the schema.
+
+        The first reachable of ``host:port`` and ``servers`` (``"host:port"`` strings or
+        pairs) is taken; none reachable is :class:`~siftbus.errors.BrokerUnavailable`.
+        With ``reconnect`` (default on; a :class:`Reconnect` sets attempts, backoff and
+        the publish buffer) a lost connection is re-established to the same list, the
+        subscriptions and advertisements restored and the session resumed;
+        ``on_disconnect(client)`` and ``on_reconnect(client)`` are called (a coroutine
+        function's coroutines run as tasks).
 
         ``token`` authenticates the client (``siftbus certs token``); ``tls`` (see
         :func:`client_tls`) makes the connection TLS, verifying the broker's certificate
@@ -148,7 +193,24 @@ class Client(Publisher, RetainedClient):
         c = cls(None, queue_size=queue_size)
         c.session = SessionState(session) if isinstance(session, str) else session
         c._token, c._tls = token, tls
-        await c._handshake(host, port, name, timeout, None, server_hostname)
+        c._requested_name, c._server_hostname, c._timeout = name, server_hostname, timeout
+        c.servers = [(host, port)] + [s if isinstance(s, tuple) else parse_address(s)
+                                      for s in servers]
+        c.reconnect = reconnect if isinstance(reconnect, Reconnect) else \
+            Reconnect(enabled=bool(reconnect))
+        c.events = ConnectionEvents(on_disconnect, on_reconnect)
+        problems = []
+        for h, p in c.servers:
+            try:
+                await c._handshake(h, p, name, timeout, None, server_hostname)
+                break
+            except ConnectionLostError as exc:
+                problems.append(str(exc))
+        else:
+            raise BrokerUnavailable("; ".join(problems) + (
+                " (is a broker running there? siftbus broker --schema schema.toml "
+                f"--port {port} starts one)" if len(c.servers) == 1 else ""))
+        c.servers.sort(key=lambda s: s != (h, p))  # the current broker first
         return c
 
     async def move(self, host: str, port: int, *, timeout: float = 10.0,
@@ -161,17 +223,22 @@ class Client(Publisher, RetainedClient):
         with contextlib.suppress(SiftbusError, ConnectionError):
             await self.flush()
         old, conn, reader = self.broker, self._conn, self._reader_task
-        if conn is not None:  # unacknowledged rows come again from the new broker
-            conn.close()
-            await conn.wait_closed(1.0)
-        if reader is not None:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reader
-        self._fail_pending(ConnectionLostError(f"moved away from broker {old}"))
-        self._lost = None
-        self.ended.clear()
-        await self._handshake(host, port, self.name, timeout, old, server_hostname)
+        self._moving = True  # the old connection's end is not a loss to recover from
+        try:
+            if conn is not None:  # unacknowledged rows come again from the new broker
+                conn.close()
+                await conn.wait_closed(1.0)
+            if reader is not None:
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await reader
+            self._fail_pending(ConnectionLostError(f"moved away from broker {old}"))
+            self._lost = None
+            self.ended.clear()
+            await self._handshake(host, port, self.name, timeout, old, server_hostname)
+        finally:
+            self._moving = False
+        self.servers = [(host, port)] + [s for s in self.servers if s != (host, port)]
 
     def ack(self, upto: int | None = None) -> None:
         """Acknowledge every session row handed out so far (with ``auto_ack=False``), or
@@ -214,6 +281,7 @@ class Client(Publisher, RetainedClient):
             c.session.on_status(ack.body.get("session"))
         c.schema = Schema.from_dict(schema_msg.body.get("schema", {}), source="broker")
         c._reader_task = asyncio.ensure_future(c._read_loop())
+        c.connected.set()
 
     async def __aenter__(self) -> Client:
         return self
@@ -229,6 +297,10 @@ class Client(Publisher, RetainedClient):
             await self.flush()
         self._closed = True
         self.ended.set()
+        if self._reconnector is not None:
+            self._reconnector.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reconnector
         if self._conn is not None:
             self._conn.close()
             await self._conn.wait_closed(5.0)
@@ -278,10 +350,79 @@ class Client(Publisher, RetainedClient):
                 msg, _ = await self._conn.read()
                 self._dispatch(msg)
         except (ConnectionError, WireError) as exc:
-            self._lost = ConnectionLostError(f"connection to broker {self.broker} lost: "
-                                             f"{exc!r}")
+            lost = ConnectionLostError(f"connection to broker {self.broker} lost: {exc!r}")
+            if self._reconnector is not None and not self._reconnector.done():
+                return  # a connection of the reconnection itself: it tries the next
+            refused = next((e for e in self.errors[-1:] if e.kind in _REFUSALS), None)
+            if self.reconnect.enabled and not self._closed and not self._moving \
+                    and refused is None:  # a broker that shut us out would again
+                self.connected.clear()
+                self._fail_pending(lost)  # in flight: done or not, the caller decides
+                self.events.fire(self.events.on_disconnect, self, self._spawn)
+                self._reconnector = asyncio.ensure_future(self._reconnect_loop(lost))
+                return
+            self._lost = lost
+            self.connected.clear()
             self.ended.set()
             self._fail_pending(self._lost)
+
+    async def _reconnect_loop(self, lost: ConnectionLostError) -> None:
+        """Back to a broker of :attr:`servers` with backoff; then the subscriptions,
+        advertisements and what was published meanwhile; give up after the policy's
+        attempts (the subscriptions then end with :class:`BrokerUnavailable`)."""
+        problems: list[str] = []
+        for attempt, delay in enumerate(reconnect_delays(self.reconnect), 1):
+            await asyncio.sleep(delay)
+            if self._closed:
+                return
+            host, port = self.servers[(attempt - 1) % len(self.servers)]
+            try:
+                await self._handshake(host, port, self._requested_name, self._timeout,
+                                      None, self._server_hostname)
+                await self._restore()
+            except (SiftbusError, ConnectionError, OSError, TimeoutError) as exc:
+                self.connected.clear()
+                if self._conn is not None:
+                    self._conn.close()
+                if isinstance(exc, SecurityError) or (
+                        isinstance(exc, RemoteError) and exc.kind in _REFUSALS):
+                    lost = BrokerUnavailable(f"{lost}; reconnecting refused: {exc}")
+                    break  # the same credentials get the same answer next time
+                problems = [*problems, f"{host}:{port}: {exc}"][-3:]
+                continue
+            self.servers.sort(key=lambda s: s != (host, port))
+            self.events.reconnects += 1
+            log.info("reconnected to broker %s at %s:%d (attempt %d)", self.broker, host,
+                     port, attempt)
+            self.events.fire(self.events.on_reconnect, self, self._spawn)
+            return
+        else:
+            lost = BrokerUnavailable(f"{lost}; gave up reconnecting after "
+                                     f"{self.reconnect.attempts} attempt(s): "
+                                     + "; ".join(problems))
+        self._lost = lost
+        self._offline.clear()
+        self._offline_events = 0
+        self.ended.set()
+        self.events.fire(self.events.on_disconnect, self, self._spawn)
+
+    async def _restore(self) -> None:
+        """After a reconnection: subscribe again what the broker did not keep (a
+        session's HELLO and a durable store keep theirs), advertise again, then send
+        what was published meanwhile."""
+        if self.session is None:
+            kept = set(self.restored)
+            again = [s.profile for s in self.subscriptions.values() if s.id not in kept]
+            for i in range(0, len(again), MAX_SUB_BATCH):
+                part = again[i:i + MAX_SUB_BATCH]
+                await self._request(MsgType.SUB,
+                                    {"profiles": [encode_profile(p) for p in part]})
+            if self.adverts:
+                await self._request(MsgType.ADV,
+                                    {"adverts": [encode_profile(p) for p in self.adverts]})
+        offline, self._offline, self._offline_events = self._offline, [], 0
+        for msg in offline:
+            self._write(msg)
 
     def _dispatch(self, msg: Message) -> None:
         body = msg.body
@@ -378,8 +519,37 @@ class Client(Publisher, RetainedClient):
                 self.run_callback(cb, NotificationBatch(tuple(out)))
 
     def _write(self, msg: Message) -> None:
-        assert self._conn is not None, "not connected"
+        if not self.connected.is_set() and self._reconnector is not None \
+                and not self.ended.is_set():
+            self._keep_offline(msg)
+            return
+        if self._conn is None:
+            raise ConnectionLostError("not connected")
         self._conn.write(encode(msg))
+
+    def _keep_offline(self, msg: Message) -> None:
+        """A frame written while reconnecting: publications are kept (up to the
+        policy's ``buffer`` events) and sent after it; acknowledgements are dropped (the
+        session's HELLO carries the last one)."""
+        if msg.type is not MsgType.PUB:
+            return
+        n = sum(int(b.get("n", 0)) if isinstance(b, dict) else 0
+                for b in msg.body.get("blocks", ()))
+        if self._offline_events + n > self.reconnect.buffer:
+            raise ConnectionLostError(
+                f"broker {self.broker} is unreachable and the publish buffer is full "
+                f"({self._offline_events} event(s) kept while reconnecting, limit "
+                f"{self.reconnect.buffer})")
+        self._offline.append(msg)
+        self._offline_events += n
+
+    @property
+    def end_error(self) -> ConnectionLostError:
+        """Why the subscriptions ended (closed by the user, or lost for good)."""
+        if isinstance(self._lost, ConnectionLostError):
+            return self._lost
+        return ConnectionLostError("the client is closed" if self._closed else
+                                   f"connection to broker {self.broker} ended")
 
     async def _request(self, mtype: MsgType, body: dict[str, Any],
                        timeout: float | None = 60.0) -> dict[str, Any]:
@@ -387,12 +557,36 @@ class Client(Publisher, RetainedClient):
             raise self._lost
         if self._closed:
             raise ConnectionLostError("client is closed")
+        if not self.connected.is_set() and self._reconnector is not None \
+                and not self._reconnector.done():
+            await self._until_connected(timeout)
         self._flush_now()
         corr = next(self._corr)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[corr] = fut
         self._write(Message(mtype, {**body, "corr": corr}))
-        return await asyncio.wait_for(fut, timeout)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            self._pending.pop(corr, None)
+            raise TimedOut(f"broker {self.broker} did not answer {mtype.name} within "
+                           f"{timeout} s") from None
+
+    async def _until_connected(self, timeout: float | None) -> None:
+        """Wait out a reconnection (a request made meanwhile is sent after it)."""
+        up = asyncio.ensure_future(self.connected.wait())
+        end = asyncio.ensure_future(self.ended.wait())
+        try:
+            await asyncio.wait({up, end}, timeout=timeout,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            up.cancel()
+            end.cancel()
+        if self._lost is not None:
+            raise self._lost
+        if not self.connected.is_set():
+            raise TimedOut(f"broker {self.broker} still unreachable after {timeout} s "
+                           "(reconnecting)")
 
     # ---- profiles ------------------------------------------------------------------------------
 
