@@ -164,6 +164,8 @@ def broker_cmd(
         stop = asyncio.Event()
         # SIGTERM/SIGINT stop the broker even while a request keeps its loop busy
         stop_on_signals(asyncio.get_running_loop(), stop.set, name=f"broker {name}")
+        if os.environ.get("SIFTBUS_SUPERVISED") == "1":  # `network up` stops it on Ctrl-C
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         server = net.server(name, insecure=insecure)
         await server.start()
         b = net.broker(name)
@@ -296,8 +298,16 @@ def network_up(
 
     net = load_network(config)
     creds = _credentials(config, token, ca, cert, key, token_file)
+    busy = [f"{b.host}:{b.port} (broker {n})" for n, b in net.brokers.items()
+            if not _port_free(b.host, b.port)]
+    if busy:
+        raise EnvironmentProblem(f"port(s) in use: {', '.join(busy)}; is this network "
+                                 "already up? (siftbus network stats "
+                                 f"{config} tells)", source=str(config))
     procs: dict[str, subprocess.Popen[bytes]] = {}
-    env = dict(os.environ)
+    # the brokers leave Ctrl-C to this process, which stops them once, with one line
+    env = dict(os.environ, SIFTBUS_SUPERVISED="1")
+    interrupted = False
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -331,7 +341,7 @@ def network_up(
         dead = [n for n, p in procs.items() if p.poll() is not None]
         raise EnvironmentProblem(f"broker(s) {', '.join(dead)} exited")
     except KeyboardInterrupt:
-        pass
+        interrupted = True
     finally:
         for p in procs.values():
             if p.poll() is None:
@@ -341,6 +351,21 @@ def network_up(
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
+    if interrupted:  # the way to stop it: one line, and a success
+        print(f"network down: {len(procs)} broker(s) stopped", file=sys.stderr, flush=True)
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether a broker could listen on ``host:port`` now."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the broker binds
+            s.bind((host, port))
+    except OSError:
+        return False
+    return True
 
 
 def publish_cmd(
@@ -357,12 +382,14 @@ def publish_cmd(
     host, port = _address(config, name, broker)
     creds = _credentials(config, token, ca, cert, key, token_file)
 
-    async def main() -> int:
+    sent = 0  # acknowledged by the broker: what an interrupt reports
+
+    async def main() -> None:
+        nonlocal sent
         from siftbus.client import Client
         from siftbus.model import read_events
 
         c = await Client.connect(host, port, **creds)
-        n = 0
         try:
             assert c.schema is not None
             buf = []
@@ -370,16 +397,20 @@ def publish_cmd(
             for item in read_events(source, c.schema, source=str(events)):
                 buf.append(item)
                 if len(buf) >= batch:
-                    n += await c.publish_batch(buf, ack=True)
+                    sent += await c.publish_batch(buf, ack=True)
                     buf = []
             if buf:
-                n += await c.publish_batch(buf, ack=True)
+                sent += await c.publish_batch(buf, ack=True)
         finally:
             await c.close()
-        return n
 
-    n = _run(main())
-    print(f"published {n} event(s) to {host}:{port}", file=sys.stderr)
+    try:
+        _run(main())
+    except KeyboardInterrupt:
+        print(f"siftbus: interrupted after publishing {sent} event(s) to {host}:{port}",
+              file=sys.stderr)
+        raise typer.Exit(130) from None
+    print(f"published {sent} event(s) to {host}:{port}", file=sys.stderr)
 
 
 def subscribe_cmd(
@@ -407,9 +438,12 @@ def subscribe_cmd(
         "--out", help="Append the notifications to this file, each with its session "
         "number; a restart resumes after its last line (exactly once, also after kill -9)."
         )] = None,
+    no_reconnect: Annotated[bool, typer.Option(
+        "--no-reconnect", help="Exit when the broker connection is lost (default: "
+        "reconnect with backoff and subscribe again).")] = False,
 ) -> None:
     """Subscribe and print each notification (or composite match) as a JSON line."""
-    from siftbus.errors import ConfigError, ConnectionLostError
+    from siftbus.errors import ConfigError
 
     host, port = _address(config, name, broker)
     creds = _credentials(config, token, ca, cert, key, token_file)
@@ -427,7 +461,10 @@ def subscribe_cmd(
         from siftbus.client.session import SessionState
 
         state = SessionState(session, last=last) if session else None
-        c = await Client.connect(host, port, name=client, session=state, **creds)
+        c = await Client.connect(host, port, name=client, session=state,
+                                 reconnect=not no_reconnect,
+                                 on_disconnect=_say_disconnected,
+                                 on_reconnect=_say_reconnected, **creds)
         c.unclaimed_callback = lambda n: show(n)  # the session's kept profiles
         got = 0
         done = asyncio.Event()
@@ -467,13 +504,24 @@ def subscribe_cmd(
             await asyncio.wait([asyncio.ensure_future(done.wait()), ended],
                                return_when=asyncio.FIRST_COMPLETED)
             if c.ended.is_set() and not done.is_set():
-                raise ConnectionLostError(f"connection to broker {c.broker} lost")
+                raise c.end_error
         finally:
             await c.close()
             if sink is not sys.stdout:
                 sink.close()
 
     _run(main())
+
+
+def _say_disconnected(c: Any) -> None:
+    if c.ended.is_set():
+        return  # gave up: the command ends with the reason
+    print(f"connection to broker {c.broker} lost; reconnecting", file=sys.stderr,
+          flush=True)
+
+
+def _say_reconnected(c: Any) -> None:
+    print(f"reconnected to broker {c.broker}", file=sys.stderr, flush=True)
 
 
 def _session_banner(session: str, broker: str, state: Any) -> str:
@@ -529,7 +577,9 @@ async def _subscribe_composite(host: str, port: int, lines: list[str], client: s
     from siftbus.client import Client
     from siftbus.client.composite import CompositeClient, CompositeSubscription, match_json
 
-    c = await Client.connect(host, port, name=client, **creds)
+    # composite subscriptions live in the broker's composite service, which a
+    # reconnection does not restore: the command ends with the connection
+    c = await Client.connect(host, port, name=client, reconnect=False, **creds)
     done = asyncio.Event()
     got = 0
 

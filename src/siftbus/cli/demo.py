@@ -73,10 +73,13 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"dashboard of the live broker network, while the demo runs: "
                        f"{gw.url}/dashboard", err=True)
 
+        from ._spark_stop import spark_interruptible
+
         start = time.perf_counter()
-        result = run_demo(out, seed=seed, scale=scale, master=master, live=live,
-                          examples=examples, progress=not no_progress,
-                          say=lambda text: typer.echo(text, err=True), on_live=on_live)
+        with spark_interruptible():
+            result = run_demo(out, seed=seed, scale=scale, master=master, live=live,
+                              examples=examples, progress=not no_progress,
+                              say=lambda text: typer.echo(text, err=True), on_live=on_live)
         print_demo(result)
         typer.echo(f"\ndemo finished in {time.perf_counter() - start:.0f} s")
         if gateway:

@@ -18,7 +18,9 @@ A client survives a broker restart, as nats.py and paho-mqtt clients do (on by d
 it reconnects with backoff to its broker or the next of ``servers``, subscribes again,
 keeps what is published meanwhile (up to ``reconnect_buffer`` events) and resumes its
 session; ``on_disconnect``/``on_reconnect`` are told. ``reconnect=False`` ends the
-subscriptions instead; their ``get()`` then raises :class:`ConnectionLostError`::
+subscriptions instead; their ``get()`` then raises :class:`ConnectionLostError`.
+Composite and retained subscriptions live in broker services a reconnection does not
+restore: subscribe them again in ``on_reconnect``::
 
     c = await Client.connect("127.0.0.1", 7400, servers=["127.0.0.1:7401"],
                              on_reconnect=lambda c: print("back at", c.broker))
