@@ -282,7 +282,8 @@ def network_stats(
 def network_up(
     config: Annotated[Path, typer.Argument(help="Network config (TOML).")],
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the tree.")] = 30.0,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v",
+                                          help="Let the brokers log link events.")] = False,
     insecure: Annotated[bool, typer.Option(
         "--insecure", help="Let brokers listen on non-loopback addresses without TLS "
         "and authentication (logged loudly).")] = False,
@@ -371,7 +372,9 @@ def _port_free(host: str, port: int) -> bool:
 def publish_cmd(
     events: Annotated[Path, typer.Argument(help="Event file (JSON lines); - for stdin.")],
     broker: Annotated[str | None, typer.Option("--broker", "-b", help="host:port")] = None,
-    config: Annotated[Path | None, typer.Option("--config", "-c")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="Network config (TOML): the broker's address and security.")]
+    = None,
     name: Annotated[str | None, typer.Option("--name", "-n", help="Broker of --config.")] =
     None,
     batch: Annotated[int, typer.Option(help="Events per batch.")] = 1000,
@@ -417,7 +420,9 @@ def subscribe_cmd(
     profiles: Annotated[list[str] | None, typer.Argument(help="Profile lines, e.g. "
                         "'Temperature(room = 12, value > 20)'.")] = None,
     broker: Annotated[str | None, typer.Option("--broker", "-b", help="host:port")] = None,
-    config: Annotated[Path | None, typer.Option("--config", "-c")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="Network config (TOML): the broker's address and security.")]
+    = None,
     name: Annotated[str | None, typer.Option("--name", "-n", help="Broker of --config.")] =
     None,
     client: Annotated[str | None, typer.Option("--client", help="Client name (durable "

@@ -49,7 +49,8 @@ def register(app: typer.Typer) -> None:
             "files.")] = "auto",
         examples: Annotated[Path | None, typer.Option(
             help="The building example directory (default: examples/building).")] = None,
-        no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+        no_progress: Annotated[bool, typer.Option(
+            "--no-progress", help="No progress bars (for logs).")] = False,
         gateway_port: Annotated[int, typer.Option(
             help="Port of the dashboard while the demo runs (taken: any free port; "
             "-1: no gateway).")] = 8080,
