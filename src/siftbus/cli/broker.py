@@ -199,48 +199,79 @@ def broker_cmd(
 
 async def _gather_stats(net: NetworkConfig, timeout: float,
                         creds: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Each broker's counters, or ``{"error": ..., "state": ...}`` saying why they could
+    not be read: ``down`` (unreachable), ``auth failed`` (the credentials were refused)
+    or ``denied`` (no ``broker.stats`` right)."""
     from siftbus.client import Client
     from siftbus.errors import SiftbusError
 
     out: dict[str, Any] = {}
     for name, b in net.brokers.items():
         try:
-            c = await Client.connect(b.host, b.port, timeout=timeout, **(creds or {}))
+            c = await Client.connect(b.host, b.port, timeout=timeout, reconnect=False,
+                                     **(creds or {}))
         except SiftbusError as exc:
-            out[name] = {"error": str(exc)}
+            out[name] = {"error": str(exc), "state": _unreadable(exc)}
             continue
         try:
             out[name] = await c.stats()
+        except SiftbusError as exc:
+            out[name] = {"error": str(exc), "state": _unreadable(exc)}
         finally:
             await c.close()
     return out
 
 
-def _print_stats(stats: dict[str, Any]) -> None:
+def _unreadable(exc: Exception) -> str:
+    from siftbus.errors import AccessDenied, AuthenticationError, RemoteError
+
+    kind = exc.kind if isinstance(exc, RemoteError) else type(exc).__name__
+    if isinstance(exc, AuthenticationError) or kind == "AuthenticationError":
+        return "auth failed"
+    if isinstance(exc, AccessDenied) or kind in ("AccessDenied", "SecurityError"):
+        return "denied"
+    return "down"
+
+
+_NARROW = ("broker", "state", "clients", "table", "ev in", "ev out", "notified", "dropped",
+           "p99 ms", "sessions")
+"""The columns of ``network stats`` that fit 100 columns; ``--wide`` shows them all."""
+
+
+def _print_stats(stats: dict[str, Any], wide: bool = False) -> None:
     from rich.table import Table
 
     from siftbus.broker.stats import histogram_quantile
     from siftbus.cli._common import stdout
 
     t = Table(title="broker network")
-    cols = ["broker", "links", "clients", "table", "local", "ev in", "ev out", "filtered",
-            "notified", "dropped", "bytes in", "bytes out", "p50 ms", "p99 ms", "sessions",
-            "buffered", "handoffs in/out"]
-    for col in cols:
-        t.add_column(col, justify="left" if col == "broker" else "right")
+    cols = ["broker", "state", "links", "clients", "table", "local", "ev in", "ev out",
+            "filtered", "notified", "dropped", "bytes in", "bytes out", "p50 ms", "p99 ms",
+            "sessions", "buffered", "handoffs in/out"]
+    shown = [c for c in cols if wide or c in _NARROW]
+    for col in shown:
+        t.add_column(col, justify="left" if col in ("broker", "state") else "right")
     for name, s in stats.items():
         if "error" in s:
-            t.add_row(name, "down", *["-"] * (len(cols) - 2))
-            continue
-        p50 = histogram_quantile(s["latency_ms"], 0.5)
-        p99 = histogram_quantile(s["latency_ms"], 0.99)
-        t.add_row(name, str(s["neighbours_up"]), str(s["clients"]), str(s["table_size"]),
-                  str(s["local_profiles"]), str(s["events_in"]), str(s["events_out"]),
-                  str(s["filter_ops"]), str(s["notifications"]), str(s["dropped"]),
-                  str(s["bytes_in"]), str(s["bytes_out"]),
-                  "-" if p50 is None else f"<={p50:g}", "-" if p99 is None else f"<={p99:g}",
-                  *_session_cells(s.get("sessions") or {}))
+            row = {"broker": name, "state": s.get("state", "down")}
+        else:
+            p50 = histogram_quantile(s["latency_ms"], 0.5)
+            p99 = histogram_quantile(s["latency_ms"], 0.99)
+            sess = _session_cells(s.get("sessions") or {})
+            row = {"broker": name, "state": "up", "links": str(s["neighbours_up"]),
+                   "clients": str(s["clients"]), "table": str(s["table_size"]),
+                   "local": str(s["local_profiles"]), "ev in": str(s["events_in"]),
+                   "ev out": str(s["events_out"]), "filtered": str(s["filter_ops"]),
+                   "notified": str(s["notifications"]), "dropped": str(s["dropped"]),
+                   "bytes in": str(s["bytes_in"]), "bytes out": str(s["bytes_out"]),
+                   "p50 ms": "-" if p50 is None else f"<={p50:g}",
+                   "p99 ms": "-" if p99 is None else f"<={p99:g}",
+                   "sessions": sess[0], "buffered": sess[1], "handoffs in/out": sess[2]}
+        t.add_row(*(row.get(c, "-") for c in shown))
     stdout.print(t)
+    for name, s in stats.items():
+        if "error" in s:
+            print(f"siftbus: error: broker {name}: {s['error']}", file=sys.stderr)
 
 
 def _session_cells(ss: dict[str, Any]) -> list[str]:
@@ -257,6 +288,9 @@ def network_stats(
     config: Annotated[Path, typer.Argument(help="Network config (TOML).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] =
     False,
+    wide: Annotated[bool, typer.Option(
+        "--wide", help="Every column (bytes, latency p50, buffered rows, handoffs); the "
+        "default fits 100 columns.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait per broker.")] = 5.0,
     token: TokenOpt = None, token_file: TokenFileOpt = None, ca: CaOpt = None,
     cert: CertOpt = None, key: KeyOpt = None,
@@ -273,9 +307,9 @@ def network_stats(
     if as_json:
         print(json.dumps(stats, indent=2))
     else:
-        _print_stats(stats)
+        _print_stats(stats, wide)
     if any("error" in s for s in stats.values()):
-        raise typer.Exit(1)
+        raise typer.Exit(1)  # a broker could not be read: scripts see it
 
 
 @network_app.command("up")
