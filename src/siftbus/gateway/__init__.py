@@ -3,7 +3,7 @@ Prometheus metrics and the web dashboard (docs/gateway.md)."""
 
 from siftbus.errors import require_extra
 
-require_extra("gateway", "the HTTP gateway", "fastapi", "orjson", "httpx")
+require_extra("gateway", "the HTTP gateway", "fastapi", "orjson", "httpx", "swagger_ui_bundle")
 
 from siftbus.gateway.hub import Gateway
 from siftbus.gateway.limits import GatewayLimits
