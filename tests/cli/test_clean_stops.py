@@ -117,3 +117,11 @@ def test_ctrl_c_during_a_spark_job_stops_it_cleanly(tmp_path: Path) -> None:
     assert "Traceback" not in err and "siftbus: interrupted; Spark stopped" in err, err[-3000:]
     time.sleep(0.5)
     assert not any(j.is_running() and j.status() != psutil.STATUS_ZOMBIE for j in jvm)
+
+
+def test_certs_init_over_a_ca_names_the_real_flag(tmp_path: Path) -> None:
+    run = [sys.executable, "-m", "siftbus", "certs", "init", str(tmp_path / "ca")]
+    assert subprocess.run(run, capture_output=True, timeout=60, check=False).returncode == 0
+    r = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 2 and "pass --force to replace it" in r.stderr, r.stderr
+    assert "overwrite" not in r.stderr
