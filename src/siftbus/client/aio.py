@@ -54,7 +54,6 @@ from siftbus.errors import (
     EnvironmentProblem,
     ProfileError,
     RemoteError,
-    SecurityError,
     SiftbusError,
     TimedOut,
     WireError,
@@ -78,19 +77,13 @@ from .notifications import (
     notify_block,
 )
 from .publishing import Publisher
-from .reconnect import ConnectionEvents, Reconnect, Server, reconnect_delays
+from .reconnect import ConnectionEvents, Reconnect, Server
+from .reconnecting import _REFUSALS, MAX_SUB_BATCH, Reconnecting
 from .retained import RetainedClient
 from .session import SessionState
 from .subscription import BatchCallback, Callback, Subscription, next_notification
 
-MAX_SUB_BATCH = 5000
-"""Profiles per SUB frame (the broker's ``max_profiles`` limit is 10,000 by default)."""
-
 log = logging.getLogger("siftbus.client")
-
-_REFUSALS = frozenset({"AuthenticationError", "AccessDenied", "SecurityError",
-                       "QuotaExceeded"})
-"""Remote errors that end reconnecting: the same credentials get the same answer."""
 
 
 def remote_error(body: dict[str, Any]) -> RemoteError:
@@ -99,7 +92,7 @@ def remote_error(body: dict[str, Any]) -> RemoteError:
     return decode_error(body).to_error()
 
 
-class Client(Publisher, RetainedClient):
+class Client(Publisher, RetainedClient, Reconnecting):
     """A connection to one broker (publisher, subscriber, or both); publishing:
     :class:`~siftbus.client.publishing.Publisher`; persistent notifications and temporal
     filters: :class:`~siftbus.client.retained.RetainedClient`."""
@@ -368,64 +361,6 @@ class Client(Publisher, RetainedClient):
             self.ended.set()
             self._fail_pending(self._lost)
 
-    async def _reconnect_loop(self, lost: ConnectionLostError) -> None:
-        """Back to a broker of :attr:`servers` with backoff; then the subscriptions,
-        advertisements and what was published meanwhile; give up after the policy's
-        attempts (the subscriptions then end with :class:`BrokerUnavailable`)."""
-        problems: list[str] = []
-        for attempt, delay in enumerate(reconnect_delays(self.reconnect), 1):
-            await asyncio.sleep(delay)
-            if self._closed:
-                return
-            host, port = self.servers[(attempt - 1) % len(self.servers)]
-            try:
-                await self._handshake(host, port, self._requested_name, self._timeout,
-                                      None, self._server_hostname)
-                await self._restore()
-            except (SiftbusError, ConnectionError, OSError, TimeoutError) as exc:
-                self.connected.clear()
-                if self._conn is not None:
-                    self._conn.close()
-                if isinstance(exc, SecurityError) or (
-                        isinstance(exc, RemoteError) and exc.kind in _REFUSALS):
-                    lost = BrokerUnavailable(f"{lost}; reconnecting refused: {exc}")
-                    break  # the same credentials get the same answer next time
-                problems = [*problems, f"{host}:{port}: {exc}"][-3:]
-                continue
-            self.servers.sort(key=lambda s: s != (host, port))
-            self.events.reconnects += 1
-            log.info("reconnected to broker %s at %s:%d (attempt %d)", self.broker, host,
-                     port, attempt)
-            self.events.fire(self.events.on_reconnect, self, self._spawn)
-            return
-        else:
-            lost = BrokerUnavailable(f"{lost}; gave up reconnecting after "
-                                     f"{self.reconnect.attempts} attempt(s): "
-                                     + "; ".join(problems))
-        self._lost = lost
-        self._offline.clear()
-        self._offline_events = 0
-        self.ended.set()
-        self.events.fire(self.events.on_disconnect, self, self._spawn)
-
-    async def _restore(self) -> None:
-        """After a reconnection: subscribe again what the broker did not keep (a
-        session's HELLO and a durable store keep theirs), advertise again, then send
-        what was published meanwhile."""
-        if self.session is None:
-            kept = set(self.restored)
-            again = [s.profile for s in self.subscriptions.values() if s.id not in kept]
-            for i in range(0, len(again), MAX_SUB_BATCH):
-                part = again[i:i + MAX_SUB_BATCH]
-                await self._request(MsgType.SUB,
-                                    {"profiles": [encode_profile(p) for p in part]})
-            if self.adverts:
-                await self._request(MsgType.ADV,
-                                    {"adverts": [encode_profile(p) for p in self.adverts]})
-        offline, self._offline, self._offline_events = self._offline, [], 0
-        for msg in offline:
-            self._write(msg)
-
     def _dispatch(self, msg: Message) -> None:
         body = msg.body
         if msg.type is MsgType.NOTIFY:
@@ -529,22 +464,6 @@ class Client(Publisher, RetainedClient):
             raise ConnectionLostError("not connected")
         self._conn.write(encode(msg))
 
-    def _keep_offline(self, msg: Message) -> None:
-        """A frame written while reconnecting: publications are kept (up to the
-        policy's ``buffer`` events) and sent after it; acknowledgements are dropped (the
-        session's HELLO carries the last one)."""
-        if msg.type is not MsgType.PUB:
-            return
-        n = sum(int(b.get("n", 0)) if isinstance(b, dict) else 0
-                for b in msg.body.get("blocks", ()))
-        if self._offline_events + n > self.reconnect.buffer:
-            raise ConnectionLostError(
-                f"broker {self.broker} is unreachable and the publish buffer is full "
-                f"({self._offline_events} event(s) kept while reconnecting, limit "
-                f"{self.reconnect.buffer})")
-        self._offline.append(msg)
-        self._offline_events += n
-
     @property
     def end_error(self) -> ConnectionLostError:
         """Why the subscriptions ended (closed by the user, or lost for good)."""
@@ -573,22 +492,6 @@ class Client(Publisher, RetainedClient):
             self._pending.pop(corr, None)
             raise TimedOut(f"broker {self.broker} did not answer {mtype.name} within "
                            f"{timeout} s") from None
-
-    async def _until_connected(self, timeout: float | None) -> None:
-        """Wait out a reconnection (a request made meanwhile is sent after it)."""
-        up = asyncio.ensure_future(self.connected.wait())
-        end = asyncio.ensure_future(self.ended.wait())
-        try:
-            await asyncio.wait({up, end}, timeout=timeout,
-                               return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            up.cancel()
-            end.cancel()
-        if self._lost is not None:
-            raise self._lost
-        if not self.connected.is_set():
-            raise TimedOut(f"broker {self.broker} still unreachable after {timeout} s "
-                           "(reconnecting)")
 
     # ---- profiles ------------------------------------------------------------------------------
 
