@@ -60,6 +60,8 @@ bench: $(STAMP) bench-sysdeps
 	$(BIN)/python bench/covering.py --quick
 	$(BIN)/python bench/network.py --quick
 	$(BIN)/python bench/channels.py --quick
+	$(BIN)/python bench/channels.py --bendt --quick
+	$(BIN)/python bench/bittner.py --quick
 	$(BIN)/python bench/xmlfilter.py --quick
 	$(BIN)/python bench/spark.py --quick
 	$(BIN)/python bench/gateway.py --quick

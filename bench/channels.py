@@ -20,6 +20,8 @@ The machine is shared (2 cores, several engineers): figures are noisy; medians o
     python bench/channels.py --quick      # < 3 minutes
     python bench/channels.py              # default
     python bench/channels.py --full
+    python bench/channels.py --bendt      # Bendt's scenarios A.1-A.9 (channels_bendt.py)
+    python bench/channels.py --bendt --quick
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any
 
 import msgpack
 
+import channels_bendt
 from siftbus.channel import (
     SEQUENCE_EVENT,
     STRUCTURED_EVENT,
@@ -550,6 +553,10 @@ def main(argv: list[str] | None = None) -> None:
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="a short run (< 3 minutes)")
     g.add_argument("--full", action="store_true", help="more events and repetitions")
+    ap.add_argument("--bendt", action="store_true",
+                    help="Bendt's scenarios (tables A.1-A.9) with the thesis's parameters "
+                         "(about 6 minutes; with --quick seconds): writes "
+                         "results/channels_bendt.{json,md} and PNG plots")
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--only", choices=["filtered", "burst", "latency", "payload"],
@@ -563,6 +570,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--matrix", default=None,
                     help="latency cells to run, e.g. '1x1,10x50' (default: by mode)")
     a = ap.parse_args(argv)
+    if a.bendt:
+        out_dir = a.out.parent
+        bendt = channels_bendt.run(a.quick, out_dir)
+        print(channels_bendt.report(bendt))
+        print(f"\n(wrote {out_dir}/channels_bendt.json, .md, {', '.join(bendt['plots'])}; "
+              f"{bendt['elapsed_s']:.0f} s)")
+        return
     mode = "quick" if a.quick else "full" if a.full else "default"
     repeat = a.repeat or {"quick": 1, "default": 3, "full": 5}[mode]
     sizes = [1, 100, 10_000]

@@ -46,7 +46,9 @@ counted from 1, as editors do) and whether retrying the same operation can help.
         ├── UnsupportedQoS, UnsupportedAdmin (ValueError)  ``errors``: PropertyError list
         ├── AdminLimitExceeded (RuntimeError)    MaxConsumers/MaxSuppliers reached
         ├── ImplLimit (RuntimeError, retriable)  full queue with RejectNewEvents
-        └── UnsupportedFilterableData (ValueError)
+        ├── UnsupportedFilterableData (ValueError)
+        └── TypedEventError (TypeError)    a typed channel's interface, or a call it refuses
+            └── UnknownOperation (AttributeError)  an operation the interface lacks
 
 An error's text is always one readable line: the message is cut to
 :data:`MAX_MESSAGE` characters (its start and its end, with the length of the whole)
@@ -412,6 +414,14 @@ class InvalidConstraint(ChannelError, ConstraintError):
 
 class UnsupportedFilterableData(ChannelError, ValueError):
     """The filter cannot inspect this event at all."""
+
+
+class TypedEventError(ChannelError, TypeError):
+    """A typed channel's interface is unusable, or a typed call does not fit it."""
+
+
+class UnknownOperation(TypedEventError, AttributeError):
+    """A typed supplier called an operation its channel's interface does not have."""
 
 
 @dataclass(frozen=True, slots=True)

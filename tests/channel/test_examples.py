@@ -25,6 +25,11 @@ def run(*args: str) -> str:
     ("pull_supplier.py", "pulled 6 events"),
     ("push_consumer.py", "batch: [('room-0', 22.0)"),  # priority first, filter > 20
     ("pull_consumer.py", "pulled: room-0 {'room': 0, 'celsius': 22.0}"),
+    ("federated.py", "B3's consumer got: [{'room': 12, 'value': 21.5}, "
+                     "{'room': 14, 'value': 22.0}]\nevents B2 forwarded to B3: 2"),
+    ("typed.py", "refused: Thermo.reading(): parameter 'room' must be int, not str ('12')\n"
+                 "reading: room 12 21.5 C\n"
+                 "structured: %TYPED {'operation': 'Thermo::reading', 'room': 3, 'value': 19.0}"),
 ])
 def test_in_process_examples(name: str, expected: str) -> None:
     assert expected in run(name)

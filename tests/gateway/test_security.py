@@ -127,3 +127,24 @@ def test_a_public_address_needs_tls_and_authentication() -> None:
         GatewayServer(net, "B1", host="0.0.0.0")
     with pytest.raises(ConfigError, match="certificate and its key"):
         GatewayServer(net, "B1", tls_cert="x.pem")
+
+
+async def test_metrics_and_malformed_requests_need_credentials_first(
+        secured: tuple[GatewayNetwork, dict[str, str]]) -> None:
+    """``/metrics`` needs a token like every data route, and an unauthenticated request
+    with a malformed body gets 401, not the schema's 422 (issue 30, items 7 and 8)."""
+    gn, tokens = secured
+    async with httpx.AsyncClient(base_url=gn.url) as http:
+        r = await http.get("/metrics")
+        assert r.status_code == 401 and r.json()["error"]["type"] == "AuthenticationError"
+        assert (await http.get("/metrics", headers=auth("forged"))).status_code == 401
+        r = await http.get("/metrics", headers=auth(tokens["tenant"]))
+        assert r.status_code == 200 and "siftbus_gateway_events_published_total" in r.text
+        for body in (b"{not json", b'{"profile": 5}'):
+            r = await http.post("/api/subscriptions", content=body,
+                                headers={"content-type": "application/json"})
+            assert r.status_code == 401, r.text
+            r = await http.post("/api/subscriptions", content=body,
+                                headers={"content-type": "application/json",
+                                         **auth(tokens["tenant"])})
+            assert r.status_code == 422 and "error" in r.json(), r.text

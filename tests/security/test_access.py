@@ -46,7 +46,7 @@ PRINCIPALS = {
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"), brokers=("B1",))
+    return make_pki(tmp_path_factory.mktemp("pki"), brokers=("B1", "B2"))
 
 
 def _t(a: int, b: str = "LO", s: str = "x") -> dict[str, Any]:
@@ -344,3 +344,49 @@ async def test_a_tokens_scopes_narrow_what_its_connection_may_do(pki: Pki) -> No
                                  server_hostname="localhost", token=rooted)
     finally:
         await close_all(servers, [reader])
+
+
+async def test_another_principals_name_is_refused_alike_online_or_not(pki: Pki) -> None:
+    """A name held by another principal's live client is refused with the same counted
+    AccessDenied as after that client left: the refusal never tells whether it is
+    online (issue 30, item 8)."""
+    servers = await start_secure(["B1"], [], policy(pki, PRINCIPALS), pki)
+    srv = servers["B1"]
+    try:
+        holder = await connect(srv, pki, "tenant", name="t9")
+        answers = []
+        for _ in range(2):
+            with pytest.raises(RemoteError) as refused:
+                await connect(srv, pki, "admin", name="t9")
+            answers.append((refused.value.kind, refused.value.message))
+            if holder is not None:
+                await holder.close()
+                holder = None
+                await eventually(lambda: srv.node.stats().clients == 0)
+        assert answers[0] == answers[1], answers
+        assert answers[0][0] == "AccessDenied" and "another principal" in answers[0][1]
+        assert srv.node.guard.stats()["denied_by_principal"]["admin"] == 2
+    finally:
+        await close_all(servers)
+
+
+async def test_quotas_hold_at_each_broker_over_all_its_connections_there(pki: Pki) -> None:
+    """The documented scope of a quota (docs/security.md, "Quotas"): a principal's
+    connections to one broker share it; another broker counts on its own (issue 30,
+    item 8: the documentation said "over all its connections" without saying so)."""
+    servers = await start_secure(["B1", "B2"], [("B1", "B2")], policy(pki, PRINCIPALS), pki)
+    try:
+        one = await connect(servers["B1"], pki, "quota")
+        two = await connect(servers["B1"], pki, "quota")
+        far = await connect(servers["B2"], pki, "quota")
+        await one.subscribe("T(a = 1)")
+        await two.subscribe("T(a = 2)")
+        with pytest.raises(RemoteError, match="max_profiles quota of 2"):
+            await one.subscribe("T(a = 3)")  # the third at B1, from either connection
+        await far.subscribe_many(["T(a = 4)", "T(a = 5)"])  # B2's own two
+        with pytest.raises(RemoteError, match="max_profiles quota of 2"):
+            await far.subscribe("T(a = 6)")
+        for c in (one, two, far):
+            await c.close()
+    finally:
+        await close_all(servers)

@@ -171,6 +171,34 @@ async def test_owners_survive_a_restart(pki: Pki, tmp_path: Path) -> None:
         await bob.close()
 
 
+async def test_an_object_gone_after_a_restart_keeps_no_owner(pki: Pki,
+                                                            tmp_path: Path) -> None:
+    """A channel the store does not bring back (best effort) leaves no owner entry: to
+    another principal it is unknown, as if it never existed, not "someone else's"
+    (issue 30, item 8)."""
+    store = tmp_path / "channels.db"
+    pol = policy(pki, PRINCIPALS)
+    async with channel_server(pol, pki, store) as srv:
+        alice, ops = await caller(srv, pki, "alice"), await caller(srv, pki, "ops")
+        cid = await ops.call("create_channel")  # best effort: not stored
+        mine = await alice.call("obtain_consumer", channel=cid)
+        for c in (alice, ops):
+            await c.close()
+    owners = Path(f"{store}.owners.json")
+    assert "alice" in owners.read_text()
+    async with channel_server(pol, pki, store) as srv:
+        # the owners file no longer says that channel existed, nor whose its proxy was
+        assert "alice" not in owners.read_text() and "ops" not in owners.read_text()
+        bob, ops = await caller(srv, pki, "bob"), await caller(srv, pki, "ops")
+        assert cid not in [c["id"] for c in await ops.call("list_channels")]
+        # the same answer as for a channel that never was
+        for channel in (cid, 999):
+            with pytest.raises(SiftbusError, match="belongs to another principal"):
+                await bob.call("pull", channel=channel, proxy=mine)
+        await bob.close()
+        await ops.close()
+
+
 async def test_the_channel_service_in_a_secured_broker(pki: Pki) -> None:
     pol = policy(pki, PRINCIPALS, brokers=["B0"])
     node = BrokerNode("B0", SCHEMA, guard=Guard(pol))
@@ -255,7 +283,9 @@ async def test_quotas_on_the_channel_service(pki: Pki, tmp_path: Path) -> None:
     store = tmp_path / "channels.db"
     async with channel_server(pol, pki, store) as srv:
         ops, alice, bob = [await caller(srv, pki, w) for w in ("ops", "alice", "bob")]
-        cid = await ops.call("create_channel")
+        # persistent: its proxies come back after the restart below, and count again
+        cid = await ops.call("create_channel", qos={"EventReliability": 1,
+                                                    "ConnectionReliability": 1})
         first = await alice.call("obtain_consumer", channel=cid)
         await alice.call("obtain_consumer", channel=cid)
         with pytest.raises(SiftbusError, match=r"alice exceeds its max_profiles quota of 2") \

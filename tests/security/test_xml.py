@@ -35,6 +35,7 @@ PRINCIPALS = {"ops": {"services": ["xml.*"]},
               "alice": {"services": ["xml.subscribe"]},
               "bob": {"services": ["xml.subscribe"]},
               "sensor": {"services": ["xml.publish"]},
+              "carol": {"services": ["xml.subscribe", "xml.publish"]},
               "nobody": {}}
 
 
@@ -382,3 +383,26 @@ def test_the_xml_quota_count_follows_expiry_without_a_scan(pki: Pki) -> None:
     assert access.held(alice) == 3
     with pytest.raises(QuotaExceeded):
         access.charge_subscribe(alice, 2)
+
+
+async def test_a_publish_answer_names_only_the_callers_own_subscriptions(
+        world: dict[str, Any], pki: Pki) -> None:
+    """A publisher sees what its document caused for its own subscriptions only: never
+    another principal's subscription ids or callback URLs (issue 30, item 8)."""
+    url, recv = world["url"], world["recv"]
+    async with (client(pki, "alice") as alice, client(pki, "carol") as carol,
+                client(pki, "sensor") as sensor, client(pki, "ops") as ops):
+        a_ids = (await alice.post(f"{url}/subscriptions",
+                                  content=doc_for(recv, "a"))).json()["ids"]
+        c_ids = (await carol.post(f"{url}/subscriptions",
+                                  content=doc_for(recv, "c"))).json()["ids"]
+        r = await sensor.post(f"{url}/publish?deliver=false", content=APPENDIX7)
+        assert r.status_code == 200 and r.json()["events"] == 3
+        assert r.json()["notifications"] == [], r.text
+        r = await carol.post(f"{url}/publish?deliver=false", content=APPENDIX7)
+        notes = r.json()["notifications"]
+        assert notes and all(set(n["subscriptions"]) <= set(c_ids) for n in notes)
+        assert "/submit/a" not in r.text and not any(i in r.text for i in a_ids), r.text
+        r = await ops.post(f"{url}/publish?deliver=false", content=APPENDIX7)
+        seen = {i for n in r.json()["notifications"] for i in n["subscriptions"]}
+        assert seen & set(a_ids) and seen & set(c_ids)  # an administrator sees all

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from siftbus.security.certs import init_ca, issue
-from siftbus.wire.frames import Message, MsgType
+from siftbus.wire.frames import Message, MsgType, encode
+from siftbus.wire.limits import Limits
 from siftbus.wire.listener import Listener
 from siftbus.wire.transport import FLUSH_BYTES, FrameConnection, connect
 
@@ -146,3 +147,52 @@ def test_random_turns_deliver_every_frame_in_order(turns: list[int], tls: bool,
         return sink.frames
 
     assert asyncio.run(run()) == list(range(sum(turns)))
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+async def test_a_reader_that_stops_holds_a_counted_bounded_queue(tls: bool,
+                                                                pki: Path) -> None:
+    """Toward a peer that stops reading, the transport (over TLS: the SSL layer) holds
+    no more than its high-water mark; the rest waits in the connection's own queue,
+    counted in ``buffered``, so ``offer`` drops beyond ``max_out_buffer`` on every
+    transport; what was accepted arrives, in order, once the peer reads again."""
+    reading = asyncio.Event()
+    got: list[int] = []
+    done = asyncio.Event()
+
+    async def late_reader(conn: FrameConnection) -> None:
+        await reading.wait()
+        try:
+            while True:
+                msg, _ = await conn.read(10.0)
+                got.append(int(msg.body["i"]))
+        except ConnectionError:
+            done.set()
+
+    server_ctx, client_ctx = _contexts(pki) if tls else (None, None)
+    listener = Listener(late_reader, ssl=server_ctx)
+    await listener.start()
+    cap = 2 * 2**20
+    conn = await connect("127.0.0.1", listener.port, Limits(max_out_buffer=cap),
+                         ssl=client_ctx, server_hostname="localhost" if tls else None)
+    try:
+        assert conn.transport is not None
+        accepted: list[int] = []
+        held = 0
+        for i in range(1500):  # ~15 MiB offered, far beyond what the sockets take
+            if conn.offer(encode(_frame(i, pad=10_000))):
+                accepted.append(i)
+            if i % 25 == 0:
+                await asyncio.sleep(0.001)
+                held = max(held, conn.transport.get_write_buffer_size())
+                assert conn.buffered <= cap + 26 * 10_100
+        assert held <= 1024 * 1024, f"the transport itself holds {held} bytes"
+        assert conn.dropped > 0 and len(accepted) + conn.dropped == 1500
+        reading.set()
+        await conn.drain()
+        conn.close()
+        await asyncio.wait_for(done.wait(), 20)
+    finally:
+        conn.abort()
+        await listener.close()
+    assert got == accepted

@@ -253,13 +253,22 @@ class BrokerNode:
         check_name(name, "client")
         link = "@" + name
         if link in self.clients:
+            holder = self.access.principals.get(link)
+            if holder is not None and holder.name != principal.name and not self.guard.open:
+                # the same counted refusal as once it has left: whether another
+                # principal's client is online is not this one's to learn
+                raise self.guard.deny(principal, "connect", f"as client {name!r}",
+                                      "the name belongs to another principal")
             raise ConfigError(f"a client named {name!r} is already connected to {self.name}",
                               field="name")
         self.access.attach(link, principal, chosen=chosen, bind=bind)
         self.clients.add(link)
-        mine = sorted({e.local_id for e in self.routing.table.entries.values()
+        return link, self.profile_ids(link)
+
+    def profile_ids(self, link: str) -> list[str]:
+        """The ids of the profiles client ``link`` holds here, sorted."""
+        return sorted({e.local_id for e in self.routing.table.entries.values()
                        if e.src == link})
-        return link, mine
 
     def assign_name(self, principal: Principal = ANONYMOUS) -> str:
         """A free client name for a client of ``principal`` that chose none."""

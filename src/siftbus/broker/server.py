@@ -227,7 +227,9 @@ class BrokerServer:
         # a transport already closing (the peer went while this step runs, e.g. UNSUBs
         # sent on while a broker shuts down) is as good as gone: writing raises on uvloop
         if conn is None or conn.closing or (notify and conn.congested):
-            if notify:
+            # a session's rows are not lost: the session keeps them until acknowledged
+            # and sends them again (counting them would report drops that never were)
+            if notify and self.node.sessions.of(link) is None:
                 self.node.counters.drop("slow_consumer", notify_count(msg.body))
                 if conn is not None:
                     conn.count_dropped()
@@ -386,6 +388,8 @@ class BrokerServer:
             except BaseException:
                 self.node.client_down(link)
                 raise
+            if session.get("clean"):  # a clean start forgot the profiles found above
+                ack["profiles"] = self.node.profile_ids(link)
             if status is None:  # ACK once the holders confirm the owner (or refuse)
                 self._claims[link] = (conn, principal, ack,
                                       asyncio.get_running_loop().create_future())

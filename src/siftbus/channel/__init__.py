@@ -9,7 +9,8 @@ Modules, lowest first: ``event`` (StructuredEvent), ``envelope`` (an event insid
 channel), ``queue`` (one consumer's queue), ``terms`` (priority and lifetime per
 consumer), ``filter`` (filter objects), ``state`` (the records objects save and restore
 themselves from), ``store`` (SQLite), ``node``, ``proxy/``, ``admin``,
-``consumer_filters``, ``dispatch``, ``channel``, ``factory``, ``remote/``.
+``consumer_filters``, ``dispatch``, ``channel``, ``factory``, ``typed_interface`` and
+``typed`` (the typed event channel), ``remote/``.
 """
 
 from siftbus.channel.admin import ConsumerAdmin, SupplierAdmin
@@ -50,6 +51,8 @@ from siftbus.channel.proxy import (
 from siftbus.channel.qos import AND_OP, OR_OP
 from siftbus.channel.stats import ChannelStats
 from siftbus.channel.store import ChannelStore
+from siftbus.channel.typed import TypedEventChannel
+from siftbus.channel.typed_interface import TypedEvent
 from siftbus.errors import (
     AdminLimitExceeded,
     AdminNotFound,
@@ -70,6 +73,8 @@ from siftbus.errors import (
     ObjectNotExist,
     PropertyError,
     ProxyNotFound,
+    TypedEventError,
+    UnknownOperation,
     UnsupportedAdmin,
     UnsupportedFilterableData,
     UnsupportedQoS,
@@ -131,6 +136,10 @@ __all__ = [
     "StructuredProxyPushConsumer",
     "StructuredProxyPushSupplier",
     "SupplierAdmin",
+    "TypedEvent",
+    "TypedEventChannel",
+    "TypedEventError",
+    "UnknownOperation",
     "UnsupportedAdmin",
     "UnsupportedFilterableData",
     "UnsupportedQoS",

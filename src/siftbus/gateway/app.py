@@ -2,8 +2,11 @@
 
 :func:`create_app` builds the FastAPI app of one :class:`~siftbus.gateway.hub.Gateway`.
 Errors are one JSON shape, ``{"error": {"type", "message", "line", "column",
-"field"}}``, with the status of their class (:data:`STATUS`); a bad request never
-disturbs another. ``/openapi.json`` and ``/docs`` describe the API.
+"field"}}``, with the status of their class (:data:`STATUS`) -- also the framework's own
+refusals (an unknown route, a body that does not fit the OpenAPI schema: 422, its
+excerpt bounded), and on a secured network a request without valid credentials gets 401
+before its body is looked at. A bad request never disturbs another. ``/openapi.json``
+and ``/docs`` describe the API.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from siftbus.errors import (
     AccessDenied,
@@ -30,6 +35,7 @@ from siftbus.errors import (
 )
 
 from . import rest, streaming
+from .auth import request_token
 from .codec import dumps_bytes
 from .guards import App, Receive, RequestLimits, Scope, Send, error_body
 from .hub import Gateway
@@ -46,6 +52,32 @@ REMOTE_STATUS = {"UnknownProfileError": 404, "ChannelNotFound": 404,
                  "DuplicateProfileError": 409, "QuotaExceeded": 429, "AccessDenied": 403,
                  "AuthenticationError": 401}
 """HTTP status of an error a broker reported, by its class name (else 400)."""
+
+
+EXCERPT = 80
+"""Characters of a refused input quoted back in an error (never the whole input)."""
+
+HTTP_KINDS = {404: "NotFound", 405: "MethodNotAllowed"}
+
+
+def excerpt(value: Any) -> str:
+    """A bounded excerpt of a refused value (its repr, cut at :data:`EXCERPT`)."""
+    text = repr(value)
+    return text if len(text) <= EXCERPT else f"{text[:EXCERPT]}... ({len(text)} characters)"
+
+
+def validation_error(exc: RequestValidationError) -> dict[str, Any]:
+    """The gateway's error of a request that does not fit the OpenAPI schema: the first
+    problem, where it is (``field``: the dotted location) and an excerpt of the input."""
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    loc = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
+    msg = str(first.get("msg", "the request does not fit its schema"))
+    if "input" in first and first.get("type") != "missing":
+        msg += f" (got {excerpt(first['input'])})"
+    if len(errors) > 1:
+        msg += f"; {len(errors) - 1} more problem(s)"
+    return error_body("RequestValidationError", f"{loc}: {msg}" if loc else msg, field=loc)
 
 
 def status_of(exc: SiftbusError) -> int:
@@ -134,14 +166,30 @@ def create_app(gw: Gateway) -> FastAPI:
     async def siftbus_error(request: Request, exc: SiftbusError) -> JSONResponse:
         return JSONResponse(error_of(exc), status_code=status_of(exc))
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        try:  # credentials first: an unauthenticated caller learns nothing of the schema
+            gw.authenticate(request_token(gw, request, None))
+        except SiftbusError as denied:
+            return JSONResponse(error_of(denied), status_code=status_of(denied))
+        return JSONResponse(validation_error(exc), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = HTTP_KINDS.get(exc.status_code, "HTTPError")
+        return JSONResponse(error_body(kind, str(exc.detail)[:EXCERPT * 2]),
+                            status_code=exc.status_code, headers=exc.headers)
+
     app.state.gateway = gw
     app.include_router(rest.router(gw))
     app.include_router(streaming.router(gw))
     registry = gateway_registry(gw)
 
     @app.get("/metrics", include_in_schema=False)
-    async def metrics() -> Response:
-        """The gateway's Prometheus metrics (text exposition format)."""
+    async def metrics(request: Request) -> Response:
+        """The gateway's Prometheus metrics (text exposition format); on a secured
+        network only with a valid token, like every data route."""
+        gw.authenticate(request_token(gw, request, None))
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
     app.mount("/static", StaticFiles(directory=static_dir()), name="static")
 
@@ -164,4 +212,5 @@ def create_app(gw: Gateway) -> FastAPI:
     return app
 
 
-__all__ = ["REMOTE_STATUS", "STATUS", "PublishRoute", "create_app", "error_of", "status_of"]
+__all__ = ["EXCERPT", "REMOTE_STATUS", "STATUS", "PublishRoute", "create_app", "error_of",
+           "excerpt", "status_of", "validation_error"]

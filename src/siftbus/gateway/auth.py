@@ -34,7 +34,8 @@ def token_of(gw: Gateway, header: str | None, query: str | None) -> str | None:
 
 def request_token(gw: Gateway, request: Request, creds: HTTPAuthorizationCredentials | None
                   ) -> str | None:
-    header = f"Bearer {creds.credentials}" if creds is not None else None
+    header = f"Bearer {creds.credentials}" if creds is not None else \
+        request.headers.get("authorization")
     return token_of(gw, header, request.query_params.get("token"))
 
 

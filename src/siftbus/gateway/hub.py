@@ -44,6 +44,7 @@ from siftbus.errors import (
 )
 from siftbus.lang.profile import format_profile, parse_profile_text
 from siftbus.model import Event, Schema
+from siftbus.security.guard import Guard
 
 from .codec import block_events
 from .limits import DEFAULT_LIMITS, GatewayLimits
@@ -53,6 +54,9 @@ log = logging.getLogger("siftbus.gateway")
 
 SNAPSHOT_TTL = 0.5
 """Seconds a network snapshot is reused (every dashboard shares one)."""
+
+HEALTH_TIMEOUT = 2.0
+"""Seconds ``/api/health`` waits for the broker before it answers 503."""
 
 SESSION_RETRY = 5.0
 """Seconds a session socket waits for its session's previous broker connection to
@@ -96,6 +100,9 @@ class Gateway:
         """Session id -> the token and outbox of the socket attached to it here."""
         self.secured = net.security.authenticates
         """Every request needs a bearer token (the network has no anonymous access)."""
+        self.guard = Guard(net.security)
+        """Checks tokens here, for what no broker answers (``/metrics``, a request refused
+        before it reaches a broker); the brokers' guards decide everything else."""
         self._tls = client_tls(net.security.ca) if net.security.ca is not None else None
         self._keys = itertools.count(1)
         self._sessions: dict[tuple[str | None, str], Client] = {}
@@ -127,6 +134,18 @@ class Gateway:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def authenticate(self, token: str | None) -> None:
+        """Refuse a request without valid credentials on a secured network (a counted
+        :class:`~siftbus.errors.AuthenticationError`), checked here with the network's
+        CA and token key: before a malformed body is looked at, and for ``/metrics``,
+        which needs no broker."""
+        if not self.secured:
+            return
+        if token is None:
+            raise AuthenticationError("credentials required: send 'Authorization: Bearer "
+                                      "<token>' (siftbus certs token NAME)")
+        self.guard.client(token)
+
     async def session(self, token: str | None, broker: str | None = None) -> Client:
         """The connection to ``broker`` (default: the gateway's own) authenticated with
         ``token``; opened on first use, again after it was lost. At most
@@ -145,7 +164,42 @@ class Gateway:
             c = await Client.connect(b.host, b.port, timeout=self.timeout, token=token,
                                      tls=self._tls)
             self._sessions[key] = c
+            self.spawn(self._when_lost(c))
             return c
+
+    async def _when_lost(self, c: Client) -> None:
+        """When a shared broker connection ends (the broker restarted or went), its
+        subscriptions are gone with it: every WebSocket and SSE consumer that used it is
+        told (:attr:`Outbox.lost`; the socket is closed with 1012, the SSE stream ends
+        with an ``error`` event) so that it connects and subscribes again, and a pull
+        subscription answers 503 once. The next request opens a new connection."""
+        await c.ended.wait()
+        for ob in list(self.outboxes.values()):
+            if ob.client is c and ob.session is None:
+                ob.lost = True
+                ob.ready.set()
+
+    async def health(self) -> tuple[bool, str | None]:
+        """Whether the gateway's broker answers now, and the name of the gateway's own
+        connection at it (``None`` on a secured network: connections are per token)."""
+        if not self.secured:
+            try:
+                c = await asyncio.wait_for(self.session(None), HEALTH_TIMEOUT)
+            except (SiftbusError, OSError, TimeoutError):
+                return False, None
+            return True, c.name
+        if any(k[1] == self.broker and not c.ended.is_set() for k, c in self._sessions.items()):
+            return True, None
+        b = self.net.broker(self.broker)
+        try:  # no connection of ours: does the broker accept one?
+            _, writer = await asyncio.wait_for(asyncio.open_connection(b.host, b.port),
+                                               HEALTH_TIMEOUT)
+        except (OSError, TimeoutError):
+            return False, None
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return True, None
 
     @property
     def session_count(self) -> int:
@@ -423,4 +477,4 @@ class Gateway:
                 "connections": dict(self.counters.connections)}
 
 
-__all__ = ["SNAPSHOT_TTL", "Gateway", "GatewayCounters"]
+__all__ = ["HEALTH_TIMEOUT", "SNAPSHOT_TTL", "Gateway", "GatewayCounters"]

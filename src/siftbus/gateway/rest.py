@@ -10,11 +10,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from siftbus.errors import DuplicateProfileError, QuotaExceeded, UnknownProfileError
+from siftbus.errors import (
+    ConnectionLostError,
+    DuplicateProfileError,
+    EventError,
+    QuotaExceeded,
+    UnknownProfileError,
+)
 from siftbus.lang.profile import parse_profile_text
 from siftbus.match.explain import explain
 from siftbus.model import event_from_dict
-from siftbus.model.textio import parse_json_line
+from siftbus.model.textio import decode_text, parse_json_line
 
 from .auth import Token, token_of
 from .codec import dumps_bytes
@@ -93,9 +99,17 @@ def router(gw: Gateway) -> APIRouter:
     """The REST routes of gateway ``gw``."""
     api = APIRouter(prefix="/api")
 
-    @api.get("/health", summary="The gateway and its broker")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "broker": gw.broker, "secured": gw.secured}
+    @api.get("/health", summary="The gateway and its broker",
+             responses={503: {"description": "the broker does not answer"}})
+    async def health(response: Response) -> dict[str, Any]:
+        """``status`` ``ok`` (200) while the gateway's broker answers, ``unavailable``
+        (503) while it does not; ``client``: the gateway's connection's name at its
+        broker (``null`` on a secured network, where connections are per token)."""
+        up, client = await gw.health()
+        if not up:
+            response.status_code = 503
+        return {"status": "ok" if up else "unavailable", "broker": gw.broker,
+                "client": client, "secured": gw.secured}
 
     @api.get("/schema", summary="The event types of the network")
     async def schema(token: Token) -> dict[str, dict[str, str]]:
@@ -128,6 +142,7 @@ def router(gw: Gateway) -> APIRouter:
         if sid is not None and sid in gw.pulls:
             raise DuplicateProfileError(f"subscription {sid!r} exists", field="id")
         ob = gw.open_outbox("p", await gw.session(token))
+        ob.token = token
         try:
             out = await gw.subscribe(ob, req.profile, sid or ob.key)
         except BaseException:
@@ -148,6 +163,11 @@ def router(gw: Gateway) -> APIRouter:
         """A pull subscription of the caller (another token's is unknown to it)."""
         client = await gw.session(token)
         ob = gw.pulls.get(sid)
+        if ob is not None and ob.lost and ob.token == token:
+            del gw.pulls[sid]
+            await gw.close_outbox(ob)
+            raise ConnectionLostError(f"subscription {sid!r} ended: the connection to broker "
+                                      f"{gw.broker} was lost; subscribe again")
         if ob is None or ob.client is not client:
             raise UnknownProfileError(f"no subscription {sid!r}", field="id")
         return ob
@@ -219,7 +239,9 @@ async def answer_publish(gw: Gateway, authorization: str | None, query_token: st
     (:func:`~.publish.parse_publish_body`; a large one in a thread), its valid events
     published and acknowledged by the broker, the refused ones reported."""
     client = await gw.session(token_of(gw, authorization, query_token))
-    text = raw.decode("utf-8", errors="replace")
+    # strict UTF-8 and a leading BOM skipped, as every file reader does: a byte that is
+    # not UTF-8 refuses the body (line and column named), never publishes U+FFFD
+    text = decode_text(raw, source="body", kind=EventError)
     batch = await asyncio.to_thread(parse_publish_body, text, content_type, gw.schema,
                                     gw.limits) if len(raw) > 65536 else \
         parse_publish_body(text, content_type, gw.schema, gw.limits)

@@ -7,7 +7,13 @@ without valid credentials on a secured network is closed with 1008 before it ope
 
 SSE ``GET /api/sse?profile=...&profile=...``: the profiles are subscribed for the
 response's lifetime; events ``subscribed``, ``notification`` (one per notification, the
-objects of a ``notifications`` array) and ``dropped``.
+objects of a ``notifications`` array) and ``dropped``; ``error`` ends the stream when
+the broker connection was lost (the browser's ``EventSource`` then reconnects).
+
+When the gateway's broker connection is lost (the broker restarted), a WebSocket is
+closed with 1012 (a session socket too) and an SSE stream ends with an ``error`` event:
+their subscriptions went with the connection, and a client that connects again
+subscribes again. A WebSocket upgrade while the broker does not answer gets HTTP 503.
 """
 
 from __future__ import annotations
@@ -17,11 +23,19 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
+from urllib.parse import unquote_to_bytes
 
 from fastapi import APIRouter, Query, Request, WebSocket, WebSocketDisconnect
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
-from siftbus.errors import EventError, SiftbusError, WireError
+from siftbus.errors import (
+    ConnectionLostError,
+    EnvironmentProblem,
+    EventError,
+    ProfileError,
+    SiftbusError,
+    WireError,
+)
 from siftbus.model import event_from_dict
 from siftbus.model.textio import parse_json_line
 
@@ -35,6 +49,9 @@ log = logging.getLogger("siftbus.gateway")
 
 KEEPALIVE = 15.0
 """Seconds between SSE comments that keep idle proxies from closing the stream."""
+
+SSE_RETRY_MS = 5000
+"""The reconnection delay an SSE stream ended by a lost broker connection asks for."""
 
 MIN_WATCH = 0.2
 """The shortest ``watch`` interval (seconds)."""
@@ -57,7 +74,7 @@ socket (a `ref` in the message is echoed in its answer):
   `{"type": "session", "id", "state", "acked", "subscriptions", "lost", "overflow"}`
 - `{"op": "ack", "n": 41}` -> `{"type": "acked", "n"}`
 - anything wrong -> `{"type": "error", "error": {"type", "message", "field", ...}}`
-  (the socket stays open)
+  (the socket stays open; a binary message too: messages are JSON text)
 
 **Notifications** come several per message, in publication order:
 `{"type": "notifications", "notifications": [{"type": "notification", "subscription":
@@ -80,7 +97,13 @@ says it processed up to `N` itself (rows up to `N` are not sent again). A sessio
 drops nothing: unacknowledged notifications are bounded by the broker's in-flight
 window (`max_inflight`), so a socket that stops acknowledging stops receiving. A second
 socket attaching the same session with the same credentials takes it over (the first
-is closed with code 4000); `"clean": true` starts the session afresh.
+is closed with code 4000); `"clean": true` starts the session afresh (no subscriptions,
+nothing buffered).
+
+**Broker restarts**: when the gateway's connection to its broker is lost, the socket is
+closed with code 1012 ("service restart"): a plain socket's subscriptions went with the
+connection, so connect again and subscribe again (a session socket attaches its session
+again and resumes). While the broker does not answer, an upgrade gets HTTP 503.
 """
 """The WebSocket protocol (markdown: docs/gateway.md and the OpenAPI description)."""
 
@@ -113,6 +136,10 @@ class WebSocketSession:
             await ob.wait()
             if ob.taken_over:
                 await self.ws.close(code=4000, reason="session taken over by another socket")
+                return
+            if ob.lost:
+                await self.ws.close(code=1012, reason="broker connection lost: connect "
+                                    "and subscribe again")
                 return
             notice = ob.drop_notice()
             if notice is not None:
@@ -225,8 +252,15 @@ class WebSocketSession:
         self._start_writer()
         try:
             while True:
-                text = await self.ws.receive_text()
+                msg = await self.ws.receive()
+                if msg["type"] == "websocket.disconnect":
+                    raise WebSocketDisconnect(msg.get("code", 1000), msg.get("reason"))
+                binary = msg.get("text") is None
+                text: str = msg.get("text") or ""
                 try:
+                    if binary:
+                        raise WireError("a binary message: send each JSON message as a "
+                                        "text message", field="op")
                     reply = await self.handle(text)
                 except SiftbusError as exc:
                     reply = {"type": "error", **error_body(
@@ -257,6 +291,24 @@ def _ref(text: str) -> Any:
     return ref if isinstance(ref, str | int) and not isinstance(ref, bool) else None
 
 
+def query_values(raw: bytes, name: str) -> list[str]:
+    """The values of query parameter ``name`` in strict UTF-8 (the framework's reading
+    puts U+FFFD for a byte that is not UTF-8: here it is refused, naming the parameter)."""
+    out = []
+    for pair in raw.split(b"&"):
+        key, _, value = pair.partition(b"=")
+        if unquote_to_bytes(key.replace(b"+", b" ")) != name.encode():
+            continue
+        data = unquote_to_bytes(value.replace(b"+", b" "))
+        try:
+            out.append(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ProfileError(f"query parameter {name!r} is not UTF-8: byte "
+                               f"0x{data[exc.start]:02x} at position {exc.start + 1}",
+                               field=name) from None
+    return out
+
+
 def router(gw: Gateway) -> APIRouter:
     """The streaming routes of gateway ``gw``."""
     api = APIRouter(prefix="/api")
@@ -266,6 +318,11 @@ def router(gw: Gateway) -> APIRouter:
         token = websocket_token(gw, ws)
         try:
             client = await gw.session(token)
+        except (ConnectionLostError, EnvironmentProblem) as exc:  # not the caller's fault
+            log.info("WebSocket refused: %s", exc)
+            await ws.send_denial_response(JSONResponse(error_body(
+                type(exc).__name__, exc.message), status_code=503))
+            return
         except SiftbusError as exc:  # refused before the handshake completes: HTTP 403
             log.info("WebSocket refused: %s", exc)
             await ws.close(code=1008, reason=exc.message[:120])
@@ -280,9 +337,12 @@ def router(gw: Gateway) -> APIRouter:
     async def sse(request: Request, creds: Bearer,
                   profile: Annotated[list[str], Query(min_length=1)]) -> StreamingResponse:
         """Subscribe the ``profile`` parameters (repeat it) while the stream is open."""
-        ob = gw.open_outbox("e", await gw.session(request_token(gw, request, creds)))
+        token = request_token(gw, request, creds)
+        gw.authenticate(token)
+        lines = query_values(request.scope.get("query_string", b""), "profile")
+        ob = gw.open_outbox("e", await gw.session(token))
         try:
-            subs = [await gw.subscribe(ob, p) for p in profile]
+            subs = [await gw.subscribe(ob, p) for p in lines]
         except BaseException:
             await gw.close_outbox(ob)
             raise
@@ -298,7 +358,13 @@ async def _sse_stream(gw: Gateway, ob: Outbox, subs: list[dict[str, str]]
     try:
         yield sse_frame({"type": "subscribed", "subscriptions": subs})
         while True:
-            if not await ob.wait(KEEPALIVE):
+            waited = await ob.wait(KEEPALIVE)
+            if ob.lost:  # EventSource reconnects after `retry` ms: give the broker time
+                yield b"retry: %d\n" % SSE_RETRY_MS + sse_frame({"type": "error", **error_body(
+                    "ConnectionLostError", f"the connection to broker {gw.broker} was "
+                    "lost: the subscriptions ended; connect again")})
+                return
+            if not waited:
                 yield b": keep-alive\n\n"
                 continue
             notice = ob.drop_notice()
@@ -310,4 +376,4 @@ async def _sse_stream(gw: Gateway, ob: Outbox, subs: list[dict[str, str]]
         gw.spawn(gw.close_outbox(ob))
 
 
-__all__ = ["KEEPALIVE", "WebSocketSession", "router"]
+__all__ = ["KEEPALIVE", "SSE_RETRY_MS", "WebSocketSession", "query_values", "router"]

@@ -69,6 +69,10 @@ class Outbox:
         """The broker session of a session socket (its own broker connection)."""
         self.taken_over = False
         """A newer socket attached to the same session (this one is to be closed)."""
+        self.lost = False
+        """Its broker connection ended: its subscriptions are gone (to be told)."""
+        self.token: str | None = None
+        """The credentials it was opened with (a pull subscription's owner)."""
         self.delivered = 0
         self.dropped = 0
         self._reported = 0

@@ -20,10 +20,20 @@ Writes are coalesced per event-loop turn: the frames written while one turn runs
 the transport as one write at its end (at once beyond :data:`FLUSH_BYTES`), so a server
 working through a backlog of requests answers with one send (and, over TLS, one record)
 instead of one per frame, and its peer wakes once for them; a lone frame still leaves in
-the same turn. :meth:`~FrameConnection.offer` writes a frame that may be dropped
-(notifications) and drops it, counted, when more than ``max_out_buffer`` bytes are
-queued toward the peer; :meth:`~FrameConnection.drain` sends what is pending and waits
-for a congested peer (backpressure); closing sends what is pending first.
+the same turn.
+
+Each connection keeps its own bounded outbound queue: the transport is given more only
+while it has not asked to pause writing (its own buffer stays below its high-water mark,
+some 64-512 KiB), the rest waits in the connection's queue and goes out as the peer
+reads. So what waits toward a slow or dead reader is counted exactly
+(:attr:`~FrameConnection.buffered`) on every transport: over TLS the SSL layer encrypts
+only what the socket can take, instead of holding an unbounded, uncounted backlog that
+it would hand to the socket in one piece when the peer reads again.
+:meth:`~FrameConnection.offer` writes a frame that may be dropped (notifications) and
+drops it, counted, when more than ``max_out_buffer`` bytes are queued toward the peer
+(the slow-consumer policy: nobody else waits for that peer); :meth:`~FrameConnection.
+drain` sends what is pending and waits for a congested peer (backpressure for the
+connection's own requests only); closing sends what is pending first.
 
 A :class:`~siftbus.wire.listener.Listener` accepts connections (at most
 ``max_connections``; one more gets an ERROR and is closed), runs the owner's handler for
@@ -39,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl as ssl_module
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -179,6 +189,9 @@ class FrameConnection(asyncio.Protocol):
         """Frames written in this loop turn, not yet given to the transport."""
         self._out_bytes = 0
         self._flush_handle: asyncio.Handle | None = None
+        self._queue: deque[bytes] = deque()
+        """Flushed data the transport has not been given yet (it asked to pause)."""
+        self._queued = 0
         self.frames_in = self.bytes_in = self.frames_out = self.bytes_out = self.dropped = 0
 
     # ---- asyncio.Protocol ------------------------------------------------------------------
@@ -212,6 +225,7 @@ class FrameConnection(asyncio.Protocol):
         self._lost = self._closing = True
         self._cancel_timer()
         self._drop_pending()
+        self._drop_queue()
         self._forget_input()
         for fut in self._drainers:
             if not fut.done():
@@ -227,6 +241,9 @@ class FrameConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._feed()
+        if self._write_paused or self._queue:
+            return
         for fut in self._drainers:
             if not fut.done():
                 fut.set_result(None)
@@ -401,7 +418,7 @@ class FrameConnection(asyncio.Protocol):
         t = self.transport
         if t is None or self._lost:
             return 0
-        return self._out_bytes + t.get_write_buffer_size()
+        return self._out_bytes + self._queued + t.get_write_buffer_size()
 
     def write(self, frame: bytes) -> bool:
         """Write an encoded frame (sent at the end of this loop turn with the others
@@ -422,14 +439,47 @@ class FrameConnection(asyncio.Protocol):
         return True
 
     def flush(self) -> None:
-        """Give the frames written so far to the transport now, as one write."""
+        """Give the frames written so far to the transport now, as one write (to the
+        outbound queue while the transport has asked to pause writing)."""
         out = self._drop_pending()
         if not out:
             return
         data = out[0] if len(out) == 1 else b"".join(out)
         t = self.transport
-        if t is not None and not self._lost and not t.is_closing():
+        if t is None or self._lost or t.is_closing():
+            return
+        if self._write_paused or self._queue:
+            self._queue.append(data)
+            self._queued += len(data)
+        else:
             t.write(data)
+
+    def _feed(self) -> None:
+        """Hand queued data to the transport until it asks to pause again (a
+        transport's ``write`` calls :meth:`pause_writing` at once when it is full)."""
+        t = self.transport
+        q = self._queue
+        while q and not self._write_paused:
+            if t is None or self._lost or t.is_closing():
+                self._drop_queue()
+                return
+            data = q.popleft()
+            self._queued -= len(data)
+            t.write(data)
+
+    def _unload(self) -> None:
+        """Hand the whole queue to the transport (the connection is ending: what was
+        written must still go out first, within the close's own bound)."""
+        t = self.transport
+        if self._queue and t is not None and not self._lost and not t.is_closing():
+            queued = list(self._queue)
+            self._drop_queue()
+            for data in queued:  # piece by piece: an SSL layer copies what a write leaves
+                t.write(data)
+
+    def _drop_queue(self) -> None:
+        self._queue.clear()
+        self._queued = 0
 
     def _drop_pending(self) -> list[bytes]:
         """Forget the frames not yet given to the transport (and the flush scheduled
@@ -469,7 +519,7 @@ class FrameConnection(asyncio.Protocol):
         if self._lost:
             raise ConnectionClosed("connection closed")
         self.flush()
-        if not self._write_paused:
+        if not self._write_paused and not self._queue:
             return
         fut = asyncio.get_running_loop().create_future()
         self._drainers.append(fut)
@@ -495,6 +545,7 @@ class FrameConnection(asyncio.Protocol):
         self._discard = True
         self._forget_input()
         self.flush()
+        self._unload()
         try:
             if not t.can_write_eof():
                 t.close()
@@ -515,6 +566,7 @@ class FrameConnection(asyncio.Protocol):
         if self._discard:
             return
         self.flush()
+        self._unload()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
@@ -523,6 +575,7 @@ class FrameConnection(asyncio.Protocol):
         self._closing = True
         self._cancel_timer()
         self._drop_pending()
+        self._drop_queue()
         if self.transport is not None and not self._lost:
             self.transport.abort()
 

@@ -353,6 +353,9 @@ class SecureXmlApp:
             except QuotaExceeded as exc:
                 await self._answer(send, *_json(429, exc))
                 return
+            if not self.access.is_admin(principal):  # others' subscriptions stay unseen
+                await self.app(scope, receive, self._capture(send, principal, "publish"))
+                return
         if route == "register":
             body = await self._body(receive)
             if body is None:
@@ -484,10 +487,32 @@ class SecureXmlApp:
         if kind == "delete":
             self.access.deleted(str(data.get("id")))
             return body
+        if kind == "publish":
+            data["notifications"] = self._own_notifications(data.get("notifications"),
+                                                            principal)
+            return json.dumps(data).encode()
         for key, value in data.items():  # every list of ids: only the caller's
             if isinstance(value, list) and all(isinstance(v, str) for v in value):
                 data[key] = [v for v in value if self.access.owners.get(v) == principal.name]
         return json.dumps(data).encode()
+
+    def _own_notifications(self, notes: Any, principal: Principal) -> list[Any]:
+        """A publisher's view of what its document caused: only the notifications of
+        its own subscriptions, naming only those; callbacks only where every
+        subscription of the notification is its own (a receiver is not its to see
+        otherwise)."""
+        owners = self.access.owners
+        out = []
+        for n in notes if isinstance(notes, list) else ():
+            subs = n.get("subscriptions") if isinstance(n, dict) else None
+            if not isinstance(subs, list):
+                continue
+            own = [s for s in subs if owners.get(s) == principal.name]
+            if own:
+                out.append({**n, "subscriptions": own,
+                            "receivers": n.get("receivers", []) if len(own) == len(subs)
+                            else []})
+        return out
 
     @staticmethod
     async def _answer(send: Send, status: int, body: bytes) -> None:

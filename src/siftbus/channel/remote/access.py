@@ -36,7 +36,7 @@ bucket). Exceeding one refuses the call whole with a counted, retriable
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +117,19 @@ class ChannelAccess:
 
     def _usage(self, name: str) -> Any:
         return self.guard.usage(Principal(name, PrincipalKind.RECORDED))
+
+    def prune(self, exists: Callable[[Key], bool]) -> int:
+        """Forget the owners of objects that no longer exist (a channel, admin or proxy
+        the store did not bring back after a restart): a stale entry would answer
+        another principal "it belongs to another principal" where the truth is "no such
+        object", telling it that the object existed and was someone's. Returns how
+        many were forgotten."""
+        gone = [k for k in self._owners if not exists(k)]
+        for k in gone:
+            self._usage(self._owners.pop(k)).release_profiles(1)
+        if gone:
+            self._save()
+        return len(gone)
 
     def owner(self, key: Key) -> str | None:
         """The principal that created the object, if recorded."""

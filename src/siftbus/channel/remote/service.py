@@ -121,6 +121,20 @@ class ChannelService:
         authenticated principal of a caller."""
         self.access = access
         self._principal_of = principal_of
+        access.prune(self._exists)  # owners of what the store did not bring back
+
+    def _exists(self, key: tuple[int, str, str, int]) -> bool:
+        """Whether the channel object an owner entry names exists now."""
+        cid, kind, side, num = key
+        if cid not in self.factory.get_all_channels():
+            return False
+        ch = self.factory.get_event_channel(cid)
+        if kind == "admin":
+            return num in (ch.get_all_consumeradmins() if side == "consumer"
+                           else ch.get_all_supplieradmins())
+        if kind == "proxy":
+            return ch.find_proxy(side, num) is not None
+        return True
 
     def __call__(self, method: str, args: dict[str, Any], caller: str = "") -> Any:
         """Handle one call; raises a SiftbusError for a bad request (the server answers it
