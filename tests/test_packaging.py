@@ -159,6 +159,10 @@ def test_one_broker_publish_subscribe_from_the_wheel(
         m = re.search(r"listening on (127\.0\.0\.1:\d+)", line)
         assert m, (line, broker.stderr.read() if broker.poll() is not None else "")
         at = m.group(1)
+        how = [broker.stdout.readline() for _ in range(4)]  # how to connect, then Ctrl-C
+        assert f"siftbus subscribe -b {at} 'Temperature()'" in how[0], how
+        assert f"siftbus publish -b {at} events.jsonl" in how[1], how
+        assert "Ctrl-C stops the broker" in how[3], how
         sub = subprocess.Popen([str(venv / "bin" / "siftbus"), "subscribe", "-b", at,
                                 "Temperature(room = 50, value > 21)", "--count", "2",
                                 "--timeout", "60"], stdout=subprocess.PIPE,

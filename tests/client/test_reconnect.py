@@ -94,8 +94,8 @@ async def test_a_subscriber_and_publisher_survive_a_restart(broker: Broker) -> N
         assert told == ["down"]
         await c.publish(warm(12))  # kept while the broker is away
         await asyncio.to_thread(broker.start)
-        for _ in range(300):
-            if c.connected.is_set():
+        for _ in range(600):  # connected, subscribed again, the buffer sent: then told
+            if c.events.reconnects:
                 break
             await asyncio.sleep(0.05)
         assert told == ["down", "up"] and c.events.reconnects == 1

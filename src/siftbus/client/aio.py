@@ -456,8 +456,11 @@ class Client(Publisher, RetainedClient, Reconnecting):
                 self.run_callback(cb, NotificationBatch(tuple(out)))
 
     def _write(self, msg: Message) -> None:
-        if not self.connected.is_set() and self._reconnector is not None \
-                and not self.ended.is_set():
+        reconnecting = not self.connected.is_set() and self._reconnector is not None \
+            and not self.ended.is_set()
+        # while the subscriptions are restored, publications still queue behind those
+        # kept during the outage: they reach the broker in the order they were made
+        if reconnecting or (self._offline and msg.type is MsgType.PUB):
             self._keep_offline(msg)
             return
         if self._conn is None:
