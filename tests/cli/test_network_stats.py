@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from broker.processes import BUILDING, config_text, free_ports
-from siftbus.cli.broker import _print_stats, _unreadable
+from siftbus.cli.network import _print_stats, _unreadable
 from siftbus.errors import AccessDenied, AuthenticationError, BrokerUnavailable, RemoteError
 
 

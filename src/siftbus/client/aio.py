@@ -14,16 +14,9 @@ client certificate, or both, over TLS::
     tls = client_tls("certs/ca.pem")                   # trust the network's CA
     c = await Client.connect("b1.example", 7400, token=token, tls=tls)
 
-A client survives a broker restart, as nats.py and paho-mqtt clients do (on by default):
-it reconnects with backoff to its broker or the next of ``servers``, subscribes again,
-keeps what is published meanwhile (up to ``reconnect_buffer`` events) and resumes its
-session; ``on_disconnect``/``on_reconnect`` are told. ``reconnect=False`` ends the
-subscriptions instead; their ``get()`` then raises :class:`ConnectionLostError`.
-Composite and retained subscriptions live in broker services a reconnection does not
-restore: subscribe them again in ``on_reconnect``::
-
-    c = await Client.connect("127.0.0.1", 7400, servers=["127.0.0.1:7401"],
-                             on_reconnect=lambda c: print("back at", c.broker))
+A client survives a broker restart by default (``client/reconnecting.py``: backoff over
+``servers``, subscriptions restored, publications kept within a bound, ``on_disconnect``
+and ``on_reconnect`` told; ``reconnect=False`` ends the subscriptions instead).
 
 A high-rate subscriber can take whole frames instead (no object per notification)::
 
@@ -43,7 +36,6 @@ import logging
 import ssl
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,7 +43,6 @@ import numpy as np
 from siftbus.errors import (
     BrokerUnavailable,
     ConnectionLostError,
-    EnvironmentProblem,
     ProfileError,
     RemoteError,
     SiftbusError,
@@ -60,7 +51,6 @@ from siftbus.errors import (
 )
 from siftbus.lang.profile import parse_profile_text, resolve
 from siftbus.model import Event, Profile, Schema
-from siftbus.security.tls import TLSConfig, client_context
 from siftbus.wire.events import Block, decode_batch, in_order
 from siftbus.wire.frames import Message, MsgType, decode_error, encode
 from siftbus.wire.limits import CLIENT_LIMITS
@@ -68,17 +58,12 @@ from siftbus.wire.profiles import encode_profile
 from siftbus.wire.transport import FrameConnection
 from siftbus.wire.transport import connect as open_connection
 
+from .addresses import client_tls, parse_address
 from .composite import CompositeClient, CompositeSubscription
-from .notifications import (
-    Notification,
-    NotificationBatch,
-    NotifyBlock,
-    event_json,
-    notify_block,
-)
+from .notifications import Notification, NotificationBatch, NotifyBlock, event_json, notify_block
 from .publishing import Publisher
 from .reconnect import ConnectionEvents, Reconnect, Server
-from .reconnecting import _REFUSALS, MAX_SUB_BATCH, Reconnecting
+from .reconnecting import MAX_SUB_BATCH, Reconnecting
 from .retained import RetainedClient
 from .session import SessionState
 from .subscription import BatchCallback, Callback, Subscription, next_notification
@@ -345,21 +330,8 @@ class Client(Publisher, RetainedClient, Reconnecting):
                 msg, _ = await self._conn.read()
                 self._dispatch(msg)
         except (ConnectionError, WireError) as exc:
-            lost = ConnectionLostError(f"connection to broker {self.broker} lost: {exc!r}")
-            if self._reconnector is not None and not self._reconnector.done():
-                return  # a connection of the reconnection itself: it tries the next
-            refused = next((e for e in self.errors[-1:] if e.kind in _REFUSALS), None)
-            if self.reconnect.enabled and not self._closed and not self._moving \
-                    and refused is None:  # a broker that shut us out would again
-                self.connected.clear()
-                self._fail_pending(lost)  # in flight: done or not, the caller decides
-                self.events.fire(self.events.on_disconnect, self, self._spawn)
-                self._reconnector = asyncio.ensure_future(self._reconnect_loop(lost))
-                return
-            self._lost = lost
-            self.connected.clear()
-            self.ended.set()
-            self._fail_pending(self._lost)
+            self._connection_lost(ConnectionLostError(
+                f"connection to broker {self.broker} lost: {exc!r}"))
 
     def _dispatch(self, msg: Message) -> None:
         body = msg.body
@@ -466,14 +438,6 @@ class Client(Publisher, RetainedClient, Reconnecting):
         if self._conn is None:
             raise ConnectionLostError("not connected")
         self._conn.write(encode(msg))
-
-    @property
-    def end_error(self) -> ConnectionLostError:
-        """Why the subscriptions ended (closed by the user, or lost for good)."""
-        if isinstance(self._lost, ConnectionLostError):
-            return self._lost
-        return ConnectionLostError("the client is closed" if self._closed else
-                                   f"connection to broker {self.broker} ended")
 
     async def _request(self, mtype: MsgType, body: dict[str, Any],
                        timeout: float | None = 60.0) -> dict[str, Any]:
@@ -624,23 +588,6 @@ async def connect(host: str = "127.0.0.1", port: int = 7400, *, name: str | None
                   tls: ssl.SSLContext | None = None) -> Client:
     """Shorthand for :meth:`Client.connect`."""
     return await Client.connect(host, port, name=name, timeout=timeout, token=token, tls=tls)
-
-
-def client_tls(ca: str | Path, cert: str | Path | None = None,
-               key: str | Path | None = None) -> ssl.SSLContext:
-    """A TLS context for a client: trust the network's CA, present ``cert``/``key``
-    (a client certificate from ``siftbus certs issue NAME --kind client``) if given."""
-    return client_context(TLSConfig(Path(cert) if cert else None,
-                                    Path(key) if key else None, Path(ca)))
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``host:port`` (or ``port``) -> ``(host, port)``."""
-    host, _, port = text.rpartition(":")
-    try:
-        return (host or "127.0.0.1", int(port))
-    except ValueError:
-        raise EnvironmentProblem(f"bad broker address {text!r}: use host:port") from None
 
 
 __all__ = ["BatchCallback", "Callback", "Client", "Notification", "NotificationBatch",

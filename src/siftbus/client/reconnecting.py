@@ -65,6 +65,9 @@ class _Client(Protocol):
     _requested_name: str | None
     _timeout: float
     _server_hostname: str | None
+    _reconnector: asyncio.Task[None] | None
+    _moving: bool
+    errors: list[RemoteError]
 
     @property
     def subscriptions(self) -> Mapping[str, _Subscribed]: ...
@@ -81,6 +84,10 @@ class _Client(Protocol):
 
     def _spawn(self, coro: Awaitable[Any]) -> None: ...
 
+    def _fail_pending(self, exc: BaseException) -> None: ...
+
+    async def _reconnect_loop(self, lost: ConnectionLostError) -> None: ...
+
 
 class Reconnecting:
     """Reconnection (a mixin of ``Client``)."""
@@ -88,6 +95,33 @@ class Reconnecting:
     _lost: BaseException | None
     _offline: list[Message]
     _offline_events: int
+    _reconnector: asyncio.Task[None] | None
+
+    def _connection_lost(self: _Client, lost: ConnectionLostError) -> None:
+        """The reader's connection ended: reconnect (unless closed, moving, turned off
+        or shut out by the broker), or end the subscriptions with ``lost``."""
+        if self._reconnector is not None and not self._reconnector.done():
+            return  # a connection of the reconnection itself: it tries the next
+        refused = next((e for e in self.errors[-1:] if e.kind in _REFUSALS), None)
+        if self.reconnect.enabled and not self._closed and not self._moving \
+                and refused is None:  # a broker that shut us out would again
+            self.connected.clear()
+            self._fail_pending(lost)  # in flight: done or not, the caller decides
+            self.events.fire(self.events.on_disconnect, self, self._spawn)
+            self._reconnector = asyncio.ensure_future(self._reconnect_loop(lost))
+            return
+        self._lost = lost
+        self.connected.clear()
+        self.ended.set()
+        self._fail_pending(lost)
+
+    @property
+    def end_error(self: _Client) -> ConnectionLostError:
+        """Why the subscriptions ended (closed by the user, or lost for good)."""
+        if isinstance(self._lost, ConnectionLostError):
+            return self._lost
+        return ConnectionLostError("the client is closed" if self._closed else
+                                   f"connection to broker {self.broker} ended")
 
     async def _reconnect_loop(self: _Client, lost: ConnectionLostError) -> None:
         """Back to a broker of :attr:`servers` with backoff; then the subscriptions,
