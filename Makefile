@@ -1,5 +1,5 @@
 # Two entry points for a fresh machine: `make demo` and `make test`.
-# Both create .venv and install siftbus with its dev extras when needed.
+# Both create .venv and install siftbus when needed: the demo's extras, or all with [dev].
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,12 +7,23 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck setup sysdeps browser-sysdeps bench-sysdeps sysdeps-mqtt clean bench
 
-$(STAMP): pyproject.toml
-	@command -v java >/dev/null 2>&1 || $(MAKE) sysdeps
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+# `make demo` installs what the demo and the README's tour run (every extra but dev);
+# `make test` adds the dev tools. Each stamp records its install, so neither repeats the other's work.
+DEMO_STAMP := $(VENV)/.installed-demo
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+	@command -v java >/dev/null 2>&1 || $(MAKE) sysdeps
+	$(BIN)/python -m pip install --quiet -e '.[spark,gateway,xml,plots]'
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	@command -v java >/dev/null 2>&1 || $(MAKE) sysdeps
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
 setup: $(STAMP)
 
@@ -26,7 +37,7 @@ browser-sysdeps:
 	@command -v chromium >/dev/null 2>&1 || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/siftbus demo
 
 test: $(STAMP) browser-sysdeps sysdeps-mqtt

@@ -225,8 +225,43 @@ class ConnectionLostError(SiftbusError, ConnectionError):
     retriable = True
 
 
+class BrokerUnavailable(ConnectionLostError):
+    """No broker could be reached (the first connect, or every reconnection attempt)."""
+
+
+class TimedOut(SiftbusError, TimeoutError):
+    """Nothing came within the time asked for (a notification, a broker's answer)."""
+
+    retriable = True
+
+
 class EnvironmentProblem(SiftbusError, RuntimeError):
     """The machine lacks something siftbus needs (Java for Spark, a free port, ...)."""
+
+
+class MissingExtra(EnvironmentProblem, ImportError):
+    """An optional part of siftbus is used without its extra installed
+    (``pip install 'siftbus[gateway]'``); ``extra`` names it."""
+
+    def __init__(self, extra: str, module: str, what: str) -> None:
+        super().__init__(f"{what} needs the {extra} extra ({module} is not installed): "
+                         f"pip install 'siftbus[{extra}]'", field=extra)
+        self.extra = extra
+        self.module = module
+
+
+def require_extra(extra: str, what: str, *modules: str) -> None:
+    """Raise :class:`MissingExtra` unless every module of ``modules`` can be imported
+    (found, not imported: the check costs no start-up)."""
+    from importlib.util import find_spec
+
+    for module in modules:
+        try:
+            found = find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise MissingExtra(extra, module, what)
 
 
 class XPathSubsetError(XmlFilterError):

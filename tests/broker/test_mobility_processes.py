@@ -112,7 +112,7 @@ async def test_exactly_once_across_kill_9_of_the_subscriber_and_the_broker(
 
     def subscriber(*profiles: str) -> subprocess.Popen[str]:
         return procs.start("subscribe", *profiles, "--broker", f"127.0.0.1:{port}",
-                           "--session", "s1", "--out", str(out), log=log)
+                           "--session", "s1", "--out", str(out), "--no-reconnect", log=log)
 
     b = broker()
     sub = subscriber("f: T(a < 50)")

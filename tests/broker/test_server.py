@@ -244,13 +244,13 @@ def test_sync_client() -> None:
     try:
         port = asyncio.run_coroutine_threadsafe(ready.get(), loop).result(10)
         with SyncClient.connect(port=port) as c:
-            pid = c.subscribe("T(a = 4)")
+            pid = c.subscribe("T(a = 4)").id
             c.publish_batch([{"type": "T", "a": 4, "b": "MID", "s": "q"}], ack=True)
             n = c.receive(timeout=5)
             assert n.profile == pid and n.event["b"] == "MID"
             assert c.call("broker", "stats")["notifications"] == 1
             batches: list[Any] = []
-            bid = c.subscribe("T(b = HI)", batch_callback=batches.append)
+            bid = c.subscribe("T(b = HI)", batch_callback=batches.append).id
             c.publish_batch([{"type": "T", "a": a, "b": "HI", "s": "q"} for a in range(3)],
                             ack=True)
             c.ping()
@@ -263,11 +263,13 @@ def test_sync_client() -> None:
 
 
 async def test_client_sees_a_lost_connection(broker: BrokerServer) -> None:
-    c = await Client.connect(port=broker.port)
+    c = await Client.connect(port=broker.port, reconnect=False)
     sub = await c.subscribe("T(a = 1)")
     await broker.close()
     with pytest.raises(StopAsyncIteration):
         await asyncio.wait_for(sub.__anext__(), 5)
+    with pytest.raises(ConnectionLostError, match="lost"):
+        await sub.get(5)
     with pytest.raises(ConnectionLostError):
         await c.ping()
     await c.close()

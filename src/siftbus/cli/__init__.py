@@ -20,7 +20,8 @@ from siftbus.errors import SiftbusError
 app = typer.Typer(
     name="siftbus",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for the user's shell
+    context_settings={"max_content_width": 100},
     pretty_exceptions_enable=False,
     # help texts show TOML tables and JSON literally ("[spark]", "[ids...]")
     rich_markup_mode=None,
@@ -85,11 +86,15 @@ _register_all()
 
 def main() -> None:
     """Console-script entry point: one clear line and a non-zero exit on bad input."""
+    from siftbus.cli._help import polish
+
+    command = typer.main.get_command(app)
+    polish(command)
     try:
         from siftbus.telemetry import enable_from_env
 
         enable_from_env()  # SIFTBUS_TRACING=1: spans of every command (docs/tracing.md)
-        app()
+        command(prog_name="siftbus")
     except SiftbusError as exc:
         print(f"siftbus: error: {exc}", file=sys.stderr)
         sys.exit(2)

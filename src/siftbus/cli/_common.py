@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from rich.console import Console
 
 from siftbus.errors import SiftbusError, excerpt
+from siftbus.model import Schema
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 stdout = Console(highlight=False, soft_wrap=True)
@@ -31,3 +34,33 @@ def existing_file(path: Path, what: str) -> Path:
     if not path.is_file():
         fail(f"{what} {path} does not exist or is not a file")
     return path
+
+
+def grid_warnings(lines: Iterable[tuple[int, str]], schema: Schema,
+                  source: str | None) -> list[str]:
+    """One warning per condition whose decimal constant is finer than its attribute's
+    places (``value < 16.123`` on one place is read as ``value < 16.1``). Lines without
+    such a number are not parsed again (a cheap scan first: big files stay fast)."""
+    from siftbus.lang.profile import finer_than_grid, parse_profile_text
+
+    places = max((getattr(a.domain, "places", 0) for t in schema.types
+                  for a in t.attributes), default=0)
+    finer = re.compile(r"\d\.\d{" + str(places + 1) + "}")
+    out = []
+    for n, text in lines:
+        if not finer.search(text):
+            continue
+        try:
+            parsed = parse_profile_text(text, source=source, line=n)
+            etype = schema.get(parsed.type_name)
+            found = finer_than_grid(parsed, etype) if etype is not None else []
+        except SiftbusError:
+            continue  # the error itself is reported elsewhere
+        for wc, reading in found:
+            a = etype.attribute(wc.predicate.attr)  # type: ignore[union-attr]
+            where = ", ".join(x for x in (source, f"line {wc.line}",
+                                          f"column {wc.column}") if x)
+            out.append(f"siftbus: warning: {where}: {parsed.type_name}.{a.name} is "
+                       f"{a.domain.spec}, a constant here has more decimal places: the "
+                       f"condition is read as {reading}")
+    return out

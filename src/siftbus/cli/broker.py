@@ -1,4 +1,5 @@
-"""``siftbus broker``, ``siftbus network up|stats``, ``siftbus publish``, ``siftbus subscribe``."""
+"""``siftbus broker``, ``siftbus publish``, ``siftbus subscribe`` (and the options every
+client command shares: credentials, addresses)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,11 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
-
-if TYPE_CHECKING:
-    from siftbus.broker.config import NetworkConfig
-
-network_app = typer.Typer(help="Run and inspect a whole broker network from its config.",
-                          no_args_is_help=True)
 
 
 def _run(coro: Any) -> Any:
@@ -32,6 +25,8 @@ def _run(coro: Any) -> Any:
 TokenOpt = Annotated[str | None, typer.Option(
     "--token", envvar="SIFTBUS_TOKEN", help="Token proving the client's principal "
     "(siftbus certs token NAME); default: $SIFTBUS_TOKEN.")]
+TokenFileOpt = Annotated[Path | None, typer.Option(
+    "--token-file", help="File holding the token (not visible in ps, unlike --token).")]
 CaOpt = Annotated[Path | None, typer.Option(
     "--ca", help="CA certificate to verify the broker (TLS); default: the config's "
     "[security] ca.")]
@@ -41,10 +36,15 @@ KeyOpt = Annotated[Path | None, typer.Option("--key", help="Key of --cert.")]
 
 
 def _credentials(config: Path | None, token: str | None, ca: Path | None,
-                 cert: Path | None, key: Path | None) -> dict[str, Any]:
-    """``Client.connect`` keyword arguments: the token and, with a CA (given, or the
-    config's ``[security] ca``), a TLS context."""
+                 cert: Path | None, key: Path | None,
+                 token_file: Path | None = None) -> dict[str, Any]:
+    """``Client.connect`` keyword arguments: the token (given, or read from
+    ``token_file``) and, with a CA (given, or the config's ``[security] ca``), a TLS
+    context."""
     from siftbus.errors import ConfigError
+
+    if token_file is not None:
+        token = _read_token(token_file)
 
     if ca is None and config is not None:
         from siftbus.broker.config import load_network
@@ -59,6 +59,21 @@ def _credentials(config: Path | None, token: str | None, ca: Path | None,
 
         out["tls"] = client_tls(ca, cert, key)
     return out
+
+
+def _read_token(path: Path) -> str:
+    from siftbus.errors import ConfigError
+
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the token file: {exc.__class__.__name__}: "
+                          f"{getattr(exc, 'strerror', None) or exc}", source=str(path),
+                          field="token-file") from None
+    if not text or "\n" in text:
+        raise ConfigError("a token file holds one token on one line", source=str(path),
+                          field="token-file")
+    return text
 
 
 def _address(config: Path | None, name: str | None, broker: str | None) -> tuple[str, int]:
@@ -82,8 +97,21 @@ def _address(config: Path | None, name: str | None, broker: str | None) -> tuple
 
 
 def broker_cmd(
-    config: Annotated[Path, typer.Option("--config", "-c", help="Network config (TOML).")],
-    name: Annotated[str, typer.Option("--name", "-n", help="Which broker of the config.")],
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="Network config (TOML); without it, one broker of --schema.")]
+    = None,
+    name: Annotated[str | None, typer.Option(
+        "--name", "-n", help="Which broker of the config (default: its only one; B0 "
+        "without a config).")] = None,
+    schema: Annotated[Path | None, typer.Option(
+        "--schema", "-s", help="Schema (TOML) of a single broker run without --config.")]
+    = None,
+    port: Annotated[int | None, typer.Option(
+        "--port", "-p", help="Port of a single broker (default 7400; 0: any free port).")]
+    = None,
+    host: Annotated[str | None, typer.Option(
+        "--host", help="Address of a single broker (default 127.0.0.1; another needs "
+        "--insecure or a network config with [security]).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log link events.")] = False,
     metrics_port: Annotated[int | None, typer.Option(
         help="Serve Prometheus metrics on this port (default: the config's metrics_port; "
@@ -92,10 +120,34 @@ def broker_cmd(
         "--insecure", help="Listen on a non-loopback address without TLS and "
         "authentication (logged loudly; see docs/security.md).")] = False,
 ) -> None:
-    """Run one broker of a network config until interrupted."""
-    from siftbus.broker.config import load_network
+    """Run a broker until interrupted: one of a network config, or a single broker of a
+    schema (siftbus broker --schema schema.toml --port 7400)."""
+    from siftbus.broker.config import load_network, parse_network
+    from siftbus.errors import ConfigError
+    from siftbus.model import load_schema
 
-    net = load_network(config)
+    if config is not None:
+        if schema is not None or port is not None or host is not None:
+            raise ConfigError("--schema, --port and --host are for a broker without a "
+                              "network config; the config sets them", field="config")
+        net = load_network(config)
+        if name is None:
+            if len(net.brokers) != 1:
+                raise ConfigError("the config has several brokers: choose one with --name",
+                                  source=str(config), field="name")
+            name = next(iter(net.brokers))
+    elif schema is not None:
+        name = name or "B0"
+        where = f"host = {json.dumps(host or '127.0.0.1')}\nport = {port or 7400}\n"
+        net = parse_network(f"[brokers.{json.dumps(name)}]\n{where}",
+                            schema=load_schema(schema))
+        if port == 0:  # any free port: the config checks 1..65535, the server takes 0
+            from dataclasses import replace
+
+            net = replace(net, brokers={name: replace(net.broker(name), port=0)})
+    else:
+        raise ConfigError("give --schema schema.toml (a single broker) or --config net.toml "
+                          "--name NAME (a broker of a network)", field="schema")
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format=f"%(asctime)s {name} %(levelname)s %(message)s")
 
@@ -105,6 +157,8 @@ def broker_cmd(
         stop = asyncio.Event()
         # SIGTERM/SIGINT stop the broker even while a request keeps its loop busy
         stop_on_signals(asyncio.get_running_loop(), stop.set, name=f"broker {name}")
+        if os.environ.get("SIFTBUS_SUPERVISED") == "1":  # `network up` stops it on Ctrl-C
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         server = net.server(name, insecure=insecure)
         await server.start()
         b = net.broker(name)
@@ -115,6 +169,12 @@ def broker_cmd(
                                           ("anonymous allowed", sec.anonymous)) if on))
         print(f"broker {name} ({net.protocol}/{net.strategy}) listening on "
               f"{b.host}:{server.port} ({mode})", flush=True)
+        if config is None:
+            at, first = f"{b.host}:{server.port}", net.schema.names[0]
+            print(f"  subscribe: siftbus subscribe -b {at} '{first}()'\n"
+                  f"  publish:   siftbus publish -b {at} events.jsonl\n"
+                  f"  Python:    await siftbus.connect({b.host!r}, {server.port})\n"
+                  "Ctrl-C stops the broker", flush=True)
         mport = b.metrics_port if metrics_port is None else metrics_port
         metrics = None
         if mport is not None:
@@ -130,170 +190,30 @@ def broker_cmd(
     _run(main())
 
 
-async def _gather_stats(net: NetworkConfig, timeout: float,
-                        creds: dict[str, Any] | None = None) -> dict[str, Any]:
-    from siftbus.client import Client
-    from siftbus.errors import SiftbusError
-
-    out: dict[str, Any] = {}
-    for name, b in net.brokers.items():
-        try:
-            c = await Client.connect(b.host, b.port, timeout=timeout, **(creds or {}))
-        except SiftbusError as exc:
-            out[name] = {"error": str(exc)}
-            continue
-        try:
-            out[name] = await c.stats()
-        finally:
-            await c.close()
-    return out
-
-
-def _print_stats(stats: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    from siftbus.broker.stats import histogram_quantile
-    from siftbus.cli._common import stdout
-
-    t = Table(title="broker network")
-    cols = ["broker", "links", "clients", "table", "local", "ev in", "ev out", "filtered",
-            "notified", "dropped", "bytes in", "bytes out", "p50 ms", "p99 ms", "sessions",
-            "buffered", "handoffs in/out"]
-    for col in cols:
-        t.add_column(col, justify="left" if col == "broker" else "right")
-    for name, s in stats.items():
-        if "error" in s:
-            t.add_row(name, "down", *["-"] * (len(cols) - 2))
-            continue
-        p50 = histogram_quantile(s["latency_ms"], 0.5)
-        p99 = histogram_quantile(s["latency_ms"], 0.99)
-        t.add_row(name, str(s["neighbours_up"]), str(s["clients"]), str(s["table_size"]),
-                  str(s["local_profiles"]), str(s["events_in"]), str(s["events_out"]),
-                  str(s["filter_ops"]), str(s["notifications"]), str(s["dropped"]),
-                  str(s["bytes_in"]), str(s["bytes_out"]),
-                  "-" if p50 is None else f"<={p50:g}", "-" if p99 is None else f"<={p99:g}",
-                  *_session_cells(s.get("sessions") or {}))
-    stdout.print(t)
-
-
-def _session_cells(ss: dict[str, Any]) -> list[str]:
-    """Sessions (attached/away), rows buffered (and their bytes), handoffs in/out."""
-    if not ss:
-        return ["-", "-", "-"]
-    return [f"{ss.get('sessions', 0)} ({ss.get('attached', 0)}/{ss.get('away', 0)})",
-            f"{ss.get('buffered', 0)} ({ss.get('buffered_bytes', 0)} B)",
-            f"{ss.get('handoffs_in', 0)}/{ss.get('handoffs_out', 0)}"]
-
-
-@network_app.command("stats")
-def network_stats(
-    config: Annotated[Path, typer.Argument(help="Network config (TOML).")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] =
-    False,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait per broker.")] = 5.0,
-    token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
-) -> None:
-    """Instrumentation of every broker: events, bytes, filter operations, table sizes.
-
-    On a secured network the token's (or certificate's) principal needs the service
-    right ``broker.stats``."""
-    from siftbus.broker.config import load_network
-
-    net = load_network(config)
-    stats = _run(_gather_stats(net, timeout, _credentials(config, token, ca, cert, key)))
-    if as_json:
-        print(json.dumps(stats, indent=2))
-    else:
-        _print_stats(stats)
-    if any("error" in s for s in stats.values()):
-        raise typer.Exit(1)
-
-
-@network_app.command("up")
-def network_up(
-    config: Annotated[Path, typer.Argument(help="Network config (TOML).")],
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the tree.")] = 30.0,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
-    insecure: Annotated[bool, typer.Option(
-        "--insecure", help="Let brokers listen on non-loopback addresses without TLS "
-        "and authentication (logged loudly).")] = False,
-    token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
-) -> None:
-    """Start every broker of the config on this machine (one process each); Ctrl-C stops.
-
-    On a secured network the readiness check needs credentials with the service right
-    ``broker.stats`` (``--token`` or a client certificate)."""
-    from siftbus.broker.config import load_network
-    from siftbus.errors import EnvironmentProblem
-
-    net = load_network(config)
-    creds = _credentials(config, token, ca, cert, key)
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    env = dict(os.environ)
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)  # stop the brokers on kill as on Ctrl-C
-    try:
-        for name in net.brokers:
-            cmd = [sys.executable, "-m", "siftbus", "broker", "--config", str(config),
-                   "--name", name] + (["-v"] if verbose else []) + (
-                       ["--insecure"] if insecure else [])
-            procs[name] = subprocess.Popen(cmd, env=env)
-        deadline = time.monotonic() + timeout
-        while True:
-            for name, p in procs.items():
-                if p.poll() is not None:
-                    raise EnvironmentProblem(f"broker {name} exited with code {p.returncode}")
-            stats = _run(_gather_stats(net, 1.0, creds))
-            ready = [n for n, s in stats.items() if "error" not in s
-                     and s["neighbours_up"] == len(net.brokers[n].neighbours)]
-            if len(ready) == len(net.brokers):
-                break
-            if time.monotonic() > deadline:
-                missing = sorted(set(net.brokers) - set(ready))
-                raise EnvironmentProblem(f"network not up after {timeout:g}s: "
-                                         f"{', '.join(missing)} not ready")
-            time.sleep(0.2)
-        print(f"network up: {len(procs)} broker(s), protocol {net.protocol}/{net.strategy}; "
-              "Ctrl-C stops", flush=True)
-        while all(p.poll() is None for p in procs.values()):
-            time.sleep(0.5)
-        dead = [n for n, p in procs.items() if p.poll() is not None]
-        raise EnvironmentProblem(f"broker(s) {', '.join(dead)} exited")
-    except KeyboardInterrupt:
-        pass
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-
-
 def publish_cmd(
     events: Annotated[Path, typer.Argument(help="Event file (JSON lines); - for stdin.")],
     broker: Annotated[str | None, typer.Option("--broker", "-b", help="host:port")] = None,
-    config: Annotated[Path | None, typer.Option("--config", "-c")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="Network config (TOML): the broker's address and security.")]
+    = None,
     name: Annotated[str | None, typer.Option("--name", "-n", help="Broker of --config.")] =
     None,
     batch: Annotated[int, typer.Option(help="Events per batch.")] = 1000,
-    token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
+    token: TokenOpt = None, token_file: TokenFileOpt = None, ca: CaOpt = None,
+    cert: CertOpt = None, key: KeyOpt = None,
 ) -> None:
     """Publish the events of a file (batched); every line is checked against the schema."""
     host, port = _address(config, name, broker)
-    creds = _credentials(config, token, ca, cert, key)
+    creds = _credentials(config, token, ca, cert, key, token_file)
 
-    async def main() -> int:
+    sent = 0  # acknowledged by the broker: what an interrupt reports
+
+    async def main() -> None:
+        nonlocal sent
         from siftbus.client import Client
         from siftbus.model import read_events
 
         c = await Client.connect(host, port, **creds)
-        n = 0
         try:
             assert c.schema is not None
             buf = []
@@ -301,23 +221,29 @@ def publish_cmd(
             for item in read_events(source, c.schema, source=str(events)):
                 buf.append(item)
                 if len(buf) >= batch:
-                    n += await c.publish_batch(buf, ack=True)
+                    sent += await c.publish_batch(buf, ack=True)
                     buf = []
             if buf:
-                n += await c.publish_batch(buf, ack=True)
+                sent += await c.publish_batch(buf, ack=True)
         finally:
             await c.close()
-        return n
 
-    n = _run(main())
-    print(f"published {n} event(s) to {host}:{port}", file=sys.stderr)
+    try:
+        _run(main())
+    except KeyboardInterrupt:
+        print(f"siftbus: interrupted after publishing {sent} event(s) to {host}:{port}",
+              file=sys.stderr)
+        raise typer.Exit(130) from None
+    print(f"published {sent} event(s) to {host}:{port}", file=sys.stderr)
 
 
 def subscribe_cmd(
     profiles: Annotated[list[str] | None, typer.Argument(help="Profile lines, e.g. "
                         "'Temperature(room = 12, value > 20)'.")] = None,
     broker: Annotated[str | None, typer.Option("--broker", "-b", help="host:port")] = None,
-    config: Annotated[Path | None, typer.Option("--config", "-c")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="Network config (TOML): the broker's address and security.")]
+    = None,
     name: Annotated[str | None, typer.Option("--name", "-n", help="Broker of --config.")] =
     None,
     client: Annotated[str | None, typer.Option("--client", help="Client name (durable "
@@ -329,7 +255,8 @@ def subscribe_cmd(
     composite: Annotated[bool, typer.Option("--composite", help="The lines are composite "
                                             "profiles ('alarm: A(...) -> B(...) within 60 s "
                                             "same room', docs/composite.md).")] = False,
-    token: TokenOpt = None, ca: CaOpt = None, cert: CertOpt = None, key: KeyOpt = None,
+    token: TokenOpt = None, token_file: TokenFileOpt = None, ca: CaOpt = None,
+    cert: CertOpt = None, key: KeyOpt = None,
     session: Annotated[str | None, typer.Option(
         "--session", help="Session id: the broker keeps what comes while this client is "
         "away and resumes after the last acknowledged one (docs/mobility.md).")] = None,
@@ -341,12 +268,15 @@ def subscribe_cmd(
         "--clean", help="Start the session afresh: the broker drops what it keeps under "
         "the id (rows and profiles, also those of types the schema no longer has).")] =
     False,
+    no_reconnect: Annotated[bool, typer.Option(
+        "--no-reconnect", help="Exit when the broker connection is lost (default: "
+        "reconnect with backoff and subscribe again).")] = False,
 ) -> None:
     """Subscribe and print each notification (or composite match) as a JSON line."""
-    from siftbus.errors import ConfigError, ConnectionLostError
+    from siftbus.errors import ConfigError
 
     host, port = _address(config, name, broker)
-    creds = _credentials(config, token, ca, cert, key)
+    creds = _credentials(config, token, ca, cert, key, token_file)
     if not profiles and session is None:
         raise ConfigError("give at least one profile (or --session to resume one)",
                           field="profiles")
@@ -364,7 +294,10 @@ def subscribe_cmd(
         from siftbus.client.session import SessionState
 
         state = SessionState(session, last=last, clean=clean) if session else None
-        c = await Client.connect(host, port, name=client, session=state, **creds)
+        c = await Client.connect(host, port, name=client, session=state,
+                                 reconnect=not no_reconnect,
+                                 on_disconnect=_say_disconnected,
+                                 on_reconnect=_say_reconnected, **creds)
         c.unclaimed_callback = lambda n: show(n)  # the session's kept profiles
         got = 0
         done = asyncio.Event()
@@ -390,12 +323,11 @@ def subscribe_cmd(
             if state is not None:
                 while not c.unclaimed.empty():  # kept profiles' rows in the ACK's wake
                     show(c.unclaimed.get_nowait())
-                st = state.status
-                print(f"session {session} {st.get('state')} at {c.broker}: resumes after "
-                      f"{state.last}, lost {st.get('lost', 0)} over its limits "
-                      f"{st.get('overflow', {})}", file=sys.stderr, flush=True)
-            print(f"subscribed {', '.join(s.id for s in subs) or '-'} at {c.broker}",
-                  file=sys.stderr, flush=True)
+                print(_session_banner(state.id, c.broker, state), file=sys.stderr,
+                      flush=True)
+            if subs or state is None:
+                print(f"subscribed {', '.join(s.id for s in subs)} at {c.broker}",
+                      file=sys.stderr, flush=True)
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, done.set)
@@ -405,13 +337,36 @@ def subscribe_cmd(
             await asyncio.wait([asyncio.ensure_future(done.wait()), ended],
                                return_when=asyncio.FIRST_COMPLETED)
             if c.ended.is_set() and not done.is_set():  # e.g. taken over elsewhere
-                raise c.lost or ConnectionLostError(f"connection to broker {c.broker} lost")
+                raise c.end_error
         finally:
             await c.close()
             if sink is not sys.stdout:
                 sink.close()
 
     _run(main())
+
+
+def _say_disconnected(c: Any) -> None:
+    if c.ended.is_set():
+        return  # gave up: the command ends with the reason
+    print(f"connection to broker {c.broker} lost; reconnecting", file=sys.stderr,
+          flush=True)
+
+
+def _say_reconnected(c: Any) -> None:
+    print(f"reconnected to broker {c.broker}", file=sys.stderr, flush=True)
+
+
+def _session_banner(session: str, broker: str, state: Any) -> str:
+    """``session phone arriving at B3: resumes after 2`` and, when the broker dropped
+    rows over the session's limits while it was away, how many and by which limit."""
+    st = state.status
+    line = f"session {session} {st.get('state', 'open')} at {broker}: resumes after {state.last}"
+    lost = st.get("lost", 0)
+    if lost:
+        over = ", ".join(f"{n} by {k}" for k, n in (st.get("overflow") or {}).items() if n)
+        line += f"; {lost} notification(s) lost over its limits ({over or 'see stats'})"
+    return line
 
 
 def _resume_point(out: Path) -> int:
@@ -455,7 +410,9 @@ async def _subscribe_composite(host: str, port: int, lines: list[str], client: s
     from siftbus.client import Client
     from siftbus.client.composite import CompositeClient, CompositeSubscription, match_json
 
-    c = await Client.connect(host, port, name=client, **creds)
+    # composite subscriptions live in the broker's composite service, which a
+    # reconnection does not restore: the command ends with the connection
+    c = await Client.connect(host, port, name=client, reconnect=False, **creds)
     done = asyncio.Event()
     got = 0
 
@@ -485,7 +442,6 @@ def register(app: typer.Typer) -> None:
     app.command("broker")(broker_cmd)
     app.command("publish")(publish_cmd)
     app.command("subscribe")(subscribe_cmd)
-    app.add_typer(network_app, name="network")
 
 
 __all__ = ["register"]

@@ -29,10 +29,18 @@ def register(app: typer.Typer) -> None:
              force: Annotated[bool, typer.Option(help="replace an existing CA")] = False,
              ) -> None:
         """Create a certificate authority and a token signing key."""
+        from siftbus.errors import ConfigError
         from siftbus.security.certs import init_ca
         from siftbus.security.tokens import new_secret
 
-        issued = init_ca(directory, days=days, overwrite=force)
+        try:
+            issued = init_ca(directory, days=days, overwrite=force)
+        except ConfigError as exc:  # the library's "overwrite" is this command's --force
+            if "already holds a CA" not in exc.message:
+                raise
+            raise ConfigError(f"{directory} already holds a CA; pass --force to replace "
+                              "it (every certificate and token it signed stops "
+                              "verifying)", field="force") from None
         key = directory / "token.key"
         if force or not key.exists():
             fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

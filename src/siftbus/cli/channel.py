@@ -13,7 +13,7 @@ import typer
 from siftbus.errors import ConfigError, excerpt
 from siftbus.model.textio import parse_json_line
 
-from .broker import CaOpt, CertOpt, KeyOpt, TokenOpt, _credentials
+from .broker import CaOpt, CertOpt, KeyOpt, TokenFileOpt, TokenOpt, _credentials
 
 MAX_OPTION_TEXT = 1024 * 1024
 """Longest JSON text ``--qos``/``--admin`` take (bytes of characters)."""
@@ -77,11 +77,12 @@ ServerOpt = Annotated[str | None, typer.Option(
 StoreOpt = Annotated[Path | None, typer.Option(
     help="work on a channel store file directly (persistent channels only)")]
 def _creds(server: str | None, config: Path | None, token: str | None, ca: Path | None,
-           cert: Path | None, key: Path | None) -> dict[str, Any]:
+           cert: Path | None, key: Path | None,
+           token_file: Path | None = None) -> dict[str, Any]:
     """``ChannelClient.connect`` credentials (as the broker commands take them)."""
     if server is None:
         return {}
-    return _credentials(config, token, ca, cert, key)
+    return _credentials(config, token, ca, cert, key, token_file)
 
 
 ConfigOpt = Annotated[Path | None, typer.Option(
@@ -129,7 +130,8 @@ def register(app: typer.Typer) -> None:
             help='admin properties JSON, e.g. {"MaxQueueLength": 1000}')] = None,
         persistent: Annotated[bool, typer.Option(
             help="EventReliability and ConnectionReliability Persistent")] = False,
-        config: ConfigOpt = None, token: TokenOpt = None, ca: CaOpt = None,
+        config: ConfigOpt = None, token: TokenOpt = None,
+        token_file: TokenFileOpt = None, ca: CaOpt = None,
         cert: CertOpt = None, key: KeyOpt = None,
     ) -> None:
         """Create a channel; prints its id."""
@@ -138,18 +140,20 @@ def register(app: typer.Typer) -> None:
             q.setdefault("ConnectionReliability", 1)
             if persistent:
                 q.setdefault("EventReliability", 1)
-        cid = _call(server, store, "create_channel", _creds(server, config, token, ca, cert, key),
+        cid = _call(server, store, "create_channel",
+                    _creds(server, config, token, ca, cert, key, token_file),
                     qos=q, admin=_json_option(admin, "admin"))
         print(cid)
 
     @channel_app.command("list")
     def list_cmd(server: ServerOpt = None, store: StoreOpt = None,
                  as_json: Annotated[bool, typer.Option("--json", help="JSON lines")] = False,
-                 config: ConfigOpt = None, token: TokenOpt = None, ca: CaOpt = None,
+                 config: ConfigOpt = None, token: TokenOpt = None,
+        token_file: TokenFileOpt = None, ca: CaOpt = None,
                  cert: CertOpt = None, key: KeyOpt = None) -> None:
         """List the channels with their QoS and counters."""
         infos = _call(server, store, "list_channels",
-                      _creds(server, config, token, ca, cert, key))
+                      _creds(server, config, token, ca, cert, key, token_file))
         if as_json:
             for info in infos:
                 print(json.dumps(info, sort_keys=True))
@@ -165,10 +169,12 @@ def register(app: typer.Typer) -> None:
     @channel_app.command("destroy")
     def destroy_cmd(channel: Annotated[int, typer.Argument(help="channel id")],
                     server: ServerOpt = None, store: StoreOpt = None,
-                    config: ConfigOpt = None, token: TokenOpt = None, ca: CaOpt = None,
+                    config: ConfigOpt = None, token: TokenOpt = None,
+        token_file: TokenFileOpt = None, ca: CaOpt = None,
                     cert: CertOpt = None, key: KeyOpt = None) -> None:
         """Destroy a channel with its admins, proxies and queued events."""
-        _call(server, store, "destroy_channel", _creds(server, config, token, ca, cert, key),
+        _call(server, store, "destroy_channel",
+              _creds(server, config, token, ca, cert, key, token_file),
               channel=channel)
 
     @channel_app.command("serve")

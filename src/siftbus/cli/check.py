@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from siftbus.cli._common import print_error, stdout
+from siftbus.cli._common import grid_warnings, print_error, stdout
 from siftbus.errors import SiftbusError
 from siftbus.lang.profile import iter_profile_lines, read_profile_lines
 from siftbus.model import Schema, load_schema, read_events
@@ -61,6 +62,10 @@ def register(app: typer.Typer) -> None:
         jobs += [("events", p, check_events) for p in events or []]
         for what, path, fn in jobs:
             good, errors = fn(path, sch)
+            if what == "profiles" and path.is_file():
+                for warning in grid_warnings(read_profile_lines(path, on_error=lambda e: None),
+                                             sch, str(path)):
+                    print(warning, file=sys.stderr)
             for err in errors[:MAX_SHOWN]:
                 print_error(err)
             if len(errors) > MAX_SHOWN:

@@ -49,7 +49,8 @@ def register(app: typer.Typer) -> None:
             "files.")] = "auto",
         examples: Annotated[Path | None, typer.Option(
             help="The building example directory (default: examples/building).")] = None,
-        no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+        no_progress: Annotated[bool, typer.Option(
+            "--no-progress", help="No progress bars (for logs).")] = False,
         gateway_port: Annotated[int, typer.Option(
             help="Port of the dashboard while the demo runs (taken: any free port; "
             "-1: no gateway).")] = 8080,
@@ -73,10 +74,13 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"dashboard of the live broker network, while the demo runs: "
                        f"{gw.url}/dashboard", err=True)
 
+        from ._spark_stop import spark_interruptible
+
         start = time.perf_counter()
-        result = run_demo(out, seed=seed, scale=scale, master=master, live=live,
-                          examples=examples, progress=not no_progress,
-                          say=lambda text: typer.echo(text, err=True), on_live=on_live)
+        with spark_interruptible():
+            result = run_demo(out, seed=seed, scale=scale, master=master, live=live,
+                              examples=examples, progress=not no_progress,
+                              say=lambda text: typer.echo(text, err=True), on_live=on_live)
         print_demo(result)
         typer.echo(f"\ndemo finished in {time.perf_counter() - start:.0f} s")
         if gateway:

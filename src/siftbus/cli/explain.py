@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from siftbus.cli._common import stdout
+from siftbus.cli._common import grid_warnings, stdout
 from siftbus.errors import SiftbusError
 from siftbus.match.explain import explain
 from siftbus.model import load_schema, parse_event
@@ -36,6 +37,8 @@ def register(app: typer.Typer) -> None:
             result = explain(sch, profile, ev)
         except SiftbusError as exc:
             raise exc.located(source="--profile") from None
+        for warning in grid_warnings([(1, profile)], sch, "--profile"):
+            print(warning, file=sys.stderr)
         if as_json:
             print(json.dumps(result.to_dict()))
         else:

@@ -40,7 +40,8 @@ def gateway_cmd(
         help="Bytes of one WebSocket notifications message at most.")] = None,
     duration: Annotated[float, typer.Option(
         help="Stop after this many seconds (0: run until interrupted).")] = 0.0,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v",
+                                          help="Log every request.")] = False,
 ) -> None:
     """Serve REST, WebSocket and SSE access to a broker network, its Prometheus metrics
     (/metrics), the dashboard (/dashboard) and the API description (/docs)."""

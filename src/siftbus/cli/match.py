@@ -406,6 +406,9 @@ def _writer(fmt: str, out: TextIO | Path) -> MatchWriter:
         return JsonLinesWriter(out)
     if not isinstance(out, Path):
         raise ValueError(f"{fmt} output needs a file path (--out)")
+    from siftbus.errors import require_extra
+
+    require_extra("spark", f"{fmt} output", "pyarrow")
     return ParquetMatchWriter(out) if fmt == "parquet" else ArrowWriter(out)
 
 

@@ -9,6 +9,8 @@ import typer
 
 from siftbus.errors import ConfigError
 
+from ._spark_stop import spark_interruptible, stop_spark_now
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -146,13 +148,14 @@ def register(app: typer.Typer) -> None:
         delivery = _delivery_sinks(webhook, deliver_dir)
         sch = load_schema(schema)
         subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)
-        spark = _session(config, master, shuffle_partitions, driver_memory, out)
-        pipe = Pipeline(spark, sch, subs, [*standard_sinks(out), *delivery])
-        try:
-            with spark_progress(spark, enabled=not no_progress):
-                report = pipe.run(read_source(spark, events, fmt))
-        finally:
-            pipe.close()
+        with spark_interruptible():
+            spark = _session(config, master, shuffle_partitions, driver_memory, out)
+            pipe = Pipeline(spark, sch, subs, [*standard_sinks(out), *delivery])
+            try:
+                with spark_progress(spark, enabled=not no_progress):
+                    report = pipe.run(read_source(spark, events, fmt))
+            finally:
+                pipe.close()
         print_report(report)
 
     @pipeline.command("stream")
@@ -240,6 +243,6 @@ def register(app: typer.Typer) -> None:
                            f"{str(exc).strip().splitlines()[0]}", err=True)
                 raise typer.Exit(1)
         except KeyboardInterrupt:
-            q.stop()
+            stop_spark_now("stopped")  # the checkpoint keeps what was committed
         finally:
             pipe.close()

@@ -14,6 +14,10 @@ client certificate, or both, over TLS::
     tls = client_tls("certs/ca.pem")                   # trust the network's CA
     c = await Client.connect("b1.example", 7400, token=token, tls=tls)
 
+A client survives a broker restart by default (``client/reconnecting.py``: backoff over
+``servers``, subscriptions restored, publications kept within a bound, ``on_disconnect``
+and ``on_reconnect`` told; ``reconnect=False`` ends the subscriptions instead).
+
 A high-rate subscriber can take whole frames instead (no object per notification)::
 
     def on_batch(batch: NotificationBatch) -> None:
@@ -32,23 +36,22 @@ import logging
 import ssl
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import siftbus.telemetry as telemetry
 from siftbus.errors import (
+    BrokerUnavailable,
     ConnectionLostError,
-    EnvironmentProblem,
     ProfileError,
     RemoteError,
     SiftbusError,
+    TimedOut,
     WireError,
 )
 from siftbus.lang.profile import parse_profile_text, resolve
 from siftbus.model import Event, Profile, Schema
-from siftbus.security.tls import TLSConfig, client_context
 from siftbus.wire.events import Block, decode_batch, in_order
 from siftbus.wire.frames import Message, MsgType, decode_error, encode
 from siftbus.wire.limits import CLIENT_LIMITS
@@ -56,21 +59,15 @@ from siftbus.wire.profiles import encode_profile
 from siftbus.wire.transport import FrameConnection
 from siftbus.wire.transport import connect as open_connection
 
+from .addresses import client_tls, parse_address
 from .composite import CompositeClient, CompositeSubscription
-from .notifications import (
-    Notification,
-    NotificationBatch,
-    NotifyBlock,
-    event_json,
-    notify_block,
-)
+from .notifications import Notification, NotificationBatch, NotifyBlock, event_json, notify_block
 from .publishing import Publisher
+from .reconnect import ConnectionEvents, Reconnect, Server
+from .reconnecting import MAX_SUB_BATCH, Reconnecting
 from .retained import RetainedClient
 from .session import SessionState
 from .subscription import BatchCallback, Callback, Subscription, next_notification
-
-MAX_SUB_BATCH = 5000
-"""Profiles per SUB frame (the broker's ``max_profiles`` limit is 10,000 by default)."""
 
 log = logging.getLogger("siftbus.client")
 
@@ -81,7 +78,7 @@ def remote_error(body: dict[str, Any]) -> RemoteError:
     return decode_error(body).to_error()
 
 
-class Client(Publisher, RetainedClient):
+class Client(Publisher, RetainedClient, Reconnecting):
     """A connection to one broker (publisher, subscriber, or both); publishing:
     :class:`~siftbus.client.publishing.Publisher`; persistent notifications and temporal
     filters: :class:`~siftbus.client.retained.RetainedClient`."""
@@ -128,6 +125,22 @@ class Client(Publisher, RetainedClient):
         self._tls: ssl.SSLContext | None = None
         self._received: dict[str, str] | None = None
         """The trace context of the last NOTIFY received (the parent of ``settle``)."""
+        self.servers: list[Server] = []
+        """Where the client connects and reconnects, the current broker first."""
+        self.reconnect = Reconnect()
+        """The reconnection policy (``connect(reconnect=...)``)."""
+        self.events = ConnectionEvents()
+        """``on_disconnect``/``on_reconnect`` callbacks and the count of reconnections."""
+        self.connected = asyncio.Event()
+        """Set while a broker connection is up (cleared while reconnecting)."""
+        self._requested_name: str | None = None
+        self._server_hostname: str | None = None
+        self._timeout = 10.0
+        self._moving = False
+        self._offline: list[Message] = []
+        """PUB frames written while reconnecting (sent after it)."""
+        self._offline_events = 0
+        self._reconnector: asyncio.Task[None] | None = None
 
     # ---- connection ---------------------------------------------------------------------
 
@@ -137,8 +150,20 @@ class Client(Publisher, RetainedClient):
                       queue_size: int = 10_000, token: str | None = None,
                       tls: ssl.SSLContext | None = None,
                       server_hostname: str | None = None,
-                      session: str | SessionState | None = None) -> Client:
+                      session: str | SessionState | None = None,
+                      servers: Sequence[str | tuple[str, int]] = (),
+                      reconnect: bool | Reconnect = True,
+                      on_disconnect: Callable[[Client], Any] | None = None,
+                      on_reconnect: Callable[[Client], Any] | None = None) -> Client:
         """Connect, say HELLO and receive the schema.
+
+        The first reachable of ``host:port`` and ``servers`` (``"host:port"`` strings or
+        pairs) is taken; none reachable is :class:`~siftbus.errors.BrokerUnavailable`.
+        With ``reconnect`` (default on; a :class:`Reconnect` sets attempts, backoff and
+        the publish buffer) a lost connection is re-established to the same list, the
+        subscriptions and advertisements restored and the session resumed;
+        ``on_disconnect(client)`` and ``on_reconnect(client)`` are called (a coroutine
+        function's coroutines run as tasks).
 
         ``token`` authenticates the client (``siftbus certs token``); ``tls`` (see
         :func:`client_tls`) makes the connection TLS, verifying the broker's certificate
@@ -151,7 +176,24 @@ class Client(Publisher, RetainedClient):
         c = cls(None, queue_size=queue_size)
         c.session = SessionState(session) if isinstance(session, str) else session
         c._token, c._tls = token, tls
-        await c._handshake(host, port, name, timeout, None, server_hostname)
+        c._requested_name, c._server_hostname, c._timeout = name, server_hostname, timeout
+        c.servers = [(host, port)] + [s if isinstance(s, tuple) else parse_address(s)
+                                      for s in servers]
+        c.reconnect = reconnect if isinstance(reconnect, Reconnect) else \
+            Reconnect(enabled=bool(reconnect))
+        c.events = ConnectionEvents(on_disconnect, on_reconnect)
+        problems = []
+        for h, p in c.servers:
+            try:
+                await c._handshake(h, p, name, timeout, None, server_hostname)
+                break
+            except ConnectionLostError as exc:
+                problems.append(str(exc))
+        else:
+            raise BrokerUnavailable("; ".join(problems) + (
+                " (is a broker running there? siftbus broker --schema schema.toml "
+                f"--port {port} starts one)" if len(c.servers) == 1 else ""))
+        c.servers.sort(key=lambda s: s != (h, p))  # the current broker first
         return c
 
     async def move(self, host: str, port: int, *, timeout: float = 10.0,
@@ -164,17 +206,22 @@ class Client(Publisher, RetainedClient):
         with contextlib.suppress(SiftbusError, ConnectionError):
             await self.flush()
         old, conn, reader = self.broker, self._conn, self._reader_task
-        if conn is not None:  # unacknowledged rows come again from the new broker
-            conn.close()
-            await conn.wait_closed(1.0)
-        if reader is not None:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reader
-        self._fail_pending(ConnectionLostError(f"moved away from broker {old}"))
-        self._lost = None
-        self.ended.clear()
-        await self._handshake(host, port, self.name, timeout, old, server_hostname)
+        self._moving = True  # the old connection's end is not a loss to recover from
+        try:
+            if conn is not None:  # unacknowledged rows come again from the new broker
+                conn.close()
+                await conn.wait_closed(1.0)
+            if reader is not None:
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await reader
+            self._fail_pending(ConnectionLostError(f"moved away from broker {old}"))
+            self._lost = None
+            self.ended.clear()
+            await self._handshake(host, port, self.name, timeout, old, server_hostname)
+        finally:
+            self._moving = False
+        self.servers = [(host, port)] + [s for s in self.servers if s != (host, port)]
 
     async def ack(self, upto: int | None = None) -> int:
         """Acknowledge every session row handed out so far (with ``auto_ack=False``), or
@@ -235,6 +282,7 @@ class Client(Publisher, RetainedClient):
             c.session.on_status(ack.body.get("session"))
         c.schema = Schema.from_dict(schema_msg.body.get("schema", {}), source="broker")
         c._reader_task = asyncio.ensure_future(c._read_loop())
+        c.connected.set()
 
     async def __aenter__(self) -> Client:
         return self
@@ -250,6 +298,10 @@ class Client(Publisher, RetainedClient):
             await self.flush()
         self._closed = True
         self.ended.set()
+        if self._reconnector is not None:
+            self._reconnector.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reconnector
         if self._conn is not None:
             self._conn.close()
             await self._conn.wait_closed(5.0)
@@ -299,8 +351,8 @@ class Client(Publisher, RetainedClient):
                 msg, _ = await self._conn.read()
                 self._dispatch(msg)
         except (ConnectionError, WireError) as exc:
-            self._end(ConnectionLostError(f"connection to broker {self.broker} lost: "
-                                          f"{exc!r}"))
+            self._connection_lost(ConnectionLostError(
+                f"connection to broker {self.broker} lost: {exc!r}"))
 
     def _end(self, exc: ConnectionLostError) -> None:
         """The connection is over (the first reason given is kept: :attr:`lost`)."""
@@ -433,7 +485,15 @@ class Client(Publisher, RetainedClient):
                 self.run_callback(cb, NotificationBatch(tuple(out)))
 
     def _write(self, msg: Message) -> None:
-        assert self._conn is not None, "not connected"
+        reconnecting = not self.connected.is_set() and self._reconnector is not None \
+            and not self.ended.is_set()
+        # while the subscriptions are restored, publications still queue behind those
+        # kept during the outage: they reach the broker in the order they were made
+        if reconnecting or (self._offline and msg.type is MsgType.PUB):
+            self._keep_offline(msg)
+            return
+        if self._conn is None:
+            raise ConnectionLostError("not connected")
         self._conn.write(encode(msg))
 
     async def _request(self, mtype: MsgType, body: dict[str, Any],
@@ -442,12 +502,20 @@ class Client(Publisher, RetainedClient):
             raise self._lost
         if self._closed:
             raise ConnectionLostError("client is closed")
+        if not self.connected.is_set() and self._reconnector is not None \
+                and not self._reconnector.done():
+            await self._until_connected(timeout)
         self._flush_now()
         corr = next(self._corr)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[corr] = fut
         self._write(Message(mtype, {**body, "corr": corr}))
-        return await asyncio.wait_for(fut, timeout)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            self._pending.pop(corr, None)
+            raise TimedOut(f"broker {self.broker} did not answer {mtype.name} within "
+                           f"{timeout} s") from None
 
     # ---- profiles ------------------------------------------------------------------------------
 
@@ -581,23 +649,6 @@ async def connect(host: str = "127.0.0.1", port: int = 7400, *, name: str | None
                   tls: ssl.SSLContext | None = None) -> Client:
     """Shorthand for :meth:`Client.connect`."""
     return await Client.connect(host, port, name=name, timeout=timeout, token=token, tls=tls)
-
-
-def client_tls(ca: str | Path, cert: str | Path | None = None,
-               key: str | Path | None = None) -> ssl.SSLContext:
-    """A TLS context for a client: trust the network's CA, present ``cert``/``key``
-    (a client certificate from ``siftbus certs issue NAME --kind client``) if given."""
-    return client_context(TLSConfig(Path(cert) if cert else None,
-                                    Path(key) if key else None, Path(ca)))
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``host:port`` (or ``port``) -> ``(host, port)``."""
-    host, _, port = text.rpartition(":")
-    try:
-        return (host or "127.0.0.1", int(port))
-    except ValueError:
-        raise EnvironmentProblem(f"bad broker address {text!r}: use host:port") from None
 
 
 __all__ = ["BatchCallback", "Callback", "Client", "Notification", "NotificationBatch",

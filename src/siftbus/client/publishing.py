@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 import siftbus.telemetry as telemetry
+from siftbus.errors import EventError
 from siftbus.model import Event, Schema, event_from_dict, parse_event
 from siftbus.wire.events import Block, encode_block, group_by_type
 from siftbus.wire.frames import Message, MsgType
@@ -53,6 +54,7 @@ class _Sender(Protocol):
     _buffer: list[Event]
     _buffer_ts: list[float]
     _flush_scheduled: bool
+    connected: asyncio.Event
 
     def _write(self, msg: Message) -> None: ...
 
@@ -79,6 +81,9 @@ class Publisher:
         assert self.schema is not None
         if isinstance(event, str):
             return parse_event(event, self.schema)
+        if not isinstance(event, Mapping):
+            raise EventError(f"an event is an Event, a mapping or a JSON line, not "
+                             f"{type(event).__name__}")
         data = {k: Decimal(repr(v)) if isinstance(v, float) else v for k, v in event.items()}
         return event_from_dict(data, self.schema)
 
@@ -140,6 +145,8 @@ class Publisher:
         return len(evs)
 
     async def _drain(self: _Sender) -> None:
+        if not self.connected.is_set():  # reconnecting: the frames wait in the buffer
+            return
         assert self._conn is not None, "not connected"
         await self._conn.drain()
 

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
+from siftbus.errors import SiftbusError, TimedOut
 from siftbus.model import Profile
 
 from .notifications import Notification, NotificationBatch
@@ -31,6 +32,11 @@ class SubscriptionOwner(Protocol):
     @property
     def ended(self) -> asyncio.Event:
         """Set when the connection is closed or lost: no notification comes any more."""
+        ...
+
+    @property
+    def end_error(self) -> SiftbusError:
+        """Why no notification comes any more (after :attr:`ended` is set)."""
         ...
 
     def run_callback(self, fn: Callable[[Any], Any], arg: Any) -> None: ...
@@ -108,8 +114,16 @@ class Subscription:
         return await next_notification(self.queue, self.client.ended)
 
     async def get(self, timeout: float | None = None) -> Notification:
-        """The next notification (``TimeoutError`` after ``timeout`` seconds)."""
-        return await asyncio.wait_for(self.__anext__(), timeout)
+        """The next notification; :class:`~siftbus.errors.TimedOut` after ``timeout``
+        seconds, :class:`~siftbus.errors.ConnectionLostError` once the client has ended
+        (closed, or its broker lost for good; a reconnection is waited out)."""
+        try:
+            return await asyncio.wait_for(next_notification(self.queue, self.client.ended),
+                                          timeout)
+        except StopAsyncIteration:
+            raise self.client.end_error from None
+        except TimeoutError:
+            raise TimedOut(f"no notification for {self.id!r} within {timeout} s") from None
 
     async def unsubscribe(self) -> None:
         await self.client.unsubscribe(self.id)

@@ -1,9 +1,11 @@
-"""A blocking wrapper around the asyncio :class:`~siftbus.client.aio.Client`.
+"""A blocking wrapper around the asyncio :class:`~siftbus.client.aio.Client`, with the
+same shape: ``subscribe`` returns a subscription with ``get(timeout)`` and iteration.
 
 The asyncio client runs on an event loop in a background thread; every method blocks
-until its coroutine finishes there. Notifications are collected in a thread-safe queue
-(:meth:`SyncClient.receive`) unless a callback is given, which then runs in the loop
-thread.
+until its coroutine finishes there. Notifications wait in the client's inbox, per
+profile, unless a callback is given (which then runs in the loop thread):
+``sub.get()`` takes the next of one subscription, :meth:`SyncClient.receive` the next of
+any. Reconnection after a broker restart is the asyncio client's (on by default).
 
 Sessions (``docs/mobility.md``) work as with the asyncio client: ``connect(...,
 session=...)`` resumes after the last acknowledged number, :meth:`SyncClient.move` goes
@@ -14,18 +16,100 @@ subscribed again (a fresh process with only the session id) come to :meth:`recei
 from __future__ import annotations
 
 import asyncio
+import itertools
 import queue
 import ssl
 import threading
-from collections.abc import Coroutine, Iterable, Mapping
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from siftbus.errors import ConnectionLostError, SiftbusError, TimedOut
 from siftbus.model import Event, Profile, Schema
 
 from .aio import BatchCallback, Callback, Client, Notification
+from .reconnect import Reconnect
 from .session import SessionState
 
 T = TypeVar("T")
+
+
+class ReceiveTimeout(TimedOut, queue.Empty):
+    """Nothing came within the time given to ``get``/``receive`` (also a
+    ``queue.Empty``, as ``receive`` raised before)."""
+
+
+class _Inbox:
+    """Notifications per profile id, in arrival order, for threads to take: the oldest
+    of one profile, or the oldest of all."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._by_id: dict[str, deque[tuple[int, Notification]]] = {}
+        self._order = itertools.count()
+        self._end: SiftbusError | None = None
+
+    def put(self, n: Notification) -> None:
+        with self._cond:
+            self._by_id.setdefault(n.profile, deque()).append((next(self._order), n))
+            self._cond.notify_all()
+
+    def end(self, why: SiftbusError) -> None:
+        with self._cond:
+            self._end = why
+            self._cond.notify_all()
+
+    def get(self, pid: str | None, timeout: float | None) -> Notification:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                got = self._take(pid)
+                if got is not None:
+                    return got
+                if self._end is not None:
+                    raise self._end
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise ReceiveTimeout(f"no notification{f' for {pid!r}' if pid else ''} "
+                                         f"within {timeout} s")
+                self._cond.wait(left)
+
+    def _take(self, pid: str | None) -> Notification | None:
+        if pid is not None:
+            q = self._by_id.get(pid)
+            return q.popleft()[1] if q else None
+        heads = [(q[0][0], k) for k, q in self._by_id.items() if q]
+        return self._by_id[min(heads)[1]].popleft()[1] if heads else None
+
+
+class SyncSubscription:
+    """One profile of a :class:`SyncClient`: ``get(timeout)`` its next notification, or
+    iterate (until the client ends)."""
+
+    def __init__(self, client: SyncClient, pid: str, profile: Profile) -> None:
+        self.client = client
+        self.id = pid
+        self.profile = profile
+
+    def get(self, timeout: float | None = None) -> Notification:
+        """The next notification; :class:`ReceiveTimeout` (a
+        :class:`~siftbus.errors.TimedOut`) after ``timeout`` seconds,
+        :class:`~siftbus.errors.ConnectionLostError` once the client has ended."""
+        return self.client._inbox.get(self.id, timeout)
+
+    def __iter__(self) -> Iterator[Notification]:
+        while True:
+            try:
+                yield self.get()
+            except ConnectionLostError:
+                return
+
+    def unsubscribe(self) -> None:
+        self.client.unsubscribe(self.id)
+
+    def __repr__(self) -> str:
+        return f"SyncSubscription({self.id!r})"
 
 
 class SyncClient:
@@ -38,25 +122,42 @@ class SyncClient:
                                         name="siftbus-client")
         self._thread.start()
         self._client: Client | None = None
-        self._inbox: queue.Queue[Notification] = queue.Queue()
+        self._inbox = _Inbox()
 
     @classmethod
     def connect(cls, host: str = "127.0.0.1", port: int = 7400, *, name: str | None = None,
                 timeout: float = 60.0, token: str | None = None,
                 tls: ssl.SSLContext | None = None,
-                session: str | SessionState | None = None) -> SyncClient:
+                session: str | SessionState | None = None,
+                servers: Sequence[str | tuple[str, int]] = (),
+                reconnect: bool | Reconnect = True,
+                on_disconnect: Callable[[Client], Any] | None = None,
+                on_reconnect: Callable[[Client], Any] | None = None) -> SyncClient:
         """Connect (arguments as :meth:`Client.connect <siftbus.client.aio.Client.connect>`;
-        with ``session``, an id or a :class:`~siftbus.client.session.SessionState`)."""
+        with ``session``, an id or a :class:`~siftbus.client.session.SessionState`; the
+        hooks run in the client's loop thread)."""
         c = cls(timeout)
         try:
-            c._client = c._run(Client.connect(host, port, name=name, timeout=timeout,
-                                              token=token, tls=tls, session=session))
+            c._client = c._run(Client.connect(
+                host, port, name=name, timeout=timeout, token=token, tls=tls,
+                session=session, servers=servers, reconnect=reconnect,
+                on_disconnect=on_disconnect, on_reconnect=on_reconnect))
+            c._run(c._watch_end())
             if session is not None:
                 c._run(c._claim_resumed())
         except BaseException:
             c._stop()
             raise
         return c
+
+    async def _watch_end(self) -> None:
+        client = self.client
+
+        async def watch() -> None:
+            await client.ended.wait()
+            self._inbox.end(client.end_error)
+
+        client._spawn(watch())
 
     async def _claim_resumed(self) -> None:
         """Resumed rows of profiles not subscribed in this process go to the inbox
@@ -84,7 +185,12 @@ class SyncClient:
         return self._run(self.client.ack(upto))
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.timeout)
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(self.timeout)
+        except TimeoutError:
+            future.cancel()
+            raise TimedOut(f"the broker call took longer than {self.timeout} s") from None
 
     @property
     def client(self) -> Client:
@@ -101,19 +207,21 @@ class SyncClient:
         return self.client.schema
 
     def subscribe(self, profile: str | Profile, callback: Callback | None = None, *,
-                  id: str | None = None, batch_callback: BatchCallback | None = None) -> str:
+                  id: str | None = None, batch_callback: BatchCallback | None = None
+                  ) -> SyncSubscription:
         """Subscribe; notifications go to ``callback``, or once per frame as a
         ``NotificationBatch`` to ``batch_callback`` (both run in the client's loop thread),
-        or else to :meth:`receive`. Returns the id."""
+        or else to the returned subscription (``get``, iteration) and :meth:`receive`."""
         if batch_callback is not None:
             sub = self._run(self.client.subscribe(profile, callback, id=id,
                                                   batch_callback=batch_callback))
         else:
             sub = self._run(self.client.subscribe(profile, callback or self._inbox.put, id=id))
-        return sub.id
+        return SyncSubscription(self, sub.id, sub.profile)
 
-    def unsubscribe(self, *ids: str) -> None:
-        self._run(self.client.unsubscribe(*ids))
+    def unsubscribe(self, *ids: str | SyncSubscription) -> None:
+        self._run(self.client.unsubscribe(
+            *(i.id if isinstance(i, SyncSubscription) else i for i in ids)))
 
     def publish(self, event: Event | Mapping[str, Any] | str) -> None:
         self._run(self.client.publish_batch([event]))
@@ -129,8 +237,10 @@ class SyncClient:
         self._run(self.client.ping())
 
     def receive(self, timeout: float | None = None) -> Notification:
-        """The next notification; ``queue.Empty`` after ``timeout`` seconds."""
-        return self._inbox.get(timeout=timeout)
+        """The next notification of any subscription without a callback (and a resumed
+        session's rows of profiles not subscribed in this process), in arrival order;
+        :class:`ReceiveTimeout` (also a ``queue.Empty``) after ``timeout`` seconds."""
+        return self._inbox.get(None, timeout)
 
     def close(self) -> None:
         if self._client is not None:
@@ -153,4 +263,4 @@ class SyncClient:
         self.close()
 
 
-__all__ = ["SyncClient"]
+__all__ = ["ReceiveTimeout", "SyncClient", "SyncSubscription"]

@@ -139,6 +139,22 @@ def static_dir() -> str:
     return str(resources.files("siftbus.gateway") / "static")
 
 
+def swagger_ui_docs(app: FastAPI) -> None:
+    """``/docs``: Swagger UI from the swagger-ui-bundle package, not a CDN (an operator's
+    network may have no way out)."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount("/docs/assets", StaticFiles(directory=swagger_ui_path), name="swagger-ui")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> Response:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="siftbus gateway",
+                                   swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs/assets/swagger-ui.css",
+                                   swagger_favicon_url="/docs/assets/favicon-32x32.png")
+
+
 def create_app(gw: Gateway) -> FastAPI:
     """The FastAPI app of gateway ``gw`` (see the module docstring)."""
     # the installed distribution's version: importing the package's face from inside a
@@ -146,7 +162,8 @@ def create_app(gw: Gateway) -> FastAPI:
     app = FastAPI(title="siftbus gateway", version=metadata.version("siftbus"),
                   description="Publish, subscribe and inspect a siftbus broker network "
                   "over HTTP, WebSocket and Server-Sent Events.\n\n"
-                  + streaming.WEBSOCKET_PROTOCOL)
+                  + streaming.WEBSOCKET_PROTOCOL, docs_url=None)
+    swagger_ui_docs(app)
 
     @app.exception_handler(SiftbusError)
     async def siftbus_error(request: Request, exc: SiftbusError) -> JSONResponse:

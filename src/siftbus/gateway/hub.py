@@ -161,8 +161,10 @@ class Gateway:
             self._sessions.pop(key, None)
             await self._evict()
             b = self.net.broker(key[1])
+            # the gateway tells its consumers of a lost connection and opens a new one on
+            # the next request (_when_lost): the client's own reconnection stays off
             c = await Client.connect(b.host, b.port, timeout=self.timeout, token=token,
-                                     tls=self._tls)
+                                     tls=self._tls, reconnect=False)
             self._sessions[key] = c
             self.spawn(self._when_lost(c))
             return c
@@ -356,7 +358,7 @@ class Gateway:
         while True:
             try:
                 c = await Client.connect(b.host, b.port, timeout=self.timeout, token=token,
-                                         tls=self._tls, session=state)
+                                         tls=self._tls, session=state, reconnect=False)
                 break
             except (ConnectionLostError, OSError) as exc:
                 raise ConnectionLostError(f"broker {self.broker} does not answer: {exc}") \

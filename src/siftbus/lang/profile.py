@@ -19,6 +19,7 @@ line, of a string and of a number, and the number of conditions, each refused wi
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -250,7 +251,7 @@ def _syntax_error(exc: UnexpectedInput, body: str, source: str | None, line: int
                     len(body) + 1)
     if isinstance(exc, UnexpectedCharacters):
         pos = exc.pos_in_stream or 0
-        msg = f"unexpected character {body[pos]!r}"
+        msg = f"unexpected character {body[pos]!r}" + _hint(body[pos:pos + 2])
     elif isinstance(exc, UnexpectedEOF):
         msg = "unexpected end of profile"
         col = offset + len(body.rstrip()) + 1
@@ -261,12 +262,31 @@ def _syntax_error(exc: UnexpectedInput, body: str, source: str | None, line: int
             col = offset + len(body.rstrip()) + 1
         else:
             msg = f"unexpected {str(tok)!r}"
+        pos = tok.start_pos if isinstance(tok.start_pos, int) else -1
+        hint = _hint(str(tok), body[pos - 1:pos] if pos > 0 else "")
         expected = sorted(_pretty(t) for t in exc.expected)
-        if expected:
+        if hint:
+            msg += hint
+        elif expected:
             msg += f"; expected {', '.join(expected[:8])}"
     else:
         msg = "invalid profile"
     return ProfileSyntaxError(msg, source=source, line=line, column=col)
+
+
+def _hint(at: str, before: str = "") -> str:
+    """What a newcomer (or an ETCL/SQL writer) probably meant at an unexpected token."""
+    word = at.strip().lower()
+    if at.startswith("=") and (before == "=" or at == "=="):
+        return "; write '=' for equality (one '=', not '==')"
+    if word == "and" or at.startswith("&"):
+        return "; separate conditions with ',' (a profile's conditions all hold)"
+    if word == "or" or at.startswith("|"):
+        return ("; a profile is one conjunction: write one profile per alternative "
+                "(or 'a in {x, y}' for values of one attribute)")
+    if at.startswith("!") and not at.startswith("!="):
+        return "; write '!=' for inequality"
+    return ""
 
 
 _TOKEN_NAMES = {
@@ -295,7 +315,8 @@ def resolve(parsed: ProfileText, schema: Schema | EventType, *, id: str | None =
         try:
             pred = resolve_predicate(wc.predicate, etype)
             if pred.attr not in etype:
-                raise ProfileError(f"{etype.name} has no attribute {pred.attr!r} "
+                raise ProfileError(f"{etype.name} has no attribute {pred.attr!r}"
+                                   f"{did_you_mean(pred.attr, etype.names)} "
                                    f"(it has {', '.join(etype.names)})")
             pred.constraint(etype.attribute(pred.attr).domain)
         except SiftbusError as exc:
@@ -321,8 +342,38 @@ def _lookup_type(parsed: ProfileText, schema: Schema | EventType, source: str | 
         if found is not None:
             return found
         known = list(schema.names)
-    raise ProfileError(f"unknown event type {parsed.type_name!r} (known: {', '.join(known)})",
+    raise ProfileError(f"unknown event type {parsed.type_name!r}"
+                       f"{did_you_mean(parsed.type_name, known)} (known: {', '.join(known)})",
                        source=source, line=line, column=parsed.type_column)
+
+
+def did_you_mean(word: str, names: Iterable[str]) -> str:
+    """``"; did you mean 'room'?"`` for a close name (case ignored), else ``""``."""
+    by_lower = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
+
+
+def finer_than_grid(parsed: ProfileText, etype: EventType) -> list[tuple[WrittenCondition, str]]:
+    """The written conditions whose decimal constants have more places than their
+    attribute's domain (``value < 16.123`` on ``decimal[-40,60,1]``), each with what it
+    is read as (``value < 16.1``): profiles round such constants half away from zero, as
+    events are rounded; ``siftbus check`` and ``explain`` warn about them."""
+    out = []
+    for wc in parsed.conditions:
+        pred = wc.predicate
+        if pred.attr not in etype:
+            continue
+        domain = etype.attribute(pred.attr).domain
+        places = getattr(domain, "places", None)
+        if places is None:
+            continue
+        finer = [v for v in pred.operands if isinstance(v, Decimal)
+                 and isinstance(v.as_tuple().exponent, int)
+                 and int(v.as_tuple().exponent) < -places]
+        if finer:
+            out.append((wc, format_condition(resolve_predicate(pred, etype), domain)))
+    return out
 
 
 def resolve_predicate(pred: Predicate, etype: EventType) -> Predicate:

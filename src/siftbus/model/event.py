@@ -209,13 +209,24 @@ def event_from_dict(data: Mapping[str, Any], schema: Schema) -> Event:
     return Event.of(etype, {k: v for k, v in data.items() if k != "type"})
 
 
-def parse_event(line: str, schema: Schema, *, source: str | None = None,
+def parse_event(line: str | Mapping[str, Any], schema: Schema, *, source: str | None = None,
                 lineno: int | None = None, limits: TextLimits = TEXT_LIMITS) -> Event:
-    """Parse one event-file line; errors carry source, line and column.
+    """Parse one event-file line, or an event given as a dict; errors carry source, line
+    and column.
 
     The JSON is read by :func:`~siftbus.model.textio.parse_json_line` (depth and digit
-    limits, no NaN, no repeated key); numbers with a fraction are exact decimals.
+    limits, no NaN, no repeated key); numbers with a fraction are exact decimals (a
+    dict's floats are taken as written: ``21.5`` is ``Decimal("21.5")``).
     """
+    if isinstance(line, Mapping):
+        data = {k: Decimal(repr(v)) if isinstance(v, float) else v for k, v in line.items()}
+        try:
+            return event_from_dict(data, schema)
+        except SiftbusError as exc:
+            raise exc.located(source=source, line=lineno) from None
+    if not isinstance(line, str):
+        raise EventError(f"an event is a JSON line or a dict, not {type(line).__name__}",
+                         source=source, line=lineno)
     line = line.rstrip("\r\n")
     data = parse_json_line(line, source=source, line=lineno, kind=EventError, limits=limits,
                            decimals=True, unique_keys=True)

@@ -9,6 +9,10 @@ carrying the event subtree as XML.
 
 from __future__ import annotations
 
+from siftbus.errors import require_extra
+
+require_extra("xml", "the XML event filter", "lxml", "xmlschema")
+
 from siftbus.xmlfilter.covering import covers, overlaps
 from siftbus.xmlfilter.document import parse_subscriptions, to_xml
 from siftbus.xmlfilter.engine import EventResult, XmlEventFilter

@@ -94,11 +94,13 @@ function drawFigures(snap, dt) {
   const rate = previous && dt > 0 ? Math.max(0, (published - sum(previous, "events_published")) / dt) : 0;
   const p50 = worst(snap, "p50_ms"), p99 = worst(snap, "p99_ms");
   text($("events-total"), published);
-  text($("rate"), rate.toFixed(1));
+  if (!previous || dt >= 0.5) text($("rate"), rate.toFixed(1));
   text($("notified-total"), sum(snap, "notifications"));
   text($("latency"), p50 == null ? "–" : `≤${p50} ms / ≤${p99} ms`);
   text($("dropped"), sum(snap, "dropped") + snap.gateway.dropped);
-  history.push({ t: snap.time, rate, p99 });
+  if (previous && dt < 0.5) return;  // too close to the last sample for a rate
+  // the first snapshot has no rate yet: a point there would be a spike (or a false zero)
+  if (previous) history.push({ t: snap.time, rate, p99 });
   while (history.length > HISTORY) history.shift();
   drawChart();
 }
@@ -147,7 +149,8 @@ function onSnapshot(snap) {
   drawTopology(snap, dt);
   drawFigures(snap, dt);
   drawSubscriptions(snap);
-  previous = snap;
+  // a snapshot right after another (the one sent on connecting) would divide by a tiny dt
+  if (!previous || dt >= 0.5) previous = snap;
 }
 
 // On a secured network every call carries the token (kept for this tab only); a
@@ -179,7 +182,11 @@ async function api(path, options = {}) {
   if (token()) headers.authorization = `Bearer ${token()}`;
   const r = await fetch(path, { ...options, headers });
   const body = r.status === 204 ? null : await r.json();
-  if (!r.ok) throw new Error(body && body.error ? body.error.message : `HTTP ${r.status}`);
+  if (!r.ok) {
+    const e = new Error(body && body.error ? body.error.message : `HTTP ${r.status}`);
+    e.status = r.status; e.kind = body && body.error ? body.error.kind : "";
+    throw e;
+  }
   return body;
 }
 
@@ -212,7 +219,13 @@ async function loadChannels() {
     $("channels").replaceChildren(...(list.length ? list.map((c) =>
       el("li", {}, [`channel ${c.id}: ${c.consumer_admins.length} consumer admin(s), ${c.supplier_admins.length} supplier admin(s)`]))
       : [el("li", {}, ["no channel"])]));
-  } catch (e) { $("channels").replaceChildren(el("li", {}, [`channels: ${e.message}`])); }
+    $("channels").closest("section").hidden = false;
+  } catch (e) {
+    // a broker without a channel service has no panel; other failures are shown
+    const absent = e.status === 404 || /no (such )?service|unknown service|channel service/i.test(e.message);
+    $("channels").closest("section").hidden = absent;
+    $("channels").replaceChildren(el("li", {}, [`channels: ${e.message}`]));
+  }
 }
 
 $("token").value = token();

@@ -1,0 +1,86 @@
+"""Ctrl-C during a Spark job (``siftbus demo``, ``siftbus pipeline run|stream``): one
+line, Spark stopped, no JVM left behind, exit 130 within a few seconds.
+
+pyspark's own SIGINT handling cancels the jobs and raises ``KeyboardInterrupt`` in the
+driver; left alone, the interpreter's shutdown then tears py4j connections apart while
+the JVM still works, which prints a traceback per connection and can take tens of
+seconds. Here the first Ctrl-C stops the SparkContext (bounded in time), kills the JVM if
+it has not gone, and leaves the process at once with 130; a second Ctrl-C meanwhile
+leaves at once too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+STOP_SECONDS = 4.0
+"""How long the SparkContext may take to stop before its JVM is killed."""
+
+
+def _active_context() -> Any:
+    mod = sys.modules.get("pyspark")
+    if mod is None:
+        return None
+    return getattr(mod.SparkContext, "_active_spark_context", None)
+
+
+def _jvm_process(sc: Any) -> Any:
+    gateway = getattr(sc, "_gateway", None)
+    return getattr(gateway, "proc", None)
+
+
+def stop_spark_now(say: str = "interrupted") -> None:
+    """Stop the running Spark (if any) within :data:`STOP_SECONDS`, kill its JVM, print
+    one line and leave the process with status 130."""
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))  # a second Ctrl-C: at once
+    for name in ("py4j", "py4j.clientserver", "py4j.java_gateway", "pyspark"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)  # no traceback per connection
+    sc = _active_context()
+    proc = _jvm_process(sc) if sc is not None else None
+    if sc is not None:
+        stopper = threading.Thread(target=_stop_quietly, args=(sc,), daemon=True)
+        stopper.start()
+        stopper.join(STOP_SECONDS)
+    if proc is not None and proc.poll() is None:
+        with contextlib.suppress(OSError):
+            proc.kill()
+        with contextlib.suppress(Exception):
+            proc.wait(2)
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    os.write(2, f"siftbus: {say}; Spark stopped\n".encode())
+    os._exit(130)
+
+
+def _stop_quietly(sc: Any) -> None:
+    with contextlib.suppress(Exception):
+        sc.cancelAllJobs()
+    with contextlib.suppress(Exception):
+        sc.stop()
+
+
+@contextlib.contextmanager
+def spark_interruptible() -> Iterator[None]:
+    """Around a Spark job in the CLI: Ctrl-C (or SIGTERM) ends it cleanly."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    except KeyboardInterrupt:
+        stop_spark_now()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+__all__ = ["STOP_SECONDS", "spark_interruptible", "stop_spark_now"]
