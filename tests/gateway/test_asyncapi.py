@@ -1,19 +1,20 @@
 """``/asyncapi.json``: the AsyncAPI 3.0 document of the gateway's streams.
 
-No PyPI package ships the official AsyncAPI 3.0 JSON Schema (the ones looked at ship
-generated models of older versions), so this checks the document's structure by the
-specification's rules that matter to a reader -- version, info, servers, channels with
-addresses and messages, operations whose action is send or receive, every ``$ref``
-resolving -- checks every payload is a valid JSON Schema (jsonschema's meta-schema
-check), and, the part that can fail in practice, that what a live gateway really sends
-and accepts on its WebSocket and SSE streams validates against the document's payload
-schemas. The OpenAPI document lists the same schemas."""
+The document validates against the official AsyncAPI 3.0.0 JSON Schema (from the
+``@asyncapi/specs`` npm package, which ``make test`` fetches into ``.cache/``; no PyPI
+package ships it). Beyond it this checks the structure a reader relies on -- version,
+info, servers, channels with addresses and messages, operations whose action is send or
+receive, every ``$ref`` resolving -- checks every payload is a valid JSON Schema
+(jsonschema's meta-schema check), and, the part that can fail in practice, that what a
+live gateway really sends and accepts on its WebSocket and SSE streams validates against
+the document's payload schemas. The OpenAPI document lists the same schemas."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,7 +24,28 @@ from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
+from siftbus.gateway.asyncapi import asyncapi_document
+
 from .servers import GatewayNetwork, start_gateway_network
+
+OFFICIAL_SCHEMA = Path(__file__).resolve().parents[2] / ".cache" / "asyncapi-3.0.0.json"
+"""The official AsyncAPI 3.0.0 schema (``make test`` fetches it: ``make
+.cache/asyncapi-3.0.0.json``)."""
+
+
+def test_the_document_validates_against_the_official_asyncapi_3_schema() -> None:
+    from jsonschema import Draft7Validator
+
+    if not OFFICIAL_SCHEMA.is_file():
+        pytest.skip("the official AsyncAPI schema is fetched by `make test` "
+                    "(make .cache/asyncapi-3.0.0.json)")
+    validator = Draft7Validator(json.loads(OFFICIAL_SCHEMA.read_text()))
+    doc = asyncapi_document("0.1.0")
+    assert [e.message for e in validator.iter_errors(doc)] == []
+    # the check can fail: an operation with an action AsyncAPI 3 does not have
+    broken = json.loads(json.dumps(doc))
+    next(iter(broken["operations"].values()))["action"] = "publish"
+    assert list(validator.iter_errors(broken))
 
 
 @pytest.fixture
