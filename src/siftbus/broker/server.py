@@ -3,10 +3,11 @@
 One event loop per broker process; every frame is handled by the node in one atomic,
 synchronous step, so handling is single-threaded per broker. The server accepts clients
 and neighbour brokers on one port, dials the neighbours it is told to (retrying with
-exponential backoff), and turns frame-level problems (malformed, oversized, unknown
-type, a limit exceeded) into an ERROR followed by closing only that connection. The
-connections themselves are :class:`~siftbus.wire.transport.FrameConnection` objects of
-the shared frame transport, under the server's :class:`~siftbus.wire.limits.Limits`.
+exponential backoff: :mod:`.links`), and turns frame-level problems (malformed,
+oversized, unknown type, a limit exceeded) into an ERROR followed by closing only that
+connection. The connections themselves are
+:class:`~siftbus.wire.transport.FrameConnection` objects of the shared frame transport,
+under the server's :class:`~siftbus.wire.limits.Limits`.
 
 Connection handshake: the first frame must be HELLO (within ``hello_timeout``). A client
 sends ``{"role": "client", "name": optional, "token": optional, "session": optional}`` and
@@ -40,7 +41,6 @@ from typing import Any
 import siftbus.telemetry as telemetry
 from siftbus.errors import (
     AuthenticationError,
-    ConfigError,
     EnvironmentProblem,
     QuotaExceeded,
     SiftbusError,
@@ -49,19 +49,15 @@ from siftbus.errors import (
 from siftbus.security.guard import check_bind
 from siftbus.security.principal import Principal
 from siftbus.security.tls import ContextSet
+from siftbus.wire.counters import TransportStats
 from siftbus.wire.events import notify_count, split_block
 from siftbus.wire.frames import Message, MsgType, encode, error_body, get
 from siftbus.wire.limits import DEFAULT_LIMITS, Limits
 from siftbus.wire.listener import Listener, cancel_all
-from siftbus.wire.transport import (
-    ConnectionClosed,
-    FrameConnection,
-    TransportStats,
-    connect,
-    read_frame,
-)
+from siftbus.wire.transport import FrameConnection, read_frame
 
 from .inspect import InspectService
+from .links import NeighbourLinks
 from .node import BrokerNode, ServiceHandler
 from .session_request import session_id
 
@@ -84,7 +80,7 @@ TLS_RELOAD_INTERVAL = 10.0
 """Seconds between checks for replaced certificate files (reloaded without restart)."""
 
 
-class BrokerServer:
+class BrokerServer(NeighbourLinks):
     """Serve one broker node on TCP (clients and neighbour brokers on the same port).
 
     ``limits`` bound what each peer may send (see :class:`~siftbus.wire.limits.Limits`);
@@ -186,21 +182,6 @@ class BrokerServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    async def wait_neighbours(self, timeout: float = 30.0) -> None:
-        """Wait until every configured neighbour link is up."""
-        async def wait() -> None:
-            while len(self.node.neighbours_up()) < len(self.node.neighbours):
-                self.links_changed.clear()
-                await self.links_changed.wait()
-
-        try:
-            await asyncio.wait_for(wait(), timeout)
-        except TimeoutError:
-            missing = set(self.node.neighbours) - self.node.neighbours_up()
-            raise EnvironmentProblem(f"broker {self.node.name}: neighbours "
-                                     f"{', '.join(sorted(missing))} not connected after "
-                                     f"{timeout:g}s") from None
 
     def register_service(self, name: str, handler: ServiceHandler, *,
                          on_client_down: Callable[[str], None] | None = None,
@@ -515,20 +496,6 @@ class BrokerServer:
             self.node.guard.refuse(exc, conn.link[1:], "connect")
             conn.refuse(exc)
 
-    def _check_peer(self, name: str, body: dict[str, Any]) -> None:
-        if name not in self.node.neighbours:
-            raise ConfigError(f"{name} is not a neighbour of {self.node.name}", field="name")
-        if name in self._conns:
-            raise ConfigError(f"{name} is already connected to {self.node.name}", field="name")
-        self.node.check_schema(body, name)
-
-    def _link_up(self, conn: FrameConnection, name: str) -> None:
-        conn.link = name
-        self._conns[name] = conn
-        self.node.broker_up(name)
-        self.links_changed.set()
-        log.info("%s: link to %s is up", self.node.name, name)
-
     async def _serve(self, conn: FrameConnection) -> None:
         node = self.node
         link = conn.link
@@ -560,59 +527,6 @@ class BrokerServer:
             pass
         finally:
             self._drop(conn)
-
-    async def _dial_loop(self, name: str, addr: tuple[str, int]) -> None:
-        delay = 0.02
-        while not self._closing:
-            try:
-                conn = await connect(addr[0], addr[1], self.limits, what=f"broker {name}",
-                                     counters=self.listener.counters,
-                                     ssl=self.tls.client if self.tls is not None else None)
-            except SiftbusError as exc:
-                if isinstance(exc, AuthenticationError):
-                    log.error("%s: link to %s refused: %s", self.node.name, name, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.retry_max)
-                continue
-            self._dialed.add(conn)
-            try:
-                # the neighbour's certificate must name it (also checked at its end)
-                self.node.guard.broker(name, conn.ssl_object, peer=conn.peer)
-                conn.send(Message(MsgType.HELLO, {
-                    **self.node.hello_body(), "schema": self.node.schema.to_dict()}))
-                try:
-                    msg, _ = await conn.read(self.limits.hello_timeout)
-                except TimeoutError:
-                    raise WireError(f"{name} did not answer HELLO within "
-                                    f"{self.limits.hello_timeout:g} s",
-                                    field="hello_timeout") from None
-                if msg.type is MsgType.ERROR:
-                    raise ConfigError(f"{name} refused the link: {msg.body.get('message')}")
-                if msg.type is not MsgType.HELLO:
-                    raise WireError(f"{name} answered HELLO with {msg.type.name}")
-                peer = get(msg.body, "name", str, where="HELLO")
-                if peer != name:
-                    raise ConfigError(f"{addr[0]}:{addr[1]} is {peer}, expected {name}")
-                self.node.check_schema(msg.body, name)
-                self._link_up(conn, name)
-            except SiftbusError as exc:
-                log.error("%s: link to %s failed: %s", self.node.name, name, exc)
-                conn.refuse(exc)
-                self._dialed.discard(conn)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.retry_max)
-                continue
-            except ConnectionClosed:
-                conn.close()
-                self._dialed.discard(conn)
-                await asyncio.sleep(delay)
-                continue
-            delay = 0.02
-            try:
-                await self._serve(conn)
-            finally:
-                self._dialed.discard(conn)
-
 
 def install_uvloop() -> bool:
     """Use uvloop for new event loops when it is installed; returns whether it is."""

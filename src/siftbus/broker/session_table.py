@@ -19,19 +19,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from siftbus.errors import ConfigError, SiftbusError, WireError
-from siftbus.model import Schema
 from siftbus.wire.events import Block, encode_block
 from siftbus.wire.frames import Message, MsgType, error_body
-from siftbus.wire.limits import Limits
 from siftbus.wire.profiles import decode_profiles
 
 from .duplicates import Seen
 from .session_request import CLAIM_REFUSALS, SessionRequest
+from .session_roles import Mover, SessionHost
 from .session_store import SessionStore
 from .sessions import (
     DEFAULT_POLICY,
@@ -42,7 +41,6 @@ from .sessions import (
     SessionPolicy,
     unique_pids,
 )
-from .stats import Counters
 
 log = logging.getLogger("siftbus.broker")
 
@@ -58,61 +56,6 @@ class SessionMoved(ConfigError):
     """Another process took the session over at another broker: the client still
     connected here is told so, and the client library ends that connection (it stayed
     connected, answered pings and received nothing)."""
-
-
-class SessionHost(Protocol):
-    """What the session table needs from its broker node."""
-
-    name: str
-    schema: Schema
-    counters: Counters
-    limits: Limits
-    clients: set[str]
-
-    def clock(self) -> float: ...
-
-    def transport_send(self, link: str, msg: Message) -> None: ...
-
-    def call_later(self, delay: float, fn: Callable[[], None]) -> None: ...
-
-    def handle(self, link: str, msg: Message) -> None: ...
-
-    def forget_client(self, link: str) -> None:
-        """Remove a client's profiles and advertisements (its session ended)."""
-
-    def session_settled(self, link: str, result: dict[str, Any] | SiftbusError) -> None:
-        """A claim left pending by :meth:`SessionTable.hello` is settled: the status for
-        the client's ACK, or the error that refuses it."""
-
-
-class Mover(Protocol):
-    """What the session table asks of the handoff protocol (:mod:`.handoff`)."""
-
-    def move_in(self, s: Session, req: SessionRequest) -> None:
-        """A client arrived with a session held elsewhere: fetch it."""
-
-    def on_away(self, s: Session) -> None:
-        """A session's client left (it may come back here or elsewhere)."""
-
-    def on_back(self, s: Session) -> None:
-        """A session's client came back to this broker."""
-
-    def give_up(self, s: Session) -> None:
-        """An arriving session waited too long for its state."""
-
-    def established(self, s: Session) -> None:
-        """An arriving session's state is here (requests for it may now be answered)."""
-
-    def profiles_of(self, s: Session) -> list[Any]:
-        """The profiles of a session held here under its client's ids (wire form)."""
-
-    def check(self, sid: str, owner: str, previous: str | None,
-              done: Callable[[str], None]) -> str | None:
-        """Whether ``owner`` owns ``sid`` (a verdict of :mod:`.claims`), now or later."""
-
-    def find(self, sid: str, owner: str, done: Callable[[str, Any], None]) -> None:
-        """The newest copy of ``sid`` anywhere (and, with ``owner``, whether it is
-        ``owner``'s): ``done(verdict, [epoch, broker, tag, profiles] or None)`` later."""
 
 
 class SessionTable:

@@ -34,11 +34,8 @@ import contextlib
 import itertools
 import logging
 import ssl
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
-
-import numpy as np
 
 import siftbus.telemetry as telemetry
 from siftbus.errors import (
@@ -52,7 +49,6 @@ from siftbus.errors import (
 )
 from siftbus.lang.profile import parse_profile_text, resolve
 from siftbus.model import Event, Profile, Schema
-from siftbus.wire.events import Block, decode_batch, in_order
 from siftbus.wire.frames import Message, MsgType, decode_error, encode
 from siftbus.wire.limits import CLIENT_LIMITS
 from siftbus.wire.profiles import encode_profile
@@ -61,7 +57,8 @@ from siftbus.wire.transport import connect as open_connection
 
 from .addresses import client_tls, parse_address
 from .composite import CompositeClient, CompositeSubscription
-from .notifications import Notification, NotificationBatch, NotifyBlock, event_json, notify_block
+from .delivery import Delivering
+from .notifications import Notification, NotificationBatch, NotifyBlock, event_json
 from .publishing import Publisher
 from .reconnect import ConnectionEvents, Reconnect, Server
 from .reconnecting import MAX_SUB_BATCH, Reconnecting
@@ -78,7 +75,7 @@ def remote_error(body: dict[str, Any]) -> RemoteError:
     return decode_error(body).to_error()
 
 
-class Client(Publisher, RetainedClient, Reconnecting):
+class Client(Publisher, RetainedClient, Reconnecting, Delivering):
     """A connection to one broker (publisher, subscriber, or both); publishing:
     :class:`~siftbus.client.publishing.Publisher`; persistent notifications and temporal
     filters: :class:`~siftbus.client.retained.RetainedClient`."""
@@ -382,19 +379,6 @@ class Client(Publisher, RetainedClient, Reconnecting):
             return
         self._dispatch_other(msg)
 
-    def _notify(self, body: dict[str, Any]) -> None:
-        """A NOTIFY frame: its rows to the subscriptions (each session number once)."""
-        assert self.schema is not None
-        blocks = decode_batch(body, self.schema, notify=True)
-        if self.session is not None:
-            blocks = self.session.accept(body, blocks)  # each number once
-        if self._batch_subs:
-            self._dispatch_batches(blocks)
-        else:
-            self._dispatch_each(blocks, None)
-        if self.session is not None and self.session.auto_ack:
-            self.ack_nowait()
-
     def _dispatch_other(self, msg: Message) -> None:
         body = msg.body
         if msg.type is MsgType.SCHEMA:
@@ -425,64 +409,6 @@ class Client(Publisher, RetainedClient, Reconnecting):
                         self._conn.close()
         elif fut is not None and not fut.done():
             fut.set_result(body)
-
-    def _dispatch_each(self, blocks: list[tuple[Block, np.ndarray, list[str]]],
-                       skip: set[str] | None) -> None:
-        """One :class:`Notification` per (event, id) not in ``skip``, in publication
-        order, to its subscription's queue or callback (else to :attr:`unclaimed`)."""
-        subs = self.subscriptions
-        numbers = self.session.numbers if self.session is not None else {}
-        for ev, src, seq, ts, pids in in_order(blocks):
-            number = numbers.get((src, seq), 0)
-            for pid in pids:
-                if skip is not None and pid in skip:
-                    continue
-                n = Notification(pid, ev, src, seq, ts, number)
-                sub = subs.get(pid)
-                if sub is not None:
-                    sub.deliver(n)
-                elif self.unclaimed_callback is not None:
-                    self.run_callback(self.unclaimed_callback, n)
-                else:
-                    try:
-                        self.unclaimed.put_nowait(n)
-                    except asyncio.QueueFull:
-                        self.unclaimed_dropped += 1
-
-    def _dispatch_batches(self, blocks: list[tuple[Block, np.ndarray, list[str]]]) -> None:
-        """Hand a frame to its batch callbacks (one :class:`NotificationBatch` each) and
-        the rest of its notifications to the per-notification path.
-
-        The work per notification is C-level (counting ids, filtering arrays); Python
-        runs once per distinct profile id of the frame, not once per notification.
-        """
-        subs = self.subscriptions
-        groups: dict[BatchCallback, set[str]] = {}
-        batched: set[str] = set()
-        single = True  # every id goes to one batch callback
-        for pid, k in Counter(itertools.chain.from_iterable(b[2] for b in blocks)).items():
-            sub = subs.get(pid)
-            cb = sub.batch_callback if sub is not None else None
-            if cb is None:
-                single = False
-                continue
-            sub.received += k  # type: ignore[union-attr]
-            batched.add(pid)
-            groups.setdefault(cb, set()).add(pid)
-        if len(groups) > 1:
-            single = False
-        if not single:
-            self._dispatch_each(blocks, batched)
-        for cb, ids in groups.items():
-            out: list[NotifyBlock] = []
-            for block, counts, pids in blocks:
-                keep = (np.ones(len(pids), bool) if single else
-                        np.fromiter((p in ids for p in pids), bool, len(pids)))
-                nb = notify_block(block, counts, pids)._filtered(keep)
-                if nb is not None:
-                    out.append(nb)
-            if out:
-                self.run_callback(cb, NotificationBatch(tuple(out)))
 
     def _write(self, msg: Message) -> None:
         reconnecting = not self.connected.is_set() and self._reconnector is not None \

@@ -30,7 +30,7 @@ from siftbus.match.base import BulkLoading, Matcher, Snapshot, Snapshotting
 from siftbus.match.columns import ProfileColumns
 from siftbus.match.engines import Capability, engine, names
 from siftbus.model import Event, Profile, Schema
-from siftbus.spark.parse import layouts_for
+from siftbus.spark.keyed import layouts_for
 
 MATCHED_SCHEMA = pa.schema([
     ("source", pa.string()),

@@ -1,4 +1,5 @@
-"""Parse and validate events into the keyed layout the match stage reads.
+"""Parse and validate events into the keyed layout the match stage reads
+(:mod:`~siftbus.spark.keyed` defines it and builds its batches).
 
 The keyed layout is one row per event with its domain keys in schema order, split by kind:
 
@@ -25,9 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -36,154 +35,22 @@ import pyarrow.compute as pc
 
 from siftbus.errors import EventError, SiftbusError
 from siftbus.match.ingest import ScannedTexts, scan_text_columns
-from siftbus.model import Event, EventType, Schema, StringDomain, event_from_dict, parse_schema
+from siftbus.model import EventType, event_from_dict
 from siftbus.model.event import parse_event
 from siftbus.model.textio import TEXT_LIMITS, MiB, TextLimits, decode_line, parse_json_line
+from siftbus.spark.keyed import (
+    KEYED_DDL,
+    PARSED_DDL,
+    PARSED_SCHEMA,
+    ParsedRows,
+    TypeLayout,
+    event_to_keyed,
+    keyed_to_event,
+    layouts_for,
+    schema_from_text,
+)
 from siftbus.spark.ranges import line_batches
 from siftbus.wire import cloudevents
-
-PARSED_SCHEMA = pa.schema([
-    ("source", pa.string()),
-    ("event", pa.int64()),
-    ("type", pa.string()),
-    ("ikeys", pa.list_(pa.int64())),
-    ("skeys", pa.list_(pa.string())),
-    ("text", pa.string()),
-    ("error", pa.string()),
-    ("line", pa.int64()),
-    ("column", pa.int32()),
-])
-"""Arrow schema of the parse stage's output (good rows have a null ``error``; ``line`` is
-the line of a JSON-lines file, else ``event + 1``)."""
-
-PARSED_DDL = (
-    "source string, event long, type string, ikeys array<long>, skeys array<string>, "
-    "text string, error string, line long, column int"
-)
-"""The same schema as a Spark DDL string (for ``mapInArrow``)."""
-
-KEYED_DDL = "source string, event long, type string, ikeys array<long>, skeys array<string>"
-"""The keyed columns without text and error, as produced by the workload generators."""
-
-
-@dataclass(frozen=True, slots=True)
-class TypeLayout:
-    """Where each attribute of a type lives in the keyed layout."""
-
-    name: str
-    ordered: tuple[str, ...]
-    """Ordered attributes, in schema order: ``ikeys[i]`` is ``ordered[i]``."""
-    strings: tuple[str, ...]
-    """String attributes, in schema order: ``skeys[j]`` is ``strings[j]``."""
-    slots: tuple[tuple[bool, int], ...]
-    """Per schema position: (is_string, index into ikeys or skeys)."""
-    bounds: tuple[tuple[int, int], ...]
-    """Per ordered attribute: the domain's (min_key, max_key)."""
-
-    @classmethod
-    def of(cls, etype: EventType) -> TypeLayout:
-        ordered: list[str] = []
-        strings: list[str] = []
-        slots: list[tuple[bool, int]] = []
-        bounds: list[tuple[int, int]] = []
-        for attr in etype.attributes:
-            dom = attr.domain
-            if isinstance(dom, StringDomain):
-                slots.append((True, len(strings)))
-                strings.append(attr.name)
-            else:
-                slots.append((False, len(ordered)))
-                ordered.append(attr.name)
-                bounds.append((dom.min_key, dom.max_key))
-        return cls(etype.name, tuple(ordered), tuple(strings), tuple(slots), tuple(bounds))
-
-    def split(self, keys: Sequence[Any]) -> tuple[list[int], list[str]]:
-        """An event's keys (schema order) as (ikeys, skeys)."""
-        ik: list[int] = []
-        sk: list[str] = []
-        for (is_str, _), k in zip(self.slots, keys, strict=True):
-            (sk if is_str else ik).append(k)
-        return ik, sk
-
-    def join(self, ikeys: Sequence[int], skeys: Sequence[str]) -> tuple[Any, ...]:
-        """(ikeys, skeys) back to keys in schema order."""
-        return tuple(skeys[i] if is_str else int(ikeys[i]) for is_str, i in self.slots)
-
-
-@lru_cache(maxsize=8)
-def schema_from_text(text: str) -> Schema:
-    """Parse a schema once per process (executors receive the TOML text, not objects)."""
-    return parse_schema(text)
-
-
-@lru_cache(maxsize=8)
-def layouts_for(text: str) -> dict[str, TypeLayout]:
-    """Every type's layout, cached per schema text."""
-    return {t.name: TypeLayout.of(t) for t in schema_from_text(text)}
-
-
-def event_to_keyed(event: Event, layouts: dict[str, TypeLayout]) -> tuple[list[int], list[str]]:
-    """An event's keys split into (ikeys, skeys)."""
-    return layouts[event.etype.name].split(event.keys)
-
-
-def keyed_to_event(schema: Schema, layouts: dict[str, TypeLayout], type_name: str,
-                   ikeys: Sequence[int], skeys: Sequence[str]) -> Event:
-    """Rebuild an :class:`Event` from keyed columns (no validation: keys come checked)."""
-    return Event(schema[type_name], layouts[type_name].join(ikeys, skeys))
-
-
-class _Out:
-    """Column builders for one output batch."""
-
-    def __init__(self) -> None:
-        self.source: list[str | None] = []
-        self.event: list[int] = []
-        self.type: list[str | None] = []
-        self.ikeys: list[list[int] | None] = []
-        self.skeys: list[list[str] | None] = []
-        self.text: list[str | None] = []
-        self.error: list[str | None] = []
-        self.line: list[int] = []
-        self.column: list[int | None] = []
-
-    def good(self, source: str | None, event: int, ev: Event, layouts: dict[str, TypeLayout],
-             text: str | None, line: int | None = None) -> None:
-        ik, sk = layouts[ev.etype.name].split(ev.keys)
-        self.line.append(event + 1 if line is None else line)
-        self.source.append(source)
-        self.event.append(event)
-        self.type.append(ev.etype.name)
-        self.ikeys.append(ik)
-        self.skeys.append(sk)
-        self.text.append(text)
-        self.error.append(None)
-        self.column.append(None)
-
-    def bad(self, source: str | None, event: int, type_name: str | None, text: str | None,
-            exc: SiftbusError, line: int | None = None) -> None:
-        self.line.append(event + 1 if line is None else line)
-        self.source.append(source)
-        self.event.append(event)
-        self.type.append(type_name)
-        self.ikeys.append(None)
-        self.skeys.append(None)
-        self.text.append(text)
-        self.error.append(exc.message)
-        self.column.append(exc.column)
-
-    def batch(self) -> pa.RecordBatch:
-        return pa.RecordBatch.from_arrays([
-            pa.array(self.source, pa.string()),
-            pa.array(self.event, pa.int64()),
-            pa.array(self.type, pa.string()),
-            pa.array(self.ikeys, pa.list_(pa.int64())),
-            pa.array(self.skeys, pa.list_(pa.string())),
-            pa.array(self.text, pa.string()),
-            pa.array(self.error, pa.string()),
-            pa.array(self.line, pa.int64()),
-            pa.array(self.column, pa.int32()),
-        ], schema=PARSED_SCHEMA)
 
 
 def parse_text_batch(batch: pa.RecordBatch, schema_text: str,
@@ -213,7 +80,7 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str,
     schema = schema_from_text(schema_text)
     layouts = layouts_for(schema_text)
     counted = {} if counted is None else counted
-    out = _Out()
+    out = ParsedRows()
     at: list[int] = []  # row of the batch of each row of ``out``
     sources = batch.column("source").to_pylist()
     lines = batch.column("line").to_pylist()
@@ -372,7 +239,7 @@ def parse_wide_batch(batch: pa.RecordBatch, schema_text: str) -> pa.RecordBatch:
     """
     schema = schema_from_text(schema_text)
     layouts = layouts_for(schema_text)
-    out = _Out()
+    out = ParsedRows()
     for row in batch.to_pylist():
         source = row.pop("source")
         event = int(row.pop("event"))
@@ -456,7 +323,7 @@ def parse_xml_batch(batch: pa.RecordBatch, schema_text: str) -> pa.RecordBatch:
 
     schema = schema_from_text(schema_text)
     layouts = layouts_for(schema_text)
-    out = _Out()
+    out = ParsedRows()
     sources = batch.column("source").to_pylist()
     contents = batch.column("content").to_pylist()
     for source, content in zip(sources, contents, strict=True):

@@ -29,8 +29,9 @@ from siftbus.errors import ConfigError
 from siftbus.model import Schema
 from siftbus.model.textio import TEXT_LIMITS, TextLimits
 from siftbus.spark.fused import FUSED_DDL, TaskPlan, iter_fused
+from siftbus.spark.keyed import PARSED_DDL
 from siftbus.spark.match_stage import MATCHED_DDL, MatchPlan, iter_matched
-from siftbus.spark.parse import PARSED_DDL, iter_parsed
+from siftbus.spark.parse import iter_parsed
 from siftbus.spark.progress import job_step
 from siftbus.spark.session import executor_writes
 from siftbus.spark.sinks import (

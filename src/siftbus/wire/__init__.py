@@ -3,6 +3,6 @@
 ``frames`` defines the frame header, message types and bodies (and the one decoder of
 ERROR replies); ``events`` and ``profiles`` the payloads they carry; ``limits`` what one
 peer may send. ``transport`` (connections, :func:`~siftbus.wire.transport.connect`) and
-``listener`` (accepting) read and write frames for every server and client of siftbus;
-``signals`` stops a server process on SIGTERM/SIGINT.
+``listener`` (accepting) read and write frames for every server and client of siftbus
+(``counters`` counts what they did); ``signals`` stops a server process on SIGTERM/SIGINT.
 """

@@ -2,7 +2,7 @@
 
 A :class:`Listener` listens on TCP, makes a :class:`~siftbus.wire.transport.FrameConnection`
 for each connection under the server's :class:`~siftbus.wire.limits.Limits` (all of them
-sharing one :class:`~siftbus.wire.transport.TransportCounters`, so one budget of buffered
+sharing one :class:`~siftbus.wire.counters.TransportCounters`, so one budget of buffered
 bytes), refuses connections over ``max_connections``, and runs the server's handler for
 each. Every siftbus server listens through it (the broker, the channel server).
 
@@ -26,8 +26,9 @@ from typing import Any
 
 from siftbus.errors import EnvironmentProblem, SiftbusError, WireError
 
+from .counters import TransportCounters, TransportStats
 from .limits import DEFAULT_LIMITS, Limits
-from .transport import FrameConnection, TransportCounters, TransportStats
+from .transport import FrameConnection
 
 log = logging.getLogger("siftbus.wire")
 
