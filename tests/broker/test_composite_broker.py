@@ -171,6 +171,26 @@ def test_the_service_refuses_bad_requests_and_keeps_the_rest() -> None:
     assert len(sim.nodes["B0"].routing.table) == 1  # the first request left nothing behind
 
 
+def test_what_the_service_lists_subscribes_again() -> None:
+    sim = Simulator(TIMED, ["B0"], [])
+    c = sim.add_client("client-with-a-long-name", "B0")
+    head = "fits: a=A() -> "
+    tail = " within 1 s select first reuse"
+    fits = head + "b" * (16384 - len(head) - len(tail) - len("=B()")
+                         - len("@client-with-a-long-name")) + "=B()" + tail
+    over = fits.replace("fits: a=", "over: aaaa=")
+    sim.call("client-with-a-long-name", "composite", "subscribe", texts=[fits])
+    sim.call("client-with-a-long-name", "composite", "subscribe", texts=[over])
+    sim.call("client-with-a-long-name", "composite", "list")
+    sim.run()
+    assert [e["message"] for e in c.errors] == [
+        "composite profile is listed as 16387 characters (with '@client-with-a-long-name'), "
+        "longer than 16384"]
+    listed = [r["result"] for r in c.replies if "result" in r][-1]
+    assert [len(x["text"]) for x in listed] == [16384]
+    assert parse_composite(listed[0]["text"], TIMED).id == "fits"
+
+
 # ---- real brokers on 127.0.0.1 -----------------------------------------------------
 
 async def collect(sub: Any, n: int, timeout: float = 10.0) -> list[CompositeMatch]:

@@ -35,10 +35,12 @@ from siftbus.errors import (
     AccessDenied,
     ConfigError,
     ProfileError,
+    ProfileSyntaxError,
     SiftbusError,
     UnknownProfileError,
     WireError,
 )
+from siftbus.lang.composite import LIMITS as COMPOSITE_LIMITS
 from siftbus.lang.composite import CompositeProfile, format_composite, parse_composite
 from siftbus.match.composite import (
     CompositeEngine,
@@ -97,6 +99,11 @@ def encode_match(m: CompositeMatch, local_id: str) -> dict[str, Any]:
         src, seq = ev.order if len(ev.order) == 2 else ("", 0)
         events.append([label, ev.event.etype.name, list(ev.event.keys), ev.time, src, seq])
     return {"profile": local_id, "completed": m.completed, "events": events}
+
+
+def _listed(c: CompositeProfile, client: str) -> str:
+    """The line ``list`` answers for ``c`` (its client as subscriber)."""
+    return format_composite(c.with_id(c.id, client))
 
 
 _ENGINE_DEFAULTS = EngineLimits()
@@ -177,7 +184,7 @@ class CompositeService:
             self.unsubscribe(caller, ids)
             return {"ids": ids}
         if method == "list":
-            return [{"id": cid, "text": format_composite(p.with_id(cid, caller))}
+            return [{"id": cid, "text": _listed(p.with_id(cid, caller), caller)}
                     for cid, p in self._profiles.get(caller, {}).items()]
         if method == "stats":
             s = self.engine.stats()
@@ -198,9 +205,17 @@ class CompositeService:
         parsed: list[CompositeProfile] = []
         for i, text in enumerate(texts, start=1):
             try:
-                parsed.append(parse_composite(text, self.host.schema, line=i))
+                c = parse_composite(text, self.host.schema, line=i)
             except SiftbusError as exc:
                 raise exc.located(source="composite") from None
+            listed = len(_listed(c, client))
+            if listed > COMPOSITE_LIMITS.max_line:
+                # ``list`` names the subscriber: that form must parse again too
+                raise ProfileSyntaxError(
+                    f"composite profile is listed as {listed} characters (with "
+                    f"'@{client}'), longer than {COMPOSITE_LIMITS.max_line}",
+                    source="composite", line=i, column=min(len(text), listed) + 1)
+            parsed.append(c)
         mine = self._profiles[client]
         seen: set[str] = set()
         for c in parsed:
