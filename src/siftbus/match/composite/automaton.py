@@ -13,9 +13,9 @@ still become matches, partitioned by the values of the ``same`` attributes. For 
 
 Runs expire when the line's window has passed their start; ``state_limit`` caps the runs
 of the profile, shedding those with the oldest start first (counted in ``shed``);
-``max_matches`` caps the matches one event (or one clock step) completes, in tie-break
-order (the rest are dropped and counted in ``capped``): under ``select each`` a pattern
-of four components in any order completes a match per combination of the runs held. The
+``max_matches`` caps the matches one event completes, in tie-break order (the rest are
+dropped and counted in ``capped``): under ``select each`` a pattern of four components in
+any order completes a match per combination of the runs held. The
 policies prune at once: after an emitted match under ``select first`` no run with the
 same start can be emitted, under ``consume`` no run holding one of its events.
 """
@@ -79,8 +79,7 @@ class AutomatonStats:
     matches: int
     """Matches emitted."""
     capped: int = 0
-    """Matches dropped because one event or clock step completed more than
-    ``max_matches``."""
+    """Matches dropped because one event completed more than ``max_matches``."""
 
 
 def _bits(mask: int) -> list[int]:
@@ -235,12 +234,8 @@ class CompositeAutomaton:
         while pending and pending[0][0] < now:
             end, _, _, r, key = heapq.heappop(pending)
             ended = touched.setdefault(key, _Ended())
-            if not r.alive or self._ends(r, ended):
-                continue
-            if len(out) >= self.max_matches:
-                self.capped += 1
-                r.alive = 0
-            else:
+            if r.alive and not self._ends(r, ended):
+                # not capped: each waited for its own window (no product of one event)
                 out.append(self._emit(r, key, end, ended))
         for key, ended in touched.items():
             self._prune(key, ended)

@@ -45,8 +45,8 @@ class EngineLimits:
     max_buffered: int = 100_000
     """Events waiting for the watermark; beyond it the oldest is evaluated early."""
     max_matches: int = 1_000
-    """Matches of one profile that one event (or clock step) may complete; the rest are
-    dropped (and counted): ``select each`` over components in any order completes one
+    """Matches of one profile that one event may complete; the rest are dropped (and
+    counted): ``select each`` over components in any order completes one
     per combination of the runs held."""
 
     def __post_init__(self) -> None:
