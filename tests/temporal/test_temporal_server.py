@@ -318,3 +318,32 @@ async def test_retained_requests_are_held_to_the_principals_rights(pki: Any) -> 
         await tenant.withdraw("inside")
     finally:
         await close_all(servers, [tenant, admin])
+
+
+async def test_max_total_counts_what_the_brokers_clients_published_there() -> None:
+    """Notifications cached from a neighbour do not count against a broker's
+    ``max_total``; its clients' own ones, not yet active ones included, do, exactly."""
+    servers = await start_network(["B1", "B2"], [("B1", "B2")], "forwarding")
+    for s in servers.values():
+        s.node.retained.limits = RetainedLimits(max_total=3)
+    busy = await Client.connect(port=servers["B1"].port, name="busy")
+    other = await Client.connect(port=servers["B2"].port, name="other")
+    try:
+        for i in range(3):
+            await busy.retain(f"T(a = {i})", id=f"n{i}")
+        s = await other.subscribe_retained("T()")  # B2 now caches B1's three
+        assert len(s.items()) == 3
+        assert len(await other.call("retained", "notifications")) == 3
+        await other.retain("T(a = 5)", id="mine")
+        await other.retain("T(a = 6)", id="later", start=pub_time() + 3600)
+        await other.retain("T(a = 7)", id="y", ttl=60)
+        with pytest.raises(RemoteError, match="would hold 4 notifications published by "
+                                              "its clients, over the limit of 3") as err:
+            await other.retain("T(a = 4)", id="z")
+        assert err.value.field == "max_total"
+        stats = await other.call("retained", "stats")
+        assert stats["published_here"] == 3
+        with pytest.raises(RemoteError, match="over the limit of 3"):
+            await busy.retain("T(a = 4)", id="n9")
+    finally:
+        await close(servers, [busy, other])
