@@ -347,3 +347,20 @@ async def test_max_total_counts_what_the_brokers_clients_published_there() -> No
             await busy.retain("T(a = 4)", id="n9")
     finally:
         await close(servers, [busy, other])
+
+
+async def test_the_iterator_goes_on_after_items_without_the_initial_answer() -> None:
+    node = BrokerNode("B1", SCHEMA)
+    async with BrokerServer(node) as srv, await Client.connect(port=srv.port, name="c") as c:
+        await c.retain("T(a = 1)", id="one")
+        await c.retain("T(a = 2)", id="two")
+        fresh = await c.subscribe_retained("T()")
+        first = [await fresh.get(timeout=5) for _ in range(2)]  # no items(): the answer
+        assert [(ch.kind, ch.notification.id) for ch in first] == \
+            [(ChangeKind.ADD, "B1/c/one"), (ChangeKind.ADD, "B1/c/two")]
+        s = await c.subscribe_retained("T(a in [0, 3])")
+        assert [n.id for n in s.items()] == ["B1/c/one", "B1/c/two"]
+        await c.retain("T(a = 3)", id="three")
+        ch = await s.get(timeout=5)
+        assert (ch.kind, ch.notification.id, ch.reason) == \
+            (ChangeKind.ADD, "B1/c/three", Reason.PUBLISHED)
