@@ -364,3 +364,24 @@ async def test_the_iterator_goes_on_after_items_without_the_initial_answer() -> 
         ch = await s.get(timeout=5)
         assert (ch.kind, ch.notification.id, ch.reason) == \
             (ChangeKind.ADD, "B1/c/three", Reason.PUBLISHED)
+
+
+@pytest.mark.parametrize(("conds", "message"), [
+    ([[0, [0, 5, 2]]], "inverted interval [5, 2]"),
+    ([[9, [0, 1, 1]]], "position 9 is no attribute of T"),
+    ([[True, [0, 1, 1]]], "position True is no attribute of T"),
+    (["a"], "a condition must be [position, constraint]"),
+])
+async def test_bad_subspaces_over_the_wire_are_named(conds: list[Any], message: str) -> None:
+    node = BrokerNode("B1", SCHEMA)
+    async with BrokerServer(node) as srv, await Client.connect(port=srv.port, name="c") as c:
+        for mtype, body in [
+            (MsgType.TPUB, {"op": "publish", "notes": [["n", None, None, None,
+                                                        ["x", "", "T", conds]]]}),
+            (MsgType.TSUB, {"filters": [[["f", "", "T", conds], "overlaps"]]})]:
+            with pytest.raises(RemoteError) as err:
+                await c._request(mtype, body)
+            assert message in str(err.value)
+            assert "outside" not in str(err.value) and "leaves" not in str(err.value)
+            assert err.value.field == ("a" if conds[0] == [0, [0, 5, 2]] else "conditions")
+        await c.retain("T(a = 1)", id="ok")  # and it keeps serving
