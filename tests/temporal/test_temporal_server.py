@@ -385,3 +385,44 @@ async def test_bad_subspaces_over_the_wire_are_named(conds: list[Any], message: 
             assert "outside" not in str(err.value) and "leaves" not in str(err.value)
             assert err.value.field == ("a" if conds[0] == [0, [0, 5, 2]] else "conditions")
         await c.retain("T(a = 1)", id="ok")  # and it keeps serving
+
+
+async def test_a_late_subscriber_never_sees_what_was_withdrawn_before_it_subscribed() -> None:
+    """The withdrawal is acknowledged at the publisher's broker while its drop is still on
+    the way to the subscriber's broker, which caches the notification (the middle broker
+    is made slow to hand on what comes from the home broker, in order): the new
+    subscription's answer must not hold it, and no removal may follow."""
+    import asyncio
+
+    servers = await start_network(*LINE, "forwarding")
+    pub = await Client.connect(port=servers["B1"].port, name="pub")
+    early = await Client.connect(port=servers["B3"].port, name="early")
+    late = await Client.connect(port=servers["B3"].port, name="late")
+    middle = servers["B2"].node
+    handle = middle.handle
+    loop = asyncio.get_running_loop()
+
+    def slow(link: str, msg: Any) -> None:
+        if link == "B1":
+            loop.call_later(0.3, handle, link, msg)
+        else:
+            handle(link, msg)
+
+    try:
+        cache = await early.subscribe_retained("T()")  # B3 now caches T notifications
+        for i in range(3):
+            await pub.retain(f"T(a = {i})", id=f"n{i}")
+            ch = await cache.get(timeout=5)
+            assert ch.notification.id == f"B1/pub/n{i}"
+            middle.handle = slow  # type: ignore[method-assign]
+            await pub.withdraw(f"n{i}")
+            s = await late.subscribe_retained("T()", id=f"late{i}")
+            middle.handle = handle  # type: ignore[method-assign]
+            assert s.items() == []
+            ch = await cache.get(timeout=5)  # the cache's own subscriber sees it go
+            assert (ch.kind, ch.notification.id) == (ChangeKind.REMOVE, f"B1/pub/n{i}")
+            await settle(servers, [pub, early, late])
+            assert s.queue.empty(), s.queue.get_nowait()
+            await s.unsubscribe()
+    finally:
+        await close(servers, [pub, early, late])

@@ -112,11 +112,21 @@ class RetainedState(RetainedRouting):
             try:
                 for f, gid in zip(fs, gids, strict=True):
                     self.local[gid] = f.id
+                    self.hold(gid)
                     self._add_entry(TemporalFilter(f.profile.with_id(gid, client),
                                                    f.semantics), link)
+                # what the answer takes from this broker's cache is confirmed by the
+                # brokers it came from (a withdrawal on its way arrives first)
+                self._flush({n.id for gid in gids for n in self.df.collection(gid)})
             finally:
                 collected, self._collect = self._collect, None
-            self._wait(collected, lambda: self._ack(link, corr, ids=[f.id for f in fs]))
+
+            def answered() -> None:
+                for gid in gids:
+                    self.answer(gid)
+                self._ack(link, corr, ids=[f.id for f in fs])
+
+            self._wait(collected, answered)
         elif msg.type is MsgType.TUNSUB:
             ids = [str(i) for i in check_count(get(body, "ids", list), "ids",
                                                self.host.limits)]
