@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from _pytest.monkeypatch import MonkeyPatch
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -192,7 +192,7 @@ def test_epc_buckets_of_every_literal_prefix_length_agree_with_reference(
 
 
 def test_wildcard_company_prefix_patterns_are_looked_up_not_scanned(
-        monkeypatch: MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """``urn:epc:idpat:sgtin:*.ITEM.*`` (any company): by the item field, so a value
     verifies only the patterns of its own item, whatever their number."""
     from siftbus.xmlfilter.operators import EpcPattern
