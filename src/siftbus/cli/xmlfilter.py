@@ -121,53 +121,19 @@ def _messages(inputs: list[Path]) -> Iterator[tuple[int, str, IO[bytes]]]:
             yield msg_no, str(path), stream
 
 
-#: bytes of JSON lines gathered before one write
-_WRITE_BATCH = 64 * 1024
-#: distinct (targets, subscriptions) whose JSON fragment is remembered
-_MEMO = 65_536
-
-
 def _json_lines(f: XmlEventFilter, inputs: list[Path], all_events: bool) -> None:
-    """One JSON line per notification (as ``json.dumps`` of ``{"message", **to_json_dict()}``
-    writes it). The part that repeats -- targets, subscriptions and receivers, the same
-    for every event the same subscriptions match -- is encoded once; lines go out in
-    batches of bytes (the profile of the automotive scenario: a quarter of the command's
-    time went to building and encoding each line's dict)."""
-    sys.stdout.flush()
-    out = sys.stdout.buffer
-    enc = json.JSONEncoder(ensure_ascii=False).encode
-    memo: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
-    batch: list[str] = []
-    size = 0
+    out = sys.stdout
     for msg_no, name, stream in _messages(inputs):
-        head = f'{{"message": {msg_no}, "event": '
         for r in f.iter_results(stream, name=name):
             if not r.notifications:
                 if all_events:
-                    batch.append(f'{head}{r.event}, "targets": {enc(list(r.match.targets))}, '
-                                 '"subscriptions": [], "receivers": [], "xml": null}\n')
-                    size += 200
+                    line = {"message": msg_no, "event": r.event, "targets": list(r.match.targets),
+                            "subscriptions": [], "receivers": [], "xml": None}
+                    out.write(json.dumps(line, ensure_ascii=False) + "\n")
                 continue
             for note in r.notifications:  # one per view of the event
-                key = (note.targets, note.subscriptions)
-                mid = memo.get(key)
-                if mid is None:
-                    if len(memo) >= _MEMO:
-                        memo.clear()
-                    # the receivers follow from the subscriptions (fixed in one run)
-                    rec = [{"method": x.method, "address": x.address} for x in note.receivers]
-                    mid = memo[key] = (
-                        f'"targets": {enc(list(note.targets))}, '
-                        f'"subscriptions": {enc(list(note.subscriptions))}, '
-                        f'"receivers": {enc(rec)}, "xml": ')
-                line = f"{head}{note.event}, {mid}{enc(note.xml.decode())}}}\n"
-                batch.append(line)
-                size += len(line)
-            if size >= _WRITE_BATCH:
-                out.write("".join(batch).encode())
-                batch.clear()
-                size = 0
-    out.write("".join(batch).encode())
+                line = {"message": msg_no, **note.to_json_dict()}
+                out.write(json.dumps(line, ensure_ascii=False) + "\n")
     out.flush()
 
 
