@@ -118,6 +118,10 @@ class RetainedState(RetainedRouting):
                 # what the answer takes from this broker's cache is confirmed by the
                 # brokers it came from (a withdrawal on its way arrives first)
                 self._flush({n.id for gid in gids for n in self.df.collection(gid)})
+            except BaseException:
+                for gid in gids:  # what was installed answers as it is, held no longer
+                    self.answer(gid)
+                raise
             finally:
                 collected, self._collect = self._collect, None
 

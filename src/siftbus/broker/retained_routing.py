@@ -319,7 +319,10 @@ class RetainedRouting:
         self._held.add(fid)
 
     def answer(self, fid: str) -> None:
-        """The initial answer of a held client filter: its collection now."""
+        """The initial answer of a held client filter: its collection now (nothing for a
+        filter not held: gone meanwhile, or answered)."""
+        if fid not in self._held:
+            return
         self._held.discard(fid)
         link = self.src.get(fid)
         if link is not None:
