@@ -171,6 +171,26 @@ def test_the_service_refuses_bad_requests_and_keeps_the_rest() -> None:
     assert len(sim.nodes["B0"].routing.table) == 1  # the first request left nothing behind
 
 
+def test_what_the_service_lists_subscribes_again() -> None:
+    sim = Simulator(TIMED, ["B0"], [])
+    c = sim.add_client("client-with-a-long-name", "B0")
+    head = "fits: a=A() -> "
+    tail = " within 1 s select first reuse"
+    fits = head + "b" * (16384 - len(head) - len(tail) - len("=B()")
+                         - len("@client-with-a-long-name")) + "=B()" + tail
+    over = fits.replace("fits: a=", "over: aaaa=")
+    sim.call("client-with-a-long-name", "composite", "subscribe", texts=[fits])
+    sim.call("client-with-a-long-name", "composite", "subscribe", texts=[over])
+    sim.call("client-with-a-long-name", "composite", "list")
+    sim.run()
+    assert [e["message"] for e in c.errors] == [
+        "composite profile is listed as 16387 characters (with '@client-with-a-long-name'), "
+        "longer than 16384"]
+    listed = [r["result"] for r in c.replies if "result" in r][-1]
+    assert [len(x["text"]) for x in listed] == [16384]
+    assert parse_composite(listed[0]["text"], TIMED).id == "fits"
+
+
 # ---- real brokers on 127.0.0.1 -----------------------------------------------------
 
 async def collect(sub: Any, n: int, timeout: float = 10.0) -> list[CompositeMatch]:
@@ -349,12 +369,16 @@ def test_network_config_composite_settings(tmp_path: Path) -> None:
     base = ('[network]\nschema = "{schema}"\n[brokers.B0]\nport = 7400\n'
             .format(schema=Path("examples/building/schema.toml").resolve()))
     net = parse_network(base + "[network.composite]\nlateness = 1.5\nstate_limit = 99\n"
-                        "clock = false\n")
+                        "clock = false\nmax_matches = 7\ntime_slice = 0.05\n")
     assert net.composite == CompositeSettings(EngineLimits(lateness=1_500_000,
-                                                           state_limit=99), clock=False)
+                                                           state_limit=99, max_matches=7),
+                                              clock=False, time_slice=0.05)
     assert net.node("B0").composites.limits.lateness == 1_500_000
+    assert parse_network(base).composite.time_slice == 0.02
     for bad, field in [("lateness = -1", "lateness"), ("clock = 3", "clock"),
-                       ("state_limit = 0", "state_limit"), ("nope = 1", "nope")]:
+                       ("state_limit = 0", "state_limit"), ("nope = 1", "nope"),
+                       ("max_matches = 0", "max_matches"), ("time_slice = 0", "time_slice"),
+                       ("time_slice = true", "time_slice")]:
         with pytest.raises(ConfigError) as err:
             parse_network(base + f"[network.composite]\n{bad}\n")
         assert err.value.field == field and err.value.line is not None
@@ -398,3 +422,57 @@ def test_components_must_lie_within_the_subscribe_right() -> None:
     assert usage.profiles == 2
     node.client_down("@c")
     assert usage.profiles == 0 and len(node.routing.table) == 0
+
+
+FOUR = parse_schema("""
+[A]
+k = "int[0,1]"
+[B]
+k = "int[0,1]"
+[C]
+k = "int[0,1]"
+[D]
+k = "int[0,1]"
+""")
+
+
+async def test_a_busy_composite_leaves_the_broker_answering() -> None:
+    """Four components in any order under ``select each``: every event extends every run
+    held and completes a match per combination. The broker evaluates in time slices, so
+    another client's request is answered within a small bound meanwhile, and one event's
+    matches are capped (counted)."""
+    settings = CompositeSettings(EngineLimits(state_limit=2000, max_matches=25))
+    node = BrokerNode("B0", FOUR, composite=settings)
+    async with BrokerServer(node) as srv, \
+            await Client.connect(port=srv.port, name="sub") as sub, \
+            await Client.connect(port=srv.port, name="pub") as pub, \
+            await Client.connect(port=srv.port, name="probe") as probe:
+        busy = await sub.subscribe_composite(
+            "busy: a=A() and b=B() and c=C() and d=D() within 60 s select each")
+        got = 0
+
+        async def drain() -> None:
+            nonlocal got
+            while True:
+                await busy.get()
+                got += 1
+
+        reader = asyncio.ensure_future(drain())
+        await pub.publish_batch([{"type": "ABCD"[i % 4], "k": 0} for i in range(120)],
+                                ack=True)
+        waits = []
+        deadline = time.monotonic() + 60
+        # the clock's next tick moves the watermark past the batch: evaluation starts
+        while node.composites.engine.evaluated < 120 and time.monotonic() < deadline:
+            t0 = time.perf_counter()
+            assert (await probe.stats())["name"] == "B0"
+            waits.append(time.perf_counter() - t0)
+        stats = await probe.call("composite", "stats")
+        while got < stats["pushed"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        reader.cancel()
+    assert not node.composites.busy
+    assert stats["deferred"] >= 5  # it was busy for many slices
+    # a time slice (20 ms) and one event's evaluation; before slicing 9-15 s at load 3
+    assert max(waits) < 1.0, waits
+    assert stats["capped"] > 0 and stats["matches"] == got

@@ -99,3 +99,37 @@ def test_types_file_and_views_in_the_cli(tmp_path: Path) -> None:
     for x in lines:
         ev = etree.fromstring(x["xml"])
         assert [c.tag for c in ev] == ["bizLocation"] and len(ev[0]) == 1
+
+
+def test_json_lines_are_exactly_json_dumps_of_the_notifications(tmp_path: Path) -> None:
+    """The command's lines, byte for byte, are ``json.dumps({"message": m,
+    **notification.to_json_dict()}, ensure_ascii=False)`` of the API's notifications
+    (``--all``: the unmatched events too), with text a JSON encoder must escape."""
+    from siftbus.xmlfilter import ContentFilter, Subscription, XmlEventFilter, to_xml
+
+    tabs = ["", "\t"]  # with a tab the line takes the encoder's escapes, without not
+    odd = (f'<ObjectEvent><action>Gerät "x" \\\\ {tabs[i % 2]} é ✓ \u2028</action>'
+           f'<readPoint><id>rp-{i}</id></readPoint></ObjectEvent>' for i in range(40))
+    msg = tmp_path / "m.xml"
+    msg.write_text("<r>" + "".join(odd) + "</r>", encoding="utf-8")
+    subs = tmp_path / "s.xml"
+    subs.write_bytes(to_xml([Subscription.build(
+        ("HTTP", f'http://r/{k}?"é"'), [ContentFilter.build(
+            "//ObjectEvent", [("readPoint/id", "string-match", [f"rp-{k}*"])])])
+        for k in range(1, 4)]))
+    f = XmlEventFilter()
+    f.subscribe_xml(subs.read_bytes(), default_method="cli", sender="stdout")
+    want = []
+    for m in (0, 1):
+        for r in f.iter_results(msg.read_bytes()):
+            if not r.notifications:
+                want.append(json.dumps({"message": m, "event": r.event,
+                                        "targets": list(r.match.targets), "subscriptions": [],
+                                        "receivers": [], "xml": None}, ensure_ascii=False))
+            for n in r.notifications:
+                want.append(json.dumps({"message": m, **n.to_json_dict()},
+                                       ensure_ascii=False))
+    r = siftbus("-s", str(subs), "-i", str(msg), "-i", str(msg), "--all")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n") == [*want, ""]  # (splitlines() cuts at U+2028)
+    assert sum('"subscriptions": []' not in x for x in want) == 2 * 33

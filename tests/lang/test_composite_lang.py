@@ -236,3 +236,54 @@ def test_bad_time_declarations_are_located(toml: str, fragment: str) -> None:
         parse_schema(toml, source="s.toml")
     assert fragment in err.value.message
     assert (err.value.source, err.value.line) == ("s.toml", 3)
+
+
+@pytest.mark.parametrize("word", ["not", "and", "or", "within", "same", "select", "first",
+                                  "each", "reuse", "consume", "NOT", "Each"])
+def test_keywords_are_not_labels(word: str) -> None:
+    line = f"p: {word}=GlassBreak(level > 5) -> m=Motion() within 1 s"
+    with pytest.raises(ProfileSyntaxError, match="is a keyword and cannot be a label") as err:
+        parse_composite(line, BUILDING)
+    assert err.value.column == 4
+    # where a keyword is part of a label it is just a label
+    assert parse_composite(f"p: {word}x=GlassBreak() within 1 s", BUILDING)
+
+
+def _compact(text: str) -> str:
+    """``text`` as a user may write it: no default policies, no optional spaces."""
+    for long, short in ((" select first", ""), (" reuse", ""), (" = ", "="), (" > ", ">"),
+                        (" < ", "<"), (" != ", "!="), (" >= ", ">="), (" <= ", "<="),
+                        (", ", ","), (" -> ", "->")):
+        text = text.replace(long, short)
+    return text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(composites(subscriber="sub"), st.sampled_from(POLICIES), st.integers(-4, 60))
+def test_what_is_accepted_at_the_line_limit_prints_back_acceptably(
+        c: CompositeProfile, policy: tuple[Select, Consumption], slack: int) -> None:
+    c = dataclasses.replace(c, select=policy[0], consumption=policy[1])
+    short = _compact(format_composite(c))
+    lim = CompositeLimits(max_line=len(short) + slack)
+    try:
+        back = parse_composite(short, SCHEMA, limits=lim)
+    except ProfileSyntaxError as exc:
+        assert "longer than" in str(exc)
+        return
+    assert back == c, short
+    printed = format_composite(back)
+    assert len(printed) <= lim.max_line
+    assert parse_composite(printed, SCHEMA, limits=lim) == c
+
+
+def test_a_line_at_the_default_limit_that_would_print_longer_is_refused() -> None:
+    labels = [f"{'l' * 1000}{i:02d}" for i in range(16)]
+    body = "->".join(f"{lab}=Motion()" for lab in labels) + " within 1s"
+    line = "p:" + body
+    line = line.replace("l", "m", 1)  # any letter: only the length matters
+    line = "p:" + "m" * (16384 - len(line)) + line[2:]
+    assert len(line) == 16384
+    with pytest.raises(ProfileSyntaxError, match="prints as 16435 characters"):
+        parse_composite(line, BUILDING)
+    fits = parse_composite(line.replace("l" * 200, "l", 1), BUILDING)
+    assert parse_composite(format_composite(fits), BUILDING) == fits

@@ -305,6 +305,37 @@ def test_state_limit_sheds_the_oldest_runs_and_counts_them() -> None:
     assert len(full) == 10 == len(reference_matches(p, stream))
 
 
+def test_matches_per_event_are_capped_in_tie_break_order_and_counted() -> None:
+    p = parse_composite("s: GlassBreak() and Motion() within 1 h select each", BUILDING)
+    stream = [ev(i, i, "GlassBreak", room=1, level=1) for i in range(10)]
+    stream += [ev(20, 10, "Motion", room=1, present=1), ev(21, 11, "Motion", room=1, present=1)]
+    got, engine = run_engine(p, stream, max_matches=4)
+    assert labels(got) == [(f"GlassBreak{i}", f"Motion{m}") for m in (10, 11)
+                           for i in range(4)]
+    assert engine.stats().capped == 12 == engine.profile_stats("s").capped
+    full, _ = run_engine(p, stream)
+    assert len(full) == 20 == len(reference_matches(p, stream))
+
+
+def test_a_deadline_stops_evaluation_and_release_goes_on() -> None:
+    p = parse_composite("s: GlassBreak() -> Motion() within 1 h select each", BUILDING)
+    stream = [ev(i, i, "GlassBreak", room=1, level=1) for i in range(5)]
+    stream.append(ev(9, 9, "Motion", room=1, present=1))
+    engine = CompositeEngine(matcher="reference", limits=EngineLimits(lateness=100 * S))
+    engine.add(p)
+    out: list[CompositeMatch] = []
+    for e in stream:
+        out.extend(engine.offer(e, deadline=0.0))
+    out.extend(engine.advance(1000 * S, deadline=0.0))  # long passed: one event per call
+    calls = 1
+    while engine.pending:
+        out.extend(engine.release(deadline=0.0))
+        calls += 1
+    assert calls == len(stream)
+    out.extend(engine.flush())
+    assert labels(out) == labels(run_engine(p, stream)[0])
+
+
 def test_windows_expire_runs() -> None:
     p = parse_composite("s: GlassBreak() -> Motion() within 10 s same room", BUILDING)
     engine = CompositeEngine(matcher="reference")

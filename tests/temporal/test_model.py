@@ -22,9 +22,20 @@ from siftbus.temporal.text import (
     MAX_LINE,
     format_notification,
     iter_notification_lines,
+    load_notifications,
     parse_notification,
 )
 from temporal_strategies import SCHEMA, T, boxes, validities
+
+
+def iter_unique(text: str) -> list[PersistentNotification]:
+    import pathlib
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        p = pathlib.Path(d, "docs.jsonl")
+        p.write_text(text)
+        return load_notifications(p, SCHEMA)
 
 
 def test_validity_is_half_open() -> None:
@@ -92,35 +103,44 @@ def test_defaults_and_ttl() -> None:
 
 BAD = [
     ('{"id": "a", "subspace": "T(a = 3)"', "invalid JSON", 35),
-    ('{"id": "a", "id": "b", "subspace": "T()"}', "given twice", None),
+    ('{"id": "a", "id": "b", "subspace": "T()"}', "given twice", 13),
     ('{"id": "a", "subspace": "T()", "start": NaN}', "not a JSON value", 41),
     ('{"id": "a", "subspace": "T()", "x": ' + "[" * 100 + "]" * 100 + "}",
-     "nested deeper than", None),
-    ('[1, 2]', "JSON object", None),
-    ('{"id": "a"}', "'subspace' must be a string", None),
-    ('{"id": 3, "subspace": "T()"}', "'id' must be a string", None),
-    ('{"id": "a", "subspace": "T()", "colour": 1}', "unknown field 'colour'", None),
-    ('{"id": "a", "subspace": "T()", "ttl": -1}', "ttl must be a positive", None),
-    ('{"id": "a", "subspace": "T()", "start": true}', "finite number", None),
-    ('{"id": "a", "subspace": "T()", "start": 3, "end": 2}', "must end after", None),
-    ('{"id": "a", "subspace": "T()", "end": 2, "ttl": 2}', "not both", None),
-    ('{"id": "a", "subspace": "T()", "version": -2}', "non-negative", None),
-    ('{"id": "a", "subspace": "x: T()"}', "must not carry an id", None),
+     "nested deeper than", 100),
+    ('[1, 2]', "JSON object", 1),
+    ('{"id": "a"}', "'subspace' must be a string", 1),
+    ('{"id": 3, "subspace": "T()"}', "'id' must be a string", 8),
+    ('{"id": "a", "subspace": "T()", "colour": 1}', "unknown field 'colour'", 32),
+    ('{"id": "a", "subspace": "T()", "ttl": -1}', "ttl must be a positive", 39),
+    ('{"id": "a", "subspace": "T()", "start": true}', "finite number", 41),
+    ('{"id": "a", "subspace": "T()", "start": 3, "end": 2}', "must end after", 51),
+    ('{"id": "a", "subspace": "T()", "end": 2, "ttl": 2}', "not both", 49),
+    ('{"id": "a", "subspace": "T()", "version": -2}', "non-negative", 43),
+    ('{"id": "a", "subspace": "T()", "publisher": 5}', "'publisher' must be", 45),
+    ('{"id": "a", "subspace": "T()", "end": "soon"}', "finite number", 39),
+    ('{"id": "a", "subspace": "x: T()"}', "must not carry an id", 25),
     ('{"id": "a", "subspace": "T(zz = 1)"}', "no attribute 'zz'", 28),
     ('{"id": "a", "subspace": "Nope(a = 1)"}', "unknown event type", 26),
-    ('{"id": "a b", "subspace": "T()"}', "profile id", None),
+    ('{"id": "a b", "subspace": "T()"}', "must be letters", 8),
+    ('{"id": "a", "subspace": "T(a = 9)"}', "outside the domain", 28),
 ]
 
 
 @pytest.mark.parametrize(("line", "message", "column"), BAD)
-def test_bad_lines_are_refused_with_their_place(line: str, message: str,
-                                                column: int | None) -> None:
+def test_bad_lines_are_refused_with_their_place(line: str, message: str, column: int) -> None:
     with pytest.raises((InputError, ProfileError)) as info:
         parse_notification(line, SCHEMA, source="docs.jsonl", line=4)
     err = info.value
     assert message in str(err) and err.line == 4 and err.source == "docs.jsonl"
-    if column is not None:
-        assert err.column == column
+    assert err.column == column
+
+
+def test_a_duplicate_id_names_both_lines() -> None:
+    text = '{"id": "a", "subspace": "T()"}\n\n{"id": "b", "subspace": "T()"}\n' \
+           '{"id": "a", "subspace": "U()"}\n'
+    with pytest.raises(InputError, match="'a' appears twice \\(first on line 1\\)") as info:
+        list(iter_unique(text))
+    assert (info.value.line, info.value.column) == (4, 8)
 
 
 def test_overlong_line_is_refused_before_parsing() -> None:

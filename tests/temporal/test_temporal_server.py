@@ -318,3 +318,111 @@ async def test_retained_requests_are_held_to_the_principals_rights(pki: Any) -> 
         await tenant.withdraw("inside")
     finally:
         await close_all(servers, [tenant, admin])
+
+
+async def test_max_total_counts_what_the_brokers_clients_published_there() -> None:
+    """Notifications cached from a neighbour do not count against a broker's
+    ``max_total``; its clients' own ones, not yet active ones included, do, exactly."""
+    servers = await start_network(["B1", "B2"], [("B1", "B2")], "forwarding")
+    for s in servers.values():
+        s.node.retained.limits = RetainedLimits(max_total=3)
+    busy = await Client.connect(port=servers["B1"].port, name="busy")
+    other = await Client.connect(port=servers["B2"].port, name="other")
+    try:
+        for i in range(3):
+            await busy.retain(f"T(a = {i})", id=f"n{i}")
+        s = await other.subscribe_retained("T()")  # B2 now caches B1's three
+        assert len(s.items()) == 3
+        assert len(await other.call("retained", "notifications")) == 3
+        await other.retain("T(a = 5)", id="mine")
+        await other.retain("T(a = 6)", id="later", start=pub_time() + 3600)
+        await other.retain("T(a = 7)", id="y", ttl=60)
+        with pytest.raises(RemoteError, match="would hold 4 notifications published by "
+                                              "its clients, over the limit of 3") as err:
+            await other.retain("T(a = 4)", id="z")
+        assert err.value.field == "max_total"
+        stats = await other.call("retained", "stats")
+        assert stats["published_here"] == 3
+        with pytest.raises(RemoteError, match="over the limit of 3"):
+            await busy.retain("T(a = 4)", id="n9")
+    finally:
+        await close(servers, [busy, other])
+
+
+async def test_the_iterator_goes_on_after_items_without_the_initial_answer() -> None:
+    node = BrokerNode("B1", SCHEMA)
+    async with BrokerServer(node) as srv, await Client.connect(port=srv.port, name="c") as c:
+        await c.retain("T(a = 1)", id="one")
+        await c.retain("T(a = 2)", id="two")
+        fresh = await c.subscribe_retained("T()")
+        first = [await fresh.get(timeout=5) for _ in range(2)]  # no items(): the answer
+        assert [(ch.kind, ch.notification.id) for ch in first] == \
+            [(ChangeKind.ADD, "B1/c/one"), (ChangeKind.ADD, "B1/c/two")]
+        s = await c.subscribe_retained("T(a in [0, 3])")
+        assert [n.id for n in s.items()] == ["B1/c/one", "B1/c/two"]
+        await c.retain("T(a = 3)", id="three")
+        ch = await s.get(timeout=5)
+        assert (ch.kind, ch.notification.id, ch.reason) == \
+            (ChangeKind.ADD, "B1/c/three", Reason.PUBLISHED)
+
+
+@pytest.mark.parametrize(("conds", "message"), [
+    ([[0, [0, 5, 2]]], "inverted interval [5, 2]"),
+    ([[9, [0, 1, 1]]], "position 9 is no attribute of T"),
+    ([[True, [0, 1, 1]]], "position True is no attribute of T"),
+    (["a"], "a condition must be [position, constraint]"),
+])
+async def test_bad_subspaces_over_the_wire_are_named(conds: list[Any], message: str) -> None:
+    node = BrokerNode("B1", SCHEMA)
+    async with BrokerServer(node) as srv, await Client.connect(port=srv.port, name="c") as c:
+        for mtype, body in [
+            (MsgType.TPUB, {"op": "publish", "notes": [["n", None, None, None,
+                                                        ["x", "", "T", conds]]]}),
+            (MsgType.TSUB, {"filters": [[["f", "", "T", conds], "overlaps"]]})]:
+            with pytest.raises(RemoteError) as err:
+                await c._request(mtype, body)
+            assert message in str(err.value)
+            assert "outside" not in str(err.value) and "leaves" not in str(err.value)
+            assert err.value.field == ("a" if conds[0] == [0, [0, 5, 2]] else "conditions")
+        await c.retain("T(a = 1)", id="ok")  # and it keeps serving
+
+
+async def test_a_late_subscriber_never_sees_what_was_withdrawn_before_it_subscribed() -> None:
+    """The withdrawal is acknowledged at the publisher's broker while its drop is still on
+    the way to the subscriber's broker, which caches the notification (the middle broker
+    is made slow to hand on what comes from the home broker, in order): the new
+    subscription's answer must not hold it, and no removal may follow."""
+    import asyncio
+
+    servers = await start_network(*LINE, "forwarding")
+    pub = await Client.connect(port=servers["B1"].port, name="pub")
+    early = await Client.connect(port=servers["B3"].port, name="early")
+    late = await Client.connect(port=servers["B3"].port, name="late")
+    middle = servers["B2"].node
+    handle = middle.handle
+    loop = asyncio.get_running_loop()
+
+    def slow(link: str, msg: Any) -> None:
+        if link == "B1":
+            loop.call_later(0.3, handle, link, msg)
+        else:
+            handle(link, msg)
+
+    try:
+        cache = await early.subscribe_retained("T()")  # B3 now caches T notifications
+        for i in range(3):
+            await pub.retain(f"T(a = {i})", id=f"n{i}")
+            ch = await cache.get(timeout=5)
+            assert ch.notification.id == f"B1/pub/n{i}"
+            middle.handle = slow  # type: ignore[method-assign]
+            await pub.withdraw(f"n{i}")
+            s = await late.subscribe_retained("T()", id=f"late{i}")
+            middle.handle = handle  # type: ignore[method-assign]
+            assert s.items() == []
+            ch = await cache.get(timeout=5)  # the cache's own subscriber sees it go
+            assert (ch.kind, ch.notification.id) == (ChangeKind.REMOVE, f"B1/pub/n{i}")
+            await settle(servers, [pub, early, late])
+            assert s.queue.empty(), s.queue.get_nowait()
+            await s.unsubscribe()
+    finally:
+        await close(servers, [pub, early, late])

@@ -163,14 +163,34 @@ def expected_consolidated(event: Any, nested: list[NestedFilter]) -> bytes:
     for n in doomed:
         parent = n.getparent()
         if parent is not None:
+            # lxml's remove() takes the tail with the element: the text after it stays
+            if n.tail:
+                prev = n.getprevious()
+                if prev is None:
+                    parent.text = (parent.text or "") + n.tail
+                else:
+                    prev.tail = (prev.tail or "") + n.tail
             parent.remove(n)
     return c14n(copy)
 
 
+def with_tails(msg: bytes, how: int) -> bytes:
+    """``msg`` pretty-printed (``how`` 1), with text after every ``epc`` and ``id``
+    (``how`` 2), or both (3): content a pruned element must not take with it."""
+    root = etree.fromstring(msg)
+    if how & 1:
+        etree.indent(root)
+    if how & 2:
+        for i, el in enumerate(root.iter("epc", "id")):
+            el.tail = f", {i}: " + (el.tail or "")
+    return etree.tostring(root)
+
+
 @SETTINGS
-@given(subs=subscriptions_with_nested(), msg=epcis_documents())
+@given(subs=subscriptions_with_nested(), msg=epcis_documents(), tails=st.integers(0, 3))
 def test_nested_filters_against_the_oracle_and_the_consolidated_view(
-        subs: list[Subscription], msg: bytes) -> None:
+        subs: list[Subscription], msg: bytes, tails: int) -> None:
+    msg = with_tails(msg, tails)
     f = XmlEventFilter(compile_min=2)
     for s in subs:
         f.subscribe(s)
@@ -188,6 +208,33 @@ def test_nested_filters_against_the_oracle_and_the_consolidated_view(
                         note.subscriptions) == 1:
                     assert c14n(note.xml) == expected_consolidated(
                         events[r.event], list(sub.filters[0].nested)), sid
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nested=nested_filters(), msg=epcis_documents(), tails=st.integers(1, 3))
+def test_consolidation_keeps_the_text_around_pruned_elements(nested: NestedFilter, msg: bytes,
+                                                            tails: int) -> None:
+    msg = with_tails(msg, tails)
+    sub = Subscription.build(Receiver("HTTP", "http://r/"), [
+        ContentFilter.build("//ObjectEvent", nested=[nested])], id="s")
+    f = XmlEventFilter()
+    f.subscribe(sub)
+    events = {i: e.element for i, e in enumerate(XPathReference([sub]).evaluate(msg))}
+    for r in f.iter_results(msg):
+        for note in r.notifications:
+            assert c14n(note.xml) == expected_consolidated(events[r.event], [nested])
+
+
+def test_a_pruned_element_leaves_the_text_after_it() -> None:
+    f = XmlEventFilter()
+    f.subscribe(Subscription.build(Receiver("HTTP", "http://r/"), [ContentFilter.build(
+        "//ObjectEvent", nested=[NestedFilter.build("epcList/epc", [
+            ("#content", "string-match", ["keep*"])])])], id="s"))
+    (note,) = f.publish(b"<r><ObjectEvent><epcList>first: <epc>drop1</epc>, second: "
+                        b"<epc>keep2</epc>, third: <epc>drop3</epc>.</epcList>\n  "
+                        b"</ObjectEvent></r>")
+    assert note.xml == (b"<ObjectEvent><epcList>first: , second: <epc>keep2</epc>, third: ."
+                        b"</epcList>\n  </ObjectEvent>")
 
 
 # -- visibleAttributes -------------------------------------------------------------------------

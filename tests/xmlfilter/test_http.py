@@ -168,3 +168,48 @@ async def test_subscription_manager_and_types_over_http(servers: dict[str, Any])
         assert await matched() == []
         assert (await c.delete("/subscriptions/typed")).status_code == 200
         assert (await c.get("/subscriptions/typed")).status_code == 404
+
+
+def documented_answers() -> dict[str, str]:
+    """The answer column of docs/xmlfilter.md's route table, by request."""
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2].joinpath("docs", "xmlfilter.md").read_text()
+    table = doc.split("## HTTP endpoint", 1)[1].split("\n\n")[2]
+    rows = [[c.strip() for c in r.strip().strip("|").split("|")]
+            for r in table.splitlines()[2:]]
+    return {r[0].strip("`"): r[2] for r in rows}
+
+
+async def test_the_answers_are_as_documented(servers: dict[str, Any]) -> None:
+    from siftbus.xmlfilter.subscription import MAX_TIMEOUT
+
+    docs = documented_answers()
+    url = servers["broker"]
+
+    def keys(answer: str) -> set[str]:
+        import re
+
+        return set(re.findall(r'"(\w+)"', answer.split("[{", 1)[0]))
+
+    async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+        r = await c.post("/subscriptions", content=TYPED)
+        assert set(r.json()) == keys(docs["POST /subscriptions"]) == {"ids"}
+        r = await c.put("/types/ObjectEvent", json={"targets": ["//ObjectEvent"],
+                                                    "namespaces": {"e": "urn:x"}})
+        assert set(r.json()) == keys(docs["PUT /types/{name}"]) == {"name", "targets"}
+        r = await c.post("/publish?deliver=false", content=APPENDIX7)
+        answer = r.json()
+        assert set(answer) == {"events", "notifications"}
+        assert set(answer["notifications"][0]) == {"event", "targets", "subscriptions",
+                                                   "receivers", "xml"}
+        assert {"events", "notifications", "event", "targets", "subscriptions", "receivers",
+                "method", "address", "xml"} == set(
+            __import__("re").findall(r'"(\w+)"', docs["POST /publish[?deliver=false]"]))
+        r = await c.get("/subscriptions")
+        assert set(r.json()) == keys(docs["GET /subscriptions"]) == {"ids", "paused"}
+        st = (await c.post(f"/subscriptions/typed/renew?timeout={MAX_TIMEOUT}")).json()
+        assert st["timeoutInSeconds"] == MAX_TIMEOUT == 3_153_600_000
+        r = await c.post(f"/subscriptions/typed/renew?timeout={MAX_TIMEOUT + 1}")
+        assert r.status_code == 400 and "3,153,600,000" in r.json()["error"]
+        assert set(r.json()) == {"error", "type", "line", "column"}

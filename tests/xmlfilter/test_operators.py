@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -188,3 +189,33 @@ def test_epc_buckets_of_every_literal_prefix_length_agree_with_reference(
         for v in values:
             want = sorted(c for c, q in live.items() if reference_test(spec, (q,))(v))
             assert sorted(slot.satisfied(v)) == want, (v, live)
+
+
+def test_wildcard_company_prefix_patterns_are_looked_up_not_scanned(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``urn:epc:idpat:sgtin:*.ITEM.*`` (any company): by the item field, so a value
+    verifies only the patterns of its own item, whatever their number."""
+    from siftbus.xmlfilter.operators import EpcPattern
+
+    slot = SlotIndex()
+    spec = lookup("match-epc")
+    patterns = [f"urn:epc:idpat:sgtin:*.{9 * 10**5 + i:06d}.*" for i in range(153)]
+    patterns += ["urn:epc:idpat:sgtin:*.900007.[1-5]", "urn:epc:idpat:sgtin:*.*.[1-5]"]
+    for i, p in enumerate(patterns):
+        slot.add(spec, (p,), i)
+    calls = 0
+    verify = EpcPattern.matches_fields
+
+    def counted(self: EpcPattern, got: list[str]) -> bool:
+        nonlocal calls
+        calls += 1
+        return verify(self, got)
+
+    values = ("urn:epc:id:sgtin:0614141.900007.3", "urn:epc:id:sgtin:1.900100.9",
+              "urn:epc:id:sgtin:1.123456.2")
+    want = [sorted(i for i, p in enumerate(patterns) if reference_test(spec, (p,))(v))
+            for v in values]
+    monkeypatch.setattr(EpcPattern, "matches_fields", counted)
+    assert [sorted(slot.satisfied(v)) for v in values] == want
+    assert want[0] == [7, 153, 154] and want[2] == [154]
+    assert calls <= 3 * 3  # not 3 x 155

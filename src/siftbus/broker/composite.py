@@ -24,7 +24,8 @@ composite subscriptions end with the client's connection (they are not durable).
 from __future__ import annotations
 
 import contextlib
-from collections import defaultdict
+import time
+from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -35,10 +36,12 @@ from siftbus.errors import (
     AccessDenied,
     ConfigError,
     ProfileError,
+    ProfileSyntaxError,
     SiftbusError,
     UnknownProfileError,
     WireError,
 )
+from siftbus.lang.composite import LIMITS as COMPOSITE_LIMITS
 from siftbus.lang.composite import CompositeProfile, format_composite, parse_composite
 from siftbus.match.composite import (
     CompositeEngine,
@@ -99,7 +102,14 @@ def encode_match(m: CompositeMatch, local_id: str) -> dict[str, Any]:
     return {"profile": local_id, "completed": m.completed, "events": events}
 
 
+def _listed(c: CompositeProfile, client: str) -> str:
+    """The line ``list`` answers for ``c`` (its client as subscriber)."""
+    return format_composite(c.with_id(c.id, client))
+
+
 _ENGINE_DEFAULTS = EngineLimits()
+TIME_SLICE = 0.02
+"""Default seconds of composite evaluation in one go (``[network.composite] time_slice``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,23 +121,29 @@ class CompositeSettings:
     clock: bool = True
     """Whether the broker's clock moves the watermark (turn it off to replay events
     whose declared times are not the present)."""
+    time_slice: float = TIME_SLICE
+    """Longest the broker evaluates composite events in one go (seconds) before it
+    answers other requests; the rest waits for the next turn of its event loop."""
 
     @classmethod
     def from_mapping(cls, table: Mapping[str, Any]) -> CompositeSettings:
-        """``lateness`` (seconds), ``state_limit``, ``max_buffered``, ``clock``;
-        ``ConfigError`` names the key."""
-        unknown = set(table) - {"lateness", "state_limit", "max_buffered", "clock"}
+        """``lateness`` (seconds), ``state_limit``, ``max_buffered``, ``max_matches``,
+        ``clock``, ``time_slice`` (seconds); ``ConfigError`` names the key."""
+        known = {"lateness", "state_limit", "max_buffered", "max_matches", "clock",
+                 "time_slice"}
+        unknown = set(table) - known
         if unknown:
             key = sorted(unknown)[0]
             raise ConfigError(f"[network.composite] has no setting {key!r} (lateness, "
-                              "state_limit, max_buffered, clock)", field=key)
+                              "state_limit, max_buffered, max_matches, clock, time_slice)",
+                              field=key)
         lateness = table.get("lateness", 0)
         if isinstance(lateness, bool) or not isinstance(lateness, int | float) \
                 or not 0 <= lateness <= 10**9:
             raise ConfigError("[network.composite] lateness must be seconds >= 0",
                               field="lateness")
         ints = {}
-        for key in ("state_limit", "max_buffered"):
+        for key in ("state_limit", "max_buffered", "max_matches"):
             v = table.get(key, getattr(_ENGINE_DEFAULTS, key))
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"[network.composite] {key} must be a whole number >= 1",
@@ -137,7 +153,13 @@ class CompositeSettings:
         if not isinstance(clock, bool):
             raise ConfigError("[network.composite] clock must be true or false",
                               field="clock")
-        return cls(EngineLimits(lateness=seconds(lateness), **ints), clock)
+        time_slice = table.get("time_slice", TIME_SLICE)
+        if isinstance(time_slice, bool) or not isinstance(time_slice, int | float) \
+                or not 0.001 <= time_slice <= 10:
+            raise ConfigError("[network.composite] time_slice must be seconds in "
+                              "[0.001, 10]", field="time_slice")
+        return cls(EngineLimits(lateness=seconds(lateness), **ints), clock,
+                   float(time_slice))
 
 
 COMPOSITE_DEFAULTS = CompositeSettings()
@@ -161,6 +183,15 @@ class CompositeService:
         """Per client link: component local id -> the engine's component id."""
         self._step: dict[tuple[int, Any], tuple[StampedEvent, list[str]]] = {}
         """Events of the current routing step, in arrival order, with their components."""
+        self._backlog: deque[tuple[StampedEvent, list[str]]] = deque()
+        """Events routed but not evaluated yet (more than one time slice of work)."""
+        self.time_slice = settings.time_slice
+        #: set by the server: call :meth:`resume` on a later turn of the event loop (when
+        #: unset, as in the simulator, every step is evaluated at once)
+        self.wake: Callable[[], object] | None = None
+        self._scheduled = False
+        self.deferred = 0
+        """Times evaluation stopped at the end of a time slice to let other work run."""
         self.pushed = 0
         """Matches pushed to clients."""
         self.dropped = 0
@@ -177,13 +208,15 @@ class CompositeService:
             self.unsubscribe(caller, ids)
             return {"ids": ids}
         if method == "list":
-            return [{"id": cid, "text": format_composite(p.with_id(cid, caller))}
+            return [{"id": cid, "text": _listed(p.with_id(cid, caller), caller)}
                     for cid, p in self._profiles.get(caller, {}).items()]
         if method == "stats":
             s = self.engine.stats()
             return {"profiles": s.profiles, "automata": s.automata, "offered": s.offered,
                     "late": s.late, "buffered": s.buffered, "runs": s.runs, "shed": s.shed,
-                    "matches": s.matches, "pushed": self.pushed, "dropped": self.dropped}
+                    "matches": s.matches, "capped": s.capped, "pushed": self.pushed,
+                    "dropped": self.dropped, "backlog": len(self._backlog),
+                    "deferred": self.deferred}
         raise WireError(f"the composite service has no method {method!r} "
                         "(subscribe, unsubscribe, list, stats)", field="method")
 
@@ -198,9 +231,17 @@ class CompositeService:
         parsed: list[CompositeProfile] = []
         for i, text in enumerate(texts, start=1):
             try:
-                parsed.append(parse_composite(text, self.host.schema, line=i))
+                c = parse_composite(text, self.host.schema, line=i)
             except SiftbusError as exc:
                 raise exc.located(source="composite") from None
+            listed = len(_listed(c, client))
+            if listed > COMPOSITE_LIMITS.max_line:
+                # ``list`` names the subscriber: that form must parse again too
+                raise ProfileSyntaxError(
+                    f"composite profile is listed as {listed} characters (with "
+                    f"'@{client}'), longer than {COMPOSITE_LIMITS.max_line}",
+                    source="composite", line=i, column=min(len(text), listed) + 1)
+            parsed.append(c)
         mine = self._profiles[client]
         seen: set[str] = set()
         for c in parsed:
@@ -358,20 +399,73 @@ class CompositeService:
         if not self._step:
             return
         step, self._step = self._step, {}
+        self._backlog.extend(step.values())
+        if not self._scheduled:
+            self._drain()
+
+    @property
+    def backlog(self) -> int:
+        """Events routed to composite components and not evaluated yet (the engine's
+        reorder buffer not counted)."""
+        return len(self._backlog)
+
+    @property
+    def busy(self) -> bool:
+        """Whether evaluation waits for a later time slice."""
+        return bool(self._backlog) or self.engine.pending
+
+    def resume(self) -> None:
+        """Evaluate the next time slice (the server's wake-up)."""
+        self._scheduled = False
+        self._drain()
+
+    def _deadline(self) -> float | None:
+        return None if self.wake is None else time.perf_counter() + self.time_slice
+
+    def _drain(self) -> None:
+        """Evaluate the backlog in arrival order, then what the watermark passed, for at
+        most ``time_slice`` seconds (all of it when no server wakes the service); push
+        the matches; ask for a wake-up when work is left."""
+        backlog = self._backlog
+        deadline = self._deadline()
         found: list[CompositeMatch] = []
-        for stamped, ours in step.values():
-            found.extend(self.engine.offer(stamped, ours))
-        self._push(found)
+        try:
+            while backlog:
+                stamped, ours = backlog.popleft()
+                found.extend(self.engine.offer(stamped, ours, deadline=deadline))
+                if deadline is not None and time.perf_counter() >= deadline:
+                    break
+            else:
+                if self.engine.pending:
+                    found.extend(self.engine.release(deadline=deadline))
+        finally:
+            self._push(found)
+            self._later()
+
+    def _later(self) -> None:
+        if self.wake is not None and not self._scheduled and self.busy:
+            self._scheduled = True
+            self.deferred += 1
+            self.wake()
 
     def tick(self, now: float) -> None:
         """The broker's clock reads ``now`` (seconds): no event published before
-        ``now - lateness`` is still on its way; close what that allows."""
-        if self.clock_watermark and len(self.engine):
-            self._push(self.engine.advance(seconds(now)))
+        ``now - lateness`` is still on its way; close what that allows (not while routed
+        events wait to be evaluated: they would be late)."""
+        if self.clock_watermark and len(self.engine) and not self._backlog:
+            try:
+                self._push(self.engine.advance(seconds(now), deadline=self._deadline()))
+            finally:
+                self._later()
 
     def flush(self) -> None:
         """Evaluate everything buffered and close every window (end of a stream, e.g.
         in the simulator); later events are late."""
+        wake, self.wake = self.wake, None
+        try:
+            self._drain()
+        finally:
+            self.wake = wake
         self._push(self.engine.flush())
 
     def _push(self, found: list[CompositeMatch]) -> None:

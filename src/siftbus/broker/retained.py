@@ -36,7 +36,8 @@ class RetainedLimits:
     max_per_client: int = 10_000
     """Notifications one client name may have published at this broker at once."""
     max_total: int = 1_000_000
-    """Notifications a broker accepts from its clients while it holds this many."""
+    """Notifications all clients together may have published at this broker at once (not
+    yet active ones included; what it caches from its neighbours does not count)."""
     max_filters_per_client: int = 10_000
     """Temporal filters one client may hold at once."""
 
@@ -111,11 +112,25 @@ class RetainedState(RetainedRouting):
             try:
                 for f, gid in zip(fs, gids, strict=True):
                     self.local[gid] = f.id
+                    self.hold(gid)
                     self._add_entry(TemporalFilter(f.profile.with_id(gid, client),
                                                    f.semantics), link)
+                # what the answer takes from this broker's cache is confirmed by the
+                # brokers it came from (a withdrawal on its way arrives first)
+                self._flush({n.id for gid in gids for n in self.df.collection(gid)})
+            except BaseException:
+                for gid in gids:  # what was installed answers as it is, held no longer
+                    self.answer(gid)
+                raise
             finally:
                 collected, self._collect = self._collect, None
-            self._wait(collected, lambda: self._ack(link, corr, ids=[f.id for f in fs]))
+
+            def answered() -> None:
+                for gid in gids:
+                    self.answer(gid)
+                self._ack(link, corr, ids=[f.id for f in fs])
+
+            self._wait(collected, answered)
         elif msg.type is MsgType.TUNSUB:
             ids = [str(i) for i in check_count(get(body, "ids", list), "ids",
                                                self.host.limits)]
@@ -173,11 +188,11 @@ class RetainedState(RetainedRouting):
                 raise WireError(f"{client} would hold {len(held) + len(notes)} retained "
                                 f"notifications, over the limit of "
                                 f"{self.limits.max_per_client}", field="max_per_client")
-            if self.df.notification_count + len(notes) > self.limits.max_total:
-                raise WireError(f"broker {self.host.name} holds "
-                                f"{self.df.notification_count} retained notifications, "
-                                f"the most it takes is {self.limits.max_total}",
-                                field="max_total")
+            here = self.published_here
+            if here + len(notes) > self.limits.max_total:
+                raise WireError(f"broker {self.host.name} would hold {here + len(notes)} "
+                                f"notifications published by its clients, over the limit "
+                                f"of {self.limits.max_total}", field="max_total")
         for n in notes:
             if op == "publish":
                 self.origin[n.id] = ""
@@ -186,6 +201,12 @@ class RetainedState(RetainedRouting):
             else:
                 self._dispatch(n.id, self.df.update(n), "updated")
         return [n.id[len(home) + 1:] for n in notes]
+
+    @property
+    def published_here(self) -> int:
+        """Notifications this broker's clients have published here and that still hold
+        (what ``max_total`` counts)."""
+        return sum(len(s) for s in self._published.values())
 
     def _check_rights(self, link: str, action: str, boxes: list[Profile]) -> None:
         """With a ``[security]`` policy: a persistent notification must lie inside its
@@ -215,7 +236,7 @@ class RetainedState(RetainedRouting):
         self.tick()
         if method == "stats":
             return {"notifications": self.df.notification_count,
-                    "published_here": sum(len(s) for s in self._published.values()),
+                    "published_here": self.published_here,
                     "filters": self.df.filter_count, "orphans": len(self.orphans),
                     **self.counters}
         if method == "notifications":

@@ -124,6 +124,9 @@ class RetainedRouting:
         self._pseudo: dict[str, list[str]] = {}
         self._published: dict[str, set[str]] = defaultdict(set)
         self._filters_of: dict[str, int] = defaultdict(int)
+        self._held: set[str] = set()
+        """Client filters whose initial answer waits for the network (their changes are
+        not sent; the answer is the collection once the wait is over)."""
         self._timer: asyncio.TimerHandle | None = None
         self._due: float | None = None
         self.counters: dict[str, int] = defaultdict(int)
@@ -197,6 +200,13 @@ class RetainedRouting:
                     if p.id in self.src:
                         raise DuplicateProfileError(f"filter {p.id!r} arrived twice")
                     self._add_entry(TemporalFilter(p), z)
+                flush = body.get("flush")
+                if flush is not None:
+                    if not isinstance(flush, list) or not all(isinstance(i, str)
+                                                              for i in flush):
+                        raise WireError("TSUB flush must be a list of notification ids",
+                                        field="flush")
+                    self._flush(flush, z)
             finally:
                 collected, self._collect = self._collect, None
             self._wait(collected, lambda: self._send_broker(
@@ -284,6 +294,41 @@ class RetainedRouting:
         for k in keys:
             self._waiting.setdefault(k, []).append(w)
 
+    def _flush(self, nids: Iterable[str], exclude: str | None = None) -> None:
+        """Ask the neighbours these notifications came from to answer once every change
+        they sent before is here: a numbered ``TSUB`` without profiles naming the ids,
+        which each passes on toward where it got them, answering by ``sync`` when all
+        have. A withdrawal at the home broker before the question is then here before
+        the answer (links keep their order), so an answer taken from this broker's cache
+        never holds what was withdrawn before a subscription was made."""
+        by_origin: dict[str, list[str]] = defaultdict(list)
+        for nid in nids:
+            y = self.origin.get(nid)
+            if y and y != exclude and y in self.views:
+                by_origin[y].append(nid)
+        for y, ids in by_origin.items():
+            self.seq[y] += 1
+            self.unsynced[y].add(self.seq[y])
+            self.host.send(y, Message(MsgType.TSUB, {"profiles": [], "seq": self.seq[y],
+                                                     "flush": ids}))
+            if self._collect is not None:
+                self._collect.append((y, self.seq[y]))
+
+    def hold(self, fid: str) -> None:
+        """Send nothing of client filter ``fid``'s changes until :meth:`answer`."""
+        self._held.add(fid)
+
+    def answer(self, fid: str) -> None:
+        """The initial answer of a held client filter: its collection now (nothing for a
+        filter not held: gone meanwhile, or answered)."""
+        if fid not in self._held:
+            return
+        self._held.discard(fid)
+        link = self.src.get(fid)
+        if link is not None:
+            self._notify(link, [Change(ChangeKind.ADD, fid, n, Reason.SUBSCRIBED)
+                                for n in self.df.collection(fid)])
+
     def _wanted(self, nid: str, z: str) -> bool:
         """Whether a filter held here (from elsewhere than ``z``) selects ``nid``."""
         n = self.df.notification(nid)
@@ -330,6 +375,7 @@ class RetainedRouting:
             self._send_updates(self.table.subscribe(f.profile, link, self.local.get(f.id)))
 
     def _remove_entry(self, fid: str) -> None:
+        self._held.discard(fid)
         link = self.src.pop(fid)
         self._filters_of[link] -= 1
         if not self._filters_of[link]:
@@ -406,7 +452,9 @@ class RetainedRouting:
                                                         "reason": reason}))
 
     def _notify(self, link: str, changes: Iterable[Change]) -> None:
-        out = [encode_change(ch, self.local[ch.filter]) for ch in changes]
+        held = self._held
+        out = [encode_change(ch, self.local[ch.filter]) for ch in changes
+               if ch.filter not in held]
         if out and link in self.host.clients:
             self.counters["changes"] += len(out)
             self.host.transport_send(link, Message(MsgType.TNOTIFY, {"changes": out}))

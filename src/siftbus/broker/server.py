@@ -74,6 +74,9 @@ TICK_INTERVAL = 0.1
 """Seconds between the clock ticks the node's tickers get."""
 
 BROKER_HIGH_WATER = 4 * 1024 * 1024
+COMPOSITE_HIGH_WATER = 10_000
+"""Events waiting for composite evaluation above which no more frames are read from the
+connection that sent the last (its sender waits, everyone else is served)."""
 """Bytes queued toward a neighbour beyond which a reader waits for the link to drain."""
 
 TLS_RELOAD_INTERVAL = 10.0
@@ -138,6 +141,11 @@ class BrokerServer(NeighbourLinks):
                    insecure=self.insecure, what=f"broker {self.node.name}")
         loop = asyncio.get_running_loop()
         self.node.call_later = lambda delay, fn: loop.call_later(delay, fn)  # session timers
+        # composite evaluation goes on in time slices with a pause between (a quarter of
+        # a slice), in which everything else that is ready is served
+        composites = self.node.composites
+        composites.wake = lambda: loop.call_later(composites.time_slice / 4,
+                                                  self._resume_composites)
         await self.listener.start()
         for name, addr in self.dial.items():
             self._spawn(self._dial_loop(name, addr))
@@ -315,6 +323,12 @@ class BrokerServer(NeighbourLinks):
                 except Exception:  # a ticker's bug must not stop the others
                     log.exception("%s: ticker failed", self.node.name)
 
+    def _resume_composites(self) -> None:
+        try:
+            self.node.composites.resume()
+        except Exception:  # a bug: log it, keep serving
+            log.exception("%s: composite evaluation failed", self.node.name)
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
@@ -331,6 +345,9 @@ class BrokerServer(NeighbourLinks):
                     await out.drain()
         if conn.congested:
             await conn.drain()
+        composites = self.node.composites
+        while composites.backlog > COMPOSITE_HIGH_WATER and not self._closing:
+            await asyncio.sleep(composites.time_slice)
 
     # ---- connections -----------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -51,6 +52,9 @@ def register(app: typer.Typer) -> None:
         from siftbus.temporal import DoubleForest, Semantics, TemporalFilter
         from siftbus.temporal.text import load_notifications
 
+        if not math.isfinite(at):
+            raise InputError(f"--at must be a finite number of seconds, got {at}",
+                             field="at")
         sch = load_schema(schema)
         notes = load_notifications(notifications, sch, now=at)
         q = parse_profile(filter, sch, id="query", source="FILTER")
@@ -185,6 +189,8 @@ def _local(gid: str) -> str:
 
 async def _report(sub: Any, wait: float, now: Any) -> None:
     """Print the changes arriving within ``wait`` seconds."""
+    from siftbus.temporal import ChangeKind
+
     deadline = time.time() + max(0.0, wait)
     while True:
         left = deadline - time.time()
@@ -197,4 +203,6 @@ async def _report(sub: Any, wait: float, now: Any) -> None:
         rec: dict[str, Any] = {"t": now(), "change": ch.kind.value,
                                "id": _local(ch.notification.id),
                                "reason": ch.reason.value}
+        if ch.kind is not ChangeKind.REMOVE:  # as the in-process run prints it
+            rec["version"] = ch.notification.version
         _print(rec)

@@ -92,7 +92,12 @@ class RetainedSubscription:
         return self.filter.semantics
 
     def items(self) -> list[PersistentNotification]:
-        """The collection now: every valid notification the filter selects, by id."""
+        """The collection now: every valid notification the filter selects, by id. The
+        changes it already shows leave the iterator, which goes on with the changes after
+        it (without ``items()`` the iterator starts with the initial answer's adds)."""
+        queue = self.queue
+        while not queue.empty():
+            queue.get_nowait()
         return list(self.collection)
 
     def apply(self, change: Change) -> None:

@@ -34,7 +34,7 @@ from siftbus.model.textio import split_lines
 from .collection import Collection
 from .double import DoubleForest
 from .notification import Change, ChangeKind, PersistentNotification, Semantics, TemporalFilter
-from .text import notification_from_json, parse_object_line
+from .text import field_column, notification_from_json, parse_object_line
 
 _OPS = ("context", "publish", "update", "withdraw")
 
@@ -48,50 +48,67 @@ class Step:
     """``context``, ``publish``, ``update`` or ``withdraw``."""
     value: Profile | PersistentNotification | str
     line: int
+    column: int = 1
+    """Where the step's value stands in its line (errors of the step point there)."""
 
 
 def parse_scenario(text: str, schema: Schema, *, source: str | None = None) -> list[Step]:
-    """The steps of a scenario; errors name the line."""
+    """The steps of a scenario; errors name the line and the column."""
     steps: list[Step] = []
     last = -math.inf
     for i, raw in split_lines(text):
         stripped = raw.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        obj = parse_object_line(raw, "a step", source=source, line=i)
-        t = obj.get("t")
-        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
-            raise InputError("'t' must be a number of seconds", source=source, line=i,
-                             field="t")
-        if t < last:
-            raise InputError(f"time goes back from {last} to {t}", source=source, line=i,
-                             field="t")
-        last = float(t)
-        ops = [k for k in obj if k != "t"]
-        if len(ops) != 1 or ops[0] not in _OPS:
-            raise InputError(f"a step has 't' and one of {', '.join(_OPS)}", source=source,
-                             line=i)
-        op = ops[0]
-        arg = obj[op]
         try:
-            value: Profile | PersistentNotification | str
-            if op == "context":
-                if not isinstance(arg, str):
-                    raise InputError("'context' must be a profile text", field="context")
-                value = parse_profile(arg, schema, id="context", source=source)
-            elif op == "withdraw":
-                if not isinstance(arg, str):
-                    raise InputError("'withdraw' names a notification id", field="withdraw")
-                value = arg
-            else:
-                if not isinstance(arg, dict):
-                    raise InputError(f"'{op}' must be a notification object", field=op)
-                value = notification_from_json(arg, schema, now=last, source=source,
-                                               line=i, text=raw)
+            step = _step_line(raw, schema, last, source, i)
         except SiftbusError as exc:
+            if exc.column is None:
+                exc.column = field_column(raw, exc.field) or 1
             raise exc.located(source=source, line=i) from None
-        steps.append(Step(last, op, value, i))
+        last = step.t
+        steps.append(step)
     return steps
+
+
+def _step_line(raw: str, schema: Schema, last: float, source: str | None, i: int) -> Step:
+    obj = parse_object_line(raw, "a step", source=source, line=i)
+    t = obj.get("t")
+    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+        raise InputError("'t' must be a number of seconds", field="t")
+    if t < last:
+        raise InputError(f"time goes back from {last} to {t}", field="t")
+    ops = [k for k in obj if k != "t"]
+    if len(ops) != 1 or ops[0] not in _OPS:
+        bad = next((k for k in ops if k not in _OPS), ops[1] if len(ops) > 1 else None)
+        raise InputError(f"a step has 't' and one of {', '.join(_OPS)}",
+                         column=field_column(raw, bad, key=True) if bad else None)
+    op = ops[0]
+    arg = obj[op]
+    at = field_column(raw, op) or 1
+    value: Profile | PersistentNotification | str
+    if op == "context":
+        if not isinstance(arg, str):
+            raise InputError("'context' must be a profile text", field="context")
+        try:
+            value = parse_profile(arg, schema, id="context", source=source, line=i)
+        except SiftbusError as exc:
+            if exc.column is not None:
+                exc.column += at  # from the profile text to the line (after its quote)
+            raise
+    elif op == "withdraw":
+        if not isinstance(arg, str):
+            raise InputError("'withdraw' names a notification id", field="withdraw")
+        value = arg
+    else:
+        if not isinstance(arg, dict):
+            raise InputError(f"'{op}' must be a notification object", field=op)
+        try:
+            value = notification_from_json(arg, schema, now=float(t), source=source,
+                                           line=i, text=raw)
+        except SiftbusError as exc:
+            raise exc.located(column=at) from None  # a field it lacks: the object
+    return Step(float(t), op, value, i, at)
 
 
 class MobileClient:
@@ -147,7 +164,7 @@ def run(documents: Iterable[PersistentNotification], steps: Iterable[Step], *,
         try:
             yield from _step(df, me, step)
         except SiftbusError as exc:
-            raise exc.located(source=source, line=step.line) from None
+            raise exc.located(source=source, line=step.line, column=step.column) from None
 
 
 def _step(df: DoubleForest, me: MobileClient, step: Step) -> Iterator[dict[str, Any]]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,20 @@ MAX_LINE = 65_536
 """Characters of one notification line."""
 
 _FIELDS = ("id", "subspace", "publisher", "start", "end", "ttl", "version")
+
+
+def field_column(text: str, field: str | None, *, key: bool = False,
+                 start: int = 0) -> int | None:
+    """The column (from 1) of the value of ``"field":`` in the JSON line ``text`` (of the
+    key itself with ``key``), searched from index ``start``; ``None`` when it is not
+    there."""
+    if not field or not text:
+        return None
+    m = re.compile(re.escape(json.dumps(field, ensure_ascii=False)) + r"\s*:\s*").search(
+        text, start)
+    if m is None:
+        return None
+    return (m.start() if key else m.end()) + 1
 
 
 def _number(obj: dict[str, Any], name: str, line: int, source: str | None,
@@ -53,10 +68,12 @@ def parse_object_line(text: str, what: str, *, source: str | None = None,
     it in the error when it is another JSON value)."""
     if len(text) > MAX_LINE:
         raise InputError(f"a line of {len(text)} characters exceeds the limit of "
-                         f"{MAX_LINE}", source=source, line=line, field="max_line")
+                         f"{MAX_LINE}", source=source, line=line, column=MAX_LINE + 1,
+                         field="max_line")
     obj = parse_json_line(text, source=source, line=line, unique_keys=True)
     if not isinstance(obj, dict):
-        raise InputError(f"{what} must be a JSON object", source=source, line=line)
+        raise InputError(f"{what} must be a JSON object", source=source, line=line,
+                         column=len(text) - len(text.lstrip()) + 1)
     return obj
 
 
@@ -64,14 +81,29 @@ def parse_notification(text: str, schema: Schema, *, now: float = 0.0,
                        source: str | None = None, line: int = 1) -> PersistentNotification:
     """One notification from a JSON line."""
     obj = parse_object_line(text, "a notification", source=source, line=line)
-    return notification_from_json(obj, schema, now=now, source=source, line=line, text=text)
+    try:
+        return notification_from_json(obj, schema, now=now, source=source, line=line,
+                                      text=text)
+    except SiftbusError as exc:
+        raise exc.located(column=1) from None  # a field it lacks: the line
 
 
 def notification_from_json(obj: dict[str, Any], schema: Schema, *, now: float = 0.0,
                            source: str | None = None, line: int = 1,
                            text: str = "") -> PersistentNotification:
     """One notification from its decoded JSON object; ``text`` is the line it stands in
-    (a profile error's column is counted from there)."""
+    (every error's column is counted from there: the offending value's, or a profile
+    error's within the subspace)."""
+    try:
+        return _notification(obj, schema, now, source, line, text)
+    except SiftbusError as exc:
+        if exc.column is None and text:
+            exc.column = field_column(text, exc.field, key=exc.field not in _FIELDS)
+        raise exc.located(source=source, line=line) from None
+
+
+def _notification(obj: dict[str, Any], schema: Schema, now: float, source: str | None,
+                  line: int, text: str) -> PersistentNotification:
     unknown = sorted(set(obj) - set(_FIELDS))
     if unknown:
         raise InputError(f"unknown field {unknown[0]!r} (fields: {', '.join(_FIELDS)})",
@@ -81,6 +113,9 @@ def notification_from_json(obj: dict[str, Any], schema: Schema, *, now: float = 
             raise InputError(f"{name!r} must be a string", source=source, line=line,
                              field=name)
     nid, body = obj["id"], obj["subspace"]
+    if not nid or not all(c.isalnum() or c in "_-./" for c in nid):
+        raise InputError(f"'id' {nid[:50]!r} must be letters, digits, '_', '-', '.', '/'",
+                         field="id")
     publisher = obj.get("publisher", "")
     if not isinstance(publisher, str):
         raise InputError("'publisher' must be a string", source=source, line=line,
@@ -89,7 +124,8 @@ def notification_from_json(obj: dict[str, Any], schema: Schema, *, now: float = 
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise InputError("'version' must be a non-negative integer", source=source,
                          line=line, field="version")
-    offset = text.find(json.dumps(body, ensure_ascii=False))
+    at = field_column(text, "subspace")
+    offset = text.find(json.dumps(body, ensure_ascii=False), (at or 1) - 1)
     try:
         parsed = parse_profile_text(body, source=source, line=line)
         if parsed.id is not None:
@@ -103,15 +139,24 @@ def notification_from_json(obj: dict[str, Any], schema: Schema, *, now: float = 
     except SiftbusError as exc:
         if exc.column is not None and offset >= 0 and exc.field not in _FIELDS:
             exc.column += offset + 1  # from the profile text to the line
-        raise exc.located(source=source, line=line) from None
+        elif exc.column is None and exc.field not in _FIELDS:
+            exc.column = offset + 1 if offset >= 0 else None  # the subspace's text
+        raise
 
 
 def _from_lines(lines: Iterable[tuple[int, str]], schema: Schema, now: float,
-                source: str | None) -> Iterator[PersistentNotification]:
+                source: str | None, unique: bool = False) -> Iterator[PersistentNotification]:
+    seen: dict[str, int] = {}
     for i, raw in lines:
         stripped = raw.strip()
         if stripped and not stripped.startswith("#"):
-            yield parse_notification(raw, schema, now=now, source=source, line=i)
+            n = parse_notification(raw, schema, now=now, source=source, line=i)
+            first = seen.setdefault(n.id, i) if unique else i
+            if first != i:
+                raise InputError(f"notification id {n.id!r} appears twice (first on line "
+                                 f"{first})", source=source, line=i,
+                                 column=field_column(raw, "id") or 1, field="id")
+            yield n
 
 
 def iter_notification_lines(text: str, schema: Schema, *, now: float = 0.0,
@@ -124,16 +169,7 @@ def load_notifications(path: str | Path, schema: Schema, *,
                        now: float = 0.0) -> list[PersistentNotification]:
     """The notifications of a JSON-lines file (read by :func:`~siftbus.model.textio.read_lines`'s
     rules: strict UTF-8, BOM, any line end); ids must be unique."""
-    src = str(path)
-    out: list[PersistentNotification] = []
-    seen: set[str] = set()
-    for i, n in enumerate(_from_lines(read_lines(path), schema, now, src)):
-        if n.id in seen:
-            raise InputError(f"notification id {n.id!r} appears twice (notification "
-                             f"{i + 1})", source=src, field=n.id)
-        seen.add(n.id)
-        out.append(n)
-    return out
+    return list(_from_lines(read_lines(path), schema, now, str(path), unique=True))
 
 
 def notification_to_json(n: PersistentNotification) -> dict[str, Any]:
@@ -155,7 +191,7 @@ def format_notification(n: PersistentNotification) -> str:
     return json.dumps(notification_to_json(n), ensure_ascii=False)
 
 
-__all__ = ["MAX_LINE", "format_notification", "iter_notification_lines",
+__all__ = ["MAX_LINE", "field_column", "format_notification", "iter_notification_lines",
            "load_notifications", "notification_from_json", "notification_to_json",
            "parse_notification",
            "parse_object_line"]

@@ -106,7 +106,11 @@ def _decode_constraint(data: Any, etype: EventType, pos: int, limits: Limits | N
             raise WireError(f"constraint on {attr.name} needs integer lo/hi pairs",
                             field=attr.name)
         ivs = [(nums[i], nums[i + 1]) for i in range(0, len(nums), 2)]
-        if any(lo > hi or lo < dom.min_key or hi > dom.max_key for lo, hi in ivs):
+        for lo, hi in ivs:
+            if lo > hi:
+                raise WireError(f"constraint on {attr.name} has the inverted interval "
+                                f"[{lo}, {hi}] (lo > hi)", field=attr.name)
+        if any(lo < dom.min_key or hi > dom.max_key for lo, hi in ivs):
             raise WireError(f"constraint on {attr.name} leaves {dom.spec}", field=attr.name)
         return IntervalSet.of(ivs)
     if not isinstance(dom, StringDomain):
@@ -147,9 +151,13 @@ def decode_profile(data: Any, schema: Schema, limits: Limits | None = DEFAULT_LI
         raise WireError("profile conditions must be a list")
     constraints: dict[str, Constraint] = {}
     for item in conds:
-        if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], int)
-                or not 0 <= item[0] < len(etype.attributes)):
-            raise WireError("a condition must be [position, constraint]")
+        if not isinstance(item, list) or len(item) != 2:
+            raise WireError("a condition must be [position, constraint]", field="conditions")
+        pos = item[0]
+        if isinstance(pos, bool) or not isinstance(pos, int) \
+                or not 0 <= pos < len(etype.attributes):
+            raise WireError(f"condition position {str(pos)[:20]} is no attribute of "
+                            f"{tname} (0-{len(etype.attributes) - 1})", field="conditions")
         name = etype.attributes[item[0]].name
         if name in constraints:
             raise WireError(f"attribute {name} is constrained twice", field=name)

@@ -121,16 +121,28 @@ def _build(items: list[tuple[int, int, Any]]) -> Any:
 
 class _EpcBucket:
     """The patterns of one literal prefix: those with nothing but ``*`` after it (they
-    match at once, packed), those whose next field is a range (by that range), and the
-    rest, verified one by one."""
+    match at once, packed), those whose next field is a range (by that range), those with
+    a literal field after a wildcard (by that field's position and text: a wildcard
+    company prefix, ``urn:epc:idpat:sgtin:*.012345.*``), and the rest, verified one by
+    one."""
 
-    __slots__ = ("n", "others", "ranges", "wild")
+    __slots__ = ("by_field", "n", "others", "ranges", "wild")
 
     def __init__(self) -> None:
         self.wild = b""
         self.others: list[tuple[EpcPattern, int]] = []
         self.ranges = IntervalIndex()
+        self.by_field: dict[int, dict[str, list[tuple[EpcPattern, int]]]] = {}
         self.n = 0
+
+
+def _later_literal(pat: EpcPattern, k: int) -> int | None:
+    """The position of the first literal field after position ``k`` (a wildcard), or
+    None."""
+    for j in range(k + 1, len(pat.fields)):
+        if isinstance(pat.fields[j], str):
+            return j
+    return None
 
 
 def pack(cids: Iterable[int]) -> bytes:
@@ -280,11 +292,16 @@ class SlotIndex:
             self._n_epc += 1
         nxt = pat.fields[k] if k < len(pat.fields) else None
         wild = all(f is None for f in pat.fields[k:])
+        j = None if wild or isinstance(nxt, tuple) else _later_literal(pat, k)
         if add:
             if wild:
                 bucket.wild += pack((cid,))
             elif isinstance(nxt, tuple):
                 bucket.ranges.add(nxt[0], nxt[1], (pat, cid))
+            elif j is not None:
+                field = pat.fields[j]
+                assert isinstance(field, str)
+                bucket.by_field.setdefault(j, {}).setdefault(field, []).append((pat, cid))
             else:
                 bucket.others.append((pat, cid))
             bucket.n += 1
@@ -295,6 +312,17 @@ class SlotIndex:
             bucket.wild = pack(kept)
         elif isinstance(nxt, tuple):
             bucket.ranges.remove((pat, cid))
+        elif j is not None:
+            field = pat.fields[j]
+            assert isinstance(field, str)
+            at = bucket.by_field[j]
+            left = [e for e in at[field] if e[1] != cid]
+            if left:
+                at[field] = left
+            else:
+                del at[field]
+                if not at:
+                    del bucket.by_field[j]
         else:
             bucket.others = [e for e in bucket.others if e[1] != cid]
         bucket.n -= 1
@@ -401,12 +429,18 @@ class SlotIndex:
                 continue
             if bucket.wild:
                 buf += bucket.wild
-            if bucket.others or len(bucket.ranges):
+            if bucket.others or bucket.by_field or len(bucket.ranges):
                 if got is None:
                     got = body.split(".")
                 for pat, cid in bucket.others:
                     if pat.matches_fields(got):
                         ints.append(cid)
+                for j, by_text in bucket.by_field.items():
+                    cands = by_text.get(got[j])
+                    if cands:
+                        for pat, cid in cands:
+                            if pat.matches_fields(got):
+                                ints.append(cid)
                 if len(bucket.ranges):
                     x = EpcPattern.field_number(got[k])
                     if x is not None:

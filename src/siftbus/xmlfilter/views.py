@@ -208,10 +208,19 @@ def _copy(el: Any, state: dict[int, int], attrs: dict[int, set[str]]) -> Any:
                 new.set(k, v)
         if how == _WHOLE:
             new.text = src.text
+        last = None
         for ch in src:
             if isinstance(ch.tag, str) and id(ch) in state:
                 copy = etree.SubElement(new, ch.tag)
                 if how == _WHOLE:
                     copy.tail = ch.tail
+                last = copy
                 stack.append((ch, copy))
+            elif how == _WHOLE and ch.tail:
+                # a pruned element goes, the text after it stays (mixed content, the
+                # whitespace of a pretty-printed event): the rest is as it was
+                if last is None:
+                    new.text = (new.text or "") + ch.tail
+                else:
+                    last.tail = (last.tail or "") + ch.tail
     return root

@@ -5,6 +5,7 @@ and ``printer``. Semantics: docs/composite.md; evaluation: :mod:`siftbus.match.c
 """
 
 from siftbus.lang.composite.parse import (
+    KEYWORDS,
     LIMITS,
     CompositeLimits,
     alternatives,
@@ -34,6 +35,7 @@ from siftbus.lang.composite.syntax import (
 )
 
 __all__ = [
+    "KEYWORDS",
     "LIMITS",
     "UNITS",
     "Component",

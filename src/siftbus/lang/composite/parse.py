@@ -24,6 +24,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from lark.load_grammar import FromPackageLoader
 
 from siftbus.errors import ProfileError, ProfileSyntaxError, SiftbusError
+from siftbus.lang.composite.printer import format_composite
 from siftbus.lang.composite.syntax import (
     UNITS,
     Component,
@@ -44,6 +45,10 @@ from siftbus.lang.composite.syntax import (
 from siftbus.lang.profile import iter_unique_lines, parse_profile, split_id
 from siftbus.model import Profile, Schema
 from siftbus.model.textio import read_text
+
+KEYWORDS = frozenset({"not", "and", "or", "within", "same", "select", "first", "each",
+                      "reuse", "consume"})
+"""The language's keywords (case-insensitive); none may be written as a label."""
 
 MAX_WINDOW = 2**62
 """Longest window in microseconds (about 146,000 years): times stay int64."""
@@ -112,7 +117,17 @@ def parse_composite(text: str, schema: Schema, *, id: str | None = None,
     except UnexpectedInput as exc:
         raise _syntax_error(exc, body, source, line, offset) from None
     builder = _Builder(schema, pid, subscriber, body, offset, source, line, limits)
-    return builder.line(tree)
+    parsed = builder.line(tree)
+    # What is accepted must be accepted again as it prints (``composite list``, a
+    # resubscription after a reconnect): the printed form spells out the policies and
+    # spaces every operator, so a short line may print longer than the limit.
+    printed = len(format_composite(parsed))
+    if printed > limits.max_line:
+        raise ProfileSyntaxError(f"composite profile prints as {printed} characters "
+                                 f"(policies and spaces written out), longer than "
+                                 f"{limits.max_line}", source=source, line=line,
+                                 column=min(len(text), limits.max_line) + 1)
+    return parsed
 
 
 class _Builder:
@@ -213,6 +228,9 @@ class _Builder:
             assert isinstance(tok, Token)
             label = str(tok)
             where: object = tok
+            if label.lower() in KEYWORDS:
+                raise self.error(f"{label!r} is a keyword and cannot be a label (name the "
+                                 f"component otherwise: a={type_tok}(...))", where, syntax=True)
         else:
             label = str(type_tok)
             where = type_tok
@@ -375,6 +393,7 @@ def load_composites(path: str | Path, schema: Schema, *,
 
 
 __all__ = [
+    "KEYWORDS",
     "LIMITS",
     "CompositeLimits",
     "alternatives",

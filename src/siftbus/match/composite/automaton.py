@@ -12,7 +12,10 @@ still become matches, partitioned by the values of the ``same`` attributes. For 
    (:meth:`on_time`).
 
 Runs expire when the line's window has passed their start; ``state_limit`` caps the runs
-of the profile, shedding those with the oldest start first (counted in ``shed``). The
+of the profile, shedding those with the oldest start first (counted in ``shed``);
+``max_matches`` caps the matches one event completes, in tie-break order (the rest are
+dropped and counted in ``capped``): under ``select each`` a pattern of four components in
+any order completes a match per combination of the runs held. The
 policies prune at once: after an emitted match under ``select first`` no run with the
 same start can be emitted, under ``consume`` no run holding one of its events.
 """
@@ -46,6 +49,17 @@ class _Run:
 _EMPTY = _Run(0, 0, ())
 
 
+class _Ended:
+    """What the matches emitted in one event or clock step end (by ``id`` of the event,
+    as runs share the event objects)."""
+
+    __slots__ = ("starts", "used")
+
+    def __init__(self) -> None:
+        self.starts: set[int] = set()
+        self.used: set[int] = set()
+
+
 @dataclass(frozen=True, slots=True)
 class AutomatonStats:
     """Counters of one composite profile's automaton."""
@@ -64,6 +78,8 @@ class AutomatonStats:
     """Runs dropped because the profile held more than ``state_limit`` runs."""
     matches: int
     """Matches emitted."""
+    capped: int = 0
+    """Matches dropped because one event completed more than ``max_matches``."""
 
 
 def _bits(mask: int) -> list[int]:
@@ -86,9 +102,13 @@ def _first_time(evs: Evs, members: int) -> int:
 class CompositeAutomaton:
     """Evaluates one composite profile over events given in position order."""
 
-    def __init__(self, plan: Plan, *, state_limit: int = 10_000) -> None:
+    def __init__(self, plan: Plan, *, state_limit: int = 10_000,
+                 max_matches: int = 1_000) -> None:
         if state_limit < 1:
             raise ValueError("state_limit must be at least 1")
+        if max_matches < 1:
+            raise ValueError("max_matches must be at least 1")
+        self.max_matches = max_matches
         self.plan = plan
         self.profile = plan.profile
         self.window = plan.profile.window
@@ -108,11 +128,12 @@ class CompositeAutomaton:
         self.killed = 0
         self.shed = 0
         self.matches = 0
+        self.capped = 0
 
     # ---- public --------------------------------------------------------------------
     def stats(self) -> AutomatonStats:
         return AutomatonStats(self.n_runs, len(self._parts), self.created, self.expired,
-                              self.killed, self.shed, self.matches)
+                              self.killed, self.shed, self.matches, self.capped)
 
     def next_deadline(self) -> int | None:
         """The time after which :meth:`on_time` has work: a window to close or expire."""
@@ -188,9 +209,18 @@ class CompositeAutomaton:
         self._store(key, old, kept)
         if now:
             now.sort(key=self._tiebreak)
+            budget = self.max_matches - len(out)
+            ended = _Ended()
             for r in now:
-                if r.alive:
-                    out.append(self._emit(r, key, ev.time, now))
+                if not r.alive or self._ends(r, ended):
+                    continue
+                if budget <= 0:
+                    self.capped += 1
+                    r.alive = 0
+                    continue
+                out.append(self._emit(r, key, ev.time, ended))
+                budget -= 1
+            self._prune(key, ended)
         if self.n_runs > self.state_limit:
             self._shed()
         return out
@@ -200,10 +230,15 @@ class CompositeAutomaton:
         windows closed before ``now`` and expire the runs whose window passed."""
         out: list[CompositeMatch] = []
         pending = self._pending
+        touched: dict[tuple[Key, ...], _Ended] = {}
         while pending and pending[0][0] < now:
             end, _, _, r, key = heapq.heappop(pending)
-            if r.alive:
-                out.append(self._emit(r, key, end, ()))
+            ended = touched.setdefault(key, _Ended())
+            if r.alive and not self._ends(r, ended):
+                # not capped: each waited for its own window (no product of one event)
+                out.append(self._emit(r, key, end, ended))
+        for key, ended in touched.items():
+            self._prune(key, ended)
         starts = self._starts
         window = self.window
         while starts and starts[0][0] + window < now:
@@ -227,6 +262,26 @@ class CompositeAutomaton:
             self._parts[key] = runs
         else:
             self._parts.pop(key, None)
+
+    def _ends(self, r: _Run, ended: _Ended) -> bool:
+        """Whether a policy ended ``r`` by a match emitted before it (then it dies)."""
+        if ((self._first and id(r.evs[0][1]) in ended.starts)
+                or (self._consume and any(id(ev) in ended.used for _, ev in r.evs))):
+            r.alive = 0
+            return True
+        return False
+
+    def _prune(self, key: tuple[Key, ...], ended: _Ended) -> None:
+        """Apply the policies to a partition and drop the runs that ended: once per event
+        (or clock step), not once per match (a partition may hold ``state_limit`` runs)."""
+        runs = self._parts.get(key)
+        if runs is None:
+            return
+        if ended.starts or ended.used:
+            for r in runs:
+                if r.alive:
+                    self._ends(r, ended)
+        self._store(key, runs, [x for x in runs if x.alive])
 
     def _tiebreak(self, r: _Run) -> tuple[tuple[object, ...], tuple[str, ...]]:
         return (tuple(ev.position for _, ev in r.evs), tuple(self._labels[y] for y, _ in r.evs))
@@ -288,25 +343,19 @@ class CompositeAutomaton:
                 return br
         return None
 
-    def _emit(self, r: _Run, key: tuple[Key, ...], completed: int,
-              siblings: list[_Run] | tuple[()]) -> CompositeMatch:
-        """Emit ``r`` and apply the policies to the runs that share its partition."""
+    def _emit(self, r: _Run, key: tuple[Key, ...], completed: int, ended: _Ended
+              ) -> CompositeMatch:
+        """Emit ``r`` and note what the policies end with it: under ``select first`` every
+        run with its start, under ``consume`` every run holding one of its events (checked
+        before each later emission and applied by :meth:`_prune`)."""
         self.matches += 1
         r.alive = 0
-        match = CompositeMatch(self.profile.id, self.profile.owner,
-                               tuple((self._labels[y], ev) for y, ev in r.evs), completed)
-        runs = self._parts.get(key, [])
-        if self._first or self._consume:
-            start = r.evs[0][1]
-            used = {id(ev) for _, ev in r.evs}
-            for other in itertools.chain(runs, siblings):
-                if not other.alive:
-                    continue
-                if ((self._first and other.evs[0][1] is start)
-                        or (self._consume and any(id(ev) in used for _, ev in other.evs))):
-                    other.alive = 0
-        self._store(key, runs, [x for x in runs if x.alive])
-        return match
+        if self._first:
+            ended.starts.add(id(r.evs[0][1]))
+        if self._consume:
+            ended.used.update(id(ev) for _, ev in r.evs)
+        return CompositeMatch(self.profile.id, self.profile.owner,
+                              tuple((self._labels[y], ev) for y, ev in r.evs), completed)
 
     def _shed(self) -> None:
         """Drop the runs with the oldest starts until the limit holds."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -43,9 +44,13 @@ class EngineLimits:
     """Runs per composite profile; beyond it the oldest are shed (and counted)."""
     max_buffered: int = 100_000
     """Events waiting for the watermark; beyond it the oldest is evaluated early."""
+    max_matches: int = 1_000
+    """Matches of one profile that one event may complete; the rest are dropped (and
+    counted): ``select each`` over components in any order completes one
+    per combination of the runs held."""
 
     def __post_init__(self) -> None:
-        for name in ("lateness", "state_limit", "max_buffered"):
+        for name in ("lateness", "state_limit", "max_buffered", "max_matches"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "lateness"
                                                                      else 1):
@@ -80,6 +85,8 @@ class EngineStats:
     """Runs shed by the state limit, all profiles."""
     matches: int
     """Matches emitted, all profiles (each subscriber's copy counted)."""
+    capped: int = 0
+    """Matches dropped by ``max_matches``, all profiles."""
 
 
 class CompositeEngine:
@@ -137,8 +144,8 @@ class CompositeEngine:
             self._shared[signature] = handle
             self._signatures[handle] = signature
             self._open.add(handle)
-            self._automata[handle] = CompositeAutomaton(plan,
-                                                        state_limit=self.limits.state_limit)
+            self._automata[handle] = CompositeAutomaton(
+                plan, state_limit=self.limits.state_limit, max_matches=self.limits.max_matches)
             self._members[handle] = []
         for i, c in enumerate(profile.components()):
             self._components[c.profile.id] = (handle, 1 << i)
@@ -216,7 +223,7 @@ class CompositeEngine:
                            self.evaluated, self.late, self.forced, len(self._buffer),
                            sum(s.runs for s in per), sum(s.expired for s in per),
                            sum(s.killed for s in per), sum(s.shed for s in per),
-                           self.emitted)
+                           self.emitted, sum(s.capped for s in per))
 
     @property
     def watermark(self) -> int | None:
@@ -224,28 +231,42 @@ class CompositeEngine:
         return self._watermark
 
     # ---- the stream ----------------------------------------------------------------
-    def offer(self, ev: StampedEvent, components: Iterable[str] | None = None
-              ) -> list[CompositeMatch]:
+    def offer(self, ev: StampedEvent, components: Iterable[str] | None = None, *,
+              deadline: float | None = None) -> list[CompositeMatch]:
         """Give one event; ``components`` are the component ids it matched (default: ask
-        the engine's matcher). Returns the matches emitted meanwhile."""
+        the engine's matcher). Returns the matches emitted meanwhile; with a
+        ``deadline`` (``time.perf_counter()``) evaluation stops once it has passed and
+        the rest waits for :meth:`release` (see :attr:`pending`)."""
         ids = self.matcher.match(ev.event) if components is None else components
-        return self._offer(ev, self._masks(ids))
+        return self._offer(ev, self._masks(ids), deadline)
 
     def offer_batch(self, events: Sequence[StampedEvent]) -> list[CompositeMatch]:
         """Give several events (matched in one batch), in arrival order."""
         out: list[CompositeMatch] = []
         for ev, ids in zip(events, self.matcher.match_batch([e.event for e in events]),
                            strict=True):
-            out.extend(self._offer(ev, self._masks(ids)))
+            out.extend(self._offer(ev, self._masks(ids), None))
         return out
 
-    def advance(self, now: int) -> list[CompositeMatch]:
+    def advance(self, now: int, *, deadline: float | None = None) -> list[CompositeMatch]:
         """No event older than ``now - lateness`` will come (a clock tick): evaluate what
-        the watermark passed and close the windows that ended before it."""
+        the watermark passed and close the windows that ended before it (up to the
+        ``deadline``, as for :meth:`offer`)."""
         if self._closed:
             return []
         self._see(now)
-        return self._release()
+        return self._release(deadline)
+
+    @property
+    def pending(self) -> bool:
+        """Whether events the watermark passed wait for evaluation (a deadline stopped
+        it): :meth:`release` goes on."""
+        wm = self._watermark
+        return wm is not None and bool(self._buffer) and self._buffer[0][0] < wm
+
+    def release(self, *, deadline: float | None = None) -> list[CompositeMatch]:
+        """Go on evaluating what the watermark passed (up to the ``deadline``)."""
+        return self._release(deadline)
 
     def flush(self) -> list[CompositeMatch]:
         """The stream has ended: evaluate every buffered event and close every window.
@@ -269,7 +290,8 @@ class CompositeEngine:
             self._max_seen = t
             self._watermark = t - self.limits.lateness
 
-    def _offer(self, ev: StampedEvent, masks: dict[int, int]) -> list[CompositeMatch]:
+    def _offer(self, ev: StampedEvent, masks: dict[int, int], deadline: float | None
+               ) -> list[CompositeMatch]:
         self.offered += 1
         wm = self._watermark
         if (wm is not None and ev.time < wm) or (self._last is not None
@@ -284,13 +306,13 @@ class CompositeEngine:
                     self._close_sharing(handle)
             heapq.heappush(self._buffer, (ev.time, ev.order, next(self._seq), ev, masks))
         self._see(ev.time)
-        out = self._release()
+        out = self._release(deadline)
         while len(self._buffer) > self.limits.max_buffered:
             self.forced += 1
             out.extend(self._evaluate(heapq.heappop(self._buffer)))
         return out
 
-    def _release(self) -> list[CompositeMatch]:
+    def _release(self, deadline: float | None = None) -> list[CompositeMatch]:
         out: list[CompositeMatch] = []
         wm = self._watermark
         if wm is None:
@@ -298,6 +320,8 @@ class CompositeEngine:
         buf = self._buffer
         while buf and buf[0][0] < wm:
             out.extend(self._evaluate(heapq.heappop(buf)))
+            if deadline is not None and buf and time.perf_counter() >= deadline:
+                return out  # the rest (and the timers after it) on the next call
         out.extend(self._due(wm))
         return out
 
