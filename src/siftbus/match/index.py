@@ -46,6 +46,7 @@ from siftbus.match.cells import (
 from siftbus.match.columns import ProfileColumns, make_profile, str_array
 from siftbus.match.leveled import LeveledMatcher, TypeState, split_rows
 from siftbus.match.primas import PRECHECKS, EventModel, build
+from siftbus.match.wide import WideIndex
 from siftbus.model import Event, EventType, Profile
 
 __all__ = [
@@ -121,6 +122,9 @@ class CompiledType:
     """The string constraints (object array)."""
     threshold: float
     """Fill ratio above which a lead set is a bitmap."""
+    wide: WideIndex
+    """The wide profiles (:mod:`siftbus.match.wide`): in no lead set, matched by
+    rejection bitsets and sorted endpoints; their records are in ``rec`` like all."""
 
     @property
     def type_name(self) -> str:
@@ -152,13 +156,24 @@ class CompiledType:
             ) -> tuple[np.ndarray, np.ndarray]:
         """Match cell rows; returns CSR ``(offsets, ranks)``. ``alive`` is by rank."""
         kern = kernel.active()
-        fn = kern.index_match_grouped if use_grouped(len(cells), self.n) else kern.index_match
-        return fn(cells, *self.kernel_args(), _NO_TOMBSTONES if alive is None else alive)
+        alive = _NO_TOMBSTONES if alive is None else alive
+        wide = self.wide
+        if wide.n == self.n:  # no lead sets, no conditionless profiles
+            return kern.wide_match(cells, *wide.args(), self.rec, alive)
+        fn = kern.index_match_grouped if use_grouped(len(cells), self.n - wide.n) \
+            else kern.index_match
+        offsets, ranks = fn(cells, *self.kernel_args(), alive)
+        if not wide.n:
+            return offsets, ranks
+        w_off, w_ranks = kernel.active().wide_match(cells, *wide.args(), self.rec, alive)
+        return kernel.active().merge_rows(offsets, ranks, w_off, w_ranks)
 
     def run_one(self, cells: np.ndarray, alive: np.ndarray | None, out: np.ndarray) -> int:
         """Match one cell row (int32[1, m]) into ``out``; see ``Kernels.index_match_one``."""
-        return int(kernel.active().index_match_one(
-            cells, *self.kernel_args(), _NO_TOMBSTONES if alive is None else alive, out))
+        alive = _NO_TOMBSTONES if alive is None else alive
+        k = 0 if self.wide.n == self.n else \
+            int(kernel.active().index_match_one(cells, *self.kernel_args(), alive, out))
+        return _add_wide(self, cells, alive, out, k)
 
     def event_runner(self) -> Callable[[Event, np.ndarray, np.ndarray], int]:
         """``run(event, alive, out) -> count``: one event's sorted ranks into ``out``.
@@ -175,6 +190,14 @@ class CompiledType:
         """
         cb, sk, so, ent, sp, bm, co, rec, always = self.kernel_args()
         row = np.zeros((1, len(self.cells)), np.int32)
+        if self.wide.n == self.n:  # no lead sets: the wide kernel alone
+            cells_of_event = self.cells
+
+            def run_wide(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
+                row[0, :] = event_cells(cells_of_event, event)
+                return _add_wide(self, row, alive, out, 0)
+
+            return run_wide
         # the kernels this was specialised for (none yet: a sentinel), the function
         impl: list[Any] = [object(), None]
         if self.ordered_only:
@@ -198,7 +221,14 @@ class CompiledType:
                 put_keys(key_buf[0], 8 * kernel.KEYS_AT, *event.keys)
                 return impl[1](packed[0], packed[1], ent, sp, bm, rec, alive, out)
 
-            return run_keys
+            if not self.wide.n:
+                return run_keys
+
+            def run_keys_wide(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
+                k = run_keys(event, alive, out)  # leaves the event's cells in packed[1][:m]
+                return _add_wide(self, packed[1][:m].reshape(1, m), alive, out, k)
+
+            return run_keys_wide
         cells = self.cells
 
         def run_cells(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
@@ -208,8 +238,8 @@ class CompiledType:
                     row, cb, sk, so, ent, sp, bm, co, rec, always, alive, out))
                 impl[0] = kern
             row[0, :] = event_cells(cells, event)
-            return impl[1](row, cb, sk, so, ent, sp, bm, co, rec,
-                           always, alive, out)
+            k = impl[1](row, cb, sk, so, ent, sp, bm, co, rec, always, alive, out)
+            return _add_wide(self, row, alive, out, k) if self.wide.n else k
 
         return run_cells
 
@@ -243,7 +273,8 @@ class CompiledType:
         return sum(a.nbytes for a in (self.order, self.cell_base, self.bounds, self.set_kind,
                                       self.set_off, self.set_ent, self.slot_pre, self.bitmaps,
                                       self.rec_off, self.rec, self.slot_of_rank,
-                                      self.always, self.lead, self.sub_code))
+                                      self.always, self.lead, self.sub_code)) \
+            + self.wide.nbytes()
 
     # -- the profiles, read back from the index ----------------------------------------
 
@@ -288,6 +319,19 @@ class CompiledType:
 
 
 _NO_TOMBSTONES = np.zeros(0, np.uint8)
+
+
+def _add_wide(ct: CompiledType, cells: np.ndarray, alive: np.ndarray, out: np.ndarray,
+              k: int) -> int:
+    """Put the wide matches of one cell row after the ``k`` lead-set matches in ``out``
+    and sort them together; returns the count (above ``len(out)``: too small)."""
+    if not ct.wide.n or k > len(out):
+        return k
+    got = int(kernel.active().wide_match_one(cells, *ct.wide.args(), ct.rec, alive,
+                                             out[k:]))
+    if k and got and k + got <= len(out):
+        out[:k + got].sort()
+    return k + got
 
 
 def compile_type(etype: EventType, profiles: Sequence[Profile] | ProfileColumns, *,
@@ -502,7 +546,7 @@ class IndexMatcher(LeveledMatcher):
             pending=sum(len(ts.pending) for ts in self._types.values()),
             levels=len(levels),
             tombstones=sum(lv.size - lv.live for lv in levels),
-            cells=sum(int(lv.compiled.set_kind.shape[0]) for lv in levels),
+            cells=sum(int(lv.compiled.cell_base[-1]) for lv in levels),
             list_sets=sum(int((lv.compiled.set_kind < 0).sum()) for lv in levels),
             bitmap_sets=sum(int((lv.compiled.set_kind >= 0).sum()) for lv in levels),
             index_bytes=sum(lv.compiled.nbytes() for lv in levels),
