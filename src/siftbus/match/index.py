@@ -30,10 +30,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from siftbus.match import budget as memory_budget
 from siftbus.match import kernel
 from siftbus.match.base import MatchCSR, positions_by_type
 from siftbus.match.cells import (
@@ -47,7 +48,7 @@ from siftbus.match.columns import ProfileColumns, make_profile, str_array
 from siftbus.match.leveled import LeveledMatcher, TypeState, split_rows
 from siftbus.match.primas import PRECHECKS, EventModel, build
 from siftbus.match.wide import WideIndex
-from siftbus.model import Event, EventType, Profile
+from siftbus.model import Event, EventType, IntervalSet, Profile
 
 __all__ = [
     "CompiledIndex",
@@ -321,6 +322,13 @@ class CompiledType:
 _NO_TOMBSTONES = np.zeros(0, np.uint8)
 
 
+def _conditions(profile: Profile) -> int:
+    """Condition rows of a profile as columns hold them (one per interval or string
+    condition)."""
+    return sum(len(c.constraint.intervals) if isinstance(c.constraint, IntervalSet) else 1
+               for c in profile.conditions)
+
+
 def _add_wide(ct: CompiledType, cells: np.ndarray, alive: np.ndarray, out: np.ndarray,
               k: int) -> int:
     """Put the wide matches of one cell row after the ``k`` lead-set matches in ``out``
@@ -462,14 +470,44 @@ class IndexMatcher(LeveledMatcher):
     """
 
     def __init__(self, bitmap_threshold: float = DEFAULT_BITMAP_THRESHOLD, *,
-                 pending_limit: int = 16) -> None:
+                 pending_limit: int = 16,
+                 budget: int | Literal["default"] | None = "default") -> None:
         if not 0 <= bitmap_threshold <= 1:
             raise ValueError(f"bitmap_threshold must be in [0, 1], got {bitmap_threshold}")
         super().__init__(pending_limit=pending_limit)
+        self.budget: int | None = memory_budget.default() if budget == "default" \
+            else None if budget is None else int(budget)
+        """Bytes the index may take (:mod:`siftbus.match.budget`; ``None``: no limit)."""
+        self._held = 0  # estimated bytes of the profiles held (budget.cost)
         self.bitmap_threshold = bitmap_threshold
         self._models: dict[str, EventModel] = {}
         self._orders: dict[str, tuple[str, ...]] = {}
         self._snapshot: CompiledIndex | None = None
+
+    def add(self, profile: Profile) -> None:
+        """See :meth:`LeveledMatcher.add`; raises :class:`~siftbus.errors.CapacityError`
+        (adding nothing) when the index would pass its memory budget."""
+        need = memory_budget.cost(1, _conditions(profile))
+        if self.budget is not None and self._held + need > self.budget:
+            raise memory_budget.refuse(self.budget, self._held, 1, _conditions(profile))
+        super().add(profile)
+        self._held += need
+
+    def add_columns(self, cols: ProfileColumns) -> None:
+        """See :meth:`LeveledMatcher.add_columns`; raises
+        :class:`~siftbus.errors.CapacityError` (adding nothing) when the index would pass
+        its memory budget."""
+        conds = len(cols.iv_slot) + len(cols.st_slot)
+        need = memory_budget.cost(len(cols), conds)
+        if self.budget is not None and self._held + need > self.budget:
+            raise memory_budget.refuse(self.budget, self._held, len(cols), conds)
+        super().add_columns(cols)
+        self._held += need
+
+    def remove(self, profile_id: str) -> Profile:
+        profile = super().remove(profile_id)
+        self._held = max(0, self._held - memory_budget.cost(1, _conditions(profile)))
+        return profile
 
     def _compile(self, cols: ProfileColumns) -> CompiledType:
         name = cols.etype.name

@@ -292,7 +292,8 @@ def name() -> str:
 def _numba_or(fallback: Any) -> Any:
     try:
         return _numba()
-    except ImportError:  # numba missing or broken: stay on the Python kernels
+    except (ImportError, OSError):  # numba missing or broken (or no address space left
+        # for LLVM under a tight RLIMIT_AS): stay on the Python kernels
         return fallback
 
 

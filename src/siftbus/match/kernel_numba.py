@@ -538,12 +538,12 @@ def _wide_event(e: int, cells: np.ndarray, nb: np.ndarray, wrow: np.ndarray,
         if w == words - 1 and n & 63:
             word &= (_ONE << np.uint64(n & 63)) - _ONE
         while word:
-            bit, word = _pop_lowest(word)
-            i = w * 64 + bit
-            code = wrec[i]
+            low, word = _pop_lowest(word)
+            p = w * 64 + low
+            code = wrec[p]
             if code & 1 and not _accepts(code >> 1, e, cells, rec):
                 continue
-            k = _put(wrank[i], check_alive, alive, out, k)
+            k = _put(wrank[p], check_alive, alive, out, k)
     return k
 
 

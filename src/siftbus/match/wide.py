@@ -43,8 +43,15 @@ MAX_BUCKETS = 4096
 """At most this many buckets per attribute."""
 
 LEAD_BYTES = 48
-"""A profile whose lead-set entries would take more than this many bytes per condition
-it has is kept wide (an entry is 16 bytes, 32 when cell numbers need int32)."""
+"""Lead-set entries may take this many bytes per condition of a level (an entry is 16
+bytes, 32 when cell numbers need int32); beyond, the profiles with the longest lead runs
+are kept wide (:func:`choose_wide`)."""
+
+
+WideArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                   np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""``(nb, row, ncell, rej, lo_off, lo, hi_off, hi, rank, rec)``: what the ``wide_*``
+kernels take after the cells."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +85,7 @@ class WideIndex:
     def n(self) -> int:
         return len(self.rank)
 
-    def args(self) -> tuple[np.ndarray, ...]:
+    def args(self) -> WideArrays:
         """The arrays in the order the ``wide_*`` kernels take them."""
         return (self.nb, self.row, self.ncell, self.rej, self.lo_off, self.lo, self.hi_off,
                 self.hi, self.rank, self.rec)
@@ -96,10 +103,25 @@ def empty(m: int) -> WideIndex:
                      pair, one, pair, np.zeros(0, np.int32), np.zeros(0, np.int64))
 
 
-def choose_wide(lead_cells: np.ndarray, n_cond: np.ndarray, entry_bytes: int) -> np.ndarray:
-    """Mask over profiles: those whose lead-set entries (``lead_cells`` of them, one per
-    covered cell) would cost more than :data:`LEAD_BYTES` per condition."""
-    return lead_cells * entry_bytes > LEAD_BYTES * np.maximum(n_cond, 1)
+def choose_wide(lead_cells: np.ndarray, conditions: int, entry_bytes: int, cells: int
+                ) -> np.ndarray:
+    """Mask over profiles: which to keep wide so that the lead sets (one entry of
+    ``entry_bytes`` per cell a profile's lead covers, ``lead_cells``) take at most
+    :data:`LEAD_BYTES` per condition of the level: the profiles with the most lead
+    cells go first, and none while the lead sets fit. When the profiles left would
+    have fewer lead-set entries than the level has ``cells``, all are wide."""
+    allowed = LEAD_BYTES * conditions // max(entry_bytes, 1)
+    order = np.argsort(-lead_cells, kind="stable")
+    left = int(lead_cells.sum()) - np.cumsum(lead_cells[order])  # after moving 0..k
+    k = min(int(np.searchsorted(-left, -allowed)) + 1, len(left)) \
+        if lead_cells.sum() > allowed else 0
+    out = np.zeros(len(lead_cells), bool)
+    out[order[:k]] = True
+    if k and int(left[k - 1]) < cells:
+        # the rest would hold fewer entries than the level has cells: the per-cell arrays
+        # of their lead sets (12 bytes a cell) would cost more than they save
+        out[:] = True
+    return out
 
 
 def bucket_counts(conds: np.ndarray, ncell: np.ndarray, n_wide: int) -> np.ndarray:
