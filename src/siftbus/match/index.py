@@ -48,7 +48,7 @@ from siftbus.match.columns import ProfileColumns, make_profile, str_array
 from siftbus.match.leveled import LeveledMatcher, TypeState, split_rows
 from siftbus.match.primas import PRECHECKS, EventModel, build
 from siftbus.match.wide import WideIndex
-from siftbus.model import Event, EventType, IntervalSet, Profile
+from siftbus.model import Event, EventType, Profile
 
 __all__ = [
     "CompiledIndex",
@@ -323,10 +323,13 @@ _NO_TOMBSTONES = np.zeros(0, np.uint8)
 
 
 def _conditions(profile: Profile) -> int:
-    """Condition rows of a profile as columns hold them (one per interval or string
-    condition)."""
-    return sum(len(c.constraint.intervals) if isinstance(c.constraint, IntervalSet) else 1
-               for c in profile.conditions)
+    """Condition rows of a profile as columns hold them: one per interval (a set holds
+    several) or string condition."""
+    n = 0
+    for c in profile.conditions:
+        ivs = getattr(c.constraint, "intervals", None)
+        n += 1 if ivs is None else len(ivs)
+    return n
 
 
 def _add_wide(ct: CompiledType, cells: np.ndarray, alive: np.ndarray, out: np.ndarray,
@@ -487,9 +490,10 @@ class IndexMatcher(LeveledMatcher):
     def add(self, profile: Profile) -> None:
         """See :meth:`LeveledMatcher.add`; raises :class:`~siftbus.errors.CapacityError`
         (adding nothing) when the index would pass its memory budget."""
-        need = memory_budget.cost(1, _conditions(profile))
+        conds = _conditions(profile)
+        need = memory_budget.PROFILE_BYTES + memory_budget.CONDITION_BYTES * conds
         if self.budget is not None and self._held + need > self.budget:
-            raise memory_budget.refuse(self.budget, self._held, 1, _conditions(profile))
+            raise memory_budget.refuse(self.budget, self._held, 1, conds)
         super().add(profile)
         self._held += need
 
