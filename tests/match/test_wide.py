@@ -108,7 +108,7 @@ def _compare(m: IndexMatcher, ref: ReferenceMatcher, events: list[Event], etype:
 @given(seed=st.integers(0, 2**32 - 1), n_attrs=st.integers(1, 20),
        max_conds=st.integers(1, 20), width=st.sampled_from([0.0, 0.01, 0.1, 0.5, 0.9]),
        large=st.booleans(), n_profiles=st.integers(1, 60), grouped=st.booleans(),
-       lead_bytes=st.sampled_from([-1, wide.LEAD_BYTES, 10**9]),
+       lead_bytes=st.sampled_from([-1, 0, wide.LEAD_BYTES, 10**9]),
        reject_bytes=st.sampled_from([1, 8, wide.REJECT_BYTES, 4096]))
 @pytest.mark.usefixtures("kernels")
 def test_every_shape_with_interleaved_add_and_remove(
@@ -117,10 +117,15 @@ def test_every_shape_with_interleaved_add_and_remove(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Wide and narrow intervals on small and large domains, decimals, enums, strings,
     sets and negations, 1-20 conditions over 1-20 attributes; profiles all wide
-    (``LEAD_BYTES`` -1), all in lead sets (10**9) or as the rule chooses, with few or
+    (``LEAD_BYTES`` -1), some (0), all in lead sets (10**9) or as the rule chooses, with
+    few or
     many buckets: the same matches as the reference per event, in batches and through
     snapshots, while profiles are added and removed one by one and in bulk."""
     monkeypatch.setattr(wide, "LEAD_BYTES", lead_bytes)
+    if lead_bytes < 0:  # every profile with a condition wide
+        monkeypatch.setattr(wide, "MIXED_LEAD_BYTES", -1)
+    if lead_bytes == 0:  # levels of wide and lead-set profiles side by side
+        monkeypatch.setattr(wide, "CELL_BYTES", 0)
     monkeypatch.setattr(wide, "REJECT_BYTES", reject_bytes)
     monkeypatch.setattr(index_module, "GROUPED_MIN", 1 if grouped else 10**9)
     monkeypatch.setattr(index_module, "GROUPED_MIN_PROFILES", 0)
@@ -164,6 +169,7 @@ def test_conformance_suite_with_every_profile_wide(seed: int,
     """The whole conformance suite (two types, every operator, churn, re-adds) with every
     profile that has a condition kept wide."""
     monkeypatch.setattr(wide, "LEAD_BYTES", -1)
+    monkeypatch.setattr(wide, "MIXED_LEAD_BYTES", -1)
     check_matcher(IndexMatcher, seed=seed, rounds=1, profiles=50, events=12)
 
 

@@ -47,6 +47,13 @@ LEAD_BYTES = 48
 bytes, 32 when cell numbers need int32); beyond, the profiles with the longest lead runs
 are kept wide (:func:`choose_wide`)."""
 
+CELL_BYTES = 12
+"""What a cell costs in the lead sets' per-cell arrays (``set_kind``, ``set_off``)."""
+
+MIXED_LEAD_BYTES = 16
+"""Once some profiles of a level are wide, the lead sets of the others may take only this
+many bytes per condition of the level."""
+
 
 WideArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                    np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -105,21 +112,24 @@ def empty(m: int) -> WideIndex:
 
 def choose_wide(lead_cells: np.ndarray, conditions: int, entry_bytes: int, cells: int
                 ) -> np.ndarray:
-    """Mask over profiles: which to keep wide so that the lead sets (one entry of
+    """Mask over profiles: which to keep wide. None while the lead sets (one entry of
     ``entry_bytes`` per cell a profile's lead covers, ``lead_cells``) take at most
-    :data:`LEAD_BYTES` per condition of the level: the profiles with the most lead
-    cells go first, and none while the lead sets fit. When the profiles left would
-    have fewer lead-set entries than the level has ``cells``, all are wide."""
-    allowed = LEAD_BYTES * conditions // max(entry_bytes, 1)
-    order = np.argsort(-lead_cells, kind="stable")
-    left = int(lead_cells.sum()) - np.cumsum(lead_cells[order])  # after moving 0..k
-    k = min(int(np.searchsorted(-left, -allowed)) + 1, len(left)) \
-        if lead_cells.sum() > allowed else 0
+    :data:`LEAD_BYTES` per condition of the level. Else the profiles with the most lead
+    cells, most first, until the rest take at most :data:`MIXED_LEAD_BYTES` per
+    condition (the wide structure costs its own); and all when the rest's entries would
+    cost less than the per-cell arrays of lead sets (:data:`CELL_BYTES` for each of the
+    level's ``cells``)."""
+    total = int(lead_cells.sum())
     out = np.zeros(len(lead_cells), bool)
+    if total * entry_bytes <= LEAD_BYTES * conditions:
+        return out
+    allowed = MIXED_LEAD_BYTES * conditions // max(entry_bytes, 1)
+    order = np.argsort(-lead_cells, kind="stable")
+    left = total - np.cumsum(lead_cells[order])  # entries left after moving 0..k
+    k = min(int(np.searchsorted(-left, -allowed)) + 1, len(left))
     out[order[:k]] = True
-    if k and int(left[k - 1]) < cells:
-        # the rest would hold fewer entries than the level has cells: the per-cell arrays
-        # of their lead sets (12 bytes a cell) would cost more than they save
+    if int(left[k - 1]) * entry_bytes < CELL_BYTES * cells:
+        # the per-cell arrays the rest's lead sets need would cost more than the entries
         out[:] = True
     return out
 
