@@ -52,6 +52,7 @@ bench: $(STAMP) bench-sysdeps
 	$(BIN)/python bench/xmlfilter.py --quick
 	$(BIN)/python bench/spark.py --quick
 	$(BIN)/python bench/gateway.py --quick
+	$(BIN)/python bench/rein.py --quick
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

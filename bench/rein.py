@@ -19,7 +19,7 @@ worker process (so its peak RSS is its own):
   counts are checked against siftbus's for every event.
 
 Prints a markdown table and writes ``bench/results/rein.json``. ``--quick``: 100,000
-subscriptions only.
+subscriptions only (``bench/results/rein_quick.json``).
 """
 
 from __future__ import annotations
@@ -214,7 +214,8 @@ def main() -> None:
                     "(scaled down by the subscription count above it)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "rein.json")
+    ap.add_argument("--out", type=Path, help="default bench/results/rein.json "
+                    "(rein_quick.json with --quick)")
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
@@ -236,6 +237,8 @@ def main() -> None:
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     print()
     print(table(rows))
+    if args.out is None:
+        args.out = HERE / "results" / ("rein_quick.json" if args.quick else "rein.json")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"rows": rows, "rein_built_with": "g++ -O3 -std=c++11",
                                     "cpu": os.cpu_count()}, indent=1) + "\n")

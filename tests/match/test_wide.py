@@ -126,6 +126,7 @@ def test_every_shape_with_interleaved_add_and_remove(
         monkeypatch.setattr(wide, "MIXED_LEAD_BYTES", -1)
     if lead_bytes == 0:  # levels of wide and lead-set profiles side by side
         monkeypatch.setattr(wide, "CELL_BYTES", 0)
+        monkeypatch.setattr(wide, "WIDE_BYTES", 10**9)
     monkeypatch.setattr(wide, "REJECT_BYTES", reject_bytes)
     monkeypatch.setattr(index_module, "GROUPED_MIN", 1 if grouped else 10**9)
     monkeypatch.setattr(index_module, "GROUPED_MIN_PROFILES", 0)

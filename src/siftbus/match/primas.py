@@ -126,7 +126,7 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         sel = lead[pc.slots] == a
         lead_cells += np.bincount(pc.slots[sel], weights=(pc.last[sel].astype(np.int64)
                                   - pc.first[sel] + 1), minlength=n).astype(np.int64)
-    is_wide = wide.choose_wide(np.where(lead >= 0, lead_cells, 0), int(n_cond.sum()),
+    is_wide = wide.choose_wide(np.where(lead >= 0, lead_cells, 0), n_cond,
                                16 if small else 32, total_cells) & (lead >= 0)
     del lead_cells, n_cond
     eval_order = _evaluation_order(cells, cov, order, etype.name, n)

@@ -50,6 +50,9 @@ are kept wide (:func:`choose_wide`)."""
 CELL_BYTES = 12
 """What a cell costs in the lead sets' per-cell arrays (``set_kind``, ``set_off``)."""
 
+WIDE_BYTES = 40
+"""What a condition costs in the wide structure (bitsets, endpoints, per-profile words)."""
+
 MIXED_LEAD_BYTES = 16
 """Once some profiles of a level are wide, the lead sets of the others may take only this
 many bytes per condition of the level."""
@@ -110,16 +113,17 @@ def empty(m: int) -> WideIndex:
                      pair, one, pair, np.zeros(0, np.int32), np.zeros(0, np.int64))
 
 
-def choose_wide(lead_cells: np.ndarray, conditions: int, entry_bytes: int, cells: int
+def choose_wide(lead_cells: np.ndarray, n_cond: np.ndarray, entry_bytes: int, cells: int
                 ) -> np.ndarray:
     """Mask over profiles: which to keep wide. None while the lead sets (one entry of
     ``entry_bytes`` per cell a profile's lead covers, ``lead_cells``) take at most
-    :data:`LEAD_BYTES` per condition of the level. Else the profiles with the most lead
-    cells, most first, until the rest take at most :data:`MIXED_LEAD_BYTES` per
-    condition (the wide structure costs its own); and all when the rest's entries would
-    cost less than the per-cell arrays of lead sets (:data:`CELL_BYTES` for each of the
-    level's ``cells``)."""
+    :data:`LEAD_BYTES` per condition of the level (``n_cond`` per profile). Else the
+    profiles with the most lead cells, most first, until the rest take at most
+    :data:`MIXED_LEAD_BYTES` per condition; and all when the rest's entries and the
+    per-cell arrays of lead sets (:data:`CELL_BYTES` for each of the level's ``cells``)
+    would cost more than keeping the rest wide too (:data:`WIDE_BYTES` a condition)."""
     total = int(lead_cells.sum())
+    conditions = int(n_cond.sum())
     out = np.zeros(len(lead_cells), bool)
     if total * entry_bytes <= LEAD_BYTES * conditions:
         return out
@@ -128,8 +132,8 @@ def choose_wide(lead_cells: np.ndarray, conditions: int, entry_bytes: int, cells
     left = total - np.cumsum(lead_cells[order])  # entries left after moving 0..k
     k = min(int(np.searchsorted(-left, -allowed)) + 1, len(left))
     out[order[:k]] = True
-    if int(left[k - 1]) * entry_bytes < CELL_BYTES * cells:
-        # the per-cell arrays the rest's lead sets need would cost more than the entries
+    rest = int(n_cond[order[k:]].sum())
+    if int(left[k - 1]) * entry_bytes + CELL_BYTES * cells > WIDE_BYTES * rest:
         out[:] = True
     return out
 
