@@ -562,7 +562,10 @@ def wide_match(cells: np.ndarray, nb: np.ndarray, wrow: np.ndarray, ncell: np.nd
         end = _wide_event(e, cells, nb, wrow, ncell, rej, lo_off, lo, hi_off, hi, wrank,
                           wrec, rec, alive, acc, out, k)
         if end > out.shape[0]:
-            grown = np.empty(max(2 * out.shape[0], end + 64), np.int32)
+            # room for the other events at this one's count too (wide matches come by
+            # thousands, and each growth redoes the event), at most 8x what is filled
+            need = min(end + (n_events - e - 1) * (end - k), 8 * end)
+            grown = np.empty(max(2 * out.shape[0], need + 64), np.int32)
             grown[:k] = out[:k]
             out = grown
             end = _wide_event(e, cells, nb, wrow, ncell, rej, lo_off, lo, hi_off, hi,

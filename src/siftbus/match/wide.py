@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-REJECT_BYTES = 16
+REJECT_BYTES = 32
 """Bytes of rejection bitsets allowed per wide condition (sets the bucket counts)."""
 
 MAX_BUCKETS = 4096
