@@ -84,6 +84,7 @@ bench: $(STAMP) bench-sysdeps
 	$(BIN)/python bench/gateway.py --quick
 	$(BIN)/python bench/mqtt.py --quick
 	$(BIN)/python bench/tracing.py --quick
+	$(BIN)/python bench/rein.py --quick
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

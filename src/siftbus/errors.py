@@ -208,6 +208,11 @@ class ConfigError(InputError):
     """A configuration file (network, pipeline, channel) is invalid."""
 
 
+class CapacityError(SiftbusError):
+    """A structure would exceed its documented memory budget (the index's:
+    ``SIFTBUS_INDEX_BUDGET``); nothing was added."""
+
+
 class UnknownProfileError(SiftbusError, KeyError):
     """No profile with this id is registered."""
 

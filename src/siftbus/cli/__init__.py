@@ -98,6 +98,10 @@ def main() -> None:
     except SiftbusError as exc:
         print(f"siftbus: error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except MemoryError:  # past every budget check: the machine itself ran out
+        print("siftbus: error: out of memory; lower the input or the budgets "
+              "(SIFTBUS_INDEX_BUDGET, docs/matching.md)", file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         print("siftbus: interrupted", file=sys.stderr)
         sys.exit(130)

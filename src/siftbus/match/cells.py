@@ -63,7 +63,9 @@ class AttributeCells:
         """The cell of one key (int for ordered attributes, str for strings)."""
         if self.ordered:
             assert isinstance(key, int)
-            return bisect_right(self.bounds_seq, key) - 1
+            if self.bounds_seq:
+                return bisect_right(self.bounds_seq, key) - 1
+            return int(np.searchsorted(self.bounds, key, side="right")) - 1
         assert isinstance(key, str)
         c = self.exact.get(key)
         if c is not None:
@@ -221,6 +223,10 @@ def layout(cols: ProfileColumns) -> tuple[list[AttributeCells], list[Pieces]]:
     return cells, pieces
 
 
+SEQ_MAX = 1 << 12
+"""Attributes of at most this many cells keep their bounds as a tuple too (bisecting one
+key is faster on it than on an array); a tuple of Python ints costs ~40 bytes a cell."""
+
 TABLE_MAX = 1 << 16
 """Ordered domains of at most this many keys get a key -> cell table (256 KiB at most)."""
 
@@ -248,7 +254,7 @@ def _ordered_layout(name: str, pos: int, min_key: int, max_key: int, slots: np.n
         first = (np.searchsorted(bounds, lo, side="right") - 1).astype(np.int32)
         last = (np.searchsorted(bounds, hi, side="right") - 1).astype(np.int32)
     cells = AttributeCells(name, pos, True, min_key, max_key, bounds, {}, {}, (), len(bounds),
-                           tuple(bounds.tolist()), table)
+                           tuple(bounds.tolist()) if len(bounds) <= SEQ_MAX else (), table)
     return cells, Pieces(slots, first, last)
 
 

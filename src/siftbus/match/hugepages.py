@@ -52,7 +52,10 @@ def _alloc(shape: int | tuple[int, ...], dtype: type | np.dtype, ordinary: Any
     if _ADVICE is None or nbytes < MIN_BYTES:
         result: np.ndarray = ordinary(dims, dt)
         return result
-    mem = mmap.mmap(-1, nbytes + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        mem = mmap.mmap(-1, nbytes + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except OSError as exc:  # ENOMEM: say it as numpy does
+        raise MemoryError(f"cannot map {nbytes + HUGE} bytes: {exc.strerror}") from None
     raw = np.frombuffer(mem, np.uint8)
     skip = -raw.__array_interface__["data"][0] % HUGE
     # whole huge pages only: the tail stays in small pages, so no page is mostly unused

@@ -30,10 +30,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from siftbus.match import budget as memory_budget
 from siftbus.match import kernel
 from siftbus.match.base import MatchCSR, positions_by_type
 from siftbus.match.cells import (
@@ -46,6 +47,7 @@ from siftbus.match.cells import (
 from siftbus.match.columns import ProfileColumns, make_profile, str_array
 from siftbus.match.leveled import LeveledMatcher, TypeState, split_rows
 from siftbus.match.primas import PRECHECKS, EventModel, build
+from siftbus.match.wide import WideIndex
 from siftbus.model import Event, EventType, Profile
 
 __all__ = [
@@ -121,6 +123,9 @@ class CompiledType:
     """The string constraints (object array)."""
     threshold: float
     """Fill ratio above which a lead set is a bitmap."""
+    wide: WideIndex
+    """The wide profiles (:mod:`siftbus.match.wide`): in no lead set, matched by
+    rejection bitsets and sorted endpoints; their records are in ``rec`` like all."""
 
     @property
     def type_name(self) -> str:
@@ -152,13 +157,24 @@ class CompiledType:
             ) -> tuple[np.ndarray, np.ndarray]:
         """Match cell rows; returns CSR ``(offsets, ranks)``. ``alive`` is by rank."""
         kern = kernel.active()
-        fn = kern.index_match_grouped if use_grouped(len(cells), self.n) else kern.index_match
-        return fn(cells, *self.kernel_args(), _NO_TOMBSTONES if alive is None else alive)
+        alive = _NO_TOMBSTONES if alive is None else alive
+        wide = self.wide
+        if wide.n == self.n:  # no lead sets, no conditionless profiles
+            return kern.wide_match(cells, *wide.args(), self.rec, alive)
+        fn = kern.index_match_grouped if use_grouped(len(cells), self.n - wide.n) \
+            else kern.index_match
+        offsets, ranks = fn(cells, *self.kernel_args(), alive)
+        if not wide.n:
+            return offsets, ranks
+        w_off, w_ranks = kernel.active().wide_match(cells, *wide.args(), self.rec, alive)
+        return kernel.active().merge_rows(offsets, ranks, w_off, w_ranks)
 
     def run_one(self, cells: np.ndarray, alive: np.ndarray | None, out: np.ndarray) -> int:
         """Match one cell row (int32[1, m]) into ``out``; see ``Kernels.index_match_one``."""
-        return int(kernel.active().index_match_one(
-            cells, *self.kernel_args(), _NO_TOMBSTONES if alive is None else alive, out))
+        alive = _NO_TOMBSTONES if alive is None else alive
+        k = 0 if self.wide.n == self.n else \
+            int(kernel.active().index_match_one(cells, *self.kernel_args(), alive, out))
+        return _add_wide(self, cells, alive, out, k)
 
     def event_runner(self) -> Callable[[Event, np.ndarray, np.ndarray], int]:
         """``run(event, alive, out) -> count``: one event's sorted ranks into ``out``.
@@ -175,6 +191,14 @@ class CompiledType:
         """
         cb, sk, so, ent, sp, bm, co, rec, always = self.kernel_args()
         row = np.zeros((1, len(self.cells)), np.int32)
+        if self.wide.n == self.n:  # no lead sets: the wide kernel alone
+            cells_of_event = self.cells
+
+            def run_wide(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
+                row[0, :] = event_cells(cells_of_event, event)
+                return _add_wide(self, row, alive, out, 0)
+
+            return run_wide
         # the kernels this was specialised for (none yet: a sentinel), the function
         impl: list[Any] = [object(), None]
         if self.ordered_only:
@@ -198,7 +222,14 @@ class CompiledType:
                 put_keys(key_buf[0], 8 * kernel.KEYS_AT, *event.keys)
                 return impl[1](packed[0], packed[1], ent, sp, bm, rec, alive, out)
 
-            return run_keys
+            if not self.wide.n:
+                return run_keys
+
+            def run_keys_wide(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
+                k = run_keys(event, alive, out)  # leaves the event's cells in packed[1][:m]
+                return _add_wide(self, packed[1][:m].reshape(1, m), alive, out, k)
+
+            return run_keys_wide
         cells = self.cells
 
         def run_cells(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
@@ -208,8 +239,8 @@ class CompiledType:
                     row, cb, sk, so, ent, sp, bm, co, rec, always, alive, out))
                 impl[0] = kern
             row[0, :] = event_cells(cells, event)
-            return impl[1](row, cb, sk, so, ent, sp, bm, co, rec,
-                           always, alive, out)
+            k = impl[1](row, cb, sk, so, ent, sp, bm, co, rec, always, alive, out)
+            return _add_wide(self, row, alive, out, k) if self.wide.n else k
 
         return run_cells
 
@@ -243,7 +274,8 @@ class CompiledType:
         return sum(a.nbytes for a in (self.order, self.cell_base, self.bounds, self.set_kind,
                                       self.set_off, self.set_ent, self.slot_pre, self.bitmaps,
                                       self.rec_off, self.rec, self.slot_of_rank,
-                                      self.always, self.lead, self.sub_code))
+                                      self.always, self.lead, self.sub_code)) \
+            + self.wide.nbytes()
 
     # -- the profiles, read back from the index ----------------------------------------
 
@@ -288,6 +320,29 @@ class CompiledType:
 
 
 _NO_TOMBSTONES = np.zeros(0, np.uint8)
+
+
+def _conditions(profile: Profile) -> int:
+    """Condition rows of a profile as columns hold them: one per interval (a set holds
+    several) or string condition."""
+    n = 0
+    for c in profile.conditions:
+        ivs = getattr(c.constraint, "intervals", None)
+        n += 1 if ivs is None else len(ivs)
+    return n
+
+
+def _add_wide(ct: CompiledType, cells: np.ndarray, alive: np.ndarray, out: np.ndarray,
+              k: int) -> int:
+    """Put the wide matches of one cell row after the ``k`` lead-set matches in ``out``
+    and sort them together; returns the count (above ``len(out)``: too small)."""
+    if not ct.wide.n or k > len(out):
+        return k
+    got = int(kernel.active().wide_match_one(cells, *ct.wide.args(), ct.rec, alive,
+                                             out[k:]))
+    if k and got and k + got <= len(out):
+        out[:k + got].sort()
+    return k + got
 
 
 def compile_type(etype: EventType, profiles: Sequence[Profile] | ProfileColumns, *,
@@ -418,14 +473,45 @@ class IndexMatcher(LeveledMatcher):
     """
 
     def __init__(self, bitmap_threshold: float = DEFAULT_BITMAP_THRESHOLD, *,
-                 pending_limit: int = 16) -> None:
+                 pending_limit: int = 16,
+                 budget: int | Literal["default"] | None = "default") -> None:
         if not 0 <= bitmap_threshold <= 1:
             raise ValueError(f"bitmap_threshold must be in [0, 1], got {bitmap_threshold}")
         super().__init__(pending_limit=pending_limit)
+        self.budget: int | None = memory_budget.default() if budget == "default" \
+            else None if budget is None else int(budget)
+        """Bytes the index may take (:mod:`siftbus.match.budget`; ``None``: no limit)."""
+        self._held = 0  # estimated bytes of the profiles held (budget.cost)
         self.bitmap_threshold = bitmap_threshold
         self._models: dict[str, EventModel] = {}
         self._orders: dict[str, tuple[str, ...]] = {}
         self._snapshot: CompiledIndex | None = None
+
+    def add(self, profile: Profile) -> None:
+        """See :meth:`LeveledMatcher.add`; raises :class:`~siftbus.errors.CapacityError`
+        (adding nothing) when the index would pass its memory budget."""
+        conds = _conditions(profile)
+        need = memory_budget.PROFILE_BYTES + memory_budget.CONDITION_BYTES * conds
+        if self.budget is not None and self._held + need > self.budget:
+            raise memory_budget.refuse(self.budget, self._held, 1, conds)
+        super().add(profile)
+        self._held += need
+
+    def add_columns(self, cols: ProfileColumns) -> None:
+        """See :meth:`LeveledMatcher.add_columns`; raises
+        :class:`~siftbus.errors.CapacityError` (adding nothing) when the index would pass
+        its memory budget."""
+        conds = len(cols.iv_slot) + len(cols.st_slot)
+        need = memory_budget.cost(len(cols), conds)
+        if self.budget is not None and self._held + need > self.budget:
+            raise memory_budget.refuse(self.budget, self._held, len(cols), conds)
+        super().add_columns(cols)
+        self._held += need
+
+    def remove(self, profile_id: str) -> Profile:
+        profile = super().remove(profile_id)
+        self._held = max(0, self._held - memory_budget.cost(1, _conditions(profile)))
+        return profile
 
     def _compile(self, cols: ProfileColumns) -> CompiledType:
         name = cols.etype.name
@@ -502,7 +588,7 @@ class IndexMatcher(LeveledMatcher):
             pending=sum(len(ts.pending) for ts in self._types.values()),
             levels=len(levels),
             tombstones=sum(lv.size - lv.live for lv in levels),
-            cells=sum(int(lv.compiled.set_kind.shape[0]) for lv in levels),
+            cells=sum(int(lv.compiled.cell_base[-1]) for lv in levels),
             list_sets=sum(int((lv.compiled.set_kind < 0).sum()) for lv in levels),
             bitmap_sets=sum(int((lv.compiled.set_kind >= 0).sum()) for lv in levels),
             index_bytes=sum(lv.compiled.nbytes() for lv in levels),

@@ -77,7 +77,8 @@ AUTO_ROWS = 64
 """In ``auto`` mode a batch of more events than this goes to numba at once: one such call
 could overrun the budget many times before the rule above sees it."""
 
-_BATCH_KERNELS = frozenset({"index_match", "index_match_grouped", "counting_match"})
+_BATCH_KERNELS = frozenset({"index_match", "index_match_grouped", "counting_match",
+                            "wide_match"})
 
 
 IndexArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
@@ -150,6 +151,28 @@ class Kernels(Protocol):
         (``row_of_cell >= 0``). Runs come in slot order, so every list is sorted. Plain
         member lists (the counting matcher's) are ``entry = slots[:, None]`` into
         ``ent = mem[:, None]``."""
+
+    def wide_match(self, cells: np.ndarray, nb: np.ndarray, wrow: np.ndarray,
+                   ncell: np.ndarray, rej: np.ndarray, lo_off: np.ndarray, lo: np.ndarray,
+                   hi_off: np.ndarray, hi: np.ndarray, wrank: np.ndarray, wrec: np.ndarray,
+                   rec: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The wide profiles (:class:`siftbus.match.wide.WideIndex`, whose ``args()``
+        come after ``cells``) each cell row matches: CSR ``(offsets, ranks)``, rows
+        sorted. Per attribute the rejection bitset of the event's bucket is OR-ed and
+        the bucket's endpoints outside the event's cell marked; every unmarked profile
+        matches, after its runs in ``rec`` are checked when its record word is odd."""
+
+    def wide_match_one(self, cells: np.ndarray, nb: np.ndarray, wrow: np.ndarray,
+                       ncell: np.ndarray, rej: np.ndarray, lo_off: np.ndarray,
+                       lo: np.ndarray, hi_off: np.ndarray, hi: np.ndarray,
+                       wrank: np.ndarray, wrec: np.ndarray, rec: np.ndarray,
+                       alive: np.ndarray, out: np.ndarray) -> int:
+        """:meth:`wide_match` of one row (``cells`` int32[1, m]) into ``out``, with
+        :meth:`index_match_one`'s count contract."""
+
+    def merge_rows(self, off1: np.ndarray, r1: np.ndarray, off2: np.ndarray,
+                   r2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Two CSRs over the same events, rows sorted and disjoint, as one."""
 
     def counting_match(self, cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
                        af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
@@ -269,7 +292,8 @@ def name() -> str:
 def _numba_or(fallback: Any) -> Any:
     try:
         return _numba()
-    except ImportError:  # numba missing or broken: stay on the Python kernels
+    except (ImportError, OSError):  # numba missing or broken (or no address space left
+        # for LLVM under a tight RLIMIT_AS): stay on the Python kernels
         return fallback
 
 

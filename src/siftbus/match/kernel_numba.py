@@ -501,6 +501,122 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
     return offsets, out[:k].copy()
 
 
+@njit(cache=True)
+def _wide_event(e: int, cells: np.ndarray, nb: np.ndarray, wrow: np.ndarray,
+                ncell: np.ndarray, rej: np.ndarray, lo_off: np.ndarray, lo: np.ndarray,
+                hi_off: np.ndarray, hi: np.ndarray, wrank: np.ndarray, wrec: np.ndarray,
+                rec: np.ndarray, alive: np.ndarray, acc: np.ndarray, out: np.ndarray,
+                k: int) -> int:
+    """Event ``e``'s wide matches (ascending ranks) from ``out[k]`` on; returns the new
+    end (counting past ``len(out)`` without writing, like :func:`_put`)."""
+    words = acc.shape[0]
+    acc[:] = 0
+    for a in range(nb.shape[0]):
+        b = nb[a]
+        if b == 0:
+            continue
+        c = cells[e, a]
+        r = wrow[a] + (np.int64(c) * b) // ncell[a]
+        for w in range(words):
+            acc[w] |= rej[r, w]
+        j = lo_off[r + 1] - 1
+        start = lo_off[r]
+        while j >= start and lo[j, 0] > c:  # hulls starting after the cell
+            i = np.int64(lo[j, 1])
+            acc[i >> 6] |= _ONE << np.uint64(i & 63)
+            j -= 1
+        j = hi_off[r]
+        end = hi_off[r + 1]
+        while j < end and hi[j, 0] < c:  # hulls ending before it
+            i = np.int64(hi[j, 1])
+            acc[i >> 6] |= _ONE << np.uint64(i & 63)
+            j += 1
+    n = wrank.shape[0]
+    check_alive = alive.shape[0] > 0
+    for w in range(words):
+        word = ~acc[w]
+        if w == words - 1 and n & 63:
+            word &= (_ONE << np.uint64(n & 63)) - _ONE
+        while word:
+            low, word = _pop_lowest(word)
+            p = w * 64 + low
+            code = wrec[p]
+            if code & 1 and not _accepts(code >> 1, e, cells, rec):
+                continue
+            k = _put(wrank[p], check_alive, alive, out, k)
+    return k
+
+
+@njit(cache=True)
+def wide_match(cells: np.ndarray, nb: np.ndarray, wrow: np.ndarray, ncell: np.ndarray,
+               rej: np.ndarray, lo_off: np.ndarray, lo: np.ndarray, hi_off: np.ndarray,
+               hi: np.ndarray, wrank: np.ndarray, wrec: np.ndarray, rec: np.ndarray,
+               alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`siftbus.match.kernel.Kernels.wide_match`."""
+    n_events = cells.shape[0]
+    offsets = np.zeros(n_events + 1, np.int64)
+    out = np.empty(max(64, n_events * 8), np.int32)
+    acc = np.empty(rej.shape[1], np.uint64)
+    k = 0
+    for e in range(n_events):
+        end = _wide_event(e, cells, nb, wrow, ncell, rej, lo_off, lo, hi_off, hi, wrank,
+                          wrec, rec, alive, acc, out, k)
+        if end > out.shape[0]:
+            # room for the other events at this one's count too (wide matches come by
+            # thousands, and each growth redoes the event), at most 8x what is filled
+            need = min(end + (n_events - e - 1) * (end - k), 8 * end)
+            grown = np.empty(max(2 * out.shape[0], need + 64), np.int32)
+            grown[:k] = out[:k]
+            out = grown
+            end = _wide_event(e, cells, nb, wrow, ncell, rej, lo_off, lo, hi_off, hi,
+                              wrank, wrec, rec, alive, acc, out, k)
+        k = end
+        offsets[e + 1] = k
+    return offsets, out[:k].copy()
+
+
+@njit(cache=True)
+def wide_match_one(cells: np.ndarray, nb: np.ndarray, wrow: np.ndarray, ncell: np.ndarray,
+                   rej: np.ndarray, lo_off: np.ndarray, lo: np.ndarray, hi_off: np.ndarray,
+                   hi: np.ndarray, wrank: np.ndarray, wrec: np.ndarray, rec: np.ndarray,
+                   alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.wide_match_one`."""
+    acc = np.empty(rej.shape[1], np.uint64)
+    return _wide_event(0, cells, nb, wrow, ncell, rej, lo_off, lo, hi_off, hi, wrank, wrec,
+                       rec, alive, acc, out, 0)
+
+
+@njit(cache=True)
+def merge_rows(off1: np.ndarray, r1: np.ndarray, off2: np.ndarray,
+               r2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`siftbus.match.kernel.Kernels.merge_rows`."""
+    n_events = off1.shape[0] - 1
+    offsets = np.zeros(n_events + 1, np.int64)
+    out = np.empty(r1.shape[0] + r2.shape[0], np.int32)
+    k = 0
+    for e in range(n_events):
+        i, i_end = off1[e], off1[e + 1]
+        j, j_end = off2[e], off2[e + 1]
+        while i < i_end and j < j_end:
+            if r1[i] <= r2[j]:
+                out[k] = r1[i]
+                i += 1
+            else:
+                out[k] = r2[j]
+                j += 1
+            k += 1
+        while i < i_end:
+            out[k] = r1[i]
+            i += 1
+            k += 1
+        while j < j_end:
+            out[k] = r2[j]
+            j += 1
+            k += 1
+        offsets[e + 1] = k
+    return offsets, out
+
+
 def specialise(name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
     """See :func:`siftbus.match.kernel.Kernels.specialise`.
 

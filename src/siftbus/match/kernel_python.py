@@ -221,6 +221,64 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
     return _csr(rows)
 
 
+def _wide_event(row: np.ndarray, nb: np.ndarray, wrow: np.ndarray, ncell: np.ndarray,
+                rej: np.ndarray, lo_off: np.ndarray, lo: np.ndarray, hi_off: np.ndarray,
+                hi: np.ndarray, wrank: np.ndarray, wrec: np.ndarray, rec: np.ndarray,
+                alive: np.ndarray) -> np.ndarray:
+    """Ascending ranks of the wide profiles one row of cells matches."""
+    n = len(wrank)
+    acc = np.zeros(rej.shape[1], np.uint64)
+    out = np.zeros(n, bool)
+    for a in np.flatnonzero(nb).tolist():
+        c = int(row[a])
+        r = int(wrow[a]) + c * int(nb[a]) // int(ncell[a])
+        acc |= rej[r]
+        seg = lo[lo_off[r]:lo_off[r + 1]]
+        out[seg[seg[:, 0] > c, 1]] = True
+        seg = hi[hi_off[r]:hi_off[r + 1]]
+        out[seg[seg[:, 0] < c, 1]] = True
+    out |= np.unpackbits(acc.view(np.uint8), bitorder="little")[:n].astype(bool)
+    idx = np.flatnonzero(~out)
+    full = (wrec[idx] & 1) != 0
+    keep = np.ones(len(idx), bool)
+    keep[full] = _accepted(wrec[idx[full]] >> 1, row, rec)
+    got = wrank[idx[keep]].astype(np.int64)
+    if len(alive):
+        got = got[alive[got] != 0]
+    return got.astype(np.int32)
+
+
+def wide_match(cells: np.ndarray, nb: np.ndarray, wrow: np.ndarray, ncell: np.ndarray,
+               rej: np.ndarray, lo_off: np.ndarray, lo: np.ndarray, hi_off: np.ndarray,
+               hi: np.ndarray, wrank: np.ndarray, wrec: np.ndarray, rec: np.ndarray,
+               alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`siftbus.match.kernel.Kernels.wide_match`."""
+    return _csr([_wide_event(cells[e], nb, wrow, ncell, rej, lo_off, lo, hi_off, hi, wrank,
+                             wrec, rec, alive) for e in range(cells.shape[0])])
+
+
+def wide_match_one(cells: np.ndarray, nb: np.ndarray, wrow: np.ndarray, ncell: np.ndarray,
+                   rej: np.ndarray, lo_off: np.ndarray, lo: np.ndarray, hi_off: np.ndarray,
+                   hi: np.ndarray, wrank: np.ndarray, wrec: np.ndarray, rec: np.ndarray,
+                   alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.wide_match_one`."""
+    got = _wide_event(cells[0], nb, wrow, ncell, rej, lo_off, lo, hi_off, hi, wrank, wrec,
+                      rec, alive)
+    if len(got) <= len(out):
+        out[:len(got)] = got
+    return len(got)
+
+
+def merge_rows(off1: np.ndarray, r1: np.ndarray, off2: np.ndarray,
+               r2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`siftbus.match.kernel.Kernels.merge_rows`."""
+    ev = np.concatenate([np.repeat(np.arange(len(off1) - 1), np.diff(off1)),
+                         np.repeat(np.arange(len(off2) - 1), np.diff(off2))])
+    ranks = np.concatenate([r1, r2]).astype(np.int32)
+    by = np.lexsort((ranks, ev))
+    return off1 + off2, ranks[by]
+
+
 def _csr(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.zeros(len(rows) + 1, np.int64)
     if rows:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from siftbus.errors import DomainError
-from siftbus.match import hugepages, kernel
+from siftbus.match import hugepages, kernel, wide
 from siftbus.match.cells import AttributeCells, Pieces, layout
 from siftbus.match.columns import ProfileColumns
 
@@ -83,6 +83,11 @@ class _Hulls:
         new = np.empty(k, bool)
         new[0] = True
         np.not_equal(pc.slots[1:], pc.slots[:-1], out=new[1:])
+        if new.all():  # one run per profile (the common case): the pieces are the hulls
+            return cls(pc.slots.astype(np.int32, copy=False),
+                       pc.first.astype(np.int32, copy=False),
+                       pc.last.astype(np.int32, copy=False),
+                       np.broadcast_to(np.int32(1), (k,)), np.arange(k, dtype=np.int32))
         starts = np.flatnonzero(new).astype(np.int32)  # int32: a million profiles' hulls
         ends = np.append(starts[1:], np.int32(k))      # are a few of these arrays
         return cls(pc.slots[starts].astype(np.int32), pc.first[starts].astype(np.int32),
@@ -106,6 +111,24 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         lead[cov.min(axis=0) > 1.5] = -1
     else:
         lead = np.full(n, -1, np.int16)
+    n_cells = np.array([ac.n_cells for ac in cells], np.int64)
+    cell_base = np.concatenate([[0], np.cumsum(n_cells)]).astype(np.int64)
+    total_cells = int(cell_base[-1])
+    small = total_cells < 32767 and m < 32767
+    # Wide profiles (wide.choose_wide): their lead sets would cost more than their
+    # conditions are worth; they go to the bucketed structure of match/wide.py instead.
+    n_cond = np.zeros(n, np.int64)
+    lead_cells = np.zeros(n, np.int64)
+    multi_any = np.zeros(n, bool)
+    for a, (pc, h) in enumerate(zip(pieces, hulls, strict=True)):
+        n_cond[h.ranks] += 1
+        multi_any[h.ranks[h.runs > 1]] = True
+        sel = lead[pc.slots] == a
+        lead_cells += np.bincount(pc.slots[sel], weights=(pc.last[sel].astype(np.int64)
+                                  - pc.first[sel] + 1), minlength=n).astype(np.int64)
+    is_wide = wide.choose_wide(np.where(lead >= 0, lead_cells, 0), n_cond,
+                               16 if small else 32, total_cells) & (lead >= 0)
+    del lead_cells, n_cond
     eval_order = _evaluation_order(cells, cov, order, etype.name, n)
     pre = _prechecks(cov, lead, hulls, n, m)  # consumes cov
     del cov
@@ -124,16 +147,13 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         multi[h.ranks[~is_lead & (h.runs > 1)]] = True
         lead_first[h.ranks[is_lead]] = h.lo[is_lead]
     full = (nonlead > PRECHECKS) | multi
-    n_cells = np.array([ac.n_cells for ac in cells], np.int64)
-    cell_base = np.concatenate([[0], np.cumsum(n_cells)]).astype(np.int64)
-    total_cells = int(cell_base[-1])
-    lead_key = np.where(lead < 0, m, lead).astype(np.int64) * (total_cells + 1) + lead_first
+    lead_key = np.where(lead < 0, m, np.where(is_wide, m + 1, lead)).astype(np.int64) \
+        * (total_cells + 1) + lead_first
     rank = np.argsort(lead_key, kind="stable").astype(np.int32)  # slot -> rank
     slot_of_rank = np.empty(n, np.int32)
     slot_of_rank[rank] = np.arange(n, dtype=np.int32)
     del lead_key, lead_first, nonlead, multi
 
-    small = total_cells < 32767 and m < 32767
     dtype = np.int16 if small else np.int32
     bounds = np.concatenate([ac.bounds if ac.ordered else np.zeros(ac.n_cells, np.int64)
                              for ac in cells]).astype(np.int64) if m else np.zeros(0, np.int64)
@@ -172,14 +192,26 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         rec[dest + 1] = pc.first
         rec[dest + 2] = pc.last
         fill[slots] += 3 * h.runs
+    w_rank = np.flatnonzero(is_wide).astype(np.int32)
+    all_wide = len(w_rank) == n
+    local = (np.cumsum(is_wide) - 1).astype(np.int32)
+    w_hulls = []
+    for h in hulls:
+        if all_wide:  # wide index = rank: the hulls as they are, no copies
+            w_hulls.append((h.ranks, h.lo, h.hi))
+            continue
+        sel = is_wide[h.ranks]
+        w_hulls.append((local[h.ranks[sel]], h.lo[sel], h.hi[sel]))
+    w_rec = (rec_off[slot_of_rank[w_rank]] << 1) | multi_any[w_rank]
     # what is built from here on is kept; the hulls and the per-profile counts are not
     # (at 1,000,000 profiles the load peaked at 607 MB RSS with them, 587 without)
-    del fill, head, hulls, per_slot
+    del fill, head, hulls, per_slot, local, multi_any
 
     lead_pieces: list[Pieces] = []
-    counts = np.zeros(total_cells, np.int64)
-    for a, pc in enumerate(pieces):
-        is_lead = lead[pc.slots] == a
+    # a level of wide profiles only has no lead sets: no per-cell arrays either
+    counts = np.zeros(0 if all_wide else total_cells, np.int64)
+    for a, pc in enumerate([] if all_wide else pieces):
+        is_lead = (lead[pc.slots] == a) & ~is_wide[pc.slots]
         slots = slot_of_rank[pc.slots[is_lead]]
         by_slot = np.argsort(slots, kind="stable")
         lp = Pieces(slots[by_slot], pc.first[is_lead][by_slot], pc.last[is_lead][by_slot])
@@ -187,22 +219,27 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         base = int(cell_base[a])
         counts[base:base + cells[a].n_cells] = _run_counts(lp, cells[a].n_cells)
     del pieces
+    wide_index = wide.build(n_cells.tolist(), w_hulls, w_rank, w_rec)
+    del w_hulls, w_rec
     limit = threshold * n
-    dense = (counts > 0) & (counts > limit) if threshold < 1 else np.zeros(total_cells, bool)
-    set_kind = np.full(total_cells, -1, np.int32)
+    dense = (counts > 0) & (counts > limit) if threshold < 1 else np.zeros(len(counts), bool)
+    set_kind = np.full(len(counts), -1, np.int32)
     set_kind[dense] = np.arange(int(dense.sum()), dtype=np.int32)
     set_off = np.concatenate([[0], np.cumsum(np.where(dense, 0, counts))]).astype(np.int64)
+    del counts
 
     # Lead-set entries by slot: pre-checks, then the offset of the slot's record in two
     # 16-bit halves, bit 15 of the upper half set when the pre-checks are not exact.
     top = np.iinfo(dtype).max
-    entry = np.empty((n, 8), np.uint16 if small else np.int32)
+    entry = np.empty((0 if all_wide else n, 8), np.uint16 if small else np.int32)
+    if all_wide:
+        pre, rank = pre[:0], rank[:0]
     np.minimum(pre, top, out=pre)
     entry[:, :6] = pre[rank]
     del pre
     at = rec_off[:-1]
-    entry[:, 6] = at & 0xFFFF
-    entry[:, 7] = ((at >> 16) & 0x7FFF) | (full[rank].astype(np.int64) << 15)
+    entry[:, 6] = at[:len(entry)] & 0xFFFF
+    entry[:, 7] = ((at[:len(entry)] >> 16) & 0x7FFF) | (full[rank].astype(np.int64) << 15)
     del at, full, rank
     entry = entry.view(np.int16) if small else entry
     n_dense = int(dense.sum())
@@ -227,6 +264,7 @@ def build(cols: ProfileColumns, threshold: float, model: EventModel | None,
         "rec": rec,
         "slot_of_rank": slot_of_rank,
         "always": np.sort(slot_of_rank[lead < 0]).astype(np.int32), "lead": lead,
+        "wide": wide_index,
     }
 
 
