@@ -46,7 +46,7 @@ class FakeClient:
     def __init__(self) -> None:
         self.acks: list[int] = []
 
-    def ack(self, upto: int) -> None:
+    def ack_nowait(self, upto: int) -> None:
         self.acks.append(upto)
 
 

@@ -72,7 +72,7 @@ async def test_one_event_is_one_trace_across_three_brokers(
         async with asyncio.timeout(10):
             await anext(aiter(s2))
             await anext(aiter(s3))
-        b3.ack()
+        await b3.ack()
         await settle(network, [b2, b3, pub])
         async with asyncio.timeout(10):
             while len(spans.get_finished_spans()) < 7:

@@ -315,8 +315,11 @@ class MqttBridge:
         deadline = time.monotonic() + self.timeout
         while True:
             try:
+                # reconnect=False: the bridge reconnects itself, with the session's
+                # acknowledged ``last`` set above (a client's own reconnection would not)
                 c = await Client.connect(b.host, b.port, timeout=self.timeout,
-                                         token=self.token, tls=None, session=self.session)
+                                         token=self.token, tls=None, session=self.session,
+                                         reconnect=False)
                 break
             except RemoteError as exc:
                 # the session's previous connection may still be closing at the broker
@@ -328,7 +331,7 @@ class MqttBridge:
         self.client = c
         try:
             self.publisher = await Client.connect(b.host, b.port, timeout=self.timeout,
-                                                  token=self.token, tls=None)
+                                                  token=self.token, tls=None, reconnect=False)
         except BaseException:
             await c.close()
             raise
