@@ -55,7 +55,8 @@ def _webhooks(specs: list[str]) -> dict[str, str]:
 
 
 def _delivery_sinks(webhook: list[str], deliver_dir: Path | None) -> list[Sink]:
-    from siftbus.spark.sinks import DeliverySink, FileDeliverer, WebhookDeliverer
+    from siftbus.spark.delivery import FileDeliverer, WebhookDeliverer
+    from siftbus.spark.sinks import DeliverySink
 
     sinks: list[Sink] = []
     if webhook:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from siftbus.match.lex_numba import _same, _skip_ws, count_lines, line_end
 from siftbus.match.scan_numba import (
     KIND_ENUM,
     KIND_INT,
@@ -16,10 +17,6 @@ from siftbus.match.scan_numba import (
     SKIP,
     SLOW,
     _find_attr,
-    _same,
-    _skip_ws,
-    count_lines,
-    line_end,
 )
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -45,6 +45,7 @@ from siftbus.match.cells import (
     n_rows,
 )
 from siftbus.match.columns import ProfileColumns, make_profile, str_array
+from siftbus.match.index_stats import IndexStats, index_stats
 from siftbus.match.leveled import LeveledMatcher, TypeState, split_rows
 from siftbus.match.primas import PRECHECKS, EventModel, build
 from siftbus.match.wide import WideIndex
@@ -437,30 +438,6 @@ class CompiledIndex:
         return len(self.profile_ids)
 
 
-@dataclass(frozen=True, slots=True)
-class IndexStats:
-    """Shape of an :class:`IndexMatcher` (for dashboards and the benchmark)."""
-
-    profiles: int
-    """Registered profiles."""
-    pending: int
-    """Profiles added since the last compile (matched one by one)."""
-    levels: int
-    """Compiled levels over all types."""
-    tombstones: int
-    """Removed profiles still occupying a slot."""
-    cells: int
-    """Elementary cells over all attributes and levels."""
-    list_sets: int
-    """Profile sets stored as sorted slot arrays."""
-    bitmap_sets: int
-    """Profile sets stored as bitmaps."""
-    index_bytes: int
-    """Bytes held by the compiled arrays."""
-    order: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    """Evaluation order per event type (of its largest level)."""
-
-
 class IndexMatcher(LeveledMatcher):
     """A dynamic PrimAS interval index behind the :class:`~siftbus.match.Matcher` protocol.
 
@@ -577,23 +554,7 @@ class IndexMatcher(LeveledMatcher):
         return self.snapshot().match_columns(type_name, columns)
 
     def stats(self) -> IndexStats:
-        levels = [lv for ts in self._types.values() for lv in ts.levels]
-        order: dict[str, tuple[str, ...]] = {}
-        for name, ts in self._types.items():
-            if ts.levels:
-                ct = ts.levels[0].compiled
-                order[name] = tuple(ct.cells[i].name for i in ct.order.tolist())
-        return IndexStats(
-            profiles=len(self),
-            pending=sum(len(ts.pending) for ts in self._types.values()),
-            levels=len(levels),
-            tombstones=sum(lv.size - lv.live for lv in levels),
-            cells=sum(int(lv.compiled.cell_base[-1]) for lv in levels),
-            list_sets=sum(int((lv.compiled.set_kind < 0).sum()) for lv in levels),
-            bitmap_sets=sum(int((lv.compiled.set_kind >= 0).sum()) for lv in levels),
-            index_bytes=sum(lv.compiled.nbytes() for lv in levels),
-            order=order,
-        )
+        return index_stats(self._types, len(self))
 
     def evaluation_order(self, type_name: str) -> tuple[str, ...]:
         """Attribute evaluation order of a type (compiling pending profiles first)."""

@@ -1,5 +1,6 @@
 """Hand-written scanners for profile and event files, compiled with numba (this module:
-the shared helpers and the profile scanner; :mod:`siftbus.match.events_numba`: events).
+the contract and the profile scanner; :mod:`siftbus.match.events_numba`: events;
+:mod:`siftbus.match.lex_numba`: the byte-level lexing both use).
 
 They read a whole file's bytes in one call and do for the common, well-formed line what
 the specification's path does one line at a time (the lark grammar and
@@ -28,6 +29,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# the byte-level lexing shared with the event scanner, in its own module
+from siftbus.match.lex_numba import (
+    _exact,
+    _is_id,
+    _is_start,
+    _is_word,
+    _lower_is,
+    _same,
+    _skip_ws,
+    _string_end,
+    count_lines,
+    line_end,
+)
+
 OK, SKIP, SLOW = 0, 1, 2
 """Line status: matched by the scanner, blank or comment, left to the slow path."""
 
@@ -41,120 +56,12 @@ STR_IN, STR_NE, STR_PREFIX = 0, 1, 2
 ``in {...}``), the excluded value (``!=``), the prefix (``prefix``)."""
 
 
-@njit(cache=True, inline="always")
-def _is_word(c: int) -> bool:
-    return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 95
-
-
-@njit(cache=True, inline="always")
-def _is_start(c: int) -> bool:
-    return (65 <= c <= 90) or (97 <= c <= 122) or c == 95
-
-
-@njit(cache=True, inline="always")
-def _is_id(c: int) -> bool:
-    return _is_word(c) or c == 46 or c == 45 or c == 47  # . - /
-
-
-@njit(cache=True, inline="always")
-def _skip_ws(b: np.ndarray, i: int, e: int) -> int:
-    while i < e and (b[i] == 32 or b[i] == 9):
-        i += 1
-    return i
-
-
-@njit(cache=True)
-def count_lines(b: np.ndarray) -> int:
-    """Lines of ``b``: they end at \\n, \\r\\n or a lone \\r (the one rule for text
-    files); a last line without an end is a line."""
-    size = b.shape[0]
-    n = 0
-    i = 0
-    while i < size:
-        c = b[i]
-        if c == 10 or c == 13:
-            n += 1
-            if c == 13 and i + 1 < size and b[i + 1] == 10:
-                i += 1
-        i += 1
-    if size and b[size - 1] != 10 and b[size - 1] != 13:
-        n += 1
-    return n
-
-
-@njit(cache=True, inline="always")
-def line_end(b: np.ndarray, s: int) -> tuple[int, int]:
-    """``(end, next start)`` of the line starting at ``s``."""
-    size = b.shape[0]
-    e = s
-    while e < size and b[e] != 10 and b[e] != 13:
-        e += 1
-    nxt = e + 1
-    if e < size and b[e] == 13 and e + 1 < size and b[e + 1] == 10:
-        nxt += 1
-    return e, nxt
-
-
-@njit(cache=True)
-def _same(b: np.ndarray, s: int, n: int, names: np.ndarray, off: np.ndarray, j: int) -> bool:
-    """Whether ``b[s:s+n]`` is name ``j``."""
-    a = off[j]
-    if off[j + 1] - a != n:
-        return False
-    for k in range(n):  # noqa: SIM110  (numba compiles loops, not generators)
-        if b[s + k] != names[a + k]:
-            return False
-    return True
-
-
-@njit(cache=True)
-def _lower_is(b: np.ndarray, s: int, n: int, word: np.ndarray) -> bool:
-    """Whether ``b[s:s+n]`` is ``word`` (lower case ASCII) in any letter case."""
-    if n != word.shape[0]:
-        return False
-    for k in range(n):
-        c = b[s + k]
-        if 65 <= c <= 90:
-            c += 32
-        if c != word[k]:
-            return False
-    return True
-
-
 _W_IN = np.frombuffer(b"in", np.uint8)
 _W_EXISTS = np.frombuffer(b"exists", np.uint8)
 _W_PREFIX = np.frombuffer(b"prefix", np.uint8)
 _W_MIN = np.frombuffer(b"MIN", np.uint8)
 _W_MAX = np.frombuffer(b"MAX", np.uint8)
 _W_PROFILE = np.frombuffer(b"PROFILE", np.uint8)
-
-
-@njit(cache=True)
-def _exact(b: np.ndarray, s: int, n: int, word: np.ndarray) -> bool:
-    if n != word.shape[0]:
-        return False
-    for k in range(n):  # noqa: SIM110  (numba compiles loops, not generators)
-        if b[s + k] != word[k]:
-            return False
-    return True
-
-
-@njit(cache=True)
-def _string_end(b: np.ndarray, i: int, e: int, max_string: int) -> int:
-    """End (after the closing quote) of a plain string literal at ``b[i]``, or -1: escapes
-    and control characters (tab included: JSON's string syntax refuses it raw) are left
-    to the slow path, and so is a literal longer than ``max_string`` characters."""
-    if i >= e or b[i] != 34:
-        return -1
-    j = i + 1
-    while j < e:
-        c = b[j]
-        if c == 34:
-            return j + 1 if j + 1 - i <= max_string else -1
-        if c == 92 or c < 32:
-            return -1
-        j += 1
-    return -1
 
 
 @njit(cache=True)

@@ -240,11 +240,12 @@ def run_demo(out: str | Path = "demo-out", *, seed: int = 42, scale: float = 1.0
     from siftbus.lang.profile import load_profiles
     from siftbus.model import load_schema
     from siftbus.spark.analysis import analyze_output
+    from siftbus.spark.delivery import FileDeliverer
     from siftbus.spark.match_stage import index_available
     from siftbus.spark.pipeline import Pipeline, standard_sinks
     from siftbus.spark.progress import job_step, spark_progress
     from siftbus.spark.session import SparkSettings, build_session
-    from siftbus.spark.sinks import DeliverySink, FileDeliverer, Sink
+    from siftbus.spark.sinks import DeliverySink, Sink
     from siftbus.spark.sources import read_json_lines
     from siftbus.spark.subscriptions import ProfileFile, SubscriptionSet
     from siftbus.spark.workload import BuildingDay, building_day, write_day
@@ -303,7 +304,7 @@ def run_demo(out: str | Path = "demo-out", *, seed: int = 42, scale: float = 1.0
         if net is not None and on_live is not None:
             on_live(net)  # e.g. the CLI starts the gateway and its dashboard here
         if net is not None:
-            from siftbus.spark.sinks import BrokerDeliverer
+            from siftbus.spark.delivery import BrokerDeliverer
 
             deliverer: Any = BrokerDeliverer("127.0.0.1", net.brokers["B1"],
                                              name="spark-pipeline")

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from siftbus.errors import ConfigError
 from siftbus.model import Schema
 from siftbus.model.textio import TEXT_LIMITS, TextLimits
+from siftbus.spark.delivery import Notification
 from siftbus.spark.fused import FUSED_DDL, TaskPlan, iter_fused
 from siftbus.spark.keyed import PARSED_DDL
 from siftbus.spark.match_stage import MATCHED_DDL, MatchPlan, iter_matched
@@ -38,7 +39,6 @@ from siftbus.spark.sinks import (
     DeliverySink,
     JsonLinesSink,
     MatchedBatch,
-    Notification,
     ParquetSink,
     Sink,
     SinkResult,
