@@ -340,7 +340,9 @@ _TOKEN_NAMES = {
     "LPAR": "'('", "RPAR": "')'", "COMMA": "','", "LSQB": "'['", "RSQB": "']'",
     "LBRACE": "'{'", "RBRACE": "'}'", "EQUAL": "'='", "NAME": "a name", "NUMBER": "a number",
     "STRING": "a string", "CMP": "an operator", "IN": "'in'", "PREFIX": "'prefix'",
-    "EXISTS": "'exists'", "COLON": "':'",
+    "EXISTS": "'exists'", "COLON": "':'", "PATH": "an attribute",
+    "STROP": "'suffix', 'contains', 'like', 'matches', 'cidr'", "NOT": "'not'", "OR": "'or'",
+    "NOCASE": "'ignorecase'",
 }
 
 

@@ -295,7 +295,14 @@ def canonical_predicates(attr: str, domain: AnyDomain, c: Constraint) -> list[Pr
         out = single(c.lo, c.hi)
         out.extend(Predicate(attr, Op.NE, (val(a),)) for a, _ in gaps.intervals)
         return out
-    return [Predicate(attr, Op.IN, tuple(val(k) for k in c))]
+    if c.size == len(c.intervals):
+        return [Predicate(attr, Op.IN, tuple(val(k) for k in c))]
+    # wide intervals (open kinds): the hull minus each gap, never key by key
+    out = single(c.lo, c.hi)
+    out.extend(Predicate(attr, Op.NE, (val(a),)) if a == b
+               else Predicate(attr, Op.RANGE, (val(a), val(b)), negated=True)
+               for a, b in gaps.intervals)
+    return out
 
 
 __all__ = ["Condition", "Profile", "canonical_predicates", "check_predicates",
