@@ -42,11 +42,11 @@ from siftbus.model import (
     Schema,
     StringDomain,
 )
+from siftbus.model.checks import MAX_DISJUNCTS, Check
 from siftbus.model.domain import AnyDomain, EnumDomain
 from siftbus.model.kinds import BoolDomain
-from siftbus.model.checks import MAX_DISJUNCTS, Check
-from siftbus.model.profile import check_predicates, predicate_check
 from siftbus.model.predicate import Operand
+from siftbus.model.profile import check_predicates, predicate_check
 from siftbus.model.textio import TEXT_LIMITS, parse_json_line, read_lines, split_lines
 
 # possessive (++): no backtracking over a long id that is not followed by a colon

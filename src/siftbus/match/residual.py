@@ -93,14 +93,14 @@ class ResidualMixin:
         side = self._side_list()
         if profile_id in side:
             return side.get(profile_id)
-        return super().get(profile_id)  # type: ignore[misc,no-any-return]
+        return super().get(profile_id)  # type: ignore[misc]
 
     def profiles(self) -> Iterator[Profile]:
         yield from super().profiles()  # type: ignore[misc]
         yield from self._side_list().profiles()
 
     def __len__(self) -> int:
-        return super().__len__() + len(self._side_list())  # type: ignore[misc,no-any-return]
+        return super().__len__() + len(self._side_list())  # type: ignore[misc]
 
     def __contains__(self, profile_id: object) -> bool:
         return (super().__contains__(profile_id)  # type: ignore[misc]
@@ -108,7 +108,7 @@ class ResidualMixin:
 
     @property
     def version(self) -> int:
-        return super().version + self._side_list().version  # type: ignore[misc,no-any-return]
+        return super().version + self._side_list().version  # type: ignore[misc]
 
 
 

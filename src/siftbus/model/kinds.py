@@ -23,7 +23,7 @@ import math
 import re
 import struct
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 
 from siftbus.errors import DomainError, ProfileError, excerpt
@@ -66,6 +66,10 @@ class Int64Domain:
     @property
     def max_key(self) -> int:
         return INT64_MAX
+
+    @property
+    def size(self) -> int:
+        return self.max_key - self.min_key + 1
 
     def key(self, value: object) -> int:
         if not _is_number(value):
@@ -131,6 +135,10 @@ class FloatDomain:
     def max_key(self) -> int:
         return _MAX_FLOAT_KEY
 
+    @property
+    def size(self) -> int:
+        return self.max_key - self.min_key + 1
+
     def key(self, value: object) -> int:
         if not _is_number(value):
             raise DomainError(f"{_shown(value)} is not a number")
@@ -171,6 +179,10 @@ class BoolDomain:
     def max_key(self) -> int:
         return 1
 
+    @property
+    def size(self) -> int:
+        return self.max_key - self.min_key + 1
+
     def key(self, value: object) -> int:
         if isinstance(value, bool):
             return int(value)
@@ -187,7 +199,7 @@ class BoolDomain:
 
 _RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
                       r"(?:([Zz])|([+-])(\d{2}):(\d{2}))")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NS = 10**9
 
 
@@ -210,6 +222,10 @@ class TimestampDomain:
     @property
     def max_key(self) -> int:
         return self.key("9999-12-31T23:59:59.999999999Z")
+
+    @property
+    def size(self) -> int:
+        return self.max_key - self.min_key + 1
 
     def key(self, value: object) -> int:
         m = _RFC3339.fullmatch(value) if isinstance(value, str) else None
@@ -282,6 +298,10 @@ class IpDomain:
     @property
     def max_key(self) -> int:
         return IP_MAX
+
+    @property
+    def size(self) -> int:
+        return self.max_key - self.min_key + 1
 
     def key(self, value: object) -> int:
         if not isinstance(value, str):

@@ -6,9 +6,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from siftbus.errors import ProfileError, SiftbusError, UnsatisfiableProfileError
+from siftbus.model.checks import MAX_DISJUNCTS, Check, Disjunction, constraint_check, holds
 from siftbus.model.constraint import Constraint, IntervalSet, StringConstraint
 from siftbus.model.domain import AnyDomain, StringDomain, Value, is_identifier
-from siftbus.model.checks import MAX_DISJUNCTS, Check, Disjunction, constraint_check, holds
 from siftbus.model.event import Event
 from siftbus.model.predicate import Op, Predicate
 from siftbus.model.schema import Attribute, EventType
