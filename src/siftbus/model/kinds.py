@@ -156,7 +156,8 @@ class FloatDomain:
 
     def literal(self, key: Key) -> str:
         text = repr(self.value(key))
-        return text if "e" not in text and "E" not in text else str(Decimal(text))
+        # the profile language has no exponents: 1e-05 is written 0.00001
+        return text if "e" not in text else format(Decimal(text), "f")
 
 
 @dataclass(frozen=True, slots=True)

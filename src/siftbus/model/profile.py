@@ -10,6 +10,7 @@ from siftbus.model.checks import MAX_DISJUNCTS, Check, Disjunction, constraint_c
 from siftbus.model.constraint import Constraint, IntervalSet, StringConstraint
 from siftbus.model.domain import AnyDomain, StringDomain, Value, is_identifier
 from siftbus.model.event import Event
+from siftbus.model.kinds import FloatDomain
 from siftbus.model.predicate import Op, Predicate
 from siftbus.model.schema import Attribute, EventType
 
@@ -246,6 +247,13 @@ def single_predicate(attr: str, domain: AnyDomain, c: Constraint) -> Predicate:
     return Predicate(attr, Op.IN, tuple(domain.value(k) for k in c))
 
 
+def _shorter(a: Predicate, b: Predicate, domain: FloatDomain) -> Predicate:
+    def size(p: Predicate) -> int:
+        return len(domain.literal(domain.key(p.operands[0])))
+
+    return a if size(a) <= size(b) else b
+
+
 def _intersect(a: Constraint, b: Constraint) -> Constraint:
     if isinstance(a, IntervalSet) and isinstance(b, IntervalSet):
         return a.intersect(b)
@@ -285,6 +293,11 @@ def canonical_predicates(attr: str, domain: AnyDomain, c: Constraint) -> list[Pr
             return [Predicate(attr, Op.LT, (val(hi + 1),))] if hi + 1 <= hi_dom else []
         if hi == hi_dom:
             return [Predicate(attr, Op.GT, (val(lo - 1),))]
+        if isinstance(domain, FloatDomain):  # doubles: the shortest bounds, not a range
+            return [_shorter(Predicate(attr, Op.GE, (val(lo),)),
+                             Predicate(attr, Op.GT, (val(lo - 1),)), domain),
+                    _shorter(Predicate(attr, Op.LE, (val(hi),)),
+                             Predicate(attr, Op.LT, (val(hi + 1),)), domain)]
         return [Predicate(attr, Op.RANGE, (val(lo), val(hi)))]
 
     if len(c.intervals) == 1:
