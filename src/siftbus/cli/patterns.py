@@ -28,11 +28,11 @@ def register(app: typer.Typer) -> None:
             "--type", help='event type of patterns without "type": ["T"]')] = None,
     ) -> None:
         """Print each pattern as a profile line (same semantics; refused when it has none)."""
+        from siftbus.errors import ProfileError
         from siftbus.lang.patterns import read_pattern_lines
         from siftbus.lang.profile import format_profile
         from siftbus.model import load_schema
         from siftbus.model.textio import read_text
-        from siftbus.errors import ProfileError
 
         sch = load_schema(existing_file(schema, "schema"))
         path = existing_file(file, "pattern file")

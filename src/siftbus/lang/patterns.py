@@ -174,13 +174,13 @@ def read_pattern_lines(text: str, schema: Schema, type_name: str | None = None, 
 
 def _number(domain: AnyDomain, key: int) -> object:
     v = domain.value(key)
-    return v if isinstance(v, int | float) else float(v)  # type: ignore[arg-type]
+    return v if isinstance(v, int | float) else float(v)
 
 
 def _constraint_matchers(path: str, domain: AnyDomain, c: object) -> list[object]:
     if isinstance(c, StringConstraint):
         if c.allowed is not None:
-            return sorted(c.allowed)
+            return list(sorted(c.allowed))
         if c.prefix and c.excluded:
             raise _refuse(path, "prefix with exclusions has no single pattern")
         if c.prefix:

@@ -289,15 +289,19 @@ def canonical_predicates(attr: str, domain: AnyDomain, c: Constraint) -> list[Pr
             return [Predicate(attr, Op.EQ, (val(lo),))]
         if lo == lo_dom and hi == hi_dom:
             return []
+        if isinstance(domain, FloatDomain):  # doubles: the shortest bounds, not a range
+            out = []
+            if lo != lo_dom:
+                out.append(_shorter(Predicate(attr, Op.GE, (val(lo),)),
+                                    Predicate(attr, Op.GT, (val(lo - 1),)), domain))
+            if hi != hi_dom:
+                out.append(_shorter(Predicate(attr, Op.LE, (val(hi),)),
+                                    Predicate(attr, Op.LT, (val(hi + 1),)), domain))
+            return out
         if lo == lo_dom:
             return [Predicate(attr, Op.LT, (val(hi + 1),))] if hi + 1 <= hi_dom else []
         if hi == hi_dom:
             return [Predicate(attr, Op.GT, (val(lo - 1),))]
-        if isinstance(domain, FloatDomain):  # doubles: the shortest bounds, not a range
-            return [_shorter(Predicate(attr, Op.GE, (val(lo),)),
-                             Predicate(attr, Op.GT, (val(lo - 1),)), domain),
-                    _shorter(Predicate(attr, Op.LE, (val(hi),)),
-                             Predicate(attr, Op.LT, (val(hi + 1),)), domain)]
         return [Predicate(attr, Op.RANGE, (val(lo), val(hi)))]
 
     if len(c.intervals) == 1:
