@@ -174,3 +174,17 @@ def test_dnf_cap_is_exactly_1024() -> None:
 def test_bad_schemas(toml: str, text: str) -> None:
     with pytest.raises(SchemaError, match=text):
         parse_schema(toml)
+
+
+def test_explain_names_conditions_alternatives_and_array_values() -> None:
+    from siftbus.match.explain import explain
+
+    e = parse_event(EVENT, SCHEMA)
+    x = explain(SCHEMA, 'p: Order(tags = "Blue", note not exists, name suffix "x")', e)
+    assert [(r.condition, r.event_value, r.holds) for r in x.rows] == [
+        ('tags = "Blue"', '["red", "Blue"]', True),
+        ("note not exists", "(absent)", True),
+        ('name suffix "x"', '"Alice Smith"', False)]
+    assert not x.matches
+    y = explain(SCHEMA, 'p: Order(id = 1 or name like "A*")', e)
+    assert y.matches and y.summary == "MATCH: alternative 2 of 2 holds"
