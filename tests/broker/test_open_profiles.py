@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.match.test_residual import SCHEMA, event, profile
 
 from siftbus.broker.simulator import Simulator
 from siftbus.errors import WireError
 from siftbus.match.reference import ReferenceMatcher
 from siftbus.model import event_from_dict
-from tests.match.test_residual import SCHEMA, event, profile
 
 
 @pytest.mark.parametrize("protocol", ["forwarding", "flooding"])
