@@ -188,3 +188,34 @@ def test_explain_names_conditions_alternatives_and_array_values() -> None:
     assert not x.matches
     y = explain(SCHEMA, 'p: Order(id = 1 or name like "A*")', e)
     assert y.matches and y.summary == "MATCH: alternative 2 of 2 holds"
+
+
+def test_schema_infer_proposes_kinds_shapes_and_refuses_mixed_kinds() -> None:
+    from siftbus.errors import EventError as Refused
+    from siftbus.model.infer import infer_schema
+
+    got = infer_schema([
+        {"type": "T", "n": 3, "x": 1.5, "ok": True, "t": "2024-01-01T00:00:00Z",
+         "a": {"b": "LOW"}, "tags": ["p", "q"], "ip": "::1"},
+        {"type": "T", "n": 9, "x": 2, "ok": False, "t": "2024-01-02T00:00:00+01:00",
+         "a": {"b": "HIGH"}, "tags": [], "note": None},
+    ])
+    assert got == {"T": {"n": "int[3,9]", "x": "float", "ok": "bool", "t": "timestamp",
+                         "a.b": "enum[HIGH,LOW]", "tags": "optional array<enum[p,q]>",
+                         "ip": "optional ip"}}
+    with pytest.raises(Refused, match="T.v: mixed value kinds"):
+        infer_schema([{"type": "T", "v": 1}, {"type": "T", "v": "one"}])
+
+
+@pytest.mark.parametrize(("text", "instant"), [
+    ("1970-01-01T00:00:00Z", 0),
+    ("1970-01-01T01:00:00+01:00", 0),
+    ("1969-12-31T23:59:59.5Z", -500_000_000),
+    ("2024-02-29T12:00:00.123456789z", 1709208000123456789),
+])
+def test_timestamps_are_instants(text: str, instant: int) -> None:
+    from siftbus.model.kinds import TimestampDomain
+
+    d = TimestampDomain()
+    assert d.key(text) == instant
+    assert d.key(d.value(instant)) == instant

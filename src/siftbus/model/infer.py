@@ -8,7 +8,8 @@ Every JSON object with a ``"type"`` string is a sample of that type; every leaf 
 * ``enum[...]`` for a string field with at most :data:`MAX_ENUM` distinct identifier
   values, ``string`` otherwise;
 * ``array<...>`` when a sample holds a list (of the kind of its elements);
-* ``optional`` when some sample of the type lacks the field (or holds ``null``).
+* ``optional`` when some sample of the type lacks the field (or holds ``null`` or ``[]``,
+  which events read as absent).
 
 The proposal is a starting point, to be read and edited: an observed range is not a domain.
 """
@@ -89,7 +90,7 @@ def infer_schema(samples: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, st
         count, fields = types.setdefault(tname, ([0], {}))
         count[0] += 1
         for path, v in _leaves({k: x for k, x in obj.items() if k != "type"}):
-            if v is None:
+            if v is None or v == []:  # both read as absent (model.shapes)
                 continue
             f = fields.setdefault(path, _Field())
             f.seen += 1
