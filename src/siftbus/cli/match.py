@@ -52,7 +52,7 @@ def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: Tex
     ``event`` (int64) and ``matches`` (list of strings). Raises the first
     :class:`SiftbusError` of any input file.
     """
-    from siftbus.match.ingest import extended_schema, read_event_chunks
+    from siftbus.match.ingest import read_event_chunks
 
     matcher = load_matcher(schema, profiles_path, engine)
     writer = _writer(fmt, out)
@@ -69,7 +69,7 @@ def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: Tex
         bar.start()
         task = bar.add_task("match", total=total, events=0)
     try:
-        if extended_schema(schema):
+        if schema.extended:
             # optional/nested/array/open kinds: events as objects, matched by the
             # engine with its residual side list (match.residual)
             n_events, n_matches = _match_objects(matcher, schema, events_path, writer)

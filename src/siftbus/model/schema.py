@@ -165,6 +165,12 @@ class Schema:
     def names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.types)
 
+    @property
+    def extended(self) -> bool:
+        """Whether a type has optional, nested, array or open-kind attributes (then the
+        compiled scanners step aside: they read finite kinds only)."""
+        return any(t.extended for t in self.types)
+
     def to_toml(self) -> str:
         """The schema written back as a TOML file that :func:`load_schema` reads."""
         out: list[str] = []
