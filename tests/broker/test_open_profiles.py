@@ -54,3 +54,13 @@ def test_extended_events_are_refused_by_the_wire() -> None:
                         SCHEMA)
     with pytest.raises(WireError, match="do not travel between brokers yet"):
         sim.publish("pub", [e])
+
+
+def test_temporal_filters_refuse_profiles_they_cannot_answer() -> None:
+    from siftbus.errors import ProfileError
+    from siftbus.lang.profile import parse_profile
+    from siftbus.temporal.notification import TemporalFilter
+
+    TemporalFilter(parse_profile("f: P(n = 1)", SCHEMA))
+    with pytest.raises(ProfileError, match="temporal subspaces take conjunctions"):
+        TemporalFilter(parse_profile('f: P(s suffix "x")', SCHEMA))
