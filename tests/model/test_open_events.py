@@ -161,6 +161,13 @@ def test_refused_at_subscription_with_position(conds: str, text: str,
         assert info.value.column == column
 
 
+def test_check_cost_bound() -> None:
+    big = ", ".join(f'(tags = "a{i}" or tags = "b{i}")' for i in range(10))
+    many = ", ".join(f'name not contains "n{j}"' for j in range(8))
+    with pytest.raises(InputError, match="at most 16384"):
+        parse_profile(f"p: Order({big}, {many})", SCHEMA)
+
+
 def test_dnf_cap_is_exactly_1024() -> None:
     ok = ", ".join(f'(tags = "a{i}" or tags = "b{i}")' for i in range(10))
     assert len(parse_profile(f"p: Order({ok})", SCHEMA).extra or ()) == 1024

@@ -177,6 +177,9 @@ Disjunction = tuple[tuple[Check, ...], ...]
 
 MAX_DISJUNCTS = 1024
 """Most conjunctions one profile normalises to (event-ruler's cap)."""
+MAX_CHECK_COST = 16384
+"""Most checks over all conjunctions of one profile (the work of one event, at worst):
+a profile past it is refused, however few alternatives it has."""
 
 
 def holds(conjunctions: Disjunction, keys: tuple[Any, ...]) -> bool:

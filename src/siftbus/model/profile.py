@@ -6,7 +6,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from siftbus.errors import ProfileError, SiftbusError, UnsatisfiableProfileError
-from siftbus.model.checks import MAX_DISJUNCTS, Check, Disjunction, constraint_check, holds
+from siftbus.model.checks import (
+    MAX_CHECK_COST,
+    MAX_DISJUNCTS,
+    Check,
+    Disjunction,
+    constraint_check,
+    holds,
+)
 from siftbus.model.constraint import Constraint, IntervalSet, StringConstraint
 from siftbus.model.domain import AnyDomain, StringDomain, Value, is_identifier
 from siftbus.model.event import Event
@@ -130,6 +137,10 @@ class Profile:
                 conjunctions.append(tuple(conj))
         if not conjunctions:
             raise UnsatisfiableProfileError(f"profile {id}: no alternative can hold")
+        cost = sum(map(len, conjunctions))
+        if cost > MAX_CHECK_COST:
+            raise ProfileError(f"profile {id}: its alternatives hold {cost} checks; at most "
+                               f"{MAX_CHECK_COST} (checks.MAX_CHECK_COST)")
         return cls(id, etype, (), subscriber, tuple(conjunctions))
 
     @classmethod
