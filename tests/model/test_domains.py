@@ -83,8 +83,8 @@ def test_parse_domain(spec: str, expected: object) -> None:
 
 @pytest.mark.parametrize(
     "spec",
-    ["int[5,1]", "int[1]", "float", "decimal[0,1]", "decimal[0,1,20]", "decimal[0.05,1,1]",
-     "enum[]", "enum[A,A]", "enum[A,1B]", "enum[in,B]", "str", ""],
+    ["int[5,1]", "int[1]", "floats", "array<float", "decimal[0,1]", "decimal[0,1,20]",
+     "decimal[0.05,1,1]", "enum[]", "enum[A,A]", "enum[A,1B]", "enum[in,B]", "str", ""],
 )
 def test_bad_domain_specs_are_schema_errors(spec: str) -> None:
     with pytest.raises(SchemaError):

@@ -76,11 +76,16 @@ def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: Tex
         bar.start()
         task = bar.add_task("match", total=total, events=0)
     try:
-        for chunk in read_event_chunks(events_path, schema, chunk_bytes=CHUNK_BYTES):
-            n_matches += match_and_write(matcher, chunk, writer)
-            n_events += chunk.n
-            if bar is not None:
-                bar.update(task, advance=chunk.bytes_read, events=n_events)
+        if schema.extended:
+            # optional/nested/array/open kinds: events as objects, matched by the
+            # engine with its residual side list (match.residual)
+            n_events, n_matches = _match_objects(matcher, schema, events_path, writer)
+        else:
+            for chunk in read_event_chunks(events_path, schema, chunk_bytes=CHUNK_BYTES):
+                n_matches += match_and_write(matcher, chunk, writer)
+                n_events += chunk.n
+                if bar is not None:
+                    bar.update(task, advance=chunk.bytes_read, events=n_events)
         writer.close()
     finally:
         if bar is not None:
@@ -91,10 +96,17 @@ def match_files(schema: Schema, profiles_path: Path, events_path: Path, out: Tex
 def load_matcher(schema: Schema, profiles_path: Path, engine: str = DEFAULT_ENGINE) -> Matcher:
     """A matcher of ``engine`` holding every profile of the file: parse, validate,
     normalise and add (what ``bench/ingest.py`` times as "profiles")."""
+    from siftbus.lang.profile import load_profiles
+    from siftbus.match.columns import ExtendedProfileError
     from siftbus.match.ingest import load_profile_columns
 
     matcher = make_matcher(engine)
-    loaded = load_profile_columns(profiles_path, schema)
+    try:
+        loaded = load_profile_columns(profiles_path, schema)
+    except ExtendedProfileError:  # checks or "or": profile objects, kept as they are
+        for p in load_profiles(profiles_path, schema):
+            matcher.add(p)
+        return matcher
     while loaded:
         cols = loaded.pop()  # let each type's columns go once they are compiled
         if isinstance(matcher, BulkLoading):
@@ -104,6 +116,26 @@ def load_matcher(schema: Schema, profiles_path: Path, engine: str = DEFAULT_ENGI
                 matcher.add(p)
         del cols
     return matcher
+
+
+OBJECT_BATCH = 4096
+"""Events matched per call on the object path (extended schemas)."""
+
+
+def _match_objects(matcher: Matcher, schema: Schema, events_path: Path,
+                   writer: MatchWriter) -> tuple[int, int]:
+    from itertools import islice
+
+    from siftbus.model import read_events
+
+    n_events = n_matches = 0
+    events = read_events(events_path, schema)
+    while batch := list(islice(events, OBJECT_BATCH)):
+        rows = matcher.match_batch(batch)
+        writer.write_rows(n_events, rows)
+        n_events += len(batch)
+        n_matches += sum(map(len, rows))
+    return n_events, n_matches
 
 
 def match_and_write(matcher: Matcher, chunk: EventChunk, writer: MatchWriter) -> int:

@@ -95,6 +95,8 @@ def covers(p: Profile, q: Profile) -> bool:
         return True
     if not same_type(p, q):
         return False
+    if p.extra is not None and p.extra != q.extra:
+        return False  # conservative: p's checks are compared only for equality
     qc = q.conditions
     j = 0
     nq = len(qc)
@@ -105,8 +107,9 @@ def covers(p: Profile, q: Profile) -> bool:
         if j == nq or qc[j].position != pos:
             # q leaves the attribute free: only a full constraint would contain it, and
             # normalised profiles drop full constraints; check anyway for hand-made ones.
-            if not constraint_superset(c.constraint, full_constraint(p.etype, pos)):
-                return False
+            if (p.etype.attributes[pos].optional
+                    or not constraint_superset(c.constraint, full_constraint(p.etype, pos))):
+                return False  # q accepts an absent value there, p does not
             continue
         if not constraint_superset(c.constraint, qc[j].constraint):
             return False
@@ -253,6 +256,8 @@ def merge(p: Profile, q: Profile, *, imperfect: bool = False, compact: bool = Fa
         return p.with_id(mid, sub)
     if covers(q, p):
         return q.with_id(mid, sub)
+    if (p.extended or q.extended) and not imperfect:
+        return None  # checks and absent values: no exact union is computed (conservative)
     etype = p.etype
     pc, qc = _constraints(p), _constraints(q)
     differing = [pos for pos in sorted(pc.keys() | qc.keys())

@@ -43,8 +43,11 @@ from siftbus.model import (
     Schema,
     StringDomain,
 )
+from siftbus.model.checks import MAX_DISJUNCTS, Check
 from siftbus.model.domain import AnyDomain, EnumDomain
+from siftbus.model.kinds import BoolDomain
 from siftbus.model.predicate import Operand
+from siftbus.model.profile import check_predicates, predicate_check
 from siftbus.model.textio import TEXT_LIMITS, parse_json_line, read_lines, split_lines
 
 # possessive (++): no backtracking over a long id that is not followed by a colon
@@ -128,6 +131,8 @@ class ProfileText:
     conditions: tuple[WrittenCondition, ...]
     form: str  # "native" or "bittner"
     line: int = 1  # the line of the profile (from 1), for errors found later
+    alternatives: tuple[tuple[WrittenCondition, ...], ...] | None = None
+    """With ``or``: the conditions of each alternative (disjunctive normal form)."""
 
 
 def parse_profile_text(text: str, *, source: str | None = None, line: int = 1,
@@ -158,17 +163,27 @@ def parse_profile_text(text: str, *, source: str | None = None, line: int = 1,
         assert isinstance(tok, Token)
         type_name, type_col = str(tok), offset + (tok.column or 1)
     written = 0
+
+    def condition(item: Tree) -> WrittenCondition:
+        nonlocal written
+        written += 1
+        if written > limits.max_conditions:
+            first = item.children[0]
+            assert isinstance(first, Token)
+            raise ProfileSyntaxError(
+                f"more than {limits.max_conditions} conditions "
+                "(ProfileLimits.max_conditions)", source=source, line=line,
+                column=offset + (first.column or 1))
+        wc = _condition(item, bittner, offset, line, source, limits)
+        conds.append(wc)
+        return wc
+
+    dnf: tuple[tuple[WrittenCondition, ...], ...] | None = None
     for item in items:
         assert isinstance(item, Tree)
-        if item.data != "btype":
-            written += 1
-            if written > limits.max_conditions:
-                first = item.children[0]
-                assert isinstance(first, Token)
-                raise ProfileSyntaxError(
-                    f"more than {limits.max_conditions} conditions "
-                    "(ProfileLimits.max_conditions)", source=source, line=line,
-                    column=offset + (first.column or 1))
+        if item.data == "all":
+            dnf = _dnf(item, condition, 0, offset, line, source)
+            continue
         if item.data == "btype":
             tok = item.children[0]
             assert isinstance(tok, Token)
@@ -177,12 +192,54 @@ def parse_profile_text(text: str, *, source: str | None = None, line: int = 1,
                                          column=offset + (tok.column or 1))
             type_name, type_col = str(tok), offset + (tok.column or 1)
             continue
-        conds.append(_condition(item, bittner, offset, line, source, limits))
+        condition(item)
+    if dnf is not None and len(dnf) == 1:
+        dnf = None  # no "or": the plain conjunction of ``conditions``
     if type_name is None:
         raise ProfileSyntaxError("PROFILE(PRI(...)) needs TYPE=<event type>", source=source,
                                  line=line, column=offset + len(body) - len(body.lstrip()) + 1)
     return ProfileText(pid, subscriber, type_name, type_col, tuple(conds),
-                       "bittner" if bittner else "native", line)
+                       "bittner" if bittner else "native", line, dnf)
+
+
+MAX_GROUP_DEPTH = 16
+"""Deepest nesting of parenthesized groups in a profile."""
+
+
+def _dnf(tree: Tree, condition: Callable[[Tree], WrittenCondition], depth: int, offset: int,
+         line: int, source: str | None) -> tuple[tuple[WrittenCondition, ...], ...]:
+    """The alternatives (disjunctive normal form) of an ``all``/``any`` tree, refused with
+    the position of the ``or`` that passes :data:`MAX_DISJUNCTS` or the group depth."""
+    def where(t: Tree) -> int:
+        tok = next(t.scan_values(lambda v: isinstance(v, Token)), None)
+        return offset + (tok.column or 1) if isinstance(tok, Token) else offset + 1
+
+    if depth > MAX_GROUP_DEPTH:
+        raise ProfileSyntaxError(f"groups nested deeper than {MAX_GROUP_DEPTH}",
+                                 source=source, line=line, column=where(tree))
+    if tree.data == "all":
+        out: list[tuple[WrittenCondition, ...]] = [()]
+        for child in tree.children:
+            assert isinstance(child, Tree)
+            alts = _dnf(child, condition, depth, offset, line, source)
+            if len(out) * len(alts) > MAX_DISJUNCTS:
+                raise ProfileSyntaxError(
+                    f"the 'or's expand to more than {MAX_DISJUNCTS} alternatives "
+                    "(checks.MAX_DISJUNCTS)", source=source, line=line, column=where(child))
+            out = [a + b for a in out for b in alts]
+        return tuple(out)
+    if tree.data == "any":
+        found: list[tuple[WrittenCondition, ...]] = []
+        for child in tree.children:
+            if isinstance(child, Token):
+                continue
+            found.extend(_dnf(child, condition, depth + 1, offset, line, source))
+            if len(found) > MAX_DISJUNCTS:
+                raise ProfileSyntaxError(
+                    f"the 'or's expand to more than {MAX_DISJUNCTS} alternatives "
+                    "(checks.MAX_DISJUNCTS)", source=source, line=line, column=where(child))
+        return tuple(found)
+    return ((condition(tree),),)
 
 
 def _condition(item: Tree, bittner: bool, offset: int, line: int, source: str | None,
@@ -196,8 +253,15 @@ def _condition(item: Tree, bittner: bool, offset: int, line: int, source: str | 
     values = [literal(v.children[0]) for v in item.children  # type: ignore[arg-type]
               if isinstance(v, Tree)]
     kind = item.data
+    kinds = {t.type for t in item.children if isinstance(t, Token)}
+    negated, nocase = "NOT" in kinds, "NOCASE" in kinds
     op: Op
-    if kind == "cmp":
+    if kind == "strop":
+        tok = next(t for t in item.children if isinstance(t, Token) and t.type == "STRING")
+        values = [literal(tok)]
+        op = Op(str(next(t for t in item.children
+                         if isinstance(t, Token) and t.type == "STROP")))
+    elif kind == "cmp":
         op = Op(str(item.children[1]))
         if bittner and len(values) == 1 and isinstance(values[0], Bare):
             # Bittner's virtual w_min / w_max lie just outside the domain (unless the
@@ -211,13 +275,16 @@ def _condition(item: Tree, bittner: bool, offset: int, line: int, source: str | 
         op = Op.IN
     elif kind == "prefix":
         op = Op.PREFIX
-        tok = item.children[2]
-        assert isinstance(tok, Token)
+        tok = next(t for t in item.children if isinstance(t, Token) and t.type == "STRING")
         values = [literal(tok)]
     else:
         op = Op.EXISTS
-    return WrittenCondition(Predicate(str(name), op, tuple(values)),  # type: ignore[arg-type]
-                            line, offset + (name.column or 1))
+    try:
+        pred = Predicate(str(name), op, tuple(values), negated, nocase)  # type: ignore[arg-type]
+    except ProfileError as exc:
+        raise ProfileSyntaxError(exc.message, source=source, line=line,
+                                 column=offset + (name.column or 1)) from None
+    return WrittenCondition(pred, line, offset + (name.column or 1))
 
 
 def _literal(tok: Token, offset: int, line: int, source: str | None,
@@ -293,7 +360,9 @@ _TOKEN_NAMES = {
     "LPAR": "'('", "RPAR": "')'", "COMMA": "','", "LSQB": "'['", "RSQB": "']'",
     "LBRACE": "'{'", "RBRACE": "'}'", "EQUAL": "'='", "NAME": "a name", "NUMBER": "a number",
     "STRING": "a string", "CMP": "an operator", "IN": "'in'", "PREFIX": "'prefix'",
-    "EXISTS": "'exists'", "COLON": "':'",
+    "EXISTS": "'exists'", "COLON": "':'", "PATH": "an attribute",
+    "STROP": "'suffix', 'contains', 'like', 'matches', 'cidr'", "NOT": "'not'", "OR": "'or'",
+    "NOCASE": "'ignorecase'",
 }
 
 
@@ -310,7 +379,7 @@ def resolve(parsed: ProfileText, schema: Schema | EventType, *, id: str | None =
                            line=parsed.line, column=1)
     line = parsed.line
     etype = _lookup_type(parsed, schema, source, line)
-    preds = []
+    preds: dict[int, Predicate] = {}
     for wc in parsed.conditions:
         try:
             pred = resolve_predicate(wc.predicate, etype)
@@ -318,17 +387,26 @@ def resolve(parsed: ProfileText, schema: Schema | EventType, *, id: str | None =
                 raise ProfileError(f"{etype.name} has no attribute {pred.attr!r}"
                                    f"{did_you_mean(pred.attr, etype.names)} "
                                    f"(it has {', '.join(etype.names)})")
-            pred.constraint(etype.attribute(pred.attr).domain)
+            predicate_check(pred, etype.attribute(pred.attr))
         except SiftbusError as exc:
             raise exc.located(source=source, line=wc.line, column=wc.column) from None
-        preds.append(pred)
+        preds[id_of(wc)] = pred
     try:
-        return Profile.build(pid, etype, preds, parsed.subscriber)
+        if parsed.alternatives is None:
+            return Profile.build(pid, etype, list(preds.values()), parsed.subscriber)
+        return Profile.build_any(pid, etype, [[preds[id_of(wc)] for wc in alt]
+                                              for alt in parsed.alternatives],
+                                 parsed.subscriber)
     except SiftbusError as exc:
         where = [wc for wc in parsed.conditions if wc.predicate.attr == exc.field]
         wc0 = where[-1] if where else None
         raise exc.located(source=source, line=wc0.line if wc0 else line,
                           column=wc0.column if wc0 else 1) from None
+
+
+def id_of(wc: WrittenCondition) -> int:
+    """Written conditions are told apart by identity (two may read the same)."""
+    return id(wc)
 
 
 def _lookup_type(parsed: ProfileText, schema: Schema | EventType, source: str | None,
@@ -396,12 +474,14 @@ def resolve_predicate(pred: Predicate, etype: EventType) -> Predicate:
         if v.virtual and isinstance(operand, Extreme):
             op = Op.GE if op is Op.GT else Op.LE  # w_min < every value < w_max
         out.append(operand)
-    return Predicate(pred.attr, op, tuple(out))
+    return replace(pred, op=op, operands=tuple(out))
 
 
 def _bare(word: str, domain: AnyDomain, attr: str) -> Operand:
     if isinstance(domain, EnumDomain) and word in domain.labels:
         return word
+    if isinstance(domain, BoolDomain) and word in ("true", "false"):
+        return word == "true"
     if word in ("MIN", "MAX"):
         if isinstance(domain, StringDomain):
             raise ProfileError(f"{attr}: {word} needs an ordered attribute")
@@ -511,14 +591,18 @@ def format_condition(pred: Predicate, domain: AnyDomain, *, compact: bool = Fals
 
     sep = ", " if not compact else ","
     op = pred.op
+    attr = pred.attr + (" not" if pred.negated else "")
+    case = " ignorecase" if pred.nocase else ""
     if op is Op.EXISTS:
-        return f"{pred.attr} exists"
-    if op is Op.PREFIX:
-        return f"{pred.attr} prefix {json.dumps(pred.operands[0], ensure_ascii=False)}"
+        return f"{attr} exists"
+    if op is Op.PREFIX or op.value in STROPS:
+        return f"{attr} {op.value} {json.dumps(pred.operands[0], ensure_ascii=False)}{case}"
     if op is Op.RANGE:
-        return f"{pred.attr} in [{lit(pred.operands[0])}{sep}{lit(pred.operands[1])}]"
+        return f"{attr} in [{lit(pred.operands[0])}{sep}{lit(pred.operands[1])}]"
     if op is Op.IN:
-        return f"{pred.attr} in {{{sep.join(lit(v) for v in pred.operands)}}}"
+        return f"{attr} in {{{sep.join(lit(v) for v in pred.operands)}}}"
+    if pred.nocase:
+        return f"{pred.attr} {op.value} {lit(pred.operands[0])}{case}"
     if compact:
         return f"{pred.attr}{op.value}{lit(pred.operands[0])}"
     return f"{pred.attr} {op.value} {lit(pred.operands[0])}"
@@ -535,11 +619,27 @@ def format_profile(profile: Profile, *, form: str = "native", with_id: bool = Tr
             head += f"@{profile.subscriber}"
         head += ": "
     if form == "bittner":
+        if profile.extra is not None:
+            raise ValueError("Bittner's form has no 'or' and no string tests: use 'native'")
         items = [format_condition(p, etype.attribute(p.attr).domain, compact=True)
                  for p in preds]
         items.append(f"TYPE={etype.name}")
         return f"{head}PROFILE(PRI({','.join(items)}))"
     if form != "native":
         raise ValueError(f"unknown profile form {form!r}: use 'native' or 'bittner'")
-    body = ", ".join(format_condition(p, etype.attribute(p.attr).domain) for p in preds)
-    return f"{head}{etype.name}({body})"
+    items = [format_condition(p, etype.attribute(p.attr).domain) for p in preds]
+    extra = profile.extra or ()
+
+    def conj(checks: tuple[Check, ...]) -> list[str]:
+        return [format_condition(p, etype.attribute(c.attr).domain)
+                for c in checks for p in check_predicates(c, etype.attribute(c.attr).domain,
+                                                          etype.attribute(c.attr).array)]
+
+    if len(extra) == 1:
+        items.extend(conj(extra[0]))
+    elif extra:
+        items.append(" or ".join(f"({', '.join(conj(c))})" for c in extra))
+    return f"{head}{etype.name}({', '.join(items)})"
+
+
+STROPS = frozenset({"suffix", "contains", "like", "matches", "cidr"})

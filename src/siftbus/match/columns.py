@@ -38,6 +38,10 @@ def str_array(values: Sequence[str]) -> np.ndarray:
     return np.array(values, dtype=str) if len(values) else np.zeros(0, "U1")
 
 
+class ExtendedProfileError(ValueError):
+    """An extended profile met a columnar path (callers fall back to profile objects)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ProfileColumns:
     """Profiles of one event type, one array per field (see the module docstring)."""
@@ -78,8 +82,12 @@ class ProfileColumns:
 
     @classmethod
     def from_profiles(cls, etype: EventType, profiles: Sequence[Profile]) -> ProfileColumns:
-        """Columns of ``profiles`` (all of type ``etype``) in the given order."""
+        """Columns of ``profiles`` (all of type ``etype``) in the given order; refuses an
+        extended profile (its checks would be lost: ``match.residual`` holds those)."""
         n = len(profiles)
+        for p in profiles:
+            if p.extended:
+                raise ExtendedProfileError(f"profile {p.id} needs the reference semantics")
         # One flat comprehension and one fromiter: about 5x faster than appends.
         recs = [(slot, c.position, iv[0], iv[1])
                 for slot, p in enumerate(profiles) for c in p.conditions

@@ -64,15 +64,16 @@ class Engine:
 
 def _index() -> Matcher:
     # Imported on use: the index needs numpy, which `siftbus --help` should not pay for.
-    from siftbus.match.index import IndexMatcher
+    # extended profiles (checks, or, optional/nested/array/open kinds) ride in a side list
+    from siftbus.match.residual import ResidualIndexMatcher
 
-    return IndexMatcher()
+    return ResidualIndexMatcher()
 
 
 def _counting() -> Matcher:
-    from siftbus.match.counting import CountingMatcher
+    from siftbus.match.residual import ResidualCountingMatcher
 
-    return CountingMatcher()
+    return ResidualCountingMatcher()
 
 
 _REGISTRY: dict[str, Engine] = {}

@@ -18,6 +18,7 @@ from siftbus.lang.profile import (
     resolve_predicate,
 )
 from siftbus.model import Event, Schema
+from siftbus.model.profile import predicate_check
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +62,19 @@ def explain(schema: Schema, profile_text: str, event: Event) -> Explanation:
         pred = resolve_predicate(wc.predicate, etype)
         attr = etype.attribute(pred.attr)
         key = event.keys[attr.position]
-        rows.append(Verdict(format_condition(pred, attr.domain),
-                            attr.domain.literal(key), pred.evaluate(attr.domain, key)))
+        rows.append(Verdict(format_condition(pred, attr.domain), _shown(attr.domain, key),
+                            predicate_check(pred, attr).holds(key)))
     failed = [r for r in rows if not r.holds]
     matches = profile.matches(event)
+    if parsed.alternatives is not None:  # "or": say which alternative holds
+        index = {id(wc): r for wc, r in zip(parsed.conditions, rows, strict=True)}
+        held = [i for i, alt in enumerate(parsed.alternatives, start=1)
+                if all(index[id(wc)].holds for wc in alt)]
+        assert matches == bool(held)
+        summary = (f"MATCH: alternative {held[0]} of {len(parsed.alternatives)} holds"
+                   if held else f"NO MATCH: none of {len(parsed.alternatives)} alternatives "
+                   "holds")
+        return Explanation(format_profile(profile), True, tuple(rows), matches, summary)
     assert matches == (not failed)  # the conjunction of written conditions is the profile
     if matches:
         summary = (f"MATCH: the event meets all {len(rows)} condition(s)" if rows
@@ -73,6 +83,15 @@ def explain(schema: Schema, profile_text: str, event: Event) -> Explanation:
         summary = f"NO MATCH: {len(failed)} of {len(rows)} condition(s) fail: " + \
             "; ".join(r.condition for r in failed)
     return Explanation(format_profile(profile), True, tuple(rows), matches, summary)
+
+
+def _shown(domain: Any, key: object) -> str:
+    """The event's value as a literal: ``(absent)``, or ``[...]`` for an array."""
+    if key is None:
+        return "(absent)"
+    if isinstance(key, tuple):
+        return "[" + ", ".join(domain.literal(k) for k in key) + "]"
+    return str(domain.literal(key))
 
 
 __all__ = ["Explanation", "Verdict", "explain"]

@@ -95,7 +95,7 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
     p = Path(path)
     source = str(p)
     use = kernel.compiled_for(p.stat().st_size if p.exists() else 0) if fast is None else fast
-    if not use:
+    if not use or schema.extended:  # the scanners read finite kinds only (issue 31)
         return _columns_of(load_profiles(p, schema, limits=limits))
     from siftbus.match.scan_numba import OK, SLOW, scan_profiles
 
@@ -243,7 +243,7 @@ def scan_profile_texts(texts: Sequence[object], schema: Schema, *,
              if type(t) is str and len(t) <= MAX_SCANNED_TEXT and t.isascii()
              and "\n" not in t and "\r" not in t]
     use = kernel.compiled_for(sum(len(t) + 1 for _, t in lines)) if fast is None else fast
-    if not use or not lines:
+    if not use or not lines or schema.extended:  # the scanners read finite kinds only
         return out
     from siftbus.match.scan_numba import OK, scan_profiles
 
@@ -324,7 +324,7 @@ def read_event_chunks(path: str | os.PathLike[str], schema: Schema, *,
     p = Path(path)
     source = str(p)
     use = kernel.compiled_for(p.stat().st_size if p.exists() else 0) if fast is None else fast
-    if not use or not _scanner_within(limits):
+    if not use or not _scanner_within(limits) or schema.extended:  # finite kinds only
         yield from _spec_chunks(p, schema, limits)
         return
     tables = SchemaTables.of(schema)
@@ -380,7 +380,7 @@ def scan_text_columns(texts: Sequence[str | bytes | None], schema: Schema, *,
     lines = [(i, t) for i, t in lines if b"\n" not in t and b"\r" not in t]
     size = sum(len(t) + 1 for _, t in lines)
     use = kernel.compiled_for(size) if fast is None else fast
-    if not use or not lines or not _scanner_within(limits):
+    if not use or not lines or not _scanner_within(limits) or schema.extended:
         return None
     from siftbus.match.events_numba import scan_events
     from siftbus.match.scan_numba import OK

@@ -18,11 +18,12 @@ from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 from siftbus.errors import DomainError, SchemaError, excerpt
+from siftbus.model.kinds import OPEN_KINDS, OpenDomain
 
 Key = int | str
 """A domain key: ``int`` for ordered domains, ``str`` for string domains."""
 
-Value = int | Decimal | str
+Value = int | Decimal | str | float | bool
 """A user-facing attribute value: int, Decimal (decimal domains) or str (enum label, string)."""
 
 
@@ -289,11 +290,14 @@ class StringDomain:
         return quote_string(key)
 
 
-OrderedDomain = IntDomain | DecimalDomain | EnumDomain
-AnyDomain = IntDomain | DecimalDomain | EnumDomain | StringDomain
+OrderedDomain = IntDomain | DecimalDomain | EnumDomain | OpenDomain
+AnyDomain = IntDomain | DecimalDomain | EnumDomain | StringDomain | OpenDomain
+ClassicDomain = (IntDomain, DecimalDomain, EnumDomain, StringDomain)
+"""The finite kinds (and string) every engine's compiled path handles."""
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-RESERVED_WORDS = frozenset({"MIN", "MAX", "in", "IN", "prefix", "exists", "TYPE", "type"})
+RESERVED_WORDS = frozenset({"MIN", "MAX", "in", "IN", "prefix", "exists", "TYPE", "type",
+                            "not", "or", "suffix", "contains", "like", "matches", "cidr"})
 """Words that cannot name an event type or attribute (a profile could not be read)."""
 _NOT_LABELS = RESERVED_WORDS - {"MIN", "MAX"}
 # MIN and MAX are labels like any other; a declared label wins over the bound in a profile
@@ -322,6 +326,8 @@ def parse_domain(spec: str) -> AnyDomain:
                           "characters")
     if text == "string":
         return StringDomain()
+    if text in OPEN_KINDS:
+        return OPEN_KINDS[text]
     if m := _SPEC_INT.fullmatch(text):
         return IntDomain(int(m[1]), int(m[2]))
     if m := _SPEC_DEC.fullmatch(text):
@@ -331,7 +337,7 @@ def parse_domain(spec: str) -> AnyDomain:
         return EnumDomain(labels)
     raise SchemaError(
         f"unknown type {spec!r}: expected int[lo,hi], decimal[lo,hi,places], "
-        "enum[A,B,...] or string"
+        "enum[A,B,...], string, int, float, bool, timestamp or ip"
     )
 
 

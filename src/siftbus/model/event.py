@@ -13,6 +13,7 @@ from typing import IO, Any
 from siftbus.errors import DomainError, EventError, SiftbusError, excerpt
 from siftbus.model.domain import DecimalDomain, EnumDomain, IntDomain, Key, Value
 from siftbus.model.schema import EventType, Schema
+from siftbus.model.shapes import extended_json_dict, extended_keys
 from siftbus.model.textio import TEXT_LIMITS, TextLimits, parse_json_line, read_lines
 
 
@@ -26,6 +27,8 @@ class Event:
     @classmethod
     def of(cls, etype: EventType, values: Mapping[str, object]) -> Event:
         """Validate ``values`` (every attribute exactly once, within its domain)."""
+        if etype.extended:  # optional, nested, array or open kinds: model.shapes
+            return cls(etype, extended_keys(etype, values))
         entry = _KEYERS.get(id(etype))
         if entry is None or entry[0] is not etype:
             entry = _keyer_entry(etype)
@@ -75,6 +78,8 @@ class Event:
 
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON object of the event-file format (decimals as numbers)."""
+        if self.etype.extended:
+            return extended_json_dict(self.etype, self.keys)
         out: dict[str, Any] = {"type": self.etype.name}
         for name, value in self.values().items():
             out[name] = float(value) if isinstance(value, Decimal) else value
@@ -82,6 +87,8 @@ class Event:
 
     def to_json(self) -> str:
         """One event-file line. Decimals are written with exactly their domain's places."""
+        if self.etype.extended:
+            return json.dumps(self.to_json_dict(), ensure_ascii=False)
         parts = [f'"type": {json.dumps(self.etype.name)}']
         for attr, key in zip(self.etype.attributes, self.keys, strict=True):
             value = attr.domain.value(key)

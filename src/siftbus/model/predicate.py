@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from siftbus.errors import DomainError, ProfileError
 from siftbus.model.constraint import Constraint, IntervalSet, StringConstraint
 from siftbus.model.domain import AnyDomain, StringDomain, Value
+from siftbus.model.kinds import IpDomain, cidr_interval
 
 
 class Op(enum.Enum):
@@ -23,6 +24,19 @@ class Op(enum.Enum):
     IN = "in {}"
     PREFIX = "prefix"
     EXISTS = "exists"
+    SUFFIX = "suffix"
+    CONTAINS = "contains"
+    LIKE = "like"
+    MATCHES = "matches"
+    CIDR = "cidr"
+
+
+STRING_OPS = frozenset({Op.SUFFIX, Op.CONTAINS, Op.LIKE, Op.MATCHES})
+"""Operators evaluated as checks (``model.checks``), never as constraints."""
+NEGATABLE = frozenset({Op.IN, Op.RANGE, Op.PREFIX, Op.EXISTS, Op.CIDR} | STRING_OPS)
+"""Operators ``not`` may precede (anything-but)."""
+NOCASE = frozenset({Op.EQ, Op.PREFIX, Op.SUFFIX})
+"""Operators ``ignorecase`` may follow."""
 
 
 class Extreme(enum.Enum):
@@ -39,6 +53,7 @@ Operand = Value | Extreme
 
 _ORDERED_ONLY = {Op.LT, Op.LE, Op.GT, Op.GE, Op.RANGE}
 _ARITY = {Op.RANGE: 2, Op.EXISTS: 0}
+# a negated EXISTS is "not exists"; a negated set, range or cidr is its complement
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +63,17 @@ class Predicate:
     attr: str
     op: Op
     operands: tuple[Operand, ...] = ()
+    negated: bool = False
+    """``not`` before the operator: anything-but (a present value that fails the test)."""
+    nocase: bool = False
+    """``ignorecase`` after the operand (=, prefix and suffix on strings)."""
 
     def __post_init__(self) -> None:
+        if self.negated and self.op not in NEGATABLE:
+            raise ProfileError(f"{self.attr}: 'not' cannot precede {self.op.value}")
+        if self.nocase and self.op not in NOCASE:
+            raise ProfileError(f"{self.attr}: 'ignorecase' applies to =, prefix and suffix "
+                               f"only, not {self.op.value}")
         want = _ARITY.get(self.op, 1)
         if self.op is Op.IN:
             if not self.operands:
@@ -57,8 +81,27 @@ class Predicate:
         elif len(self.operands) != want:
             raise ProfileError(f"{self.op.value} takes {want} operand(s), got {len(self.operands)}")
 
+    @property
+    def is_check(self) -> bool:
+        """Whether only a check (``model.checks``) expresses it, not a constraint."""
+        return (self.op in STRING_OPS or self.nocase
+                or (self.negated and self.op in (Op.PREFIX, Op.EXISTS)))
+
     def constraint(self, domain: AnyDomain) -> Constraint:
         """The keys this condition accepts in ``domain``; raises on a misuse or a bad value."""
+        if self.is_check:
+            raise ProfileError(f"{self.attr}: {self.op.value} is a check, not a constraint")
+        if self.negated:
+            plain = Predicate(self.attr, self.op, self.operands).constraint(domain)
+            if isinstance(plain, StringConstraint):
+                assert plain.allowed is not None  # in {...}: the only negatable string set
+                return StringConstraint.make(None, "", plain.allowed)
+            return plain.complement(domain.min_key, domain.max_key)  # type: ignore[union-attr]
+        if self.op is Op.CIDR:
+            if not isinstance(domain, IpDomain):
+                raise ProfileError(f"{self.attr}: cidr applies only to ip attributes, "
+                                   f"not {domain.spec}")
+            return IntervalSet.range(*cidr_interval(self.operands[0]))
         if isinstance(domain, StringDomain):
             return self._string_constraint(domain)
         if self.op is Op.PREFIX:

@@ -19,17 +19,59 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from siftbus.errors import SchemaError, SiftbusError, excerpt
-from siftbus.model.domain import AnyDomain, is_identifier, parse_domain
+from siftbus.model.domain import AnyDomain, ClassicDomain, is_identifier, parse_domain
 from siftbus.model.textio import TEXT_LIMITS, TextLimits, parse_toml, read_text
 
 
 @dataclass(frozen=True, slots=True)
 class Attribute:
-    """One attribute of an event type: its name, domain and position."""
+    """One attribute of an event type: its name (a dotted path for a nested field), domain
+    and position; ``optional`` ones may be absent, ``array`` ones hold a list of values."""
 
     name: str
     domain: AnyDomain
     position: int
+    optional: bool = False
+    array: bool = False
+
+    @property
+    def spec(self) -> str:
+        """The schema-file spelling: ``optional array<string>``, ``float``, ..."""
+        inner = f"array<{self.domain.spec}>" if self.array else self.domain.spec
+        return f"optional {inner}" if self.optional else inner
+
+    @property
+    def classic(self) -> bool:
+        """Whether every engine's compiled path handles it (required, flat, finite kind)."""
+        return (not self.optional and not self.array and "." not in self.name
+                and isinstance(self.domain, ClassicDomain))
+
+
+MAX_PATH_DEPTH = 8
+"""Most segments in an attribute path (``a.b.c`` has 3): deeper nesting is refused."""
+
+
+def parse_attribute_spec(spec: str) -> tuple[AnyDomain, bool, bool]:
+    """``[optional ]KIND`` or ``[optional ]array<KIND>``: (domain, optional, array)."""
+    text = spec.strip()
+    optional = text.startswith("optional ")
+    if optional:
+        text = text[len("optional "):].strip()
+    array = text.startswith("array<") and text.endswith(">")
+    if array:
+        text = text[len("array<"):-1]
+    return parse_domain(text), optional, array
+
+
+def check_path(path: str) -> None:
+    """Refuse an attribute path that is not dotted identifiers or is too deep."""
+    parts = path.split(".")
+    if len(parts) > MAX_PATH_DEPTH:
+        raise SchemaError(f"attribute path {excerpt(repr(path))} is {len(parts)} deep; at most "
+                          f"{MAX_PATH_DEPTH} (schema.MAX_PATH_DEPTH)")
+    if not all(is_identifier(p) for p in parts):
+        raise SchemaError(f"attribute name {excerpt(repr(path))} is not a plain identifier "
+                          "(or a dotted path of them)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +83,9 @@ class EventType:
     time: str | None = None
     """The attribute that holds the event time in seconds (``"@time"``), if declared."""
     _by_name: Mapping[str, Attribute] = field(init=False, repr=False, compare=False, hash=False)
+    extended: bool = field(init=False, repr=False, compare=False, hash=False, default=False)
+    """Whether an attribute is optional, nested, an array or of an open kind: the engines
+    then match this type by the reference semantics (``match.residual``)."""
 
     def __post_init__(self) -> None:
         if not is_identifier(self.name):
@@ -53,6 +98,7 @@ class EventType:
                 raise SchemaError(f"attribute {attr.name!r} of {self.name} is declared twice")
             by_name[attr.name] = attr
         object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "extended", not all(a.classic for a in self.attributes))
         if self.time is not None:
             _check_time_attribute(self.name, by_name.get(self.time), self.time)
 
@@ -61,10 +107,13 @@ class EventType:
         """Build a type from keyword specs: ``EventType.of("T", a="int[0,9]")``."""
         attrs = []
         for i, (attr, spec) in enumerate(specs.items()):
-            if not is_identifier(attr):
-                raise SchemaError(f"attribute name {attr!r} is not a plain identifier")
-            domain = parse_domain(spec) if isinstance(spec, str) else spec
-            attrs.append(Attribute(attr, domain, i))
+            attr = attr.replace("__", ".")  # of(a__b="int") declares the path a.b
+            check_path(attr)
+            if isinstance(spec, str):
+                domain, optional, array = parse_attribute_spec(spec)
+            else:
+                domain, optional, array = spec, False, False
+            attrs.append(Attribute(attr, domain, i, optional, array))
         return cls(name, tuple(attrs))
 
     def attribute(self, name: str) -> Attribute:
@@ -116,12 +165,18 @@ class Schema:
     def names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.types)
 
+    @property
+    def extended(self) -> bool:
+        """Whether a type has optional, nested, array or open-kind attributes (then the
+        compiled scanners step aside: they read finite kinds only)."""
+        return any(t.extended for t in self.types)
+
     def to_toml(self) -> str:
         """The schema written back as a TOML file that :func:`load_schema` reads."""
         out: list[str] = []
         for t in self.types:
             out.append(f"[{t.name}]")
-            out.extend(f'{a.name} = "{a.domain.spec}"' for a in t.attributes)
+            out.extend(f'{_toml_key(a.name)} = "{a.spec}"' for a in t.attributes)
             if t.time is not None:
                 out.append(f'"{TIME_KEY}" = "{t.time}"')
             out.append("")
@@ -131,7 +186,7 @@ class Schema:
         """``{type: {attribute: spec}}``, the shape of the TOML file (for the wire)."""
         out: dict[str, dict[str, str]] = {}
         for t in self.types:
-            out[t.name] = {a.name: a.domain.spec for a in t.attributes}
+            out[t.name] = {a.name: a.spec for a in t.attributes}
             if t.time is not None:
                 out[t.name][TIME_KEY] = t.time
         return out
@@ -159,8 +214,8 @@ class Schema:
             if TIME_KEY in table:
                 times[tname] = table[TIME_KEY]
                 table = {k: v for k, v in table.items() if k != TIME_KEY}
-            for i, (aname, spec) in enumerate(table.items()):
-                if not is_identifier(aname):
+            for i, (aname, spec) in enumerate(_flatten(table, tname, source, text)):
+                if not all(is_identifier(p) for p in aname.split(".")):
                     raise SchemaError(
                         f"attribute name {excerpt(repr(aname))} of {tname} is not a plain "
                         "identifier", source=source, line=_find_line(text, tname, aname),
@@ -170,7 +225,9 @@ class Schema:
                         f"{tname}.{aname}: type must be a string such as \"int[0,9]\"",
                         source=source, line=_find_line(text, tname, aname), column=1)
                 try:
-                    attrs.append(Attribute(aname, parse_domain(spec), i))
+                    check_path(aname)
+                    domain, optional, array = parse_attribute_spec(spec)
+                    attrs.append(Attribute(aname, domain, i, optional, array))
                 except SiftbusError as exc:
                     raise SchemaError(f"{tname}.{aname}: {exc.message}", source=source,
                                       line=_find_line(text, tname, aname), column=1) from None
@@ -184,6 +241,31 @@ class Schema:
             types = [_with_time(t, times[t.name], source, text) if t.name in times else t
                      for t in types]
         return cls(tuple(types))
+
+
+def _toml_key(name: str) -> str:
+    return f'"{name}"' if "." in name else name
+
+
+def _flatten(table: Mapping[str, object], tname: str, source: str | None,
+             text: str | None) -> list[tuple[str, object]]:
+    """The attributes of a type table, nested tables as dotted paths, in written order."""
+    out: list[tuple[str, object]] = []
+
+    def walk(t: Mapping[str, object], prefix: str, depth: int) -> None:
+        for k, v in t.items():
+            path = f"{prefix}{k}"
+            if isinstance(v, Mapping):
+                if depth + 1 >= MAX_PATH_DEPTH:
+                    raise SchemaError(f"{tname}.{excerpt(path)}: nested deeper than "
+                                      f"{MAX_PATH_DEPTH} (schema.MAX_PATH_DEPTH)",
+                                      source=source, line=_find_line(text, tname, None))
+                walk(v, path + ".", depth + 1)
+            else:
+                out.append((path, v))
+
+    walk(table, "", 0)
+    return out
 
 
 TIME_KEY = "@time"
@@ -237,7 +319,7 @@ def _find_line(text: str | None, table: str, key: str | None) -> int | None:
                 if lines[j].lstrip().startswith("["):
                     break
                 name, eq, _ = lines[j].partition("=")
-                if eq and name.strip().strip("\"'") == key:
+                if eq and name.strip().strip("\"'") in (key, key.split(".")[0]):
                     return j + 1
             return i + 1
     return None

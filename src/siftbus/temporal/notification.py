@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from siftbus.covering.relations import covers, overlaps
-from siftbus.errors import InputError
+from siftbus.errors import InputError, ProfileError
 from siftbus.model import EventType, Profile
 
 FOREVER = math.inf
@@ -124,6 +124,7 @@ class PersistentNotification:
     version: int = 0
 
     def __post_init__(self) -> None:
+        _plain(self.subspace, f"notification {self.id!r}")
         if self.subspace.id != self.id or self.subspace.subscriber:
             object.__setattr__(self, "subspace", self.subspace.with_id(self.id, ""))
         if self.version < 0:
@@ -165,6 +166,9 @@ class TemporalFilter:
     profile: Profile
     semantics: Semantics = Semantics.OVERLAPS
 
+    def __post_init__(self) -> None:
+        _plain(self.profile, f"temporal filter {self.profile.id!r}")
+
     @property
     def id(self) -> str:
         return self.profile.id
@@ -176,6 +180,16 @@ class TemporalFilter:
     def selects(self, n: PersistentNotification) -> bool:
         """Whether this filter selects ``n``'s subspace (validity aside)."""
         return self.semantics.selects(self.profile, n.subspace)
+
+
+def _plain(p: Profile, what: str) -> None:
+    """Subspaces are boxes: ``or``, string tests and extended types are refused (their
+    subspace relations are only conservative, issue 31), never answered wrong."""
+    attrs = p.etype.attributes
+    if p.extra is not None or any(attrs[c.position].optional for c in p.conditions):
+        raise ProfileError(f"{what}: temporal subspaces take conjunctions of =, <, ranges, "
+                           "sets and prefix; not 'or', string tests, not exists, array or "
+                           "optional attributes (yet)")
 
 
 class ChangeKind(enum.StrEnum):

@@ -52,7 +52,16 @@ class Envelope:
         return (self.src, self.seq)
 
 
+def refuse_extended(etype: EventType) -> None:
+    """Events of extended types (optional, nested, array or open-kind attributes) have no
+    wire form yet: refused with a clear error rather than sent wrong."""
+    if etype.extended:
+        raise WireError(f"{etype.name} events (optional, nested, array or open-kind "
+                        "attributes) do not travel between brokers yet", field="type")
+
+
 def encode_envelope(env: Envelope) -> list[Any]:
+    refuse_extended(env.event.etype)
     return [env.event.etype.name, list(env.event.keys), env.src, env.seq, env.ts]
 
 
@@ -196,6 +205,7 @@ class Block:
         etype = events[0].etype
         if any(e.etype is not etype and e.etype.name != etype.name for e in events):
             raise WireError("a block holds events of one type only", field="type")
+        refuse_extended(etype)
         rows = [e.keys for e in events]
         if _type_info(etype).ordered:
             keys = np.array(rows, np.int64).reshape(len(rows), len(etype.attributes))

@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from siftbus.errors import SiftbusError, WireError
-from siftbus.lang.profile import parse_profile
+from siftbus.lang.profile import format_profile, parse_profile
 from siftbus.model import (
     EventType,
     IntervalSet,
@@ -45,8 +45,13 @@ def _encode_constraint(c: Constraint) -> list[Any]:
 
 
 def encode_profile(p: Profile) -> list[Any]:
-    return [p.id, p.subscriber, p.etype.name,
-            [[c.position, _encode_constraint(c.constraint)] for c in p.conditions]]
+    """The wire form; a profile with checks (``Profile.extra``: ``or``, string tests,
+    ``not exists``) also carries its profile text, from which the receiver rebuilds it."""
+    out: list[Any] = [p.id, p.subscriber, p.etype.name,
+                      [[c.position, _encode_constraint(c.constraint)] for c in p.conditions]]
+    if p.extra is not None:
+        out.append(format_profile(p, with_id=False))
+    return out
 
 
 def check_string(s: str, what: str, limits: Limits = DEFAULT_LIMITS) -> str:
@@ -139,8 +144,10 @@ def decode_profile(data: Any, schema: Schema, limits: Limits | None = DEFAULT_LI
     conditions and strings by :func:`check_profile` unless ``limits`` is ``None``: a
     neighbour broker's profiles were checked where they entered, and merging may give
     one more intervals than a client may send)."""
-    if not isinstance(data, list | tuple) or len(data) != 4:
-        raise WireError("a profile must be [id, subscriber, type, conditions]")
+    if not isinstance(data, list | tuple) or len(data) not in (4, 5):
+        raise WireError("a profile must be [id, subscriber, type, conditions(, text)]")
+    if len(data) == 5:
+        return _decode_text_form(data, schema, limits)
     pid, subscriber, tname, conds = data
     if not isinstance(pid, str) or not isinstance(subscriber, str) or not isinstance(tname, str):
         raise WireError("profile id, subscriber and type must be strings")
@@ -166,6 +173,26 @@ def decode_profile(data: Any, schema: Schema, limits: Limits | None = DEFAULT_LI
         p = Profile.from_constraints(pid, etype, constraints, subscriber)
     except SiftbusError as exc:
         raise WireError(f"profile {pid[:100]!r}: {exc.message}", field=exc.field) from None
+    return p if limits is None else check_profile(p, limits)
+
+
+def _decode_text_form(data: Any, schema: Schema, limits: Limits | None) -> Profile:
+    """A profile with checks: rebuilt from its text by the grammar (the conditions sent
+    beside it are what an older reader would use; the text is the profile)."""
+    pid, subscriber, tname, _, text = data
+    if not all(isinstance(v, str) for v in (pid, subscriber, tname, text)):
+        raise WireError("profile id, subscriber, type and text must be strings")
+    cap = (limits or DEFAULT_LIMITS).max_profile_text
+    if len(text) > cap:
+        raise WireError(f"profile text of {len(text)} characters, over the limit of {cap}",
+                        field="max_profile_text")
+    try:
+        p = parse_profile(text, schema, id=pid).with_id(pid, subscriber)
+    except SiftbusError as exc:
+        raise WireError(f"profile {pid[:100]!r}: {exc.message}", field=exc.field) from None
+    if p.type_name != tname:
+        raise WireError(f"profile {pid[:100]!r}: its text is for {p.type_name}, not {tname}",
+                        field="type")
     return p if limits is None else check_profile(p, limits)
 
 
