@@ -20,7 +20,6 @@ line, of a string and of a number, and the number of conditions, each refused wi
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -34,6 +33,11 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from siftbus.errors import InputError, ProfileError, ProfileSyntaxError, SiftbusError
+
+# printing lives in lang/printing.py; its names stay importable from here
+from siftbus.lang.printing import STROPS as STROPS
+from siftbus.lang.printing import format_condition as format_condition
+from siftbus.lang.printing import format_profile as format_profile
 from siftbus.model import (
     EventType,
     Extreme,
@@ -43,11 +47,11 @@ from siftbus.model import (
     Schema,
     StringDomain,
 )
-from siftbus.model.checks import MAX_DISJUNCTS, Check
+from siftbus.model.checks import MAX_DISJUNCTS
 from siftbus.model.domain import AnyDomain, EnumDomain
 from siftbus.model.kinds import BoolDomain
 from siftbus.model.predicate import Operand
-from siftbus.model.profile import check_predicates, predicate_check
+from siftbus.model.profile import predicate_check
 from siftbus.model.textio import TEXT_LIMITS, parse_json_line, read_lines, split_lines
 
 # possessive (++): no backtracking over a long id that is not followed by a colon
@@ -580,66 +584,3 @@ def load_profiles(path: str | Path, schema: Schema, *,
     """Read and parse a profile file; the first bad line raises."""
     return parse_profiles(read_profile_lines(path, limits=limits), schema, source=str(path),
                           limits=limits)
-
-
-def format_condition(pred: Predicate, domain: AnyDomain, *, compact: bool = False) -> str:
-    """One condition in the profile language."""
-    def lit(v: Operand) -> str:
-        if isinstance(v, Extreme):
-            return v.value
-        return domain.literal(domain.key(v))
-
-    sep = ", " if not compact else ","
-    op = pred.op
-    attr = pred.attr + (" not" if pred.negated else "")
-    case = " ignorecase" if pred.nocase else ""
-    if op is Op.EXISTS:
-        return f"{attr} exists"
-    if op is Op.PREFIX or op.value in STROPS:
-        return f"{attr} {op.value} {json.dumps(pred.operands[0], ensure_ascii=False)}{case}"
-    if op is Op.RANGE:
-        return f"{attr} in [{lit(pred.operands[0])}{sep}{lit(pred.operands[1])}]"
-    if op is Op.IN:
-        return f"{attr} in {{{sep.join(lit(v) for v in pred.operands)}}}"
-    if pred.nocase:
-        return f"{pred.attr} {op.value} {lit(pred.operands[0])}{case}"
-    if compact:
-        return f"{pred.attr}{op.value}{lit(pred.operands[0])}"
-    return f"{pred.attr} {op.value} {lit(pred.operands[0])}"
-
-
-def format_profile(profile: Profile, *, form: str = "native", with_id: bool = True) -> str:
-    """Print a profile so that :func:`parse_profile` reads back an equal profile."""
-    etype = profile.etype
-    preds = profile.predicates()
-    head = ""
-    if with_id:
-        head = profile.id
-        if profile.subscriber:
-            head += f"@{profile.subscriber}"
-        head += ": "
-    if form == "bittner":
-        if profile.extra is not None:
-            raise ValueError("Bittner's form has no 'or' and no string tests: use 'native'")
-        items = [format_condition(p, etype.attribute(p.attr).domain, compact=True)
-                 for p in preds]
-        items.append(f"TYPE={etype.name}")
-        return f"{head}PROFILE(PRI({','.join(items)}))"
-    if form != "native":
-        raise ValueError(f"unknown profile form {form!r}: use 'native' or 'bittner'")
-    items = [format_condition(p, etype.attribute(p.attr).domain) for p in preds]
-    extra = profile.extra or ()
-
-    def conj(checks: tuple[Check, ...]) -> list[str]:
-        return [format_condition(p, etype.attribute(c.attr).domain)
-                for c in checks for p in check_predicates(c, etype.attribute(c.attr).domain,
-                                                          etype.attribute(c.attr).array)]
-
-    if len(extra) == 1:
-        items.extend(conj(extra[0]))
-    elif extra:
-        items.append(" or ".join(f"({', '.join(conj(c))})" for c in extra))
-    return f"{head}{etype.name}({', '.join(items)})"
-
-
-STROPS = frozenset({"suffix", "contains", "like", "matches", "cidr"})
