@@ -24,8 +24,7 @@ SCHEMA = load_schema(SCHEMA_FILE)
     ("p: Temperature(room = 1 and value > 2)", "separate conditions with ','", 25),
     ("p: Temperature(room = 1 AND value > 2)", "separate conditions with ','", 25),
     ("p: Temperature(room = 1 && value > 2)", "separate conditions with ','", 25),
-    ("p: Temperature(room = 1 or room = 2)", "one profile per alternative", 25),
-    ("p: Temperature(room = 1 || room = 2)", "one profile per alternative", 25),
+    ("p: Temperature(room = 1 || room = 2)", "write 'or' between alternatives", 25),
     ("p: Temperatur(room = 1)", "did you mean 'Temperature'?", 4),
     ("p: temperature(room = 1)", "did you mean 'Temperature'?", 4),
     ("p: Temperature(rom = 1)", "did you mean 'room'?", 16),
@@ -34,6 +33,12 @@ def test_a_likely_mistake_gets_a_hint(line: str, hint: str, column: int) -> None
     with pytest.raises(ProfileError, match=hint.replace("?", r"\?")) as info:
         parse_profile(line, SCHEMA)
     assert info.value.column in (column, column + 1)
+
+
+def test_or_is_the_language_now() -> None:
+    # `or` between conditions is part of the language (issue 31), no mistake to hint at
+    p = parse_profile("p: Temperature(room = 1 or room = 2)", SCHEMA)
+    assert p.type_name == "Temperature"
 
 
 def test_no_hint_without_a_likely_meaning() -> None:

@@ -352,9 +352,8 @@ def _hint(at: str, before: str = "") -> str:
         return "; write '=' for equality (one '=', not '==')"
     if word == "and" or at.startswith("&"):
         return "; separate conditions with ',' (a profile's conditions all hold)"
-    if word == "or" or at.startswith("|"):
-        return ("; a profile is one conjunction: write one profile per alternative "
-                "(or 'a in {x, y}' for values of one attribute)")
+    if at.startswith("|"):
+        return "; write 'or' between alternatives"
     if at.startswith("!") and not at.startswith("!="):
         return "; write '!=' for inequality"
     return ""
