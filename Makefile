@@ -37,6 +37,17 @@ browser-sysdeps:
 	@command -v chromium >/dev/null 2>&1 || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
+# The official AsyncAPI 3.0.0 JSON Schema, from its npm package (@asyncapi/specs), for the
+# gateway's /asyncapi.json test; no PyPI package ships it.
+ASYNCAPI_SCHEMA := .cache/asyncapi-3.0.0.json
+$(ASYNCAPI_SCHEMA):
+	@command -v npm >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm)
+	rm -rf .cache/asyncapi-specs && mkdir -p .cache/asyncapi-specs
+	cd .cache/asyncapi-specs && npm pack --silent @asyncapi/specs@6.11.1 >/dev/null && \
+	  tar xzf asyncapi-specs-6.11.1.tgz
+	cp '.cache/asyncapi-specs/package/schemas/3.0.0-without-$$id.json' $@
+
 demo: $(DEMO_STAMP)
 	$(BIN)/siftbus demo
 
@@ -51,17 +62,6 @@ lint: $(STAMP)
 
 # The MQTT bridge's tests start mosquitto and drive it with mosquitto_pub/mosquitto_sub;
 # bench/network.py and bench/mqtt.py measure mosquitto (client-side filtering) beside siftbus.
-# The official AsyncAPI 3.0.0 JSON Schema, from its npm package (@asyncapi/specs), for the
-# gateway's /asyncapi.json test; no PyPI package ships it.
-ASYNCAPI_SCHEMA := .cache/asyncapi-3.0.0.json
-$(ASYNCAPI_SCHEMA):
-	@command -v npm >/dev/null 2>&1 || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm)
-	rm -rf .cache/asyncapi-specs && mkdir -p .cache/asyncapi-specs
-	cd .cache/asyncapi-specs && npm pack --silent @asyncapi/specs@6.11.1 >/dev/null && \
-	  tar xzf asyncapi-specs-6.11.1.tgz
-	cp '.cache/asyncapi-specs/package/schemas/3.0.0-without-$$id.json' $@
-
 sysdeps-mqtt:
 	@(test -x /usr/sbin/mosquitto || command -v mosquitto >/dev/null 2>&1) && \
 	  command -v mosquitto_pub >/dev/null 2>&1 || \
