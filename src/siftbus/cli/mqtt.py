@@ -12,17 +12,21 @@ from typing import Annotated
 
 import typer
 
+from siftbus.cli.broker import TokenFileOpt, TokenOpt, _read_token
+
 
 def mqtt_bridge_cmd(
     config: Annotated[Path, typer.Option("--config", "-c", help="Network config (TOML) "
                                          "with an [mqtt] table.")],
     name: Annotated[str, typer.Option("--name", "-n", help="The broker to be a client of.")],
-    mqtt: Annotated[str, typer.Option("--mqtt", help="The MQTT broker, HOST:PORT.")] =
-        "127.0.0.1:1883",
-    token: Annotated[str | None, typer.Option(help="Token for a secured network.")] = None,
+    mqtt: Annotated[str, typer.Option("--mqtt", metavar="HOST:PORT",
+                                      help="The MQTT broker.")] = "127.0.0.1:1883",
+    token: TokenOpt = None,
+    token_file: TokenFileOpt = None,
     duration: Annotated[float, typer.Option(
         help="Stop after this many seconds (0: run until interrupted).")] = 0.0,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Log each connection, rule and rejected message.")] = False,
 ) -> None:
     """MQTT topics in as events (the [[mqtt.ingress]] rules), notifications out to
     {notify}/{subscriber}/{profile} with QoS 1, profiles registered by retained
@@ -31,6 +35,8 @@ def mqtt_bridge_cmd(
     from siftbus.broker.config import load_network
     from siftbus.client.aio import parse_address
 
+    if token_file is not None:
+        token = _read_token(token_file)
     net = load_network(config)
     settings = load_mqtt(config, net.schema)
     address = parse_address(mqtt)
