@@ -83,4 +83,25 @@ def spark_interruptible() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-__all__ = ["STOP_SECONDS", "spark_interruptible", "stop_spark_now"]
+@contextlib.contextmanager
+def spark_starting() -> Iterator[None]:
+    """Around the session's start: Ctrl-C (or SIGTERM) is held until the start is over or
+    has failed, then ends the command as during a job. An interrupt in the middle of the
+    start otherwise surfaces as one of py4j's errors, "Spark did not start", and exit 2
+    (the JVM in the same process group gets the Ctrl-C too)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    except Exception:
+        if held & signal.sigpending():
+            stop_spark_now()
+        raise
+    else:
+        if held & signal.sigpending():
+            stop_spark_now()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+__all__ = ["STOP_SECONDS", "spark_interruptible", "spark_starting", "stop_spark_now"]

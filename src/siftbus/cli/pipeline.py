@@ -9,7 +9,7 @@ import typer
 
 from siftbus.errors import ConfigError
 
-from ._spark_stop import spark_interruptible, stop_spark_now
+from ._spark_stop import spark_interruptible, spark_starting, stop_spark_now
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -28,7 +28,8 @@ def _session(config: Path | None, master: str | None, shuffle_partitions: int | 
     settings = settings.with_overrides(
         master=master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory,
         log_file=settings.log_file or str(out / "spark.log"))
-    spark = build_session(settings)
+    with spark_starting():
+        spark = build_session(settings)
     typer.echo(f"Spark runs on {settings.master}; its own messages go to "
                f"{settings.log_file}", err=True)
     return spark
