@@ -43,7 +43,9 @@ def stop_spark_now(say: str = "interrupted") -> None:
     for name in ("py4j", "py4j.clientserver", "py4j.java_gateway", "pyspark"):
         logging.getLogger(name).setLevel(logging.CRITICAL)  # no traceback per connection
     sc = _active_context()
-    proc = _jvm_process(sc) if sc is not None else None
+    # before a context exists (an interrupted start) the JVM is the class's gateway's
+    mod = sys.modules.get("pyspark")
+    proc = _jvm_process(sc if sc is not None else getattr(mod, "SparkContext", None))
     if sc is not None:
         stopper = threading.Thread(target=_stop_quietly, args=(sc,), daemon=True)
         stopper.start()
