@@ -78,7 +78,6 @@ def _read_token(path: Path) -> str:
 
 def _address(config: Path | None, name: str | None, broker: str | None) -> tuple[str, int]:
     from siftbus.client import parse_address
-    from siftbus.errors import ConfigError
 
     if broker:
         return parse_address(broker)
@@ -87,13 +86,20 @@ def _address(config: Path | None, name: str | None, broker: str | None) -> tuple
     from siftbus.broker.config import load_network
 
     net = load_network(config)
-    if name is None:
-        if len(net.brokers) != 1:
-            raise ConfigError("the config has several brokers: choose one with --name",
-                              source=str(config), field="name")
-        name = next(iter(net.brokers))
-    b = net.broker(name)
+    b = net.broker(_broker_name(net, name, config))
     return (b.host, b.port)
+
+
+def _broker_name(net: Any, name: str | None, config: Path) -> str:
+    """``name``, or the config's one broker (several need ``--name``)."""
+    from siftbus.errors import ConfigError
+
+    if name is not None:
+        return name
+    if len(net.brokers) != 1:
+        raise ConfigError("the config has several brokers: choose one with --name",
+                          source=str(config), field="name")
+    return str(next(iter(net.brokers)))
 
 
 def broker_cmd(
@@ -131,11 +137,7 @@ def broker_cmd(
             raise ConfigError("--schema, --port and --host are for a broker without a "
                               "network config; the config sets them", field="config")
         net = load_network(config)
-        if name is None:
-            if len(net.brokers) != 1:
-                raise ConfigError("the config has several brokers: choose one with --name",
-                                  source=str(config), field="name")
-            name = next(iter(net.brokers))
+        name = _broker_name(net, name, config)
     elif schema is not None:
         name = name or "B0"
         where = f"host = {json.dumps(host or '127.0.0.1')}\nport = {port or 7400}\n"
