@@ -81,6 +81,13 @@ async def publish(port: int, first: int, n: int) -> None:
         await c.close()
 
 
+def _transient(log: Path) -> int:
+    """Refusals in ``log`` that starting again cures: a broker not listening yet, or a
+    session claim while the brokers' link is not up yet."""
+    text = log.read_text() if log.exists() else ""
+    return text.count("connect again later") + text.count("'Connection refused'")
+
+
 async def wait_lines(out: Path, k: int, timeout: float = 30) -> None:
     end = time.monotonic() + timeout
     while len(lines(out)) < k:
@@ -165,14 +172,21 @@ async def test_the_readme_form_restarted_here_and_elsewhere_and_a_takeover_told(
         procs.start("broker", "--config", str(cfg), "--name", b, log=log)
 
     async def subscriber(b: int) -> subprocess.Popen[str]:
-        mark = log.read_text().count("subscribed ") if log.exists() else 0
-        p = procs.start("subscribe", "-c", str(cfg), "-n", f"B{b}", "--session", "phone",
-                        "--out", str(out), "T(a < 50)", log=log)
         end = time.monotonic() + 60  # start-up is slow on a loaded machine
-        while log.read_text().count("subscribed ") <= mark:
-            assert time.monotonic() < end and p.poll() is None, log.read_text()
-            await asyncio.sleep(0.1)
-        return p
+        while True:
+            mark = log.read_text().count("subscribed ") if log.exists() else 0
+            refusals = _transient(log)
+            p = procs.start("subscribe", "-c", str(cfg), "-n", f"B{b}", "--session",
+                            "phone", "--out", str(out), "T(a < 50)", log=log)
+            while log.read_text().count("subscribed ") <= mark:
+                if p.poll() is not None and time.monotonic() < end and \
+                        _transient(log) > refusals:
+                    break  # a broker or the brokers' link not up yet: again
+                assert time.monotonic() < end and p.poll() is None, log.read_text()
+                await asyncio.sleep(0.1)
+            else:
+                return p
+            await asyncio.sleep(0.3)
 
     sub = await subscriber(0)
     await publish(ports[0], 0, 100)

@@ -23,6 +23,18 @@ from typing import Any
 STOP_SECONDS = 4.0
 """How long the SparkContext may take to stop before its JVM is killed."""
 
+_INTERRUPTED = threading.Event()
+"""Set by a Ctrl-C or SIGTERM during a Spark job: an interrupted py4j call surfaces as one
+of py4j's own errors, which then means the interrupt, not a failure."""
+
+
+def _on_interrupt(signum: int, frame: object) -> None:
+    _INTERRUPTED.set()
+    # py4j logs the interrupted call with a traceback (on the root logger): Spark is being
+    # stopped and one line says so, nothing else belongs on the terminal
+    logging.getLogger().setLevel(logging.CRITICAL)
+    raise KeyboardInterrupt
+
 
 def _active_context() -> Any:
     mod = sys.modules.get("pyspark")
@@ -73,14 +85,15 @@ def spark_interruptible() -> Iterator[None]:
     """Around a Spark job in the CLI: Ctrl-C (or SIGTERM) ends it cleanly."""
     previous = signal.getsignal(signal.SIGTERM)
 
-    def on_term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGTERM, _on_interrupt)
     try:
         yield
     except KeyboardInterrupt:
         stop_spark_now()
+    except Exception:
+        if _INTERRUPTED.is_set():
+            stop_spark_now()
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -102,6 +115,9 @@ def spark_starting() -> Iterator[None]:
     else:
         if held & signal.sigpending():
             stop_spark_now()
+        # pyspark's own SIGINT handler makes a py4j call from inside another; ours only
+        # notes the interrupt (spark_interruptible then stops Spark once)
+        signal.signal(signal.SIGINT, _on_interrupt)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
