@@ -246,9 +246,10 @@ class _PartWriter:
             pc.cast(good.column("event"), pa.string()), ', "matches": [',
             pc.binary_join(quoted, ", "), "]}\n", "")
         sources = good.column("source")
-        for s in pc.unique(sources).to_pylist():
+        distinct = pc.unique(sources).to_pylist()
+        for s in distinct:
             mask = pc.equal(sources, s)
-            part = body.filter(mask) if len(pc.unique(sources)) > 1 else body
+            part = body.filter(mask) if len(distinct) > 1 else body
             first = int(pc.min(good.column("event").filter(mask)).as_py())
             prefix = ('{"event": ' if not self.task.with_source
                       else '{"source": ' + json.dumps(s) + ', "event": ')
