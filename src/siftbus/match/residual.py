@@ -25,19 +25,20 @@ from siftbus.match.base import MatchCSR
 from siftbus.match.columns import ProfileColumns, str_array
 from siftbus.match.counting import CountingMatcher
 from siftbus.match.index import IndexMatcher
-from siftbus.match.reference import ReferenceMatcher, ReferenceSnapshot
+from siftbus.match.open_index import OpenIndexMatcher
+from siftbus.match.reference import ReferenceSnapshot
 from siftbus.model import Event, Profile
 
 
 class ResidualMixin:
     """Side list of extended profiles for a compiled engine (see the module text)."""
 
-    _side: ReferenceMatcher
+    _side: OpenIndexMatcher
 
-    def _side_list(self) -> ReferenceMatcher:
+    def _side_list(self) -> OpenIndexMatcher:
         side = self.__dict__.get("_side")
         if side is None:
-            side = self.__dict__["_side"] = ReferenceMatcher()
+            side = self.__dict__["_side"] = OpenIndexMatcher()
         return side
 
     def add(self, profile: Profile) -> None:

@@ -1,0 +1,260 @@
+"""The open index: profiles of any shape matched through their distinct conditions.
+
+Profiles beyond the compiled engines (``Profile.extended``: open kinds, optional, nested
+and array attributes, string tests, ``not``, ``or``) used to be checked one by one per
+event. Here, as in event-ruler, quamina and hypermatch, a profile is cut into the
+*alternatives* of its disjunctive normal form, each a conjunction of conditions; every
+distinct condition is numbered once per event type and filed in its attribute's
+:class:`~siftbus.match.open_fields.FieldTable`. Matching one event is then:
+
+1. per attribute that some condition names, the table lookups of its value: the set of
+   satisfied conditions (work proportional to the distinct conditions hit, not to the
+   profiles that share them);
+2. each alternative is reached through one *access* condition, the most selective of its
+   own (by kind, then by how many alternatives use it): only alternatives whose access
+   condition holds are candidates;
+3. a candidate matches when its other conditions are in the satisfied set (one subset
+   test) and its *lazy* conditions (``contains``, ``like``, ``matches``) hold, evaluated
+   once per event and condition, for candidates only.
+
+So 100,000 rules of the form ``env = "prod", number = "4711", ...`` cost one hash lookup
+per attribute and a subset test for the ten rules that share the number. The choice rule
+of the access condition and its limits are in docs/matching.md ("The open index").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from siftbus.match.open_fields import LAZY, FieldTable, Placement, place
+from siftbus.match.reference import ReferenceMatcher
+from siftbus.model import Event, Profile
+from siftbus.model.checks import Check, constraint_check
+from siftbus.model.domain import StringDomain
+
+REBALANCE_AT = 64
+"""An access list this long is looked at again when it doubles: alternatives filed there
+before a more selective condition of theirs was known move to it."""
+
+
+@dataclass(slots=True)
+class Alternative:
+    """One conjunction of a profile, as condition numbers."""
+
+    profile: str
+    need: frozenset[int]
+    """Every condition answered by the field tables (the access one included)."""
+    lazy: tuple[int, ...]
+    """Conditions evaluated only for candidates (``contains``, ``like``, ``matches``)."""
+    access: int = -1
+
+
+@dataclass(slots=True)
+class _Condition:
+    check: Check
+    where: Placement
+    uses: int = 0
+
+
+class TypeIndex:
+    """The open index of one event type."""
+
+    def __init__(self) -> None:
+        self.ids: dict[Check, int] = {}
+        self.conds: dict[int, _Condition] = {}
+        self.fields: dict[int, FieldTable] = {}
+        self.access: dict[int, dict[int, Alternative]] = {}
+        self.lazy_access: dict[int, dict[int, Alternative]] = {}
+        self.always: dict[int, Alternative] = {}
+        self._next = 0
+        self._next_alt = 0
+        self._fields_tuple: tuple[tuple[int, FieldTable], ...] | None = None
+        self._grown: dict[int, int] = {}
+        self.n_alts = 0
+
+    def _cid(self, check: Check, bounds: tuple[int, int]) -> int:
+        cid = self.ids.get(check)
+        if cid is None:
+            cid = self.ids[check] = self._next
+            self._next += 1
+            where = place(check, *bounds)
+            self.conds[cid] = _Condition(check, where)
+            if where.kind != LAZY:
+                ft = self.fields.get(check.position)
+                if ft is None:
+                    ft = self.fields[check.position] = FieldTable(check.position)
+                    self._fields_tuple = None
+                ft.insert(cid, check, where)
+        self.conds[cid].uses += 1
+        return cid
+
+    def _release(self, cid: int) -> None:
+        c = self.conds[cid]
+        c.uses -= 1
+        if c.uses:
+            return
+        del self.conds[cid]
+        del self.ids[c.check]
+        if c.where.kind == LAZY:
+            return
+        ft = self.fields[c.check.position]
+        ft.delete(cid, c.where)
+        if not len(ft):
+            del self.fields[c.check.position]
+            self._fields_tuple = None
+
+    def _rank(self, cid: int) -> tuple[int, int]:
+        c = self.conds[cid]
+        return (c.where.kind, c.uses)
+
+    def add(self, profile: str, checks: Sequence[Check],
+            bounds: list[tuple[int, int]]) -> tuple[int, Alternative]:
+        cids = [self._cid(c, bounds[c.position]) for c in checks]
+        alt_id = self._next_alt
+        self._next_alt += 1
+        eager = frozenset(c for c in cids if self.conds[c].where.kind != LAZY)
+        lazy = tuple(dict.fromkeys(c for c in cids if self.conds[c].where.kind == LAZY))
+        alt = Alternative(profile, eager, lazy)
+        self._file(alt_id, alt)
+        self.n_alts += 1
+        return alt_id, alt
+
+    def _file(self, alt_id: int, alt: Alternative) -> None:
+        if alt.need:
+            alt.access = min(alt.need, key=self._rank)
+            group = self.access.setdefault(alt.access, {})
+            group[alt_id] = alt
+            n = len(group)
+            if n >= REBALANCE_AT and n >= 2 * self._grown.get(alt.access, 0):
+                self._grown[alt.access] = n
+                self._rebalance(alt.access)
+        elif alt.lazy:
+            alt.access = alt.lazy[0]
+            self.lazy_access.setdefault(alt.access, {})[alt_id] = alt
+        else:
+            self.always[alt_id] = alt
+
+    def _rebalance(self, cid: int) -> None:
+        group = self.access[cid]
+        for alt_id, alt in list(group.items()):
+            best = min(alt.need, key=self._rank)
+            if best != cid and self._rank(best) < self._rank(cid):
+                del group[alt_id]
+                alt.access = best
+                self.access.setdefault(best, {})[alt_id] = alt
+
+    def remove(self, alt_id: int, alt: Alternative) -> None:
+        self.n_alts -= 1
+        if alt.need:
+            group = self.access[alt.access]
+        elif alt.lazy:
+            group = self.lazy_access[alt.access]
+        else:
+            group = self.always
+        del group[alt_id]
+        if not group and group is not self.always:
+            (self.access if alt.need else self.lazy_access).pop(alt.access)
+            self._grown.pop(alt.access, None)
+        for cid in alt.need:
+            self._release(cid)
+        for cid in alt.lazy:
+            self._release(cid)
+
+    def match(self, keys: tuple[Any, ...]) -> set[str]:
+        fields = self._fields_tuple
+        if fields is None:
+            fields = self._fields_tuple = tuple(sorted(self.fields.items()))
+        sat: set[int] = set()
+        for pos, ft in fields:
+            ft.collect(keys[pos], sat)
+        found: set[str] = set()
+        access = self.access
+        memo: dict[int, bool] = {}
+        for cid in sat:
+            group = access.get(cid)
+            if group is None:
+                continue
+            for alt in group.values():
+                if alt.profile in found or not alt.need <= sat:
+                    continue
+                if not alt.lazy or self._lazy_hold(alt.lazy, keys, memo):
+                    found.add(alt.profile)
+        for cid, group in self.lazy_access.items():
+            if self._lazy_hold((cid,), keys, memo):
+                for alt in group.values():
+                    if alt.profile not in found and self._lazy_hold(alt.lazy, keys, memo):
+                        found.add(alt.profile)
+        for alt in self.always.values():
+            found.add(alt.profile)
+        return found
+
+    def _lazy_hold(self, lazy: tuple[int, ...], keys: tuple[Any, ...],
+                   memo: dict[int, bool]) -> bool:
+        for cid in lazy:
+            got = memo.get(cid)
+            if got is None:
+                check = self.conds[cid].check
+                got = memo[cid] = check.holds(keys[check.position])
+            if not got:
+                return False
+        return True
+
+
+def alternatives(profile: Profile) -> list[tuple[Check, ...]]:
+    """The conjunctions of checks of a profile (its disjunctive normal form)."""
+    base = tuple(constraint_check(c.attr, c.position, c.constraint)
+                 for c in profile.conditions)
+    if profile.extra is None:
+        return [base]
+    return [base + conj for conj in profile.extra]
+
+
+def _bounds(profile: Profile) -> list[tuple[int, int]]:
+    out = []
+    for a in profile.etype.attributes:
+        d = a.domain
+        out.append((0, 0) if isinstance(d, StringDomain) else (d.min_key, d.max_key))
+    return out
+
+
+class OpenIndexMatcher(ReferenceMatcher):
+    """A matcher of any profile through the open index (see the module text); its
+    snapshots are the reference's (the columnar path is the compiled engines')."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._types: dict[str, TypeIndex] = {}
+        self._alts: dict[str, list[tuple[int, Alternative]]] = {}
+
+    def add(self, profile: Profile) -> None:
+        super().add(profile)
+        t = self._types.get(profile.type_name)
+        if t is None:
+            t = self._types[profile.type_name] = TypeIndex()
+        bounds = _bounds(profile)
+        filed = []
+        for checks in alternatives(profile):
+            filed.append(t.add(profile.id, checks, bounds))
+        self._alts[profile.id] = filed
+
+    def remove(self, profile_id: str) -> Profile:
+        profile = super().remove(profile_id)
+        t = self._types[profile.type_name]
+        for alt_id, alt in self._alts.pop(profile_id):
+            t.remove(alt_id, alt)
+        if not t.n_alts:
+            del self._types[profile.type_name]
+        return profile
+
+    def match(self, event: Event) -> list[str]:
+        t = self._types.get(event.etype.name)
+        if t is None:
+            return []
+        found = t.match(event.keys)
+        return sorted(found) if len(found) > 1 else list(found)
+
+    def match_batch(self, events: Sequence[Event]) -> list[list[str]]:
+        match = self.match
+        return [match(e) for e in events]
