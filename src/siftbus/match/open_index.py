@@ -33,6 +33,7 @@ from siftbus.match.reference import ReferenceMatcher
 from siftbus.model import Event, Profile
 from siftbus.model.checks import Check, constraint_check
 from siftbus.model.domain import StringDomain
+from siftbus.model.schema import EventType
 
 REBALANCE_AT = 64
 """An access list this long is looked at again when it doubles: alternatives filed there
@@ -227,12 +228,18 @@ class OpenIndexMatcher(ReferenceMatcher):
         super().__init__()
         self._types: dict[str, TypeIndex] = {}
         self._alts: dict[str, list[tuple[int, Alternative]]] = {}
+        self._etypes: dict[str, EventType] = {}
+
+    def etype_of(self, name: str) -> EventType | None:
+        """The event type of the profiles of type ``name`` held here."""
+        return self._etypes.get(name)
 
     def add(self, profile: Profile) -> None:
         super().add(profile)
         t = self._types.get(profile.type_name)
         if t is None:
             t = self._types[profile.type_name] = TypeIndex()
+            self._etypes[profile.type_name] = profile.etype
         bounds = _bounds(profile)
         filed = []
         for checks in alternatives(profile):
@@ -246,6 +253,7 @@ class OpenIndexMatcher(ReferenceMatcher):
             t.remove(alt_id, alt)
         if not t.n_alts:
             del self._types[profile.type_name]
+            del self._etypes[profile.type_name]
         return profile
 
     def match(self, event: Event) -> list[str]:

@@ -1,0 +1,237 @@
+"""The open index as flat arrays for the compiled kernel (:mod:`siftbus.match.open_numba`).
+
+:func:`compile_program` turns the tables of an :class:`~siftbus.match.open_index.
+OpenIndexMatcher` into one ``int64`` array and one ``uint8`` array (few arguments: a
+numba call unboxes each array it is given, and a per-event call must stay cheap). Sections
+of the ``int64`` array, found through its header (``prog[k]:prog[k+1]`` is section ``k``):
+
+``TYPES``    per compiled type: name (offset, length in bytes), fields, lazy access
+             list, always list (pool ranges)
+``FIELDS``   per field: JSON key (offset, length), flags (1 optional, 2 array), the
+             negated ("all except"), present and absent condition lists (pool ranges),
+             its number (hashed tables are numbered ``6 * field + table``) and a
+             bit per table that holds keys
+``LENS``     per prefix/suffix table: the key lengths it holds, ascending
+``HASH``     open addressing slots -> entry, ``-1`` empty
+``ENT``      per entry: table, key (offset, length), its conditions (pool range)
+``ACC``      per condition: the alternatives it gives access to (pool range)
+``ALT``      per alternative: its profile's dense index, needed and lazy conditions
+``LAZY``     per condition: field (its position in the type), negated, wildcard pieces (``PARTS`` range)
+``PARTS``    wildcard pieces as (offset, length) in the bytes
+``POOL``     the lists the other sections point into
+``META``     number of conditions, of profiles, hash mask
+
+Only event types the kernel reads exactly are compiled: flat attributes of ``string``
+kind (optional and arrays allowed), conditions of the hashed, negated, present and absent
+kinds, and lazy ``like``/``contains``. A type with anything else (open numeric kinds,
+nested paths, ``matches``, string ranges with holes) is left out, and its events take the
+Python path: :mod:`siftbus.match.open_index` over the specification's parser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from siftbus.match.open_fields import (
+    ABSENT,
+    EQ,
+    GENERIC,
+    HASHED,
+    LAZY,
+    NEGATED,
+    PRESENT,
+    SUFFIXI,
+)
+from siftbus.model.checks import wildcard_parts
+from siftbus.model.domain import StringDomain
+from siftbus.model.schema import EventType
+
+if TYPE_CHECKING:
+    from siftbus.match.open_index import OpenIndexMatcher, TypeIndex
+
+(TYPES, FIELDS, LENS_OFF, LENS, HASH, ENT, ACC, ALT, LAZYS, PARTS, POOL, META) = range(12)
+N_SECTIONS = 12
+TYPE_W, FIELD_W, ENT_W, ALT_W, LAZY_W = 8, 11, 5, 5, 4
+N_TABLES = 6
+
+
+def fnv(data: bytes, salt: int) -> int:
+    """The hash of a table key (FNV-1a, 64 bits, seeded by the table number); the kernel
+    computes the same over the event's bytes."""
+    h = (14695981039346656037 ^ salt) & 0xFFFFFFFFFFFFFFFF
+    for c in data:
+        h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def compilable(etype: EventType, t: TypeIndex) -> bool:
+    """Whether the kernel reads this type's events and answers its conditions exactly
+    (an extended type's profiles are all in the open index; others are not)."""
+    for a in etype.attributes:
+        if (not isinstance(a.domain, StringDomain) or "." in a.name or not a.name.isascii()
+                or a.name == "type"):
+            return False
+    for c in t.conds.values():
+        if c.where.kind == GENERIC:
+            return False
+        if c.where.kind == LAZY and c.check.op not in ("like", "contains"):
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class OpenProgram:
+    """The compiled open index at one matcher version."""
+
+    version: int
+    prog: np.ndarray
+    """int64 sections (see the module text)."""
+    pbytes: np.ndarray
+    """uint8: type names, field keys, table keys, wildcard pieces."""
+    profile_ids: np.ndarray
+    """Dense index -> profile id, in id order (a row sorted by index is sorted by id)."""
+    types: frozenset[str]
+    """The event types compiled; events of other types take the Python path."""
+    n_cids: int
+    n_profiles: int
+    n_fields: int
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.pool: list[int] = []
+        self.data = bytearray()
+
+    def lst(self, items: list[int]) -> tuple[int, int]:
+        lo = len(self.pool)
+        self.pool.extend(items)
+        return lo, len(self.pool)
+
+    def text(self, b: bytes) -> tuple[int, int]:
+        lo = len(self.data)
+        self.data += b
+        return lo, len(b)
+
+
+def compile_program(m: OpenIndexMatcher) -> OpenProgram:
+    """The kernel's arrays for every compilable type of ``m`` (see the module text)."""
+    ids = sorted(p.id for p in m.profiles())
+    dense = {pid: i for i, pid in enumerate(ids)}
+    b = _Builder()
+    types: list[int] = []
+    fields: list[int] = []
+    lens_off: list[int] = [0]
+    lens: list[int] = []
+    entries: list[tuple[int, bytes, tuple[int, int]]] = []
+    acc: dict[int, tuple[int, int]] = {}
+    alts: list[int] = []
+    lazys: dict[int, tuple[int, int, int, int]] = {}
+    parts: list[int] = []
+    compiled: list[str] = []
+    base = 0  # conditions of each type are numbered from base
+    n_fields = 0
+    for name, t in sorted(m._types.items()):
+        etype = m.etype_of(name)
+        if etype is None or not etype.extended or not compilable(etype, t):
+            continue
+        compiled.append(name)
+        span = max(t.conds, default=-1) + 1
+        field_of: dict[int, int] = {}
+        f_lo = n_fields
+        for attr in etype.attributes:
+            ft = t.fields.get(attr.position)
+            fid = n_fields
+            n_fields += 1
+            field_of[attr.position] = fid
+            koff, klen = b.text(attr.name.encode())
+            if ft is None:
+                neg, pres, absn = (0, 0), (0, 0), (0, 0)
+                tables_pos: list[dict[object, set[int]]] = [{}] * N_TABLES
+                tables_neg: list[dict[object, set[int]]] = [{}] * N_TABLES
+            else:
+                neg = b.lst(sorted(base + c for c in ft.neg_all))
+                pres = b.lst(sorted(base + c for c in ft.present))
+                absn = b.lst(sorted(base + c for c in ft.absent))
+                tables_pos, tables_neg = ft.pos, ft.neg
+            flags = (1 if attr.optional else 0) | (2 if attr.array else 0)
+            mask = sum(1 << tab for tab in range(N_TABLES)
+                       if tables_pos[tab] or tables_neg[tab])
+            fields.extend([koff, klen, flags, *neg, *pres, *absn, fid, mask])
+            for tab in range(N_TABLES):
+                tid = fid * N_TABLES + tab
+                got = sorted({len(str(k).encode()) for k in tables_pos[tab]}
+                             | {len(str(k).encode()) for k in tables_neg[tab]})
+                lens.extend(got if tab != EQ else [])
+                lens_off.append(len(lens))
+                for side, tables in ((0, tables_pos), (1, tables_neg)):
+                    for key, cids in tables[tab].items():
+                        entries.append((2 * tid + side, str(key).encode(),
+                                        b.lst(sorted(base + c for c in cids))))
+        lazy_acc: list[int] = []
+        for cid, c in t.conds.items():
+            if c.where.kind == LAZY:
+                pieces = (("", str(c.check.operand), "") if c.check.op == "contains"
+                          else wildcard_parts(str(c.check.operand)))
+                plo = len(parts) // 2
+                for piece in pieces:
+                    parts.extend(b.text(piece.encode()))
+                lazys[base + cid] = (c.check.position, int(c.check.negated), plo,
+                                     len(parts) // 2)
+        alt_index: dict[int, int] = {}
+
+        def alt_no(alt_id: int, alt: object) -> int:
+            got = alt_index.get(alt_id)
+            if got is None:
+                got = alt_index[alt_id] = len(alts) // ALT_W
+                a = alt  # an Alternative
+                need = b.lst(sorted(base + c for c in a.need))  # type: ignore[attr-defined]
+                lz = b.lst([base + c for c in a.lazy])  # type: ignore[attr-defined]
+                alts.extend([dense[a.profile], *need, *lz])  # type: ignore[attr-defined]
+            return got
+
+        for cid, group in t.access.items():
+            acc[base + cid] = b.lst([alt_no(i, a) for i, a in group.items()])
+        for cid, group in t.lazy_access.items():
+            lazy_acc.extend([base + cid, *b.lst([alt_no(i, a) for i, a in group.items()])])
+        la = b.lst(lazy_acc)
+        al = b.lst([alt_no(i, a) for i, a in t.always.items()])
+        noff, nlen = b.text(name.encode())
+        types.extend([noff, nlen, f_lo, n_fields, *la, *al])
+        base += span
+    n_cids = base
+    size = 1 << max(4, (2 * len(entries)).bit_length())
+    slots = np.full(size, -1, np.int64)
+    ent: list[int] = []
+    for k, (tid, key, (plo, phi)) in enumerate(entries):
+        h = fnv(key, tid) & (size - 1)
+        while slots[h] >= 0:
+            h = (h + 1) & (size - 1)
+        slots[h] = k
+        koff, klen = b.text(key)
+        ent.extend([tid, koff, klen, plo, phi])
+    acc_flat: list[int] = []
+    for cid in range(n_cids):
+        acc_flat.extend(acc.get(cid, (0, 0)))
+    lazy_flat: list[int] = []
+    for cid in range(n_cids):
+        lazy_flat.extend(lazys.get(cid, (0, 0, 0, 0)))
+    sections = [np.array(types, np.int64), np.array(fields, np.int64),
+                np.array(lens_off, np.int64), np.array(lens, np.int64), slots,
+                np.array(ent, np.int64), np.array(acc_flat, np.int64),
+                np.array(alts, np.int64), np.array(lazy_flat, np.int64),
+                np.array(parts, np.int64), np.array(b.pool, np.int64),
+                np.array([n_cids, len(ids), size - 1], np.int64)]
+    header = np.zeros(N_SECTIONS + 1, np.int64)
+    header[0] = N_SECTIONS + 1
+    for k, s in enumerate(sections):
+        header[k + 1] = header[k] + len(s)
+    prog = np.concatenate([header, *sections])
+    from siftbus.match.columns import str_array
+
+    pbytes = np.frombuffer(bytes(b.data) or b"\0", np.uint8).copy()
+    assert SUFFIXI == N_TABLES - 1 and {HASHED, NEGATED, PRESENT, ABSENT}
+    return OpenProgram(m.version, prog, pbytes, str_array(ids), frozenset(compiled),
+                       n_cids, len(ids), n_fields)
