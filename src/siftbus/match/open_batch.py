@@ -62,17 +62,27 @@ class Chunk:
 class JsonEventMatcher:
     """Match JSON event lines with ``matcher`` under ``schema`` (see the module text)."""
 
-    def __init__(self, matcher: Matcher, schema: Schema) -> None:
+    def __init__(self, matcher: Matcher, schema: Schema, *, compiled: bool | None = None
+                 ) -> None:
         self.matcher = matcher
         self.schema = schema
+        self.compiled = compiled
+        """Use the kernel: ``None`` follows :mod:`siftbus.match.kernel` (numba chosen)."""
         self._prog: OpenProgram | None = None
-        self._scratch: np.ndarray | None = None
+        self._scratch = np.zeros(0, np.int64)
         self._ids: list[str] = []
         self._out = np.zeros(1024, np.int32)
 
     def program(self) -> OpenProgram | None:
         """The compiled open index at the matcher's current version (``None`` when no
         type compiles)."""
+        if self.compiled is False:
+            return None
+        if self.compiled is None:
+            from siftbus.match import kernel
+
+            if kernel.name() != "numba":
+                return None
         side = open_side(self.matcher)
         if side is None or not len(side):
             return None

@@ -30,6 +30,8 @@ MAX_ELEMENTS = 1024
 MAX_NUMBER = 400
 """Longest number the kernel skips in an undeclared field."""
 MAX_STRING = 1 << 16
+MAX_DEPTH = 60
+"""Deepest nesting the kernel skips in an undeclared field (the reader's limit is 64)."""
 
 # scratch layout: [gen, mgen] then the stamp arrays (sizes from the program)
 _GEN, _MGEN, _HEAD = 0, 1, 2
@@ -88,9 +90,80 @@ def _literal(b: np.ndarray, i: int, e: int, c0: int, c1: int, c2: int, c3: int,
 
 
 @njit(cache=True)
+def _skip(b: np.ndarray, i: int, e: int) -> int:
+    """End of any JSON value at ``b[i]`` (nested arrays and objects included, at most
+    :data:`MAX_DEPTH` deep), or -1 (escapes, bad syntax: the slow path decides)."""
+    stack = np.empty(MAX_DEPTH, np.uint8)  # 0 in an array, 1 in an object
+    depth = 0
+    while True:
+        i = _skip_ws(b, i, e)
+        if i >= e:
+            return -1
+        c = b[i]
+        if c == 91 or c == 123:
+            if depth >= MAX_DEPTH:
+                return -1
+            stack[depth] = 0 if c == 91 else 1
+            depth += 1
+            i = _skip_ws(b, i + 1, e)
+            if i < e and b[i] == (93 if c == 91 else 125):
+                i += 1
+                depth -= 1
+            elif c == 123:
+                j = _string_end(b, i, e, MAX_STRING)
+                if j < 0:
+                    return -1
+                i = _skip_ws(b, j, e)
+                if i >= e or b[i] != 58:
+                    return -1
+                i += 1
+                continue
+            else:
+                continue
+        else:
+            if c == 34:
+                i = _string_end(b, i, e, MAX_STRING)
+            elif c == 110:
+                i = _literal(b, i, e, 110, 117, 108, 108, 0)
+            elif c == 116:
+                i = _literal(b, i, e, 116, 114, 117, 101, 0)
+            elif c == 102:
+                i = _literal(b, i, e, 102, 97, 108, 115, 101)
+            else:
+                i = _number_end(b, i, e)
+            if i < 0:
+                return -1
+        while True:  # after a value: a separator, or the end of its container
+            if depth == 0:
+                return i
+            i = _skip_ws(b, i, e)
+            if i >= e:
+                return -1
+            close = 93 if stack[depth - 1] == 0 else 125
+            if b[i] == close:
+                i += 1
+                depth -= 1
+                continue
+            if b[i] != 44:
+                return -1
+            i += 1
+            if stack[depth - 1] == 1:
+                i = _skip_ws(b, i, e)
+                j = _string_end(b, i, e, MAX_STRING)
+                if j < 0:
+                    return -1
+                i = _skip_ws(b, j, e)
+                if i >= e or b[i] != 58:
+                    return -1
+                i += 1
+            break
+
+
+@njit(cache=True)
 def _scan(b: np.ndarray, s: int, e: int, keys: np.ndarray, els: np.ndarray) -> int:
     """Top-level fields of the object ``b[s:e]``: per field ``keys[4k:4k+4]`` = key
-    offset, key length, value kind (1 string, 2 array of strings, 3 null, 4 other scalar),
+    offset, key length, value kind (1 string, 2 array of strings, 3 null, 4 other scalar,
+    5 other array or object, skipped),
     first element; ``els[2j:2j+2]`` = element offset and length (a string's own span is
     element ``keys[4k+3]``; an array's run to the next field's first). Returns the number
     of fields, ``-1`` when the line is not for the kernel."""
@@ -133,14 +206,18 @@ def _scan(b: np.ndarray, s: int, e: int, keys: np.ndarray, els: np.ndarray) -> i
                 i = j
             elif c == 91:
                 keys[4 * nk + 2] = 2
+                at, first_el = i, ne
                 i = _skip_ws(b, i + 1, e)
                 if i < e and b[i] == 93:
                     i += 1
                 else:
                     while True:
                         j = _string_end(b, i, e, MAX_STRING)
-                        if j < 0 or ne >= MAX_ELEMENTS:
-                            return -1
+                        if j < 0 or ne >= MAX_ELEMENTS:  # not strings only: skipped whole
+                            ne = first_el
+                            keys[4 * nk + 2] = 5
+                            i = _skip(b, at, e)
+                            break
                         els[2 * ne] = i + 1
                         els[2 * ne + 1] = j - i - 2
                         ne += 1
@@ -152,6 +229,9 @@ def _scan(b: np.ndarray, s: int, e: int, keys: np.ndarray, els: np.ndarray) -> i
                             i += 1
                             break
                         return -1
+            elif c == 123:
+                keys[4 * nk + 2] = 5
+                i = _skip(b, i, e)
             elif c == 110:
                 i = _literal(b, i, e, 110, 117, 108, 108, 0)
                 keys[4 * nk + 2] = 3
@@ -335,7 +415,7 @@ def _event(b: np.ndarray, s: int, e: int, prog: np.ndarray, pb: np.ndarray,
         if found >= 0:
             kind = keys[4 * found + 2]
             lo, hi = keys[4 * found + 3], keys[4 * found + 7]
-            if kind == 4 or (kind == 2 and (flags & 2) == 0):
+            if kind >= 4 or (kind == 2 and (flags & 2) == 0):
                 return -1
         if lo == hi and (flags & 1) == 0:
             return -1

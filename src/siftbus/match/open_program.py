@@ -16,7 +16,8 @@ of the ``int64`` array, found through its header (``prog[k]:prog[k+1]`` is secti
 ``ENT``      per entry: table, key (offset, length), its conditions (pool range)
 ``ACC``      per condition: the alternatives it gives access to (pool range)
 ``ALT``      per alternative: its profile's dense index, needed and lazy conditions
-``LAZY``     per condition: field (its position in the type), negated, wildcard pieces (``PARTS`` range)
+``LAZY``     per condition: field (its position in the type), negated, wildcard
+             pieces (``PARTS`` range)
 ``PARTS``    wildcard pieces as (offset, length) in the bytes
 ``POOL``     the lists the other sections point into
 ``META``     number of conditions, of profiles, hash mask
@@ -50,7 +51,7 @@ from siftbus.model.domain import StringDomain
 from siftbus.model.schema import EventType
 
 if TYPE_CHECKING:
-    from siftbus.match.open_index import OpenIndexMatcher, TypeIndex
+    from siftbus.match.open_index import Alternative, OpenIndexMatcher, TypeIndex
 
 (TYPES, FIELDS, LENS_OFF, LENS, HASH, ENT, ACC, ALT, LAZYS, PARTS, POOL, META) = range(12)
 N_SECTIONS = 12
@@ -180,16 +181,16 @@ def compile_program(m: OpenIndexMatcher) -> OpenProgram:
                     parts.extend(b.text(piece.encode()))
                 lazys[base + cid] = (c.check.position, int(c.check.negated), plo,
                                      len(parts) // 2)
-        alt_index: dict[int, int] = {}
+        index: dict[int, int] = {}
 
-        def alt_no(alt_id: int, alt: object) -> int:
-            got = alt_index.get(alt_id)
+        def alt_no(alt_id: int, alt: Alternative, base: int = base,
+                   index: dict[int, int] = index) -> int:
+            got = index.get(alt_id)
             if got is None:
-                got = alt_index[alt_id] = len(alts) // ALT_W
-                a = alt  # an Alternative
-                need = b.lst(sorted(base + c for c in a.need))  # type: ignore[attr-defined]
-                lz = b.lst([base + c for c in a.lazy])  # type: ignore[attr-defined]
-                alts.extend([dense[a.profile], *need, *lz])  # type: ignore[attr-defined]
+                got = index[alt_id] = len(alts) // ALT_W
+                need = b.lst(sorted(base + c for c in alt.need))
+                lz = b.lst([base + c for c in alt.lazy])
+                alts.extend([dense[alt.profile], *need, *lz])
             return got
 
         for cid, group in t.access.items():
