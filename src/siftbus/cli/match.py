@@ -118,23 +118,24 @@ def load_matcher(schema: Schema, profiles_path: Path, engine: str = DEFAULT_ENGI
     return matcher
 
 
-OBJECT_BATCH = 4096
-"""Events matched per call on the object path (extended schemas)."""
-
-
 def _match_objects(matcher: Matcher, schema: Schema, events_path: Path,
                    writer: MatchWriter) -> tuple[int, int]:
-    from itertools import islice
+    # JSON events as they come: the compiled open index where its kernel reads the line,
+    # the specification's parser and the matcher elsewhere (match.open_batch)
+    from typing import cast
 
-    from siftbus.model import read_events
+    from siftbus.match.open_batch import JsonEventMatcher
 
     n_events = n_matches = 0
-    events = read_events(events_path, schema)
-    while batch := list(islice(events, OBJECT_BATCH)):
-        rows = matcher.match_batch(batch)
-        writer.write_rows(n_events, rows)
-        n_events += len(batch)
-        n_matches += sum(map(len, rows))
+    for chunk in JsonEventMatcher(matcher, schema).match_file(events_path):
+        if chunk.rows is not None:
+            writer.write_rows(chunk.first, chunk.rows)
+            n_matches += sum(map(len, chunk.rows))
+        else:  # the writers read only the ids of a snapshot
+            writer.write_csr(chunk.first, chunk.offsets, chunk.profiles,
+                             cast(Snapshot, chunk.ids))
+            n_matches += int(chunk.offsets[-1])
+        n_events += chunk.n
     return n_events, n_matches
 
 

@@ -72,6 +72,8 @@ class JsonEventMatcher:
         self._scratch = np.zeros(0, np.int64)
         self._ids: list[str] = []
         self._out = np.zeros(1024, np.int32)
+        self._side: OpenIndexMatcher | None = None
+        self._one: Any = None
 
     def program(self) -> OpenProgram | None:
         """The compiled open index at the matcher's current version (``None`` when no
@@ -83,13 +85,14 @@ class JsonEventMatcher:
 
             if kernel.name() != "numba":
                 return None
-        side = open_side(self.matcher)
+        side = self._side = open_side(self.matcher)
         if side is None or not len(side):
             return None
         prog = self._prog
         if prog is None or prog.version != side.version:
-            from siftbus.match.open_numba import scratch_for
+            from siftbus.match.open_numba import match_one, scratch_for
 
+            self._one = match_one
             prog = self._prog = compile_program(side)
             self._scratch = scratch_for(prog.n_cids, prog.n_profiles, prog.n_fields)
             self._ids = prog.profile_ids.tolist()
@@ -97,20 +100,24 @@ class JsonEventMatcher:
 
     def match(self, line: str | bytes) -> list[str]:
         """The ids (sorted) of the profiles one JSON event satisfies."""
-        prog = self.program()
-        if prog is not None:
-            from siftbus.match.open_numba import match_one
-
-            data = line.encode() if isinstance(line, str) else line
-            n = match_one(np.frombuffer(data, np.uint8), prog.prog, prog.pbytes,
-                          self._scratch, self._out)
-            while n == -2:
-                self._out = np.zeros(2 * len(self._out), np.int32)
-                n = match_one(np.frombuffer(data, np.uint8), prog.prog, prog.pbytes,
-                              self._scratch, self._out)
+        prog = self._prog
+        side = self._side
+        if prog is None or side is None or prog.version != side.version:
+            prog = self.program()
+        if prog is not None and prog.types:
+            data = line.encode() if type(line) is str else line
+            out = self._out
+            n = self._one(np.frombuffer(data, np.uint8), prog.prog, prog.pbytes,
+                          self._scratch, out)
             if n >= 0:
                 ids = self._ids
-                return [ids[i] for i in self._out[:n].tolist()]
+                return [ids[i] for i in out[:n].tolist()]
+            while n == -2:
+                out = self._out = np.zeros(2 * len(out), np.int32)
+                n = self._one(np.frombuffer(data, np.uint8), prog.prog, prog.pbytes,
+                              self._scratch, out)
+            if n >= 0:
+                return [self._ids[i] for i in out[:n].tolist()]
         text = line.decode() if isinstance(line, bytes) else line
         return self.matcher.match(parse_event(text, self.schema))
 

@@ -282,9 +282,9 @@ def _eq_bytes(b: np.ndarray, s: int, pb: np.ndarray, o: int, n: int, fold: bool)
     return True
 
 
-@njit(cache=True)
-def _lookup(b: np.ndarray, s: int, n: int, tid: int, fold: bool, prog: np.ndarray,
-            pb: np.ndarray) -> tuple[int, int]:
+@njit(cache=True, inline="always")
+def _lookup(b: np.ndarray, s: int, n: int, tid: int, fold: bool, slots: np.ndarray,
+            ent: np.ndarray, mask: np.uint64, pb: np.ndarray) -> tuple[int, int]:
     """The pool range of the conditions filed under ``b[s:s+n]`` in table ``tid``."""
     h = np.uint64(14695981039346656037) ^ np.uint64(tid)
     for k in range(n):
@@ -292,9 +292,6 @@ def _lookup(b: np.ndarray, s: int, n: int, tid: int, fold: bool, prog: np.ndarra
         if fold and 65 <= c <= 90:
             c += 32
         h = (h ^ np.uint64(c)) * np.uint64(1099511628211)
-    slots = _sec(prog, 4)
-    ent = _sec(prog, 5)
-    mask = np.uint64(_sec(prog, 11)[2])
     at = np.int64(h & mask)
     while True:
         x = slots[at]
@@ -426,6 +423,9 @@ def _event(b: np.ndarray, s: int, e: int, prog: np.ndarray, pb: np.ndarray,
     nsat = 0
     lens_off = _sec(prog, 2)
     lens = _sec(prog, 3)
+    slots = _sec(prog, 4)
+    ent = _sec(prog, 5)
+    hmask = np.uint64(meta[2])
     for f in range(nf):
         fr = 11 * (f_lo + f)
         lo, hi = fel[2 * f], fel[2 * f + 1]
@@ -450,7 +450,7 @@ def _event(b: np.ndarray, s: int, e: int, prog: np.ndarray, pb: np.ndarray,
             mg = st[_MGEN] + 1
             st[_MGEN] = mg
             for tab in range(6):
-                if (mask >> tab) & 1 == 0:
+                if (mask >> (2 * tab)) & 3 == 0:
                     continue
                 tid = fid * 6 + tab
                 fold = tab == 1 or tab == 3 or tab == 5
@@ -464,7 +464,10 @@ def _event(b: np.ndarray, s: int, e: int, prog: np.ndarray, pb: np.ndarray,
                             break
                         ps = es if tab < 4 else es + en - pn
                     for side in range(2):
-                        r0, r1 = _lookup(b, ps, pn, 2 * tid + side, fold, prog, pb)
+                        if (mask >> (2 * tab + side)) & 1 == 0:
+                            continue
+                        r0, r1 = _lookup(b, ps, pn, 2 * tid + side, fold, slots, ent,
+                                         hmask, pb)
                         for q in range(r0, r1):
                             c = pool[q]
                             if side == 1:

@@ -9,8 +9,8 @@ of the ``int64`` array, found through its header (``prog[k]:prog[k+1]`` is secti
              list, always list (pool ranges)
 ``FIELDS``   per field: JSON key (offset, length), flags (1 optional, 2 array), the
              negated ("all except"), present and absent condition lists (pool ranges),
-             its number (hashed tables are numbered ``6 * field + table``) and a
-             bit per table that holds keys
+             its number (hashed tables are numbered ``6 * field + table``) and
+             two bits per table: it holds keys of satisfied / of failed conditions
 ``LENS``     per prefix/suffix table: the key lengths it holds, ascending
 ``HASH``     open addressing slots -> entry, ``-1`` empty
 ``ENT``      per entry: table, key (offset, length), its conditions (pool range)
@@ -158,8 +158,8 @@ def compile_program(m: OpenIndexMatcher) -> OpenProgram:
                 absn = b.lst(sorted(base + c for c in ft.absent))
                 tables_pos, tables_neg = ft.pos, ft.neg
             flags = (1 if attr.optional else 0) | (2 if attr.array else 0)
-            mask = sum(1 << tab for tab in range(N_TABLES)
-                       if tables_pos[tab] or tables_neg[tab])
+            mask = sum((1 << 2 * tab if tables_pos[tab] else 0)
+                       | (2 << 2 * tab if tables_neg[tab] else 0) for tab in range(N_TABLES))
             fields.extend([koff, klen, flags, *neg, *pres, *absn, fid, mask])
             for tab in range(N_TABLES):
                 tid = fid * N_TABLES + tab
