@@ -105,7 +105,7 @@ class JsonEventMatcher:
         if prog is None or side is None or prog.version != side.version:
             prog = self.program()
         if prog is not None and prog.types:
-            data = line.encode() if type(line) is str else line
+            data = line.encode() if isinstance(line, str) else line
             out = self._out
             n = self._one(np.frombuffer(data, np.uint8), prog.prog, prog.pbytes,
                           self._scratch, out)
