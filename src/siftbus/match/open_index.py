@@ -24,7 +24,7 @@ of the access condition and its limits are in docs/matching.md ("The open index"
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from siftbus.match.reference import ReferenceMatcher
 from siftbus.model import Event, Profile
 from siftbus.model.checks import Check, constraint_check
 from siftbus.model.domain import StringDomain
+from siftbus.model.profile import Condition
 from siftbus.model.schema import EventType
 
 REBALANCE_AT = 64
@@ -56,6 +57,7 @@ class Alternative:
 class _Condition:
     check: Check
     where: Placement
+    key: Hashable
     uses: int = 0
 
 
@@ -63,7 +65,7 @@ class TypeIndex:
     """The open index of one event type."""
 
     def __init__(self) -> None:
-        self.ids: dict[Check, int] = {}
+        self.ids: dict[Hashable, int] = {}
         self.conds: dict[int, _Condition] = {}
         self.fields: dict[int, FieldTable] = {}
         self.access: dict[int, dict[int, Alternative]] = {}
@@ -75,13 +77,16 @@ class TypeIndex:
         self._grown: dict[int, int] = {}
         self.n_alts = 0
 
-    def _cid(self, check: Check, bounds: tuple[int, int]) -> int:
-        cid = self.ids.get(check)
+    def _cid(self, item: Check | Condition, bounds: list[tuple[int, int]]) -> int:
+        key = _key(item)
+        cid = self.ids.get(key)
         if cid is None:
-            cid = self.ids[check] = self._next
+            check = item if isinstance(item, Check) else constraint_check(
+                item.attr, item.position, item.constraint)
+            cid = self.ids[key] = self._next
             self._next += 1
-            where = place(check, *bounds)
-            self.conds[cid] = _Condition(check, where)
+            where = place(check, *bounds[check.position])
+            self.conds[cid] = _Condition(check, where, key)
             if where.kind != LAZY:
                 ft = self.fields.get(check.position)
                 if ft is None:
@@ -97,7 +102,7 @@ class TypeIndex:
         if c.uses:
             return
         del self.conds[cid]
-        del self.ids[c.check]
+        del self.ids[c.key]
         if c.where.kind == LAZY:
             return
         ft = self.fields[c.check.position]
@@ -110,14 +115,32 @@ class TypeIndex:
         c = self.conds[cid]
         return (c.where.kind, c.uses)
 
-    def add(self, profile: str, checks: Sequence[Check],
+    def add(self, profile: str, items: Sequence[Check | Condition],
             bounds: list[tuple[int, int]]) -> tuple[int, Alternative]:
-        cids = [self._cid(c, bounds[c.position]) for c in checks]
+        conds = self.conds
+        ids = self.ids
+        eager: list[int] = []
+        lazy: list[int] = []
+        for item in items:
+            # the common case inline: a condition some profile already uses
+            if type(item) is Condition:
+                cid = ids.get((item.position, item.constraint), -1)
+            else:
+                cid = -1
+            if cid >= 0:
+                c = conds[cid]
+                c.uses += 1
+            else:
+                cid = self._cid(item, bounds)
+                c = conds[cid]
+            if c.where.kind == LAZY:
+                if cid not in lazy:
+                    lazy.append(cid)
+            else:
+                eager.append(cid)
         alt_id = self._next_alt
         self._next_alt += 1
-        eager = frozenset(c for c in cids if self.conds[c].where.kind != LAZY)
-        lazy = tuple(dict.fromkeys(c for c in cids if self.conds[c].where.kind == LAZY))
-        alt = Alternative(profile, eager, lazy)
+        alt = Alternative(profile, frozenset(eager), tuple(lazy))
         self._file(alt_id, alt)
         self.n_alts += 1
         return alt_id, alt
@@ -203,21 +226,39 @@ class TypeIndex:
         return True
 
 
-def alternatives(profile: Profile) -> list[tuple[Check, ...]]:
-    """The conjunctions of checks of a profile (its disjunctive normal form)."""
-    base = tuple(constraint_check(c.attr, c.position, c.constraint)
-                 for c in profile.conditions)
+def alternatives(profile: Profile) -> list[tuple[Check | Condition, ...]]:
+    """The conjunctions of a profile (its disjunctive normal form): its conditions and
+    one conjunction of its checks each."""
+    base: tuple[Check | Condition, ...] = profile.conditions
     if profile.extra is None:
         return [base]
     return [base + conj for conj in profile.extra]
 
 
-def _bounds(profile: Profile) -> list[tuple[int, int]]:
-    out = []
-    for a in profile.etype.attributes:
-        d = a.domain
-        out.append((0, 0) if isinstance(d, StringDomain) else (d.min_key, d.max_key))
-    return out
+def _key(item: Check | Condition) -> Hashable:
+    """What numbers a condition: a constraint by attribute and constraint however it was
+    written (a profile's condition, or a check inside ``or`` or on an array), the other
+    checks by themselves."""
+    if isinstance(item, Condition):
+        return (item.position, item.constraint)
+    if item.op == "in" and not item.negated:
+        return (item.position, item.operand)
+    return item
+
+
+_BOUNDS: dict[int, tuple[EventType, list[tuple[int, int]]]] = {}
+
+
+def _bounds(etype: EventType) -> list[tuple[int, int]]:
+    """The key range of each attribute (strings: unused), kept per event type."""
+    got = _BOUNDS.get(id(etype))
+    if got is None or got[0] is not etype:
+        if len(_BOUNDS) > 4096:
+            _BOUNDS.clear()
+        out = [(0, 0) if isinstance(a.domain, StringDomain)
+               else (a.domain.min_key, a.domain.max_key) for a in etype.attributes]
+        got = _BOUNDS[id(etype)] = (etype, out)
+    return got[1]
 
 
 class OpenIndexMatcher(ReferenceMatcher):
@@ -240,7 +281,7 @@ class OpenIndexMatcher(ReferenceMatcher):
         if t is None:
             t = self._types[profile.type_name] = TypeIndex()
             self._etypes[profile.type_name] = profile.etype
-        bounds = _bounds(profile)
+        bounds = _bounds(profile.etype)
         filed = []
         for checks in alternatives(profile):
             filed.append(t.add(profile.id, checks, bounds))
