@@ -123,10 +123,8 @@ class TypeIndex:
         lazy: list[int] = []
         for item in items:
             # the common case inline: a condition some profile already uses
-            if type(item) is Condition:
-                cid = ids.get((item.position, item.constraint), -1)
-            else:
-                cid = -1
+            cid = (ids.get((item.position, item.constraint), -1)
+                   if type(item) is Condition else -1)
             if cid >= 0:
                 c = conds[cid]
                 c.uses += 1
