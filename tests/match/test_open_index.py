@@ -86,3 +86,14 @@ def test_every_engine_side_list_is_the_open_index() -> None:
         m = make_matcher(name)
         m.add(parse_profile('a: E(env = "prod", tags = "x")', SHARED))
         assert isinstance(m._side_list(), OpenIndexMatcher)  # type: ignore[attr-defined]
+
+
+def test_a_condition_written_twice_is_released_with_its_profile() -> None:
+    m = OpenIndexMatcher()
+    m.add(parse_profile('a: E(env = "prod", tags = "x", tags = "x", name like "*y*", '
+                        'name like "*y*")', SHARED))
+    m.add(parse_profile('b: E(env = "prod")', SHARED))
+    m.remove("a")
+    t = m._types["E"]
+    assert [c.check.attr for c in t.conds.values()] == ["env"]
+    assert [len(ft) for ft in t.fields.values()] == [1]

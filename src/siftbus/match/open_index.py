@@ -46,8 +46,9 @@ class Alternative:
     """One conjunction of a profile, as condition numbers."""
 
     profile: str
-    need: frozenset[int]
-    """Every condition answered by the field tables (the access one included)."""
+    need: tuple[int, ...]
+    """Every condition answered by the field tables (the access one included): a tuple,
+    not a set (a set of six takes 700 bytes), tested by ``sat.issuperset(need)``."""
     lazy: tuple[int, ...]
     """Conditions evaluated only for candidates (``contains``, ``like``, ``matches``)."""
     access: int = -1
@@ -131,14 +132,15 @@ class TypeIndex:
             else:
                 cid = self._cid(item, bounds)
                 c = conds[cid]
-            if c.where.kind == LAZY:
-                if cid not in lazy:
-                    lazy.append(cid)
+            if cid in eager or cid in lazy:  # written twice: one use
+                c.uses -= 1
+            elif c.where.kind == LAZY:
+                lazy.append(cid)
             else:
                 eager.append(cid)
         alt_id = self._next_alt
         self._next_alt += 1
-        alt = Alternative(profile, frozenset(eager), tuple(lazy))
+        alt = Alternative(profile, tuple(eager), tuple(lazy))
         self._file(alt_id, alt)
         self.n_alts += 1
         return alt_id, alt
@@ -199,7 +201,7 @@ class TypeIndex:
             if group is None:
                 continue
             for alt in group.values():
-                if alt.profile in found or not alt.need <= sat:
+                if alt.profile in found or not sat.issuperset(alt.need):
                     continue
                 if not alt.lazy or self._lazy_hold(alt.lazy, keys, memo):
                     found.add(alt.profile)
