@@ -98,14 +98,19 @@ def load_matcher(schema: Schema, profiles_path: Path, engine: str = DEFAULT_ENGI
     normalise and add (what ``bench/ingest.py`` times as "profiles")."""
     from siftbus.lang.profile import load_profiles
     from siftbus.match.columns import ExtendedProfileError
+    from siftbus.match.gcpause import full_collections_deferred
     from siftbus.match.ingest import load_profile_columns
 
     matcher = make_matcher(engine)
     try:
-        loaded = load_profile_columns(profiles_path, schema)
-    except ExtendedProfileError:  # checks or "or": profile objects, kept as they are
-        for p in load_profiles(profiles_path, schema):
-            matcher.add(p)
+        # a schema with extended types has extended profiles: read once, as objects
+        loaded = [] if schema.extended else load_profile_columns(profiles_path, schema)
+    except ExtendedProfileError:
+        loaded = []
+    if not loaded:  # checks, "or", open kinds: profile objects, kept as they are
+        with full_collections_deferred():
+            for p in load_profiles(profiles_path, schema):
+                matcher.add(p)
         return matcher
     while loaded:
         cols = loaded.pop()  # let each type's columns go once they are compiled
