@@ -74,6 +74,7 @@ class JsonEventMatcher:
         self._out = np.zeros(1024, np.int32)
         self._side: OpenIndexMatcher | None = None
         self._one: Any = None
+        self._ids_obj: Ids | None = None
 
     def program(self) -> OpenProgram | None:
         """The compiled open index at the matcher's current version (``None`` when no
@@ -180,8 +181,10 @@ class JsonEventMatcher:
             off = np.zeros(int(keep.sum()) + 1, np.int64)
             np.cumsum(counts, out=off[1:])
             profiles = out[:int(offsets[-1])].copy()
-            return Chunk(first, len(counts), off, profiles, Ids(prog.profile_ids)), \
-                lineno + n_lines
+            if self._ids_obj is None or self._ids_obj.profile_ids is not prog.profile_ids:
+                # one object per program: writers cache what they derive from it
+                self._ids_obj = Ids(prog.profile_ids)
+            return Chunk(first, len(counts), off, profiles, self._ids_obj), lineno + n_lines
         rows: list[list[str]] = []
         ids = self._ids
         st = status.tolist()
