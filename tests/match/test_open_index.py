@@ -15,7 +15,7 @@ from siftbus.match.open_index import REBALANCE_AT, OpenIndexMatcher
 from siftbus.match.reference import ReferenceMatcher
 from siftbus.model import event_from_dict, parse_schema
 
-RUN = settings(max_examples=80, deadline=None,
+RUN = settings(max_examples=50, deadline=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

@@ -30,7 +30,7 @@ n = "int"
 """)
 WORDS = ["", "a", "ab", "ba", "abc", "B", "Ab", "b-a", "aB*c", "é", 'x"y', "Ab\\u"]
 
-RUN = settings(max_examples=60, deadline=None,
+RUN = settings(max_examples=40, deadline=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -141,7 +141,7 @@ def test_json_lines_match_as_the_specification_says(data: st.DataObject) -> None
                         jm.match(text)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[
+@settings(max_examples=20, deadline=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_json_files_match_as_read_events_says(tmp_path: Path, data: st.DataObject) -> None:
