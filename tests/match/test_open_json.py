@@ -102,6 +102,11 @@ def line(draw: st.DrawFn) -> str:
         text = text[:-1] + f', {json.dumps(order[0])}: "a"}}'  # a repeated key
     elif twist == 2:
         text = "  " + text + " \t"
+    elif twist == 3:  # a repeated key in an undeclared object (the reader refuses it)
+        text = text[:-1] + ', "u": {"z": 1, "y": [{"z": 1}], "z": 2}}'
+    elif twist == 4:  # the same keys in sibling objects are fine
+        text = text[:-1] + ', "u": [{"z": 1, "y": {"z": 1}}, {"z": 2}]}'
+
     return text
 
 
@@ -177,3 +182,15 @@ def test_json_files_match_as_read_events_says(tmp_path: Path, data: st.DataObjec
         except SiftbusError as exc:
             got = str(exc)
         assert got == want
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_key_repeated_in_a_nested_undeclared_object_is_the_readers_error(
+        compiled: bool) -> None:
+    matcher = make_matcher("index")
+    matcher.add(parse_profile('p: W(s = "a")', SCHEMA))
+    jm = JsonEventMatcher(matcher, SCHEMA, compiled=compiled)
+    head = '{"type": "W", "s": "a", "tags": "x", '
+    assert jm.match(head + '"u": [{"z": 1, "y": {"z": 1}}, {"z": 2}]}') == ["p"]
+    with pytest.raises(SiftbusError, match="given twice"):
+        jm.match(head + '"u": {"z": 1, "y": [{"z": 1}], "z": 2}}')
