@@ -57,10 +57,14 @@ class Envelope:
         return (self.src, self.seq)
 
 
+def encode_event_keys(ev: Event) -> list[Any]:
+    """An event's keys as they travel (the inverse of :func:`decode_event_keys`)."""
+    return encode_keys(ev.keys) if ev.etype.extended else list(ev.keys)
+
+
 def encode_envelope(env: Envelope) -> list[Any]:
     ev = env.event
-    keys = encode_keys(ev.keys) if ev.etype.extended else list(ev.keys)
-    return [ev.etype.name, keys, env.src, env.seq, env.ts]
+    return [ev.etype.name, encode_event_keys(ev), env.src, env.seq, env.ts]
 
 
 def decode_envelope(data: Any, schema: Schema) -> Envelope:

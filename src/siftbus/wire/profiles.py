@@ -190,7 +190,9 @@ def _decode_text_form(data: Any, schema: Schema, limits: Limits | None) -> Profi
         raise WireError(f"profile text of {len(text)} characters, over the limit of {cap}",
                         field="max_profile_text")
     try:
-        p = parse_profile(text, schema, id=pid).with_id(pid, subscriber)
+        # the id is checked as in the structured form: a broker's gid or a composite
+        # component's id ("composite:c/a") is no profile-line id, and need not be
+        p = parse_profile(text, schema, id="_").with_id(pid, subscriber)
     except SiftbusError as exc:
         raise WireError(f"profile {pid[:100]!r}: {exc.message}", field=exc.field) from None
     if p.type_name != tname:
