@@ -28,6 +28,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 
 import numpy as np
 
+from siftbus.covering.keymap import KeySquash as _Squash
 from siftbus.covering.relations import covers, equivalent
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.match import kernel
@@ -36,24 +37,6 @@ from siftbus.model.domain import StringDomain
 
 _COMPILED_FROM = 64  # candidates from which the compiled filter pays off (when loaded)
 _WORD = 63  # attributes whose constrained/free flags share one int64 signature
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-
-
-class _Squash:
-    """A monotone (non-decreasing) map of one attribute's keys into int64: the identity
-    when the domain fits, else ``((key - lo) >> shift) - 2**63``."""
-
-    __slots__ = ("identity", "lo", "shift")
-
-    def __init__(self, lo: int, hi: int) -> None:
-        self.identity = lo >= _I64_MIN and hi <= _I64_MAX
-        self.lo = lo
-        self.shift = max(0, (hi - lo).bit_length() - 64)
-
-    def __call__(self, key: int) -> int:
-        if self.identity:
-            return key
-        return ((key - self.lo) >> self.shift) + _I64_MIN
 
 
 class _SlotSet:
