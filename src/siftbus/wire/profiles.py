@@ -112,7 +112,7 @@ def _decode_constraint(data: Any, etype: EventType, pos: int, limits: Limits | N
         if len(nums) % 2 or any(v is None for v in nums):
             raise WireError(f"constraint on {attr.name} needs integer lo/hi pairs",
                             field=attr.name)
-        ivs: list[tuple[int, int]] = [(nums[i], nums[i + 1])  # type: ignore[misc]
+        ivs: list[tuple[int, int]] = [(nums[i], nums[i + 1])
                                       for i in range(0, len(nums), 2)]
         for lo, hi in ivs:
             if lo > hi:
