@@ -30,6 +30,7 @@ def _travels(p: Profile) -> bool:
 
 
 NO_SHRINK = [Phase.explicit, Phase.reuse, Phase.generate]
+"""Shrinking a failing network run took over five minutes: a failure is shown as found."""
 
 ROUTINGS = [
     {"protocol": "flooding"},
