@@ -22,6 +22,13 @@ The index and counting matchers do their inner loops through :class:`Kernels`:
 
 Tests run the conformance suite on both (:func:`use` switches in-process).
 
+Loading numba takes about a second with its on-disk cache and 10-20 s of compilation
+without it (a new installation, changed sources): a server must not do that in the
+middle of serving. :func:`load_in_background` (the broker calls it at start, in ``auto``
+mode) loads numba in a thread and runs a warm-up there, on that thread's own kernels,
+while the Python kernels go on serving; the process switches when it is done, and the
+``auto`` rule never loads numba in the serving thread meanwhile.
+
 Array layout of the PrimAS index (built by :func:`siftbus.match.index.compile_type`):
 
 ``cells``      int32[E, m]   cell of each event's value, per attribute position
@@ -54,6 +61,7 @@ lead attribute, so the per-lead results are disjoint.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -222,9 +230,17 @@ class _State:
     mode: str | None = None
     impl: Kernels | None = None
     spent = 0.0
+    loading = 0
+    """The :func:`use` generation a background load (:func:`load_in_background`) runs
+    for, 0 when none runs; :func:`use` starts a new generation."""
+    generation = 0
 
 
 _STATE = _State()
+
+_THREAD = threading.local()
+"""A background load's own choice (``impl``): its warm-up runs numba while every other
+thread keeps :attr:`_State.impl`."""
 
 STATE = _STATE
 """The current choice, for per-event hot paths that cannot afford a call of
@@ -252,6 +268,8 @@ def use(mode: str | None = None) -> str:
         raise ValueError(f"{ENV}={chosen!r}: choose one of {', '.join(CHOICES)}")
     _STATE.mode = chosen
     _STATE.spent = 0.0
+    _STATE.generation += 1
+    _STATE.loading = 0
     _STATE.impl = _numba() if chosen == "numba" else _Metered(_python()) \
         if chosen == "auto" else _python()
     return chosen
@@ -259,6 +277,9 @@ def use(mode: str | None = None) -> str:
 
 def active() -> Kernels:
     """The kernels to call now."""
+    own = getattr(_THREAD, "impl", None)
+    if own is not None:
+        return own
     if _STATE.impl is None:
         use()
     assert _STATE.impl is not None
@@ -290,11 +311,47 @@ def name() -> str:
 
 
 def _numba_or(fallback: Any) -> Any:
+    if _STATE.loading and fallback is _STATE.impl:
+        return fallback  # a background load is under way: it switches when it is done
     try:
         return _numba()
     except (ImportError, OSError):  # numba missing or broken (or no address space left
         # for LLVM under a tight RLIMIT_AS): stay on the Python kernels
         return fallback
+
+
+def load_in_background(warm: Callable[[], object]) -> threading.Thread | None:
+    """In ``auto`` mode on the Python kernels: load numba in a daemon thread, call
+    ``warm()`` there with that thread on numba (it should match a little of everything
+    the process will match, so that the kernels it needs are compiled or loaded from the
+    cache there), then switch the process to numba. Until then the Python kernels serve
+    and the ``auto`` rule waits instead of loading numba itself. ``None`` when there is
+    nothing to load (numba already, ``python`` or ``numba`` mode, a load running). If
+    loading or ``warm`` fails, the process stays on the Python kernels (and the ``auto``
+    rule may try again)."""
+    metered = active()
+    if not isinstance(metered, _Metered) or _STATE.mode != "auto" or _STATE.loading:
+        return None
+    generation = _STATE.loading = _STATE.generation
+
+    def run() -> None:
+        ready = None
+        try:
+            _THREAD.impl = _numba()
+            warm()
+            ready = _THREAD.impl
+        except Exception:  # numba missing or broken, or a bug in warm(): keep Python
+            pass
+        finally:
+            _THREAD.impl = None
+            if _STATE.generation == generation:
+                _STATE.loading = 0
+                if ready is not None and _STATE.impl is metered:
+                    _STATE.impl = ready
+
+    thread = threading.Thread(target=run, name="siftbus-kernels", daemon=True)
+    thread.start()
+    return thread
 
 
 class _Metered:
