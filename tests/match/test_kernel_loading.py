@@ -65,3 +65,39 @@ def test_a_choice_made_during_the_load_wins() -> None:
 def test_nothing_to_load_outside_auto() -> None:
     kernel.use("python")
     assert kernel.load_in_background(lambda: None) is None
+
+
+def test_a_server_loads_numba_in_a_thread_when_it_is_wanted() -> None:
+    release = threading.Event()
+    warmed: list[str] = []
+
+    def warm() -> None:
+        warmed.append(threading.current_thread().name)
+        release.wait(20)
+
+    kernel.load_later(warm)
+    assert kernel.name() == "python" and not kernel.STATE.loading  # nothing wanted yet
+    kernel.STATE.spent = 10 * kernel.AUTO_BUDGET
+    assert not kernel.compiled_for(10 * kernel.AUTO_BYTES)  # wanted: a thread loads it
+    assert kernel.name() == "python" and kernel.STATE.loading
+    release.set()
+    for t in threading.enumerate():
+        if t.name == "siftbus-kernels":
+            t.join(30)
+    assert warmed == ["siftbus-kernels"]
+    assert kernel.name() == "numba"
+
+
+def test_after_a_failed_background_load_the_auto_rule_loads_as_before() -> None:
+    def warm() -> None:
+        raise RuntimeError("a bug in the warm-up")
+
+    kernel.load_later(warm)
+    kernel.STATE.spent = 10 * kernel.AUTO_BUDGET
+    kernel.compiled_for(10 * kernel.AUTO_BYTES)
+    for t in threading.enumerate():
+        if t.name == "siftbus-kernels":
+            t.join(30)
+    assert kernel.name() == "python" and kernel.STATE.later is None
+    assert kernel.compiled_for(10 * kernel.AUTO_BYTES)  # in this thread, at once
+    assert kernel.name() == "numba"

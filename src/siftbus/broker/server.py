@@ -148,7 +148,7 @@ class BrokerServer(NeighbourLinks):
         composites.wake = lambda: loop.call_later(composites.time_slice / 4,
                                                   self._resume_composites)
         await self.listener.start()
-        load_kernels(self.node.engine)  # not at the first large batch, in the middle of serving
+        load_kernels(self.node.engine)  # in a thread when wanted, not in the middle of serving
         for name, addr in self.dial.items():
             self._spawn(self._dial_loop(name, addr))
         if self.node.tickers:

@@ -3,17 +3,15 @@
 The first large batch a broker matches used to load numba in the middle of serving: about
 a second with its on-disk cache, 10-20 s on a loaded machine when it had to compile (a
 new installation, changed sources), a time in which no other client's PUB, PING or TLS
-handshake was answered (issue 30, item 5). :func:`load_kernels` starts that load at the
-broker's start in a thread (:func:`siftbus.match.kernel.load_in_background`), which
-matches a small synthetic table through the paths a broker takes (the levelled
-``match_batch``, the snapshot's columnar ``match_columns``, single events), so that the
-kernels those need are compiled or loaded from the cache there; meanwhile the Python
-kernels serve (the same matches, slower).
+handshake was answered (issue 30, item 5). :func:`load_kernels`, called at the broker's
+start, has that load made in a thread when it is wanted
+(:func:`siftbus.match.kernel.load_later`); the thread matches a small synthetic table
+through the paths a broker takes (the levelled ``match_batch``, the snapshot's columnar
+``match_columns``, single events), so that the kernels those need are compiled or
+loaded from the cache there, while the Python kernels serve (the same matches, slower).
 """
 
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 
@@ -71,10 +69,11 @@ def warm(engine: str) -> None:
                 snap.match_columns(rows[0].etype.name, block.columns())
 
 
-def load_kernels(engine: str) -> threading.Thread | None:
-    """Load the compiled kernels in the background, warmed for ``engine`` (nothing
-    when the process is already on them or chose its kernels with ``SIFTBUS_KERNELS``)."""
-    return kernel.load_in_background(lambda: warm(engine))
+def load_kernels(engine: str) -> None:
+    """Have the compiled kernels loaded in the background when they are wanted, warmed
+    for ``engine`` (nothing changes when the process is already on them or chose its
+    kernels with ``SIFTBUS_KERNELS``)."""
+    kernel.load_later(lambda: warm(engine))
 
 
 __all__ = ["load_kernels", "warm"]

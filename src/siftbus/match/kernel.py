@@ -24,10 +24,12 @@ Tests run the conformance suite on both (:func:`use` switches in-process).
 
 Loading numba takes about a second with its on-disk cache and 10-20 s of compilation
 without it (a new installation, changed sources): a server must not do that in the
-middle of serving. :func:`load_in_background` (the broker calls it at start, in ``auto``
-mode) loads numba in a thread and runs a warm-up there, on that thread's own kernels,
-while the Python kernels go on serving; the process switches when it is done, and the
-``auto`` rule never loads numba in the serving thread meanwhile.
+middle of serving. A server calls :func:`load_later` (the broker does at start): when the
+``auto`` rule then wants numba, :func:`load_in_background` loads it in a thread and runs
+the server's warm-up there, on that thread's own kernels, while the Python kernels go on
+serving; the process switches when it is done, and the ``auto`` rule never loads numba
+in the serving thread meanwhile. A server that never matches much never loads numba
+(about 120 MB).
 
 Array layout of the PrimAS index (built by :func:`siftbus.match.index.compile_type`):
 
@@ -234,6 +236,8 @@ class _State:
     """The :func:`use` generation a background load (:func:`load_in_background`) runs
     for, 0 when none runs; :func:`use` starts a new generation."""
     generation = 0
+    later: Callable[[], object] | None = None
+    """The warm-up of :func:`load_later` (``None``: the ``auto`` rule loads numba itself)."""
 
 
 _STATE = _State()
@@ -270,6 +274,7 @@ def use(mode: str | None = None) -> str:
     _STATE.spent = 0.0
     _STATE.generation += 1
     _STATE.loading = 0
+    _STATE.later = None
     _STATE.impl = _numba() if chosen == "numba" else _Metered(_python()) \
         if chosen == "auto" else _python()
     return chosen
@@ -311,13 +316,23 @@ def name() -> str:
 
 
 def _numba_or(fallback: Any) -> Any:
-    if _STATE.loading and fallback is _STATE.impl:
-        return fallback  # a background load is under way: it switches when it is done
+    if fallback is _STATE.impl and (_STATE.loading or _STATE.later is not None):
+        if not _STATE.loading:  # the load goes to a thread; this one keeps serving
+            load_in_background(_STATE.later)  # type: ignore[arg-type]
+        return fallback
     try:
         return _numba()
     except (ImportError, OSError):  # numba missing or broken (or no address space left
         # for LLVM under a tight RLIMIT_AS): stay on the Python kernels
         return fallback
+
+
+def load_later(warm: Callable[[], object]) -> None:
+    """For a server in ``auto`` mode: when numba is wanted, load it in the background
+    (:func:`load_in_background` with ``warm``) instead of in the calling thread. Until
+    the next :func:`use`."""
+    active()
+    _STATE.later = warm
 
 
 def load_in_background(warm: Callable[[], object]) -> threading.Thread | None:
@@ -346,7 +361,9 @@ def load_in_background(warm: Callable[[], object]) -> threading.Thread | None:
             _THREAD.impl = None
             if _STATE.generation == generation:
                 _STATE.loading = 0
-                if ready is not None and _STATE.impl is metered:
+                if ready is None:
+                    _STATE.later = None  # not again and again: the auto rule as before
+                elif _STATE.impl is metered:
                     _STATE.impl = ready
 
     thread = threading.Thread(target=run, name="siftbus-kernels", daemon=True)
