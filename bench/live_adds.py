@@ -1,12 +1,14 @@
 """Live adds and removes on the broker's path, this checkout against another, in turns.
 
     python bench/live_adds.py --baseline-src /tmp/main-src        # ~2 minutes
-    python bench/live_adds.py --baseline-src /tmp/main-src --every 1
+    python bench/live_adds.py --baseline-src /tmp/main-src --same-width --every 10
 
 Two worker processes, one importing siftbus from this checkout and one from
 ``--baseline-src`` (an export of another revision's ``src``, e.g. ``git archive main
-src``), each load the standard workload of ``bench/ingest.py`` (100,000 profiles) into an
-``IndexMatcher`` and read 200,000 other standard profiles as ``Profile`` objects. Then
+src``), each load the standard workload of ``bench/ingest.py`` (100,000 profiles) into the
+default engine's matcher (what a broker holds) and read 200,000 other standard profiles
+as ``Profile`` objects (ids ``p000000``..., one character wider than the loaded ones;
+``--same-width``: ``q00000``..., as wide). Then
 they take turns, ``--rounds`` times. A turn adds the next ``--batch`` profiles one at a
 time with ``matcher.add(profile)`` (what a broker does for each subscription), matching
 one event after every ``--every`` adds (a broker matches events between subscriptions:
@@ -34,19 +36,21 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-def worker(data: Path, batch: int, every: int, seed: int) -> None:
+def worker(data: Path, batch: int, every: int, seed: int, same_width: bool) -> None:
     """Load, then answer each line on stdin with ``add_cpu remove_cpu`` of one turn."""
+    from dataclasses import replace
+
+    from siftbus.cli.match import load_matcher
     from siftbus.match import index
-    from siftbus.match.index import IndexMatcher
     from siftbus.match.ingest import load_profile_columns
     from siftbus.model import load_schema, parse_event
 
     schema = load_schema(data / "schema.toml")
-    m = IndexMatcher()
-    for cols in load_profile_columns(data / "profiles-100000.txt", schema):
-        m.add_columns(cols)
+    m = load_matcher(schema, data / "profiles-100000.txt")  # the default engine
     pool = [p for cols in load_profile_columns(data / "profiles-200000.txt", schema)
             for p in cols.profiles()]
+    if same_width:  # ids as wide as the loaded ones ("p00000"), 100,000 at most
+        pool = [replace(p, id=f"q{i:05d}") for i, p in enumerate(pool[:100_000])]
     live = [p.id for cols in load_profile_columns(data / "profiles-100000.txt", schema)
             for p in cols.profiles()]
     with (data / "events-200000.jsonl").open() as f:
@@ -86,7 +90,8 @@ def spawn(src: str | None, args: argparse.Namespace) -> tuple[subprocess.Popen[s
     env["PYTHONPATH"] = src or str(ROOT / "src")
     p = subprocess.Popen([sys.executable, __file__, "--worker", "--data", str(args.data),
                           "--batch", str(args.batch), "--every", str(args.every),
-                          "--seed", str(args.seed)],
+                          "--seed", str(args.seed)]
+                         + (["--same-width"] if args.same_width else []),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
                          cwd=ROOT)
     assert p.stdout is not None
@@ -109,18 +114,21 @@ def main() -> None:
     ap.add_argument("--baseline-src", help="the other revision's src directory")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--batch", type=int, default=20_000)
-    ap.add_argument("--every", type=int, default=10, help="adds (removes) between matches")
+    ap.add_argument("--every", type=int, default=100, help="adds (removes) between matches")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--same-width", action="store_true",
+                    help="new ids as wide as the loaded ones (q00000...; 100,000 at most)")
     ap.add_argument("--data", type=Path, default=Path(os.environ.get(
         "TMPDIR", "/tmp")) / "siftbus-bench-ingest", help="bench/ingest.py's input files")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "live_adds.json")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.data, args.batch, args.every, args.seed)
+        worker(args.data, args.batch, args.every, args.seed, args.same_width)
         return
-    if args.rounds * args.batch > 200_000:
-        ap.error("--rounds x --batch must be at most 200,000 (the pool of new profiles)")
+    if args.rounds * args.batch > (100_000 if args.same_width else 200_000):
+        ap.error("--rounds x --batch must be at most 200,000 (100,000 with --same-width), "
+                 "the pool of new profiles")
     sys.path.insert(0, str(HERE))
     from ingest import ensure_data  # the same input files, made when missing
 
@@ -145,7 +153,7 @@ def main() -> None:
                 p.stdin.close()
             p.wait(timeout=120)
     res = {"profiles": 100_000, "batch": args.batch, "rounds": args.rounds,
-           "every": args.every, "load": [min(loads), max(loads)],
+           "every": args.every, "same_width": args.same_width, "load": [min(loads), max(loads)],
            "src": {k: v[1] for k, v in sides.items()}, "cpu_s": cpu}
     print(f"| {args.rounds} turns of {args.batch:,} adds then removes into 100,000, a match "
           f"every {args.every} | adds/CPU-s total (median turn) | removes/CPU-s total "
