@@ -219,9 +219,9 @@ class Level:
             # dtype (1.3 ms at 100,000 ids, against 1 us)
             return -1
         i = int(ids.searchsorted(pid))
-        if i < len(ids) and ids[i] == pid and self.alive[self.compiled.slot(i)]:
-            return i
-        return -1
+        if i >= len(ids) or (self.id_list[i] if self.id_list is not None else ids[i]) != pid:
+            return -1
+        return i if self.alive[self.compiled.slot(i)] else -1
 
     def live_ranks(self) -> np.ndarray:
         if self.live == self.compiled.n:
@@ -318,7 +318,7 @@ class LeveledMatcher:
         """:meth:`add` with the profile's delta rows (:func:`~siftbus.match.delta.rows_of`;
         ``None``: matched one by one) and type state found."""
         pid = profile.id
-        if self._find(pid) is not None:
+        if self._registered(pid):
             raise _duplicate(pid)
         ts.pending[pid] = profile
         delta = ts.delta
@@ -453,6 +453,18 @@ class LeveledMatcher:
                 if r >= 0:
                     return ts, level, r
         return None
+
+    def _registered(self, pid: str) -> bool:
+        """``_find(pid) is not None``, for the duplicate check of every add: a level with
+        ``members`` is searched only when it holds the id."""
+        for ts in self._types.values():
+            if pid in ts.pending:
+                return True
+            for level in ts.levels:
+                members = level.members
+                if (members is None or pid in members) and level.rank_of(pid) >= 0:
+                    return True
+        return False
 
     def _new_level(self, cols: ProfileColumns) -> Level:
         cols = cols.sorted_by_id()
