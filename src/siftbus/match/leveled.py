@@ -1,16 +1,18 @@
-"""Dynamic matchers over immutable compiled indexes: levels, tombstones, a small pending set.
+"""Dynamic matchers over immutable compiled indexes: levels, tombstones, a delta of adds.
 
 A compiled index (PrimAS or counting) is built in one vectorised pass and never changes,
 so readers (the batch kernel, a Spark broadcast) never see a half-applied update. The
 dynamic :class:`LeveledMatcher` keeps per event type:
 
-* ``pending``: profiles added one at a time since the last compile, matched one by one
-  while they are few (at most ``pending_limit``);
+* ``pending``: profiles added one at a time since the last compile: up to
+  ``delta_limit`` as flat rows matched by one kernel call (:mod:`siftbus.match.delta`),
+  of which at most ``pending_limit`` that the delta cannot hold (string conditions,
+  extended profiles), matched one by one;
 * ``levels``: compiled indexes over disjoint profile subsets, largest first. Pending
   profiles (or a whole batch given to :meth:`LeveledMatcher.add_columns`) become a new
-  level; a level at least half the size of its elder neighbour is merged into it (a
-  binary-counter schedule), so each profile is recompiled O(log n) times in total and a
-  match visits O(log n) levels;
+  level; :data:`FANOUT` levels of one size class are merged into one (tiered), so each
+  profile is recompiled about ``log(n, FANOUT)`` times in total and a match visits at
+  most ``FANOUT - 1`` levels per class;
 * tombstones: ``remove`` clears one byte of the level's ``alive`` array; a level that is
   more dead than alive is recompiled from its live profiles.
 
@@ -18,7 +20,7 @@ Compiled levels keep no :class:`~siftbus.model.Profile` objects: the index array
 the stored form of the profiles, and ``get``, ``remove`` and ``profiles`` make them anew
 (:meth:`Compiled.profile`). No update ever rebuilds the whole index; the cost of an add
 is amortised over the levels (the DAS "Leerfelder"/"Änderung" tuning becomes
-``pending_limit`` and the merge ratio).
+``delta_limit`` and the fan-out).
 """
 
 from __future__ import annotations
