@@ -183,14 +183,16 @@ class Kernels(Protocol):
         of its attributes has a row with ``lo <= keys[attr] <= hi``. Its slots go to
         ``out[:count]`` in order, with :meth:`index_match_one`'s count contract."""
 
-    def counting_match(self, cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
+    def counting_match(self, cells: np.ndarray, node_base: np.ndarray, af_off: np.ndarray,
                        af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
                        ncond: np.ndarray, always: np.ndarray,
                        alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Siena's counting algorithm over a batch; returns CSR ``(offsets, slots)``.
 
-        ``af_off/af_mem``: CSR over global cells, the attribute filters (distinct
-        per-attribute constraints) the cell satisfies; ``pr_off/pr_mem``: CSR over
+        ``node_base[a, L]``: the first global block of level ``L`` of attribute ``a``
+        (``-1`` past its last level; an event's cell ``c`` lies in block ``c >> L``);
+        ``af_off/af_mem``: CSR over global blocks, the attribute filters (distinct
+        per-attribute constraints) every cell of the block satisfies; ``pr_off/pr_mem``: CSR over
         filters, the profiles containing each; ``ncond``: conditions per profile. A
         profile matches when as many of its filters as it has conditions are satisfied."""
 

@@ -380,7 +380,7 @@ def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, entry: np.
 
 
 @njit(cache=True)
-def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
+def counting_match(cells: np.ndarray, node_base: np.ndarray, af_off: np.ndarray,
                    af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
                    ncond: np.ndarray, always: np.ndarray,
                    alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -403,18 +403,22 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
             out = _append(out, k, p)
             k += 1
         for a in range(m):
-            g = cell_base[a] + cells[e, a]
-            for t in range(af_off[g], af_off[g + 1]):
-                f = af_mem[t]
-                for u in range(pr_off[f], pr_off[f + 1]):
-                    p = pr_mem[u]
-                    if counter[p] == 0:
-                        touched[nt] = p
-                        nt += 1
-                    counter[p] += 1
-                    if counter[p] == ncond[p] and not (check_alive and alive[p] == 0):
-                        out = _append(out, k, p)
-                        k += 1
+            c = cells[e, a]
+            for lv in range(node_base.shape[1]):
+                if node_base[a, lv] < 0:
+                    break
+                g = node_base[a, lv] + (c >> lv)
+                for t in range(af_off[g], af_off[g + 1]):
+                    f = af_mem[t]
+                    for u in range(pr_off[f], pr_off[f + 1]):
+                        p = pr_mem[u]
+                        if counter[p] == 0:
+                            touched[nt] = p
+                            nt += 1
+                        counter[p] += 1
+                        if counter[p] == ncond[p] and not (check_alive and alive[p] == 0):
+                            out = _append(out, k, p)
+                            k += 1
         for i in range(nt):
             counter[touched[i]] = 0
         if k - start > 1:

@@ -199,7 +199,7 @@ def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, entry: np.
     ent[pos] = entry[run]
 
 
-def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
+def counting_match(cells: np.ndarray, node_base: np.ndarray, af_off: np.ndarray,
                    af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
                    ncond: np.ndarray, always: np.ndarray,
                    alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -207,8 +207,10 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
     n = len(ncond)
     rows = []
     for e in range(cells.shape[0]):
-        g = cell_base[:cells.shape[1]] + cells[e]
-        filters = np.concatenate([af_mem[af_off[x]:af_off[x + 1]] for x in g.tolist()]
+        row = cells[e].astype(np.int64)
+        g = [int(node_base[a, lv]) + (int(row[a]) >> lv) for a in range(cells.shape[1])
+             for lv in range(node_base.shape[1]) if node_base[a, lv] >= 0]
+        filters = np.concatenate([af_mem[af_off[x]:af_off[x + 1]] for x in g]
                                  or [_NONE]).astype(np.int64)
         profs = np.concatenate([pr_mem[pr_off[f]:pr_off[f + 1]] for f in filters.tolist()]
                                or [_NONE]).astype(np.int64)
