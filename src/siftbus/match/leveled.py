@@ -475,35 +475,38 @@ class LeveledMatcher:
     def _settle(self, ts: TypeState) -> None:
         """Compile pending profiles, drop or shrink mostly-dead levels, merge levels."""
         ts.dirty = False
-        changed = False
+        fresh: list[ProfileColumns] = []
         if len(ts.slow) > self._pending_limit or len(ts.pending) > self._delta_limit:
-            ts.levels.append(self._new_level(_pending_columns(ts)))
+            fresh.append(_pending_columns(ts))
             _clear_pending(ts)
-            changed = True
-        for i, level in enumerate(ts.levels):
-            if level.live * 2 < level.size:
-                ts.levels[i] = self._new_level(level.live_columns()) if level.live else level
-                changed = True
-        if changed:
-            self._merge_levels(ts)
+        dying = [lv for lv in ts.levels if lv.live * 2 < lv.size]
+        if dying:
+            ts.levels = [lv for lv in ts.levels if lv.live * 2 >= lv.size]
+            fresh.extend(lv.live_columns() for lv in dying if lv.live)
+        if fresh or dying:
+            self._merge_levels(ts, fresh)
 
-    def _merge_levels(self, ts: TypeState) -> None:
+    def _merge_levels(self, ts: TypeState, fresh: Sequence[ProfileColumns] = ()) -> None:
         """Merge every :data:`FANOUT` levels of one size class (``live`` profiles in
-        ``[FANOUT**c, FANOUT**(c + 1))``) into one level of a larger class."""
-        levels = sorted((lv for lv in ts.levels if lv.live), key=lambda lv: -lv.live)
+        ``[FANOUT**c, FANOUT**(c + 1))``) into one level of a larger class; ``fresh``
+        profile sets join as levels of their size. Only what remains is compiled: a set
+        that a merge takes at once (a delta joining three of its class) is not compiled
+        first."""
+        parts: list[Level | ProfileColumns] = [lv for lv in ts.levels if lv.live]
+        parts.extend(c for c in fresh if len(c))
         while True:
-            by_class: dict[int, list[Level]] = {}
-            for lv in levels:
-                by_class.setdefault(size_class(lv.live), []).append(lv)
+            by_class: dict[int, list[Level | ProfileColumns]] = {}
+            for x in parts:
+                by_class.setdefault(size_class(_live(x)), []).append(x)
             full = [group for group in by_class.values() if len(group) >= FANOUT]
             if not full:
                 break
-            group = min(full, key=lambda g: g[0].live)
-            levels = [lv for lv in levels if all(lv is not g for g in group)]
-            levels.append(self._new_level(ProfileColumns.concat(
-                [lv.live_columns() for lv in group])))
-            levels.sort(key=lambda lv: -lv.live)
-        ts.levels = levels
+            group = min(full, key=lambda g: _live(g[0]))
+            parts = [x for x in parts if all(x is not g for g in group)]
+            parts.append(ProfileColumns.concat(
+                [x.live_columns() if isinstance(x, Level) else x for x in group]))
+        ts.levels = sorted((x if isinstance(x, Level) else self._new_level(x) for x in parts),
+                           key=lambda lv: -lv.live)
 
     def _recompile_all(self) -> None:
         """One fresh level per type holding every profile (used by ``optimize``)."""
@@ -528,6 +531,10 @@ def split_rows(ids: np.ndarray, offsets: np.ndarray, ranks: np.ndarray) -> list[
     flat = ids[ranks].tolist()
     off = offsets.tolist()
     return [flat[off[j]:off[j + 1]] for j in range(len(off) - 1)]
+
+
+def _live(part: Level | ProfileColumns) -> int:
+    return part.live if isinstance(part, Level) else len(part)
 
 
 def size_class(live: int) -> int:
