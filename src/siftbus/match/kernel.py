@@ -184,6 +184,15 @@ class Kernels(Protocol):
                    r2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Two CSRs over the same events, rows sorted and disjoint, as one."""
 
+    def delta_match(self, keys: np.ndarray, n: int, off: np.ndarray, attr: np.ndarray,
+                    lo: np.ndarray, hi: np.ndarray, alive: np.ndarray,
+                    out: np.ndarray) -> int:
+        """The profiles of a :class:`~siftbus.match.delta.Delta` one event satisfies:
+        profile ``j < n`` has the rows ``off[j]:off[j + 1]`` of ``(attr, lo, hi)``, a
+        profile's rows of one attribute adjacent; it matches when it is alive and each
+        of its attributes has a row with ``lo <= keys[attr] <= hi``. Its slots go to
+        ``out[:count]`` in order, with :meth:`index_match_one`'s count contract."""
+
     def counting_match(self, cells: np.ndarray, node_base: np.ndarray, af_off: np.ndarray,
                        af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
                        ncond: np.ndarray, always: np.ndarray,

@@ -543,6 +543,35 @@ def merge_rows(off1: np.ndarray, r1: np.ndarray, off2: np.ndarray,
     return offsets, out
 
 
+@njit(cache=True)
+def delta_match(keys: np.ndarray, n: int, off: np.ndarray, attr: np.ndarray,
+                lo: np.ndarray, hi: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.delta_match`."""
+    k = 0
+    for j in range(n):
+        if not alive[j]:
+            continue
+        r = off[j]
+        end = off[j + 1]
+        ok = True
+        while r < end:
+            a = attr[r]
+            v = keys[a]
+            hit = False
+            while r < end and attr[r] == a:
+                if lo[r] <= v <= hi[r]:
+                    hit = True
+                r += 1
+            if not hit:
+                ok = False
+                break
+        if ok:
+            if k < out.shape[0]:
+                out[k] = j
+            k += 1
+    return k
+
+
 def specialise(name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
     """See :func:`siftbus.match.kernel.Kernels.specialise`.
 

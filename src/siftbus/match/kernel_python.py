@@ -289,6 +289,26 @@ def _csr(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return offsets, flat
 
 
+def delta_match(keys: np.ndarray, n: int, off: np.ndarray, attr: np.ndarray,
+                lo: np.ndarray, hi: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.delta_match`."""
+    rows = int(off[n])
+    slot = np.repeat(np.arange(n), np.diff(off[:n + 1]))
+    a = attr[:rows]
+    v = keys[a]
+    ok = (lo[:rows] <= v) & (v <= hi[:rows])
+    start = np.ones(rows, bool)  # where a (profile, attribute) group of rows starts
+    start[1:] = (slot[1:] != slot[:-1]) | (a[1:] != a[:-1])
+    group = np.cumsum(start) - 1
+    held = np.zeros(int(start.sum()), bool)
+    held[group[ok]] = True
+    unmet = np.bincount(slot[start][~held], minlength=n)
+    hits = np.flatnonzero((unmet == 0) & (alive[:n] != 0)).astype(np.int32)
+    k = len(hits)
+    out[:min(k, len(out))] = hits[:len(out)]
+    return k
+
+
 def specialise(name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
     """See :func:`siftbus.match.kernel.Kernels.specialise` (here: the function itself)."""
     fn: Callable[..., Any] = globals()[name]
