@@ -10,6 +10,7 @@ imported and registered (start-up); everything else registers every module.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -95,6 +96,10 @@ def main() -> None:
 
         enable_from_env()  # SIFTBUS_TRACING=1: spans of every command (docs/tracing.md)
         command(prog_name="siftbus")
+    except SystemExit as exc:
+        if not exc.code and _exits_at_once():
+            _exit_now()
+        raise
     except SiftbusError as exc:
         print(f"siftbus: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -105,3 +110,36 @@ def main() -> None:
     except KeyboardInterrupt:
         print("siftbus: interrupted", file=sys.stderr)
         sys.exit(130)
+
+
+EXIT_AT_ONCE = frozenset({"match"})
+"""Commands after which the ``siftbus`` process ends without tearing the interpreter
+down (:func:`_exit_now`)."""
+
+
+def _exits_at_once() -> bool:
+    """Whether this process is the ``siftbus`` command (the console script or ``python -m
+    siftbus``, not a caller of :func:`main`) running a command of :data:`EXIT_AT_ONCE`."""
+    top = sys.modules.get("__main__")
+    spec = getattr(top, "__spec__", None)
+    script = str(getattr(top, "__file__", "") or "").replace("\\", "/")
+    is_command = (spec is not None and spec.name == "siftbus.__main__") or (
+        script.endswith("/siftbus") or script.endswith("/siftbus-script.py"))
+    return is_command and len(sys.argv) > 1 and sys.argv[1] in EXIT_AT_ONCE
+
+
+def _exit_now() -> None:
+    """End the process after a command succeeded: exit handlers run and the standard
+    streams are flushed, but the interpreter is not torn down (freeing numba's modules
+    and a 100,000-profile index object by object, and a last full collection, cost
+    ~0.15 CPU-s: half of what a ``json.loads`` loop over 100,000 events costs)."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    code = 0
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: what Python itself reports
+            code = 120
+    os._exit(code)

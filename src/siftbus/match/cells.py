@@ -260,9 +260,20 @@ def _ordered_layout(name: str, pos: int, min_key: int, max_key: int, slots: np.n
 
 def _string_layout(name: str, pos: int, cons: list[tuple[int, StringConstraint]]
                    ) -> tuple[AttributeCells, Pieces]:
+    # Profiles written alike share one constraint object (the scanners make one per
+    # distinct text): each distinct one is laid out once, its runs repeated per profile.
+    index: dict[int, int] = {}
+    distinct: list[StringConstraint] = []
+    which = np.empty(len(cons), np.int64)
+    for i, (_, con) in enumerate(cons):
+        k = index.get(id(con))
+        if k is None:
+            k = index[id(con)] = len(distinct)
+            distinct.append(con)
+        which[i] = k
     exact_names: set[str] = set()
     prefix_names: set[str] = {""}
-    for _, con in cons:
+    for con in distinct:
         if con.allowed is not None:
             exact_names.update(con.allowed)
         else:
@@ -278,14 +289,23 @@ def _string_layout(name: str, pos: int, cons: list[tuple[int, StringConstraint]]
     exact = {s: i for i, (s, is_exact) in enumerate(reps) if is_exact}
     prefixes = {s: i for i, (s, is_exact) in enumerate(reps) if not is_exact}
     blocks: dict[str, tuple[int, int]] = {}
-    out_slot: list[int] = []
-    out_first: list[int] = []
-    out_last: list[int] = []
-    for slot, con in cons:
+    run_first: list[int] = []
+    run_last: list[int] = []
+    n_runs = np.zeros(len(distinct) + 1, np.int64)
+    for k, con in enumerate(distinct):
+        before = len(run_first)
         if con.allowed is not None:
             cells_ = sorted(exact[s] for s in con.allowed)
-            if not cells_:
-                continue
+            if cells_:  # consecutive cells in one run
+                run_start = prev = cells_[0]
+                for c in cells_[1:]:
+                    if c != prev + 1:
+                        run_first.append(run_start)
+                        run_last.append(prev)
+                        run_start = c
+                    prev = c
+                run_first.append(run_start)
+                run_last.append(prev)
         else:
             block = blocks.get(con.prefix)
             if block is None:
@@ -293,28 +313,19 @@ def _string_layout(name: str, pos: int, cons: list[tuple[int, StringConstraint]]
             lo_, hi_ = block
             cells_ = sorted(c for c in (exact[s] for s in con.excluded) if lo_ <= c <= hi_)
             # the accepted runs: the block between its excluded cells
-            runs_lo = [lo_, *(c + 1 for c in cells_)]
-            runs_hi = [*(c - 1 for c in cells_), hi_]
-            for a, b in zip(runs_lo, runs_hi, strict=True):
+            for a, b in zip([lo_, *(c + 1 for c in cells_)], [*(c - 1 for c in cells_), hi_],
+                            strict=True):
                 if a <= b:
-                    out_slot.append(slot)
-                    out_first.append(a)
-                    out_last.append(b)
-            continue
-        run_start = prev = cells_[0]
-        for c in cells_[1:]:
-            if c != prev + 1:
-                out_slot.append(slot)
-                out_first.append(run_start)
-                out_last.append(prev)
-                run_start = c
-            prev = c
-        out_slot.append(slot)
-        out_first.append(run_start)
-        out_last.append(prev)
-    ps = np.array(out_slot, np.int32)
-    pf = np.array(out_first, np.int32)
-    pl = np.array(out_last, np.int32)
+                    run_first.append(a)
+                    run_last.append(b)
+        n_runs[k + 1] = len(run_first) - before
+    at = np.cumsum(n_runs)  # runs of distinct k: at[k]:at[k + 1]
+    count = n_runs[1:][which]
+    ps = np.repeat(np.array([slot for slot, _ in cons], np.int32), count)
+    # each profile's runs: its distinct constraint's, in order
+    run = np.repeat(at[:-1][which] - np.cumsum(count) + count, count) + np.arange(len(ps))
+    pf = np.array(run_first, np.int32)[run]
+    pl = np.array(run_last, np.int32)[run]
     order = np.lexsort((pf, ps))
     cells = AttributeCells(name, pos, False, 0, 0, np.zeros(0, np.int64), exact, prefixes,
                            tuple(sorted({len(s) for s in prefixes if s}, reverse=True)),

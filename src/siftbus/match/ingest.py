@@ -100,7 +100,7 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
     from siftbus.match.scan_numba import OK, SLOW, scan_profiles
 
     tables = SchemaTables.of(schema)
-    strings: dict[tuple[int, bytes], StringConstraint] = {}
+    strings: dict[tuple[int, str], StringConstraint] = {}
     text_limits = TextLimits(max_line_bytes=4 * limits.max_line)
     limit_name = f"ProfileLimits.max_line is {limits.max_line} characters"
     parts: dict[int, list[ProfileColumns]] = {}
@@ -248,7 +248,7 @@ def scan_profile_texts(texts: Sequence[object], schema: Schema, *,
     from siftbus.match.scan_numba import OK, scan_profiles
 
     tables = SchemaTables.of(schema)
-    strings: dict[tuple[int, bytes], StringConstraint] = {}
+    strings: dict[tuple[int, str], StringConstraint] = {}
     for k in range(0, len(lines), TEXTS_PER_SCAN):
         part = lines[k:k + TEXTS_PER_SCAN]
         data = "".join(t + "\n" for _, t in part).encode("ascii")
