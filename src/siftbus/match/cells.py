@@ -300,7 +300,7 @@ def _string_layout(name: str, pos: int, cons: list[tuple[int, StringConstraint]]
     head = np.ones(len(sel), bool)
     head[1:] = (o[1:] != o[:-1]) | (c[1:] != c[:-1] + 1)
     heads = np.flatnonzero(head)
-    tails = np.append(heads[1:], len(sel)) - 1
+    tails = np.append(heads[1:], len(sel))[:len(heads)] - 1
     set_owner, set_first, set_last = o[heads], c[heads], c[tails]
     # a prefix: its block less its excluded cells, i.e. the runs between them
     blocks: dict[str, tuple[int, int]] = {}
