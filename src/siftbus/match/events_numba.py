@@ -227,10 +227,11 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
             if k_e[x] - k_s[x] == 4 and text[k_s[x]] == 116 and text[k_s[x] + 1] == 121 \
                     and text[k_s[x] + 2] == 112 and text[k_s[x] + 3] == 101:
                 n_type += 1
-                if v_k[x] == 1:
+                if v_k[x] == 1 and t < 0:
                     for tt in range(n_types):
                         if _same(text, v_s[x], v_e[x] - v_s[x], names, name_off, tt):
                             t = tt
+                            break
         if n_type != 1 or t < 0:
             continue
         base = type_attr[t]
