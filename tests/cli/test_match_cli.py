@@ -250,3 +250,23 @@ def test_plain_match_starts_without_typer_rich_or_lark(kernels: str, tmp_path: P
     assert "typer" in names
     r, _ = _imported([*args[:-1], "--colour"], env)
     assert r.returncode == 2 and "No such option: --colour" in r.stderr
+
+
+def test_a_reader_leaving_early_ends_match_quietly(tmp_path: Path) -> None:
+    """``siftbus match ... | head -1``: exit 1 without a traceback (as click does for the
+    typer command), also on the start-up path that runs without typer."""
+    import os
+
+    events = tmp_path / "e.jsonl"
+    events.write_text((BUILDING / "events.jsonl").read_text() * 400)
+    # buffered, as by default (unbuffered, a write cut short by the reader just stops)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    p = subprocess.Popen([sys.executable, "-m", "siftbus", "match", "--schema",
+                          str(BUILDING / "schema.toml"), "--profiles",
+                          str(BUILDING / "profiles.txt"), "--events", str(events)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    assert p.stdout is not None and p.stderr is not None
+    assert json.loads(p.stdout.readline())["event"] == 0
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 1 and "Traceback" not in err, err
