@@ -18,6 +18,12 @@ child (JSON lines out), events per CPU-second, the same for the plain loop (the 
 reading the event file line by line with ``json.loads``), their ratio, and bytes per
 condition (the child's peak RSS less its RSS on a 20-profile, 20-event run, over the
 conditions written). Writes ``bench/results/mixed.json``; reports the load average.
+
+``--compare SRC`` (a ``src`` directory of another checkout, say main's) runs that
+checkout's ``siftbus match`` too, in turns with this one's and the loop, so that all
+three see the same load. The children import the package with its bytecode compiled
+first (``compileall``), as an installed package has it: compiling the sources again in
+every run (``PYTHONDONTWRITEBYTECODE``) would add ~0.1 CPU-s that no user pays.
 """
 
 from __future__ import annotations
@@ -165,11 +171,27 @@ def conditions(path: Path) -> int:
     return total
 
 
-def child_run(cmd: list[str]) -> tuple[float, float, float]:
+def child_env(src: Path | None) -> dict[str, str]:
+    """The environment of a ``siftbus match`` child importing siftbus from ``src`` (else as
+    this interpreter finds it), whose bytecode is compiled here first."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    where = subprocess.run([sys.executable, "-c", "import siftbus, os; "
+                            "print(os.path.dirname(siftbus.__file__))"], env=env, check=True,
+                           capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", where], check=True, env={
+        k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}, cwd=ROOT)
+    return env
+
+
+def child_run(cmd: list[str], env: dict[str, str] | None = None
+              ) -> tuple[float, float, float]:
     """(cpu s, wall s, peak RSS MB) of one child process (its own rusage, by ``wait4``:
     ``RUSAGE_CHILDREN``'s peak is the largest of all children so far)."""
     w0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
+                         env=env)
     assert p.stderr is not None
     err = p.stderr.read()
     _, status, usage = os.wait4(p.pid, 0)
@@ -190,40 +212,49 @@ def json_loads_loop(path: Path) -> tuple[float, float]:
 
 
 def run_size(paths: dict[str, Path], n_p: int, n_e: int, repeats: int, out: Path,
-             base_rss: float) -> dict[str, Any]:
+             base_rss: float, variants: list[tuple[str, dict[str, str]]]
+             ) -> list[dict[str, Any]]:
+    """One row per variant (``(label, child environment)``): each repeat runs every
+    variant and then the loop, in turns, so that all see the same load."""
     cmd = [*SIFTBUS, "match", "--schema", str(paths["schema"]), "--profiles",
            str(paths[f"profiles-{n_p}"]), "--events", str(paths[f"events-{n_e}"]),
            "--out", str(out)]
-    runs, loops = [], []
-    for _ in range(repeats):  # alternating, so both see the same load
-        runs.append(child_run(cmd))
+    runs: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in variants}
+    loops = []
+    for _ in range(repeats):
+        for label, env in variants:
+            runs[label].append(child_run(cmd, env))
         loops.append(json_loads_loop(paths[f"events-{n_e}"]))
-    cpu = statistics.median(r[0] for r in runs)
-    peak = max(r[2] for r in runs)
     base_cpu = statistics.median(x[0] for x in loops)
     with out.open() as f:
         matches = sum(len(json.loads(line)["matches"]) for line in f)
     n_cond = conditions(paths[f"profiles-{n_p}"])
-    return {
-        "profiles": n_p, "events": n_e, "conditions": n_cond,
-        "cpu_s": cpu, "cpu_s_runs": [r[0] for r in runs],
-        "wall_s": statistics.median(r[1] for r in runs), "peak_rss_mb": peak,
-        "events_per_cpu_s": n_e / cpu,
-        "bytes_per_condition": max(0.0, peak - base_rss) * 2**20 / max(n_cond, 1),
-        "json_loads_cpu_s": base_cpu, "json_loads_cpu_s_runs": [x[0] for x in loops],
-        "json_loads_events_per_cpu_s": n_e / base_cpu,
-        "cpu_over_json_loads": cpu / base_cpu, "matches_per_event": matches / n_e,
-        "load": os.getloadavg()[0]}
+    rows = []
+    for label, _ in variants:
+        rs = runs[label]
+        cpu = statistics.median(r[0] for r in rs)
+        peak = max(r[2] for r in rs)
+        rows.append({
+            "variant": label, "profiles": n_p, "events": n_e, "conditions": n_cond,
+            "cpu_s": cpu, "cpu_s_runs": [r[0] for r in rs],
+            "wall_s": statistics.median(r[1] for r in rs), "peak_rss_mb": peak,
+            "events_per_cpu_s": n_e / cpu,
+            "bytes_per_condition": max(0.0, peak - base_rss) * 2**20 / max(n_cond, 1),
+            "json_loads_cpu_s": base_cpu, "json_loads_cpu_s_runs": [x[0] for x in loops],
+            "json_loads_events_per_cpu_s": n_e / base_cpu,
+            "cpu_over_json_loads": cpu / base_cpu, "matches_per_event": matches / n_e,
+            "load": os.getloadavg()[0]})
+    return rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    out = ["| profiles x events | `siftbus match` CPU s | events/CPU-s | wall s | peak RSS MB "
+    out = ["| `siftbus match` | profiles x events | CPU s | events/CPU-s | wall s | peak RSS MB "
            "| bytes/condition | `json.loads` loop CPU s | events/CPU-s | ratio | matches/event "
            "| load |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         out.append(
-            f"| {r['profiles']:,} x {r['events']:,} | {r['cpu_s']:.2f} | "
+            f"| {r['variant']} | {r['profiles']:,} x {r['events']:,} | {r['cpu_s']:.2f} | "
             f"{r['events_per_cpu_s']:,.0f} | {r['wall_s']:.2f} | {r['peak_rss_mb']:.0f} | "
             f"{r['bytes_per_condition']:.0f} | {r['json_loads_cpu_s']:.2f} | "
             f"{r['json_loads_events_per_cpu_s']:,.0f} | {r['cpu_over_json_loads']:.2f}x | "
@@ -238,6 +269,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path(os.environ.get(
         "TMPDIR", "/tmp")) / "siftbus-bench-mixed", help="where the input files are kept")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "mixed.json")
+    ap.add_argument("--compare", type=Path, metavar="SRC",
+                    help="also run the siftbus of this src directory (another checkout)")
     ap.add_argument("--make", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--to", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -253,8 +286,15 @@ def main() -> None:
     out = args.data / "matches.jsonl"
     small = [*SIFTBUS, "match", "--schema", str(paths["schema"]), "--profiles",
              str(paths["profiles-20"]), "--events", str(paths["events-20"]), "--out", str(out)]
-    base_rss = min(child_run(small)[2] for _ in range(2))
-    rows = [run_size(paths, p, e, args.repeats, out, base_rss) for p, e in sizes]
+    variants = [("this checkout", child_env(None))]
+    if args.compare is not None:
+        variants.append((str(args.compare), child_env(args.compare.resolve())))
+    warm = [*small[:7], str(paths[f"profiles-{sizes[0][0]}"]), *small[8:]]
+    for _, env in variants:  # numba's caches made (or loaded once) before any timing
+        child_run(warm, {**env, "SIFTBUS_KERNELS": "numba"})
+    base_rss = min(child_run(small, variants[0][1])[2] for _ in range(2))
+    rows = [row for p, e in sizes
+            for row in run_size(paths, p, e, args.repeats, out, base_rss, variants)]
     md = table(rows)
     print(md)
     print(f"\nCPU time of the `siftbus match` child and of the loop (same run, alternating, "

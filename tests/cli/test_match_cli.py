@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from siftbus.cli import _match_writers, _matchfiles
 from siftbus.cli import match as match_cli
 from siftbus.match import kernel
 from siftbus.model import load_schema
@@ -35,7 +36,7 @@ def test_every_engine_writes_the_checked_in_rows_over_many_batches(
         engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small batches of mixed event types: the per-type CSRs are put back in event
     order; engines with snapshots and without give the same bytes."""
-    monkeypatch.setattr(match_cli, "CHUNK_BYTES", 300)
+    monkeypatch.setattr(_matchfiles, "CHUNK_BYTES", 300)
     events = tmp_path / "e.jsonl"
     lines = (BUILDING / "events.jsonl").read_text().splitlines()
     events.write_text("\n".join(lines * 5) + "\n")
@@ -89,9 +90,9 @@ def test_parquet_reads_back_as_the_json_rows(engine: str, kernels: str, tmp_path
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
-    monkeypatch.setattr(match_cli, "CHUNK_BYTES", 300)
-    monkeypatch.setattr(match_cli, "ROW_GROUP_EVENTS", 7)
-    monkeypatch.setattr(match_cli, "ROW_GROUP_MATCHES", 11)
+    monkeypatch.setattr(_matchfiles, "CHUNK_BYTES", 300)
+    monkeypatch.setattr(_match_writers, "ROW_GROUP_EVENTS", 7)
+    monkeypatch.setattr(_match_writers, "ROW_GROUP_MATCHES", 11)
     schema = load_schema(BUILDING / "schema.toml")
     events = tmp_path / "e.jsonl"
     lines = (BUILDING / "events.jsonl").read_text().splitlines()
@@ -172,6 +173,7 @@ def _cli_modules(argv: list[str]) -> tuple[list[str], list[str]]:
     code = ("import sys, json\n"
             f"sys.argv = {argv!r}\n"
             "import siftbus.cli as c\n"
+            "app = c.app\n"
             "mods = sorted(m for m in sys.modules if m.startswith('siftbus.cli.'))\n"
             "names = sorted([x.name for x in c.app.registered_commands]"
             " + [x.name for x in c.app.registered_groups])\n"
@@ -186,7 +188,8 @@ def test_start_up_registers_only_the_command_asked_for() -> None:
     """``siftbus match`` imports the match command's module only (start-up); a command
     without a module of its name, and any other importer, get every command."""
     mods, names = _cli_modules(["siftbus", "match", "--help"])
-    assert mods == ["siftbus.cli._common", "siftbus.cli.match"] and names == ["match"]
+    assert mods == ["siftbus.cli._common", "siftbus.cli._match_writers",
+                    "siftbus.cli._matchfiles", "siftbus.cli.match"] and names == ["match"]
     mods, names = _cli_modules(["/x/bin/siftbus", "publish", "--help"])
     assert "publish" in names and "match" in names and "siftbus.cli.broker" in mods
     mods, names = _cli_modules(["pytest", "match"])
@@ -204,3 +207,66 @@ def test_arrow_string_arrays_from_buffers_equal_pyarrows(values: list[str]) -> N
     nums = np.arange(5, dtype=np.int64) * 3
     assert match_cli._numeric(pa, nums, "int32").to_pylist() == [0, 3, 6, 9, 12]
     assert match_cli._numeric(pa, nums).type == pa.int64()
+
+
+HEAVY = ("typer", "click", "pydantic", "rich", "lark", "pyarrow", "cloudevents")
+
+
+def _imported(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str],
+                                                             set[str]]:
+    """The run of ``python -m siftbus`` and the top-level packages it imported."""
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "siftbus", *args],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    names = {line.rpartition("|")[2].strip().split(".")[0]
+             for line in r.stderr.splitlines() if line.startswith("import time:")}
+    return r, names
+
+
+@pytest.mark.parametrize("kernels", ["python", "numba"])
+def test_plain_match_starts_without_typer_rich_or_lark(kernels: str, tmp_path: Path) -> None:
+    """``siftbus match`` with plain options: the same rows, without importing the command
+    line's libraries (typer, click, pydantic, rich), lark (the compiled scanners read the
+    files), pyarrow or the CloudEvents SDK; ``--help`` and bad values still get typer's
+    help and errors."""
+    import os
+
+    env = {**os.environ, "SIFTBUS_KERNELS": kernels, "PYTHONPATH": str(ROOT / "src")}
+    legacy = "heater-legacy-1"  # Bittner's form: the grammar's to read
+    profiles = tmp_path / "p.txt"
+    profiles.write_text("".join(x for x in (BUILDING / "profiles.txt").read_text()
+                                .splitlines(keepends=True) if not x.startswith(legacy)))
+    want = "".join(json.dumps({"event": i, "matches": [m for m in row if m != legacy]}) + "\n"
+                   for i, row in enumerate(EXPECTED))
+    out = tmp_path / "o.jsonl"
+    args = ["match", "--schema", str(BUILDING / "schema.toml"), "--profiles", str(profiles),
+            f"--events={BUILDING / 'events.jsonl'}", "--out", str(out), "--no-cloudevents"]
+    r, names = _imported(args, env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert out.read_text() == want
+    heavy = set(HEAVY) - ({"lark"} if kernels == "python" else set())  # the grammar reads
+    assert not names & heavy, names & heavy
+    r, names = _imported([*args, "--engine", "nope"], env)
+    assert r.returncode == 2 and "Invalid value for --engine" in r.stderr
+    assert "typer" in names
+    r, _ = _imported([*args[:-1], "--colour"], env)
+    assert r.returncode == 2 and "No such option: --colour" in r.stderr
+
+
+def test_a_reader_leaving_early_ends_match_quietly(tmp_path: Path) -> None:
+    """``siftbus match ... | head -1``: exit 1 without a traceback (as click does for the
+    typer command), also on the start-up path that runs without typer."""
+    import os
+
+    events = tmp_path / "e.jsonl"
+    events.write_text((BUILDING / "events.jsonl").read_text() * 400)
+    # buffered, as by default (unbuffered, a write cut short by the reader just stops)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    p = subprocess.Popen([sys.executable, "-m", "siftbus", "match", "--schema",
+                          str(BUILDING / "schema.toml"), "--profiles",
+                          str(BUILDING / "profiles.txt"), "--events", str(events)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    assert p.stdout is not None and p.stderr is not None
+    assert json.loads(p.stdout.readline())["event"] == 0
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 1 and "Traceback" not in err, err

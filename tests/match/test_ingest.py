@@ -336,3 +336,71 @@ def test_spark_profile_file_refresh_skips_what_the_grammar_skips(
             (x for x in items if not isinstance(x, SiftbusError)), key=lambda p: p.id), seed
         printed = [x for x in capsys.readouterr().err.splitlines() if x]
         assert printed == [f"siftbus: skipped profile: {b}" for b in bad], seed
+
+
+ESCAPES_SCHEMA = '[E]\nn = "int[0,99]"\ns = "string"\nt = "string"\nc = "enum[red,green]"\n'
+
+
+def _json_escaped(rnd: random.Random, s: str) -> str:
+    """``s`` as a JSON string literal, each character written plain or escaped at random
+    (short escapes, ``\\u`` in either letter case, ``\\/``); control characters, quotes,
+    backslashes and everything beyond printable ASCII always escaped."""
+    out = ['"']
+    for ch in s:
+        cp = ord(ch)
+        r = rnd.random()
+        if ch in '"\\' or not 32 <= cp < 127 or r < 0.3:
+            if r < 0.5 or cp >= 0x10000:
+                out.append(json.dumps(ch)[1:-1] if ch not in "/" else "\\/")
+            else:
+                out.append(("\\u%04x" if r < 0.75 else "\\u%04X") % cp)
+        else:
+            out.append(ch)
+    return "".join(out) + '"'
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1),
+       values=st.lists(st.tuples(st.text(st.one_of(st.sampled_from('ab/"\\\n\t\x00\x7f\x01é€😀'),
+                                                    st.characters()), max_size=6),
+                                 st.text('ab/"\\é', max_size=4)), min_size=1, max_size=12),
+       mutate=st.sampled_from([0.0, 0.2]))
+def test_escaped_strings_scanned_equal_json_loads(seed: int, values: list[tuple[str, str]],
+                                                  mutate: float, tmp_path: Path) -> None:
+    """Event strings with JSON escapes (values, keys, the type, enum labels) stay on the
+    compiled path when they decode to ASCII (NUL aside), and every event the scanner
+    gives is exactly ``json.loads`` and the specification's: per text (Spark's stage) and
+    per file (``siftbus match``), errors included."""
+    from siftbus.match.ingest import scan_event_texts
+    from siftbus.model import parse_event, parse_schema
+
+    rnd = random.Random(seed)
+    schema = parse_schema(ESCAPES_SCHEMA)
+    lines, plain = [], []
+    for s, t in values:
+        fields = {"type": "E", "n": rnd.randrange(100), "s": s, "t": t,
+                  "c": rnd.choice(["red", "green"])}
+        items = list(fields.items())
+        rnd.shuffle(items)
+        line = "{" + ", ".join(
+            f"{_json_escaped(rnd, k) if rnd.random() < 0.2 else json.dumps(k)}: "
+            f"{_json_escaped(rnd, v) if isinstance(v, str) else v}" for k, v in items) + "}"
+        mutated = rnd.random() < mutate
+        if mutated:
+            line = _mutate(rnd, line)
+        lines.append(line)
+        plain.append(not mutated and all(0 < ord(ch) < 128 for ch in s + t))
+    got = scan_event_texts(lines, schema, fast=True)
+    for line, ev, easy in zip(lines, got, plain, strict=True):
+        want = _outcome(lambda x=line: parse_event(x, schema), lambda e: e)
+        if ev is not None:
+            assert want == ("ok", ev), line
+            assert ev.keys[1:3] == tuple(json.loads(line)[k] for k in "st"), line
+        else:
+            assert not easy, line  # escapes of ASCII are the compiled path's
+    path = tmp_path / f"e{seed}.jsonl"
+    path.write_bytes("\n".join(lines).encode("utf-8", "surrogatepass"))
+    want_file = _outcome_events(lambda: list(read_events(path, schema)))
+    assert _outcome_events(lambda: [e for c in read_event_chunks(path, schema, fast=True)
+                                    for e in c.events()]) == want_file

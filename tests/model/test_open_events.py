@@ -188,13 +188,27 @@ def test_explain_names_conditions_alternatives_and_array_values() -> None:
 
     e = parse_event(EVENT, SCHEMA)
     x = explain(SCHEMA, 'p: Order(tags = "Blue", note not exists, name suffix "x")', e)
-    assert [(r.condition, r.event_value, r.holds) for r in x.rows] == [
-        ('tags = "Blue"', '["red", "Blue"]', True),
-        ("note not exists", "(absent)", True),
-        ('name suffix "x"', '"Alice Smith"', False)]
+    assert [(r.condition, r.event_value, r.holds, r.elements) for r in x.rows] == [
+        ('tags = "Blue"', '["red", "Blue"]', True, (1,)),
+        ("note not exists", "(absent)", True, None),
+        ('name suffix "x"', '"Alice Smith"', False, None)]
     assert not x.matches
     y = explain(SCHEMA, 'p: Order(id = 1 or name like "A*")', e)
-    assert y.matches and y.summary == "MATCH: alternative 2 of 2 holds"
+    assert y.matches and y.summary == 'MATCH: alternative 2 of 2 holds: name like "A*"'
+    z = explain(SCHEMA, 'p: Order(tags not in {"red"}, tags prefix "r" ignorecase, '
+                        'customer.tier = GOLD)', e)
+    assert z.summary == ('MATCH: the event meets all 3 condition(s): tags not in {"red"} (by '
+                         'tags[1]); tags prefix "r" ignorecase (by tags[0]); '
+                         "customer.tier = GOLD")
+    w = explain(SCHEMA, 'p: Order(price > 100 or (tags like "*e*", paid = true))', e)
+    assert w.summary == ('MATCH: alternative 2 of 2 holds: tags like "*e*" (by tags[0], '
+                         "tags[1]); paid = true")
+    assert w.to_dict()["conditions"][1] == {"condition": 'tags like "*e*"', "event_value":
+                                            '["red", "Blue"]', "holds": True,
+                                            "elements": [0, 1]}
+    assert "elements" not in w.to_dict()["conditions"][0]
+    v = explain(SCHEMA, 'p: Order(tags = "green")', e)
+    assert v.rows[0].elements == () and v.summary.startswith("NO MATCH: 1 of 1")
 
 
 def test_schema_infer_proposes_kinds_shapes_and_refuses_mixed_kinds() -> None:

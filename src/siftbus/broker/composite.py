@@ -52,7 +52,7 @@ from siftbus.match.composite import (
     seconds,
 )
 from siftbus.model import Schema
-from siftbus.wire.events import Block
+from siftbus.wire.events import Block, encode_event_keys
 from siftbus.wire.frames import Message, MsgType
 from siftbus.wire.limits import Limits
 
@@ -98,7 +98,8 @@ def encode_match(m: CompositeMatch, local_id: str) -> dict[str, Any]:
     events = []
     for label, ev in m.bindings:
         src, seq = ev.order if len(ev.order) == 2 else ("", 0)
-        events.append([label, ev.event.etype.name, list(ev.event.keys), ev.time, src, seq])
+        events.append([label, ev.event.etype.name, encode_event_keys(ev.event), ev.time, src,
+                       seq])
     return {"profile": local_id, "completed": m.completed, "events": events}
 
 

@@ -101,7 +101,8 @@ class BatchMatch:
     def match(self, block: Block) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """CSR offsets over the block's rows, and per match its link code and the id
         its subscriber knows (in plain string order of the gids within a row)."""
-        snap = self._snapshot(len(block))
+        # extended events (absent values, arrays) have no key columns: matched as events
+        snap = None if block.etype.extended else self._snapshot(len(block))
         if snap is not None:
             csr = snap.match_columns(block.etype.name, block.columns())
             return csr.offsets, self._dense_link[csr.profiles], self._dense_lid[csr.profiles]

@@ -412,6 +412,8 @@ class RendezvousNodes(Routing):
 
 def profile_rows(p: Profile, b: Block) -> np.ndarray:
     """Which rows of a block ``p`` matches (vectorised on ordered attributes)."""
+    if p.extended:  # checks, absent values, arrays: the reference semantics, row by row
+        return np.fromiter((p.matches(e) for e in b.events()), bool, len(b))
     mask = np.ones(len(b), bool)
     for c in p.conditions:
         col = b.keys[:, c.position]

@@ -60,6 +60,7 @@ from .inspect import InspectService
 from .links import NeighbourLinks
 from .node import BrokerNode, ServiceHandler
 from .session_request import session_id
+from .warmup import load_kernels
 
 log = logging.getLogger("siftbus.broker")
 
@@ -147,6 +148,7 @@ class BrokerServer(NeighbourLinks):
         composites.wake = lambda: loop.call_later(composites.time_slice / 4,
                                                   self._resume_composites)
         await self.listener.start()
+        load_kernels(self.node.engine)  # in a thread when wanted, not in the middle of serving
         for name, addr in self.dial.items():
             self._spawn(self._dial_loop(name, addr))
         if self.node.tickers:

@@ -6,14 +6,25 @@ import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from siftbus.errors import SiftbusError, excerpt
 from siftbus.model import Schema
 
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
-stdout = Console(highlight=False, soft_wrap=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def __getattr__(name: str) -> Console:
+    """``stdout`` and ``stderr``: rich consoles, made (and rich imported) when a command
+    first asks for one, so that a command printing none (``siftbus match``) skips rich."""
+    if name not in ("stdout", "stderr"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    console = Console(stderr=name == "stderr", highlight=False, soft_wrap=True)
+    globals()[name] = console
+    return console
 
 MAX_ERROR_LINE = 560
 """Longest error line printed (an error is one readable line, never the whole input)."""

@@ -45,10 +45,13 @@ def register(app: typer.Typer) -> None:
             stdout.print(f"profile  {escape(result.profile)}")
             stdout.print(f"event    {escape(ev.to_json())}")
             if result.rows:
-                table = Table("condition", "event value", "holds")
+                arrays = any(r.elements is not None for r in result.rows)
+                table = Table("condition", "event value", "holds",
+                              *(["held by"] if arrays else []))
                 for r in result.rows:
                     table.add_row(escape(r.condition), escape(r.event_value),
-                                  "[green]yes[/green]" if r.holds else "[red]no[/red]")
+                                  "[green]yes[/green]" if r.holds else "[red]no[/red]",
+                                  *([escape(r.held_by())] if arrays else []))
                 stdout.print(table)
             stdout.print(result.summary)
         raise typer.Exit(0 if result.matches else 1)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +17,7 @@ from siftbus.errors import SiftbusError
 if TYPE_CHECKING:
     from siftbus.security.policy import SecurityPolicy
     from siftbus.xmlfilter import XmlEventFilter
+    from siftbus.xmlfilter.output import Notification
 
 xml_app = typer.Typer(
     help="XML event filter (ADiWa): XML subscriptions with restricted XPath targets, "
@@ -106,9 +109,14 @@ def _load_types(f: XmlEventFilter, path: Path) -> None:
             raise exc.located(source=str(path)) from None
 
 
-def _messages(inputs: list[Path]) -> Iterator[tuple[int, str, IO[bytes]]]:
+def _messages(inputs: list[Path]) -> Iterator[tuple[int, str, IO[bytes] | bytes]]:
     """Each input as a binary stream, opened one at a time: the engine parses it as it
-    reads, so memory is bounded by the largest event, not by the input."""
+    reads, so memory is bounded by the largest event, not by the input. A regular file
+    of at most :data:`~siftbus.xmlfilter.splitter.SMALL` bytes is read whole instead and
+    parsed in one go, as a message given to the API in memory is (the chunked reading
+    and pruning cost the command a fifth of its rate on 0.5 MB messages)."""
+    from siftbus.xmlfilter.splitter import SMALL
+
     for msg_no, path in enumerate(inputs):
         if str(path) == "-":
             yield msg_no, "<stdin>", sys.stdin.buffer
@@ -118,23 +126,69 @@ def _messages(inputs: list[Path]) -> Iterator[tuple[int, str, IO[bytes]]]:
         except OSError as exc:
             raise SiftbusError(f"cannot read input {path}: {exc.strerror}") from None
         with stream:
-            yield msg_no, str(path), stream
+            try:
+                st = os.fstat(stream.fileno())
+                whole = stream.read() if stat.S_ISREG(st.st_mode) and st.st_size <= SMALL \
+                    else None
+            except OSError as exc:
+                raise SiftbusError(f"cannot read input {path}: {exc.strerror}") from None
+            yield msg_no, str(path), stream if whole is None else whole
 
 
 def _json_lines(f: XmlEventFilter, inputs: list[Path], all_events: bool) -> None:
     out = sys.stdout
-    for msg_no, name, stream in _messages(inputs):
-        for r in f.iter_results(stream, name=name):
-            if not r.notifications:
-                if all_events:
-                    line = {"message": msg_no, "event": r.event, "targets": list(r.match.targets),
-                            "subscriptions": [], "receivers": [], "xml": None}
-                    out.write(json.dumps(line, ensure_ascii=False) + "\n")
-                continue
-            for note in r.notifications:  # one per view of the event
-                line = {"message": msg_no, **note.to_json_dict()}
-                out.write(json.dumps(line, ensure_ascii=False) + "\n")
-    out.flush()
+    line = _LineWriter()
+    notification, unmatched = line.notification, line.unmatched
+    lines: list[str] = []
+    try:
+        for msg_no, name, stream in _messages(inputs):
+            for r in f.iter_results(stream, name=name):
+                if not r.notifications:
+                    if all_events:
+                        lines.append(unmatched(msg_no, r.event, r.match.targets))
+                else:
+                    for note in r.notifications:  # one per view of the event
+                        lines.append(notification(msg_no, note))
+                if len(lines) >= 64:  # one write per few lines, not per line
+                    out.write("".join(lines))
+                    lines.clear()
+    finally:  # what came before a malformed input is written before its error
+        out.write("".join(lines))
+        out.flush()
+
+
+class _LineWriter:
+    """JSON lines exactly as ``json.dumps(..., ensure_ascii=False)`` writes them, without
+    building a dict per notification (that and the generic encoder took a fifth of the
+    command's time on the automotive scenario): the strings through the json module's own
+    C escaper, the lists of targets encoded once per distinct list (receivers are mostly
+    distinct: hashing them cost more than encoding them)."""
+
+    def __init__(self) -> None:
+        self.enc = json.encoder.encode_basestring  # the C escaper, as ensure_ascii=False
+        self._targets: dict[tuple[str, ...], str] = {}
+
+    def _target_list(self, targets: tuple[str, ...]) -> str:
+        s = self._targets.get(targets)
+        if s is None:
+            s = "[" + ", ".join([self.enc(x) for x in targets]) + "]"
+            if len(self._targets) < 10_000:
+                self._targets[targets] = s
+        return s
+
+    def notification(self, msg_no: int, note: Notification) -> str:
+        enc = self.enc
+        subs = ", ".join([enc(x) for x in note.subscriptions])
+        recs = ", ".join([f'{{"method": {enc(r.method)}, "address": {enc(r.address)}}}'
+                          for r in note.receivers])
+        return (f'{{"message": {msg_no}, "event": {note.event}, "targets": '
+                f'{self._target_list(note.targets)}, "subscriptions": [{subs}], '
+                f'"receivers": [{recs}], "xml": {enc(note.xml.decode())}}}\n')
+
+    def unmatched(self, msg_no: int, event: int, targets: tuple[str, ...]) -> str:
+        return (f'{{"message": {msg_no}, "event": {event}, "targets": '
+                f'{self._target_list(tuple(targets))}, "subscriptions": [], '
+                f'"receivers": [], "xml": null}}\n')
 
 
 def _xml_document(f: XmlEventFilter, inputs: list[Path]) -> None:

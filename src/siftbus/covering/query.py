@@ -11,6 +11,13 @@ few. Necessary conditions used:
 * q ⊒ p  ⇒  q constrains no attribute p leaves free, and hull(q.a) ⊇ hull(p.a);
 * p ⊒ q  ⇒  hull(q.a) ⊆ hull(p.a) for every attribute p constrains.
 
+Open kinds have keys wider than int64 (``timestamp`` nanoseconds over years 1-9999, ``ip``
+as 128 bits) and ``int`` spans all of int64, so a hull column holds each key through a
+monotone map into int64 (:class:`_Squash`: the identity when the domain fits, otherwise
+the offset from the domain's least key shifted right). The conditions above use ``<=``
+only, which a monotone map preserves, so the filter keeps every true candidate and the
+exact test decides; spans are computed on Python integers, never in int64.
+
 Equivalence is a hash lookup: normalised profiles with equal filters have equal keys.
 """
 
@@ -21,6 +28,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 
 import numpy as np
 
+from siftbus.covering.keymap import KeySquash as _Squash
 from siftbus.covering.relations import covers, equivalent
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
 from siftbus.match import kernel
@@ -83,8 +91,12 @@ class _TypeStore:
         self.row = {pos: i for i, pos in enumerate(self.ordered)}
         bounds = [(a.domain.min_key, a.domain.max_key) for a in etype.attributes
                   if not isinstance(a.domain, StringDomain)]
-        self.dom_lo = np.array([b[0] for b in bounds], dtype=np.int64)
-        self.dom_hi = np.array([b[1] for b in bounds], dtype=np.int64)
+        self.bounds = bounds  # Python integers: spans beyond int64 stay exact
+        self.squash = [_Squash(lo, hi) for lo, hi in bounds]
+        self.dom_lo = np.array([f(b[0]) for f, b in zip(self.squash, bounds, strict=True)],
+                               dtype=np.int64)
+        self.dom_hi = np.array([f(b[1]) for f, b in zip(self.squash, bounds, strict=True)],
+                               dtype=np.int64)
         cap = 64
         self.lo = np.zeros((len(self.ordered), cap), dtype=np.int64)
         self.hi = np.zeros((len(self.ordered), cap), dtype=np.int64)
@@ -138,8 +150,8 @@ class _TypeStore:
                 self.cons_high[c.position - _WORD, slot] = True
             if isinstance(c.constraint, IntervalSet):
                 r = self.row[c.position]
-                self.lo[r, slot] = c.constraint.lo
-                self.hi[r, slot] = c.constraint.hi
+                self.lo[r, slot] = self.squash[r](c.constraint.lo)
+                self.hi[r, slot] = self.squash[r](c.constraint.hi)
         self.alive[slot] = True
         self.profiles[slot] = p
         self.keys[slot] = key
@@ -196,17 +208,20 @@ class _TypeStore:
         if len(idx) > _COMPILED_FROM and kernel.name() == "numba":
             from siftbus.covering.hulls_numba import hulls_containing
 
-            cs = [c for c in p.conditions if isinstance(c.constraint, IntervalSet)]
+            rows = [(self.row[c.position], c.constraint) for c in p.conditions
+                    if isinstance(c.constraint, IntervalSet)]
             return hulls_containing(
-                idx, self.lo, self.hi, np.array([self.row[c.position] for c in cs], np.int64),
-                np.array([c.constraint.lo for c in cs], np.int64),  # type: ignore[union-attr]
-                np.array([c.constraint.hi for c in cs], np.int64))  # type: ignore[union-attr]
+                idx, self.lo, self.hi, np.array([r for r, _ in rows], np.int64),
+                np.array([self.squash[r](ic.lo) for r, ic in rows], np.int64),
+                np.array([self.squash[r](ic.hi) for r, ic in rows], np.int64))
         for c in p.conditions:
             if not len(idx):
                 break
             if isinstance(c.constraint, IntervalSet):
                 r = self.row[c.position]
-                keep = (self.lo[r, idx] <= c.constraint.lo) & (self.hi[r, idx] >= c.constraint.hi)
+                f = self.squash[r]
+                keep = (self.lo[r, idx] <= f(c.constraint.lo)) & (self.hi[r, idx]
+                                                                  >= f(c.constraint.hi))
                 idx = idx[keep]
         return idx
 
@@ -220,14 +235,15 @@ class _TypeStore:
                 assert isinstance(c, type(ordered[0]))
                 r = self.row[c.position]
                 assert isinstance(c.constraint, IntervalSet)
-                span = int(self.dom_hi[r] - self.dom_lo[r]) + 1
+                span = self.bounds[r][1] - self.bounds[r][0] + 1
                 return (c.constraint.hi - c.constraint.lo + 1) / span
 
             first = min(ordered, key=share)
             assert isinstance(first.constraint, IntervalSet)
             r = self.row[first.position]
-            mask = self.lo[r, :top] >= first.constraint.lo
-            mask &= self.hi[r, :top] <= first.constraint.hi
+            f = self.squash[r]
+            mask = self.lo[r, :top] >= f(first.constraint.lo)
+            mask &= self.hi[r, :top] <= f(first.constraint.hi)
             mask &= self.alive[:top]
             idx = np.flatnonzero(mask)
             rest = [c for c in ordered if c is not first]
@@ -244,7 +260,9 @@ class _TypeStore:
                 break
             assert isinstance(c.constraint, IntervalSet)
             r = self.row[c.position]
-            keep = (self.lo[r, idx] >= c.constraint.lo) & (self.hi[r, idx] <= c.constraint.hi)
+            f = self.squash[r]
+            keep = (self.lo[r, idx] >= f(c.constraint.lo)) & (self.hi[r, idx]
+                                                              <= f(c.constraint.hi))
             idx = idx[keep]
         return idx
 

@@ -77,6 +77,8 @@ def block_events(block: Block) -> list[dict[str, Any]]:
     """The event-file JSON object of every row of ``block`` (equal to
     ``[e.to_json_dict() for e in block.events()]``)."""
     et = block.etype
+    if et.extended:  # absent values, arrays, nested paths: the model writes them
+        return [e.to_json_dict() for e in block.events()]
     names = ("type", *(a.name for a in et.attributes))
     cols = [_column(block, a.position, a.domain) for a in et.attributes]
     return [dict(zip(names, row, strict=True))

@@ -27,10 +27,7 @@ from decimal import Decimal
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Protocol, TypeVar
-
-from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from siftbus.errors import InputError, ProfileError, ProfileSyntaxError, SiftbusError
 
@@ -53,6 +50,11 @@ from siftbus.model.kinds import BoolDomain
 from siftbus.model.predicate import Operand
 from siftbus.model.profile import predicate_check
 from siftbus.model.textio import TEXT_LIMITS, parse_json_line, read_lines, split_lines
+
+# lark is imported when a line is parsed: the compiled scanners read most files without it
+if TYPE_CHECKING:
+    from lark import Lark, Token, Tree
+    from lark.exceptions import UnexpectedInput
 
 # possessive (++): no backtracking over a long id that is not followed by a colon
 _ID_PREFIX = re.compile(r"\s*+([\w.\-/]++)(?:@([\w.\-/]++))?\s*+:(?!=)")
@@ -97,6 +99,8 @@ PROFILE_LIMITS = ProfileLimits()
 
 @cache
 def _parser() -> Lark:
+    from lark import Lark
+
     grammar = files("siftbus.lang").joinpath("profile.lark").read_text(encoding="utf-8")
     # Tokens carry their columns; tree positions (propagate_positions) would double the
     # parse time and are not used.
@@ -142,6 +146,8 @@ class ProfileText:
 def parse_profile_text(text: str, *, source: str | None = None, line: int = 1,
                        limits: ProfileLimits = PROFILE_LIMITS) -> ProfileText:
     """Parse the syntax of one profile line (no schema needed)."""
+    from lark import Token, Tree, UnexpectedInput
+
     if len(text) > limits.max_line:
         raise ProfileSyntaxError(f"profile line longer than {limits.max_line} characters "
                                  "(ProfileLimits.max_line)", source=source, line=line,
@@ -214,6 +220,8 @@ def _dnf(tree: Tree, condition: Callable[[Tree], WrittenCondition], depth: int, 
          line: int, source: str | None) -> tuple[tuple[WrittenCondition, ...], ...]:
     """The alternatives (disjunctive normal form) of an ``all``/``any`` tree, refused with
     the position of the ``or`` that passes :data:`MAX_DISJUNCTS` or the group depth."""
+    from lark import Token, Tree
+
     def where(t: Tree) -> int:
         tok = next(t.scan_values(lambda v: isinstance(v, Token)), None)
         return offset + (tok.column or 1) if isinstance(tok, Token) else offset + 1
@@ -248,6 +256,8 @@ def _dnf(tree: Tree, condition: Callable[[Tree], WrittenCondition], depth: int, 
 
 def _condition(item: Tree, bittner: bool, offset: int, line: int, source: str | None,
                limits: ProfileLimits) -> WrittenCondition:
+    from lark import Token, Tree
+
     name = item.children[0]
     assert isinstance(name, Token)
 
@@ -318,6 +328,8 @@ def _literal(tok: Token, offset: int, line: int, source: str | None,
 
 def _syntax_error(exc: UnexpectedInput, body: str, source: str | None, line: int,
                   offset: int) -> ProfileSyntaxError:
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
     col = offset + (exc.column if isinstance(exc.column, int) and exc.column > 0 else
                     len(body) + 1)
     if isinstance(exc, UnexpectedCharacters):

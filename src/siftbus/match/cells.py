@@ -260,61 +260,85 @@ def _ordered_layout(name: str, pos: int, min_key: int, max_key: int, slots: np.n
 
 def _string_layout(name: str, pos: int, cons: list[tuple[int, StringConstraint]]
                    ) -> tuple[AttributeCells, Pieces]:
-    exact_names: set[str] = set()
-    prefix_names: set[str] = {""}
-    for _, con in cons:
-        if con.allowed is not None:
-            exact_names.update(con.allowed)
-        else:
-            exact_names.update(con.excluded)
-            prefix_names.add(con.prefix)
+    # Profiles written alike share one constraint object (the scanners make one per
+    # distinct text): each distinct one is laid out once, its runs repeated per profile.
+    index: dict[int, int] = {}
+    distinct: list[StringConstraint] = []
+    which = np.empty(len(cons), np.int64)
+    for i, (_, con) in enumerate(cons):
+        k = index.get(id(con))
+        if k is None:
+            k = index[id(con)] = len(distinct)
+            distinct.append(con)
+        which[i] = k
+    # every named string of every distinct constraint (a set's values, a prefix's
+    # exclusions), with its constraint
+    is_set = np.array([con.allowed is not None for con in distinct], bool)
+    named: list[str] = []
+    counts = []
+    for con in distinct:
+        vals = con.allowed if con.allowed is not None else con.excluded
+        named.extend(vals)
+        counts.append(len(vals))
+    owner = np.repeat(np.arange(len(distinct), dtype=np.int64),
+                      np.array(counts, np.int64)) if distinct else np.zeros(0, np.int64)
+    prefix_names = {""} | {con.prefix for con in distinct if con.allowed is None}
     # Cells are numbered in code point order of their representatives (an exact string,
     # or the prefix itself for the class of unnamed strings starting with it): the cells
     # whose representatives start with a prefix are then one block, and a prefix
     # condition accepts that block less its excluded strings -- a few runs, not one piece
     # per cell (100,000 mixed profiles: 45 million pieces before).
-    reps = sorted([(s, True) for s in exact_names] + [(s, False) for s in prefix_names])
+    reps = sorted([(s, True) for s in set(named)] + [(s, False) for s in prefix_names])
     keys = [s for s, _ in reps]
     exact = {s: i for i, (s, is_exact) in enumerate(reps) if is_exact}
     prefixes = {s: i for i, (s, is_exact) in enumerate(reps) if not is_exact}
+    cell = np.fromiter((exact[s] for s in named), np.int64, len(named))
+    # a set: its cells in runs of consecutive cells
+    sel = np.flatnonzero(is_set[owner])
+    sel = sel[np.lexsort((cell[sel], owner[sel]))]
+    o, c = owner[sel], cell[sel]
+    head = np.ones(len(sel), bool)
+    head[1:] = (o[1:] != o[:-1]) | (c[1:] != c[:-1] + 1)
+    heads = np.flatnonzero(head)
+    tails = np.append(heads[1:], len(sel))[:len(heads)] - 1
+    set_owner, set_first, set_last = o[heads], c[heads], c[tails]
+    # a prefix: its block less its excluded cells, i.e. the runs between them
     blocks: dict[str, tuple[int, int]] = {}
-    out_slot: list[int] = []
-    out_first: list[int] = []
-    out_last: list[int] = []
-    for slot, con in cons:
-        if con.allowed is not None:
-            cells_ = sorted(exact[s] for s in con.allowed)
-            if not cells_:
-                continue
-        else:
-            block = blocks.get(con.prefix)
-            if block is None:
-                block = blocks[con.prefix] = _block(keys, con.prefix)
-            lo_, hi_ = block
-            cells_ = sorted(c for c in (exact[s] for s in con.excluded) if lo_ <= c <= hi_)
-            # the accepted runs: the block between its excluded cells
-            runs_lo = [lo_, *(c + 1 for c in cells_)]
-            runs_hi = [*(c - 1 for c in cells_), hi_]
-            for a, b in zip(runs_lo, runs_hi, strict=True):
-                if a <= b:
-                    out_slot.append(slot)
-                    out_first.append(a)
-                    out_last.append(b)
-            continue
-        run_start = prev = cells_[0]
-        for c in cells_[1:]:
-            if c != prev + 1:
-                out_slot.append(slot)
-                out_first.append(run_start)
-                out_last.append(prev)
-                run_start = c
-            prev = c
-        out_slot.append(slot)
-        out_first.append(run_start)
-        out_last.append(prev)
-    ps = np.array(out_slot, np.int32)
-    pf = np.array(out_first, np.int32)
-    pl = np.array(out_last, np.int32)
+    lo = np.zeros(len(distinct), np.int64)
+    hi = np.zeros(len(distinct), np.int64)
+    for k in np.flatnonzero(~is_set).tolist():
+        pre = distinct[k].prefix
+        block = blocks.get(pre)
+        if block is None:
+            block = blocks[pre] = _block(keys, pre)
+        lo[k], hi[k] = block
+    pk = np.flatnonzero(~is_set)
+    sel = np.flatnonzero(~is_set[owner])
+    sel = sel[(cell[sel] >= lo[owner[sel]]) & (cell[sel] <= hi[owner[sel]])]
+    eo, ec = owner[sel], cell[sel]
+    # per prefix constraint, in order: starts lo, c1 + 1, ...; ends c1 - 1, ..., hi
+    s_owner = np.concatenate([pk, eo])
+    s_at = np.concatenate([lo[pk], ec + 1])
+    s_rank = np.concatenate([np.full(len(pk), -1, np.int64), ec])
+    e_rank = np.concatenate([np.full(len(pk), len(keys), np.int64), ec])
+    e_at = np.concatenate([hi[pk], ec - 1])
+    by_start = np.lexsort((s_rank, s_owner))
+    by_end = np.lexsort((e_rank, s_owner))
+    pre_owner, pre_first, pre_last = s_owner[by_start], s_at[by_start], e_at[by_end]
+    keep = pre_first <= pre_last
+    run_owner = np.concatenate([set_owner, pre_owner[keep]])
+    run_first = np.concatenate([set_first, pre_first[keep]])
+    run_last = np.concatenate([set_last, pre_last[keep]])
+    order = np.lexsort((run_first, run_owner))
+    run_owner, run_first, run_last = run_owner[order], run_first[order], run_last[order]
+    n_runs = np.bincount(run_owner, minlength=len(distinct))
+    at = np.concatenate([[0], np.cumsum(n_runs)])  # runs of distinct k: at[k]:at[k + 1]
+    count = n_runs[which]
+    ps = np.repeat(np.array([slot for slot, _ in cons], np.int32), count)
+    # each profile's runs: its distinct constraint's, in order
+    run = np.repeat(at[:-1][which] - np.cumsum(count) + count, count) + np.arange(len(ps))
+    pf = run_first[run].astype(np.int32)
+    pl = run_last[run].astype(np.int32)
     order = np.lexsort((pf, ps))
     cells = AttributeCells(name, pos, False, 0, 0, np.zeros(0, np.int64), exact, prefixes,
                            tuple(sorted({len(s) for s in prefixes if s}, reverse=True)),

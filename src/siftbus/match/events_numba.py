@@ -55,21 +55,73 @@ def _json_number(b: np.ndarray, i: int, e: int) -> tuple[int, int, int, int, boo
     return v, frac, nf, j, neg
 
 
+@njit(cache=True, inline="always")
+def _hex(c: int) -> int:
+    """The value of a hex digit, or -1."""
+    if 48 <= c <= 57:
+        return c - 48
+    if 97 <= c <= 102:
+        return c - 87
+    if 65 <= c <= 70:
+        return c - 55
+    return -1
+
+
 @njit(cache=True)
-def _json_string(b: np.ndarray, i: int, e: int) -> int:
-    """End (after the closing quote) of a plain JSON string at ``b[i]`` (no escapes, no
-    control characters), or -1."""
+def _json_string(b: np.ndarray, text: np.ndarray, i: int, e: int) -> tuple[int, int]:
+    """A JSON string at ``b[i]``: ``(end after the closing quote, end of its value)``; the
+    value is ``text[i + 1:value end]``, its escapes decoded in place (``text`` is a copy
+    of ``b``; a decoded value is never longer than its source). ``(-1, -1)`` for anything
+    the slow path decides: a bad escape, control characters, non-ASCII text, and escapes
+    of NUL or beyond ASCII (``\\u0000``, ``\\u00e9``, surrogates)."""
     if i >= e or b[i] != 34:
-        return -1
+        return -1, -1
     j = i + 1
+    w = j  # where the next value byte goes
     while j < e:
         c = b[j]
         if c == 34:
-            return j + 1
-        if c == 92 or c < 32 or c >= 127:  # escapes, control and non-ASCII: slow path
-            return -1
+            return j + 1, w
+        if c < 32 or c >= 127:  # control and non-ASCII: slow path
+            return -1, -1
+        if c == 92:  # a backslash: an escape
+            if j + 1 >= e:
+                return -1, -1
+            c = b[j + 1]
+            j += 2
+            if c == 117:  # uXXXX
+                if j + 4 > e:
+                    return -1, -1
+                cp = 0
+                for k in range(4):
+                    h = _hex(b[j + k])
+                    if h < 0:
+                        return -1, -1
+                    cp = cp * 16 + h
+                if cp == 0 or cp >= 128:
+                    return -1, -1
+                c = cp
+                j += 4
+            elif c == 110:  # n
+                c = 10
+            elif c == 116:  # t
+                c = 9
+            elif c == 114:  # r
+                c = 13
+            elif c == 98:  # b
+                c = 8
+            elif c == 102:  # f
+                c = 12
+            elif c != 34 and c != 92 and c != 47:  # a quote, a backslash, a slash
+                return -1, -1
+            text[w] = c
+            w += 1
+            continue
+        if w != j:
+            text[w] = c
+        w += 1
         j += 1
-    return -1
+    return -1, -1
 
 
 @njit(cache=True)
@@ -78,14 +130,17 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                 places: np.ndarray, label_off: np.ndarray, n_types: int, max_attrs: int,
                 max_line: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                           np.ndarray, np.ndarray]:
+                           np.ndarray, np.ndarray, np.ndarray]:
     """Scan every line of an event file chunk (``b``: whole lines).
 
-    Returns per line ``(status, start, end, etype, keys, str_start, str_end)``: ``keys``
-    is int64 ``[lines, max_attrs]`` by attribute position (ordered attributes), and for
-    string attributes the value is ``b[str_start:str_end]`` (without quotes).
+    Returns per line ``(status, start, end, etype, keys, str_start, str_end)`` and
+    ``text``: ``keys`` is int64 ``[lines, max_attrs]`` by attribute position (ordered
+    attributes), and for string attributes the value is ``text[str_start:str_end]``:
+    ``text`` is ``b`` with the escapes of JSON strings decoded in place (names, labels
+    and values are compared decoded, as ``json.loads`` gives them).
     """
     n_lines = count_lines(b)
+    text = b.copy()
     status = np.full(n_lines, SLOW, np.int8)
     start = np.zeros(n_lines, np.int64)
     end = np.zeros(n_lines, np.int64)
@@ -124,24 +179,24 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
             j += 1
         else:
             while True:
-                ke = _json_string(b, j, e)
+                ke, kv = _json_string(b, text, j, e)
                 if ke < 0 or n >= cap:
                     ok = False
                     break
                 k_s[n] = j + 1
-                k_e[n] = ke - 1
+                k_e[n] = kv
                 j = _skip_ws(b, ke, e)
                 if j >= e or b[j] != 58:
                     ok = False
                     break
                 j = _skip_ws(b, j + 1, e)
                 if j < e and b[j] == 34:
-                    ve = _json_string(b, j, e)
+                    ve, vv = _json_string(b, text, j, e)
                     if ve < 0:
                         ok = False
                         break
                     v_s[n] = j + 1
-                    v_e[n] = ve - 1
+                    v_e[n] = vv
                     v_k[n] = 1
                     j = ve
                 else:
@@ -169,13 +224,14 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
         t = -1
         n_type = 0
         for x in range(n):
-            if k_e[x] - k_s[x] == 4 and b[k_s[x]] == 116 and b[k_s[x] + 1] == 121 \
-                    and b[k_s[x] + 2] == 112 and b[k_s[x] + 3] == 101:
+            if k_e[x] - k_s[x] == 4 and text[k_s[x]] == 116 and text[k_s[x] + 1] == 121 \
+                    and text[k_s[x] + 2] == 112 and text[k_s[x] + 3] == 101:
                 n_type += 1
-                if v_k[x] == 1:
+                if v_k[x] == 1 and t < 0:
                     for tt in range(n_types):
-                        if _same(b, v_s[x], v_e[x] - v_s[x], names, name_off, tt):
+                        if _same(text, v_s[x], v_e[x] - v_s[x], names, name_off, tt):
                             t = tt
+                            break
         if n_type != 1 or t < 0:
             continue
         base = type_attr[t]
@@ -187,13 +243,13 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
         guess = 0  # keys usually come in schema order: try the next attribute first
         for x in range(n):
             kl = k_e[x] - k_s[x]
-            if kl == 4 and b[k_s[x]] == 116 and b[k_s[x] + 1] == 121 \
-                    and b[k_s[x] + 2] == 112 and b[k_s[x] + 3] == 101:
+            if kl == 4 and text[k_s[x]] == 116 and text[k_s[x] + 1] == 121 \
+                    and text[k_s[x] + 2] == 112 and text[k_s[x] + 3] == 101:
                 continue
-            if guess < m and _same(b, k_s[x], kl, names, name_off, n_types + base + guess):
+            if guess < m and _same(text, k_s[x], kl, names, name_off, n_types + base + guess):
                 a = base + guess
             else:
-                a = _find_attr(b, k_s[x], kl, t, names, name_off, type_attr, n_types)
+                a = _find_attr(text, k_s[x], kl, t, names, name_off, type_attr, n_types)
             guess = a - base + 1
             if a < 0 or got[a - base]:
                 ok = False
@@ -214,7 +270,7 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                     break
                 found = -1
                 for lb in range(label_off[a], label_off[a + 1]):
-                    if _same(b, v_s[x], v_e[x] - v_s[x], names, name_off, lb):
+                    if _same(text, v_s[x], v_e[x] - v_s[x], names, name_off, lb):
                         found = lb - label_off[a]
                         break
                 if found < 0:
@@ -267,7 +323,7 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
             continue
         status[ln] = OK
         etype[ln] = t
-    return status, start, end, etype, keys, str_s, str_e
+    return status, start, end, etype, keys, str_s, str_e, text
 
 
 @njit(cache=True)

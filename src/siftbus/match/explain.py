@@ -2,7 +2,9 @@
 
 What ``siftbus explain`` prints and the gateway's ``POST /api/explain`` answers: each
 condition of the profile *as written* is evaluated against the event, and the
-conjunction of those verdicts is checked against the profile's own matcher.
+conjunction of those verdicts is checked against the profile's own matcher. The summary
+names what held: with ``or``, the alternative and its conditions; on an array attribute,
+the elements (from 0) that satisfy the condition, as ``tags[1]``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ class Verdict:
     condition: str
     event_value: str
     holds: bool
+    elements: tuple[int, ...] | None = None
+    """On an array attribute: the positions (from 0) of the elements that satisfy the
+    condition (a condition holds when one does); ``None`` elsewhere."""
+    attribute: str = ""
+
+    def held_by(self) -> str:
+        """``tags[0], tags[2]``: the elements that satisfy the condition ("" if none)."""
+        return ", ".join(f"{self.attribute}[{i}]" for i in self.elements or ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +54,9 @@ class Explanation:
         """The JSON form (``siftbus explain --json``, the gateway's answer)."""
         return {"profile": self.profile, "matches": self.matches, "type_ok": self.type_ok,
                 "conditions": [{"condition": r.condition, "event_value": r.event_value,
-                                "holds": r.holds} for r in self.rows],
+                                "holds": r.holds,
+                                **({} if r.elements is None else
+                                   {"elements": list(r.elements)})} for r in self.rows],
                 "summary": self.summary}
 
 
@@ -62,8 +74,11 @@ def explain(schema: Schema, profile_text: str, event: Event) -> Explanation:
         pred = resolve_predicate(wc.predicate, etype)
         attr = etype.attribute(pred.attr)
         key = event.keys[attr.position]
+        check = predicate_check(pred, attr)
+        elements = (tuple(i for i, k in enumerate(key) if check.holds(k))
+                    if isinstance(key, tuple) and check.op != "absent" else None)
         rows.append(Verdict(format_condition(pred, attr.domain), _shown(attr.domain, key),
-                            predicate_check(pred, attr).holds(key)))
+                            check.holds(key), elements, attr.name))
     failed = [r for r in rows if not r.holds]
     matches = profile.matches(event)
     if parsed.alternatives is not None:  # "or": say which alternative holds
@@ -71,18 +86,29 @@ def explain(schema: Schema, profile_text: str, event: Event) -> Explanation:
         held = [i for i, alt in enumerate(parsed.alternatives, start=1)
                 if all(index[id(wc)].holds for wc in alt)]
         assert matches == bool(held)
-        summary = (f"MATCH: alternative {held[0]} of {len(parsed.alternatives)} holds"
-                   if held else f"NO MATCH: none of {len(parsed.alternatives)} alternatives "
-                   "holds")
+        if held:
+            which = [index[id(wc)] for wc in parsed.alternatives[held[0] - 1]]
+            summary = (f"MATCH: alternative {held[0]} of {len(parsed.alternatives)} holds: "
+                       + _named(which))
+        else:
+            summary = (f"NO MATCH: none of {len(parsed.alternatives)} alternatives holds")
         return Explanation(format_profile(profile), True, tuple(rows), matches, summary)
     assert matches == (not failed)  # the conjunction of written conditions is the profile
     if matches:
-        summary = (f"MATCH: the event meets all {len(rows)} condition(s)" if rows
-                   else "MATCH: the profile has no condition, every event of its type matches")
+        summary = (f"MATCH: the event meets all {len(rows)} condition(s)"
+                   + ("" if not any(r.elements for r in rows) else ": " + _named(rows))
+                   if rows else
+                   "MATCH: the profile has no condition, every event of its type matches")
     else:
         summary = f"NO MATCH: {len(failed)} of {len(rows)} condition(s) fail: " + \
             "; ".join(r.condition for r in failed)
     return Explanation(format_profile(profile), True, tuple(rows), matches, summary)
+
+
+def _named(rows: list[Verdict]) -> str:
+    """The conditions that held, each with the array elements that satisfy it."""
+    return "; ".join(r.condition + (f" (by {r.held_by()})" if r.elements else "")
+                     for r in rows)
 
 
 def _shown(domain: Any, key: object) -> str:

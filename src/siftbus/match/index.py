@@ -45,6 +45,7 @@ from siftbus.match.cells import (
     n_rows,
 )
 from siftbus.match.columns import ProfileColumns, make_profile, str_array
+from siftbus.match.delta import rows_of
 from siftbus.match.index_stats import IndexStats, index_stats
 from siftbus.match.leveled import LeveledMatcher, TypeState, split_rows
 from siftbus.match.primas import PRECHECKS, EventModel, build
@@ -442,19 +443,22 @@ class IndexMatcher(LeveledMatcher):
     """A dynamic PrimAS interval index behind the :class:`~siftbus.match.Matcher` protocol.
 
     ``bitmap_threshold`` is the fill ratio above which a profile set is a bitmap (0: all
-    bitmaps, 1: all lists). ``pending_limit`` profiles added since the last compile are
-    matched one by one before they are compiled into a level.
+    bitmaps, 1: all lists). Profiles added one at a time wait uncompiled until a
+    level is compiled from them: up to ``delta_limit`` as flat rows matched by one kernel
+    call (:mod:`siftbus.match.delta`; default :data:`~siftbus.match.leveled.DELTA_LIMIT`,
+    0 when ``pending_limit`` is 0), of which at most ``pending_limit`` with string
+    conditions or extended features, matched one by one.
 
     Like the other matchers it is not safe to mutate from one thread while another
     matches; concurrent readers should share a :meth:`snapshot` (immutable).
     """
 
     def __init__(self, bitmap_threshold: float = DEFAULT_BITMAP_THRESHOLD, *,
-                 pending_limit: int = 16,
+                 pending_limit: int = 16, delta_limit: int | None = None,
                  budget: int | Literal["default"] | None = "default") -> None:
         if not 0 <= bitmap_threshold <= 1:
             raise ValueError(f"bitmap_threshold must be in [0, 1], got {bitmap_threshold}")
-        super().__init__(pending_limit=pending_limit)
+        super().__init__(pending_limit=pending_limit, delta_limit=delta_limit)
         self.budget: int | None = memory_budget.default() if budget == "default" \
             else None if budget is None else int(budget)
         """Bytes the index may take (:mod:`siftbus.match.budget`; ``None``: no limit)."""
@@ -467,11 +471,13 @@ class IndexMatcher(LeveledMatcher):
     def add(self, profile: Profile) -> None:
         """See :meth:`LeveledMatcher.add`; raises :class:`~siftbus.errors.CapacityError`
         (adding nothing) when the index would pass its memory budget."""
-        conds = _conditions(profile)
+        ts = self._state(profile.etype)
+        rows = rows_of(profile) if ts.delta is not None else None
+        conds = len(rows) // 3 if rows is not None else _conditions(profile)
         need = memory_budget.PROFILE_BYTES + memory_budget.CONDITION_BYTES * conds
         if self.budget is not None and self._held + need > self.budget:
             raise memory_budget.refuse(self.budget, self._held, 1, conds)
-        super().add(profile)
+        self._insert(profile, ts, rows)
         self._held += need
 
     def add_columns(self, cols: ProfileColumns) -> None:

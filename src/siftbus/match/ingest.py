@@ -100,7 +100,7 @@ def load_profile_columns(path: str | os.PathLike[str], schema: Schema, *,
     from siftbus.match.scan_numba import OK, SLOW, scan_profiles
 
     tables = SchemaTables.of(schema)
-    strings: dict[tuple[int, bytes], StringConstraint] = {}
+    strings: dict[tuple[int, str], StringConstraint] = {}
     text_limits = TextLimits(max_line_bytes=4 * limits.max_line)
     limit_name = f"ProfileLimits.max_line is {limits.max_line} characters"
     parts: dict[int, list[ProfileColumns]] = {}
@@ -248,7 +248,7 @@ def scan_profile_texts(texts: Sequence[object], schema: Schema, *,
     from siftbus.match.scan_numba import OK, scan_profiles
 
     tables = SchemaTables.of(schema)
-    strings: dict[tuple[int, bytes], StringConstraint] = {}
+    strings: dict[tuple[int, str], StringConstraint] = {}
     for k in range(0, len(lines), TEXTS_PER_SCAN):
         part = lines[k:k + TEXTS_PER_SCAN]
         data = "".join(t + "\n" for _, t in part).encode("ascii")
@@ -349,16 +349,17 @@ class ScannedTexts:
     """int64 ``(len(rows), max attributes)``: the domain keys in schema order (string
     attributes' cells are meaningless: see :meth:`strings`)."""
     tables: SchemaTables
-    data: bytes
-    """The scanned texts joined (the string spans point into it)."""
+    text: np.ndarray
+    """The scanned texts joined, their strings' escapes decoded (uint8; the string spans
+    point into it)."""
     str_start: np.ndarray
     str_end: np.ndarray
 
     def strings(self, which: np.ndarray, position: int) -> np.ndarray:
         """The values (numpy unicode) of the string attribute at ``position`` of the good
         texts ``which`` (indices into ``rows``)."""
-        b = np.frombuffer(self.data, np.uint8)
-        return _spans_to_str(b, self.str_start[which, position], self.str_end[which, position])
+        return _spans_to_str(self.text, self.str_start[which, position],
+                             self.str_end[which, position])
 
 
 def scan_text_columns(texts: Sequence[str | bytes | None], schema: Schema, *,
@@ -367,9 +368,9 @@ def scan_text_columns(texts: Sequence[str | bytes | None], schema: Schema, *,
     """The good events among single JSON lines that the compiled scanner is sure of, as
     key columns (:class:`ScannedTexts`): exactly the events
     :func:`~siftbus.model.event.parse_event` gives those texts. Every other text -- a
-    blank or bad line, one with an escape or non-ASCII text, or one the scanner leaves to
-    the specification -- is left out, for the caller to hand to ``parse_event``. Never
-    raises for a bad line; ``None`` when the scanner does not run.
+    blank or bad line, one with non-ASCII text or an escape of NUL or beyond ASCII, or one
+    the scanner leaves to the specification -- is left out, for the caller to hand to
+    ``parse_event``. Never raises for a bad line; ``None`` when the scanner does not run.
 
     ``fast`` forces the scanner on or off (default: :func:`kernel.compiled_for` of the
     texts' total length).
@@ -387,12 +388,12 @@ def scan_text_columns(texts: Sequence[str | bytes | None], schema: Schema, *,
 
     tables = SchemaTables.of(schema)
     data = b"\n".join(t for _, t in lines)
-    status, _, _, etype, keys, str_s, str_e = scan_events(
+    status, _, _, etype, keys, str_s, str_e, text = scan_events(
         np.frombuffer(data, np.uint8), *tables.args(), tables.max_attrs,
         limits.max_line_bytes)
     ok = np.flatnonzero(status == OK)
     take = np.fromiter((i for i, _ in lines), np.int64, len(lines))
-    return ScannedTexts(take[ok], etype[ok].astype(np.int64), keys[ok], tables, data,
+    return ScannedTexts(take[ok], etype[ok].astype(np.int64), keys[ok], tables, text,
                         str_s[ok], str_e[ok])
 
 
@@ -403,8 +404,8 @@ def scan_event_texts(texts: Sequence[str | bytes | None], schema: Schema, *,
     ``bytes``) that the compiled scanner is sure of, else ``None``: for each text, either
     exactly the :class:`Event`
     :func:`~siftbus.model.event.parse_event` gives it, or ``None`` -- a blank or bad line,
-    one with an escape or non-ASCII text, or one the scanner leaves to the
-    specification -- for the caller to hand to ``parse_event`` (which gives the value or
+    one with non-ASCII text or an escape of NUL or beyond ASCII, or one the scanner leaves
+    to the specification -- for the caller to hand to ``parse_event`` (which gives the value or
     the error). Never raises for a bad line.
 
     ``fast`` forces the scanner on or off (default: :func:`kernel.compiled_for` of the
@@ -419,7 +420,7 @@ def scan_event_texts(texts: Sequence[str | bytes | None], schema: Schema, *,
     strings = [[a.position for a in t.attributes
                 if tables.kind[tables.type_attr[ti] + a.position] == 3]
                for ti, t in enumerate(tables.types)]
-    data = sc.data
+    data = sc.text.tobytes()
     for k, (i, t) in enumerate(zip(sc.rows.tolist(), sc.types.tolist(), strict=True)):
         et = tables.types[t]
         row: list[Any] = sc.keys[k, :len(et.attributes)].tolist()
@@ -457,14 +458,16 @@ def _chunk_of(events: list[Event], first: int, to_columns: Any) -> EventChunk:
     return EventChunk(first, len(events), groups, 0)
 
 
-def _string_column(data: bytes, b: np.ndarray, lines: np.ndarray, s: np.ndarray,
-                   e: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """The values (scanned: ASCII, no escapes) of one string attribute of a chunk's lines
-    of one type: a numpy unicode array, or ``str`` objects when the values are long."""
+def _string_column(text: np.ndarray, lines: np.ndarray, s: np.ndarray, e: np.ndarray,
+                   ok: np.ndarray) -> np.ndarray:
+    """The values (scanned: ASCII, escapes decoded in ``text``) of one string attribute
+    of a chunk's lines of one type: a numpy unicode array, or ``str`` objects when the
+    values are long."""
     s = np.where(ok, s, 0)
     e = np.where(ok, e, 0)
     if len(s) and int((e - s).max()) * len(s) <= STRING_MATRIX_BYTES:
-        return _spans_to_str(b, s, e)
+        return _spans_to_str(text, s, e)
+    data = text.tobytes()
     col = np.empty(len(lines), object)
     col[:] = [data[x:y].decode("ascii") for x, y in zip(s.tolist(), e.tolist(), strict=True)]
     return col
@@ -475,7 +478,7 @@ def _event_chunk(data: bytes, schema: Schema, tables: SchemaTables, source: str,
     from siftbus.match.events_numba import scan_events
 
     b = np.frombuffer(data, np.uint8)
-    status, start, end, etype, keys, str_s, str_e = scan_events(
+    status, start, end, etype, keys, str_s, str_e, decoded = scan_events(
         b, *tables.args(), tables.max_attrs, limits.max_line_bytes)
     ok_status, skip_status = 0, 1
     type_index = {t.name: i for i, t in enumerate(tables.types)}
@@ -504,7 +507,7 @@ def _event_chunk(data: bytes, schema: Schema, tables: SchemaTables, source: str,
         for a in et.attributes:
             q = a.position
             if tables.kind[tables.type_attr[t] + q] == 3:
-                col = _string_column(data, b, lines, str_s[lines, q], str_e[lines, q],
+                col = _string_column(decoded, lines, str_s[lines, q], str_e[lines, q],
                                      status[lines] == ok_status)
             else:
                 col = keys[lines, q].copy()

@@ -22,6 +22,15 @@ The index and counting matchers do their inner loops through :class:`Kernels`:
 
 Tests run the conformance suite on both (:func:`use` switches in-process).
 
+Loading numba takes about a second with its on-disk cache and 10-20 s of compilation
+without it (a new installation, changed sources): a server must not do that in the
+middle of serving. A server calls :func:`load_later` (the broker does at start): when the
+``auto`` rule then wants numba, :func:`load_in_background` loads it in a thread and runs
+the server's warm-up there, on that thread's own kernels, while the Python kernels go on
+serving; the process switches when it is done, and the ``auto`` rule never loads numba
+in the serving thread meanwhile. A server that never matches much never loads numba
+(about 120 MB).
+
 Array layout of the PrimAS index (built by :func:`siftbus.match.index.compile_type`):
 
 ``cells``      int32[E, m]   cell of each event's value, per attribute position
@@ -54,6 +63,7 @@ lead attribute, so the per-lead results are disjoint.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -174,14 +184,25 @@ class Kernels(Protocol):
                    r2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Two CSRs over the same events, rows sorted and disjoint, as one."""
 
-    def counting_match(self, cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
+    def delta_match(self, keys: np.ndarray, n: int, off: np.ndarray, attr: np.ndarray,
+                    lo: np.ndarray, hi: np.ndarray, alive: np.ndarray,
+                    out: np.ndarray) -> int:
+        """The profiles of a :class:`~siftbus.match.delta.Delta` one event satisfies:
+        profile ``j < n`` has the rows ``off[j]:off[j + 1]`` of ``(attr, lo, hi)``, a
+        profile's rows of one attribute adjacent; it matches when it is alive and each
+        of its attributes has a row with ``lo <= keys[attr] <= hi``. Its slots go to
+        ``out[:count]`` in order, with :meth:`index_match_one`'s count contract."""
+
+    def counting_match(self, cells: np.ndarray, node_base: np.ndarray, af_off: np.ndarray,
                        af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
                        ncond: np.ndarray, always: np.ndarray,
                        alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Siena's counting algorithm over a batch; returns CSR ``(offsets, slots)``.
 
-        ``af_off/af_mem``: CSR over global cells, the attribute filters (distinct
-        per-attribute constraints) the cell satisfies; ``pr_off/pr_mem``: CSR over
+        ``node_base[a, L]``: the first global block of level ``L`` of attribute ``a``
+        (``-1`` past its last level; an event's cell ``c`` lies in block ``c >> L``);
+        ``af_off/af_mem``: CSR over global blocks, the attribute filters (distinct
+        per-attribute constraints) every cell of the block satisfies; ``pr_off/pr_mem``: CSR over
         filters, the profiles containing each; ``ncond``: conditions per profile. A
         profile matches when as many of its filters as it has conditions are satisfied."""
 
@@ -222,9 +243,19 @@ class _State:
     mode: str | None = None
     impl: Kernels | None = None
     spent = 0.0
+    loading = 0
+    """The :func:`use` generation a background load (:func:`load_in_background`) runs
+    for, 0 when none runs; :func:`use` starts a new generation."""
+    generation = 0
+    later: Callable[[], object] | None = None
+    """The warm-up of :func:`load_later` (``None``: the ``auto`` rule loads numba itself)."""
 
 
 _STATE = _State()
+
+_THREAD = threading.local()
+"""A background load's own choice (``impl``): its warm-up runs numba while every other
+thread keeps :attr:`_State.impl`."""
 
 STATE = _STATE
 """The current choice, for per-event hot paths that cannot afford a call of
@@ -252,6 +283,9 @@ def use(mode: str | None = None) -> str:
         raise ValueError(f"{ENV}={chosen!r}: choose one of {', '.join(CHOICES)}")
     _STATE.mode = chosen
     _STATE.spent = 0.0
+    _STATE.generation += 1
+    _STATE.loading = 0
+    _STATE.later = None
     _STATE.impl = _numba() if chosen == "numba" else _Metered(_python()) \
         if chosen == "auto" else _python()
     return chosen
@@ -259,6 +293,9 @@ def use(mode: str | None = None) -> str:
 
 def active() -> Kernels:
     """The kernels to call now."""
+    own = getattr(_THREAD, "impl", None)
+    if own is not None:
+        return own
     if _STATE.impl is None:
         use()
     assert _STATE.impl is not None
@@ -290,11 +327,59 @@ def name() -> str:
 
 
 def _numba_or(fallback: Any) -> Any:
+    if fallback is _STATE.impl and (_STATE.loading or _STATE.later is not None):
+        if not _STATE.loading:  # the load goes to a thread; this one keeps serving
+            load_in_background(_STATE.later)  # type: ignore[arg-type]
+        return fallback
     try:
         return _numba()
     except (ImportError, OSError):  # numba missing or broken (or no address space left
         # for LLVM under a tight RLIMIT_AS): stay on the Python kernels
         return fallback
+
+
+def load_later(warm: Callable[[], object]) -> None:
+    """For a server in ``auto`` mode: when numba is wanted, load it in the background
+    (:func:`load_in_background` with ``warm``) instead of in the calling thread. Until
+    the next :func:`use`."""
+    active()
+    _STATE.later = warm
+
+
+def load_in_background(warm: Callable[[], object]) -> threading.Thread | None:
+    """In ``auto`` mode on the Python kernels: load numba in a daemon thread, call
+    ``warm()`` there with that thread on numba (it should match a little of everything
+    the process will match, so that the kernels it needs are compiled or loaded from the
+    cache there), then switch the process to numba. Until then the Python kernels serve
+    and the ``auto`` rule waits instead of loading numba itself. ``None`` when there is
+    nothing to load (numba already, ``python`` or ``numba`` mode, a load running). If
+    loading or ``warm`` fails, the process stays on the Python kernels (and the ``auto``
+    rule may try again)."""
+    metered = active()
+    if not isinstance(metered, _Metered) or _STATE.mode != "auto" or _STATE.loading:
+        return None
+    generation = _STATE.loading = _STATE.generation
+
+    def run() -> None:
+        ready = None
+        try:
+            _THREAD.impl = _numba()
+            warm()
+            ready = _THREAD.impl
+        except Exception:  # numba missing or broken, or a bug in warm(): keep Python
+            pass
+        finally:
+            _THREAD.impl = None
+            if _STATE.generation == generation:
+                _STATE.loading = 0
+                if ready is None:
+                    _STATE.later = None  # not again and again: the auto rule as before
+                elif _STATE.impl is metered:
+                    _STATE.impl = ready
+
+    thread = threading.Thread(target=run, name="siftbus-kernels", daemon=True)
+    thread.start()
+    return thread
 
 
 class _Metered:

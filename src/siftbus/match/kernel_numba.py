@@ -380,7 +380,7 @@ def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, entry: np.
 
 
 @njit(cache=True)
-def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
+def counting_match(cells: np.ndarray, node_base: np.ndarray, af_off: np.ndarray,
                    af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
                    ncond: np.ndarray, always: np.ndarray,
                    alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -403,18 +403,22 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
             out = _append(out, k, p)
             k += 1
         for a in range(m):
-            g = cell_base[a] + cells[e, a]
-            for t in range(af_off[g], af_off[g + 1]):
-                f = af_mem[t]
-                for u in range(pr_off[f], pr_off[f + 1]):
-                    p = pr_mem[u]
-                    if counter[p] == 0:
-                        touched[nt] = p
-                        nt += 1
-                    counter[p] += 1
-                    if counter[p] == ncond[p] and not (check_alive and alive[p] == 0):
-                        out = _append(out, k, p)
-                        k += 1
+            c = cells[e, a]
+            for lv in range(node_base.shape[1]):
+                if node_base[a, lv] < 0:
+                    break
+                g = node_base[a, lv] + (c >> lv)
+                for t in range(af_off[g], af_off[g + 1]):
+                    f = af_mem[t]
+                    for u in range(pr_off[f], pr_off[f + 1]):
+                        p = pr_mem[u]
+                        if counter[p] == 0:
+                            touched[nt] = p
+                            nt += 1
+                        counter[p] += 1
+                        if counter[p] == ncond[p] and not (check_alive and alive[p] == 0):
+                            out = _append(out, k, p)
+                            k += 1
         for i in range(nt):
             counter[touched[i]] = 0
         if k - start > 1:
@@ -537,6 +541,35 @@ def merge_rows(off1: np.ndarray, r1: np.ndarray, off2: np.ndarray,
             k += 1
         offsets[e + 1] = k
     return offsets, out
+
+
+@njit(cache=True)
+def delta_match(keys: np.ndarray, n: int, off: np.ndarray, attr: np.ndarray,
+                lo: np.ndarray, hi: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.delta_match`."""
+    k = 0
+    for j in range(n):
+        if not alive[j]:
+            continue
+        r = off[j]
+        end = off[j + 1]
+        ok = True
+        while r < end:
+            a = attr[r]
+            v = keys[a]
+            hit = False
+            while r < end and attr[r] == a:
+                if lo[r] <= v <= hi[r]:
+                    hit = True
+                r += 1
+            if not hit:
+                ok = False
+                break
+        if ok:
+            if k < out.shape[0]:
+                out[k] = j
+            k += 1
+    return k
 
 
 def specialise(name: str, args: tuple[Any, ...]) -> Callable[..., Any]:

@@ -199,7 +199,7 @@ def fill_lead(first: np.ndarray, last: np.ndarray, slots: np.ndarray, entry: np.
     ent[pos] = entry[run]
 
 
-def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
+def counting_match(cells: np.ndarray, node_base: np.ndarray, af_off: np.ndarray,
                    af_mem: np.ndarray, pr_off: np.ndarray, pr_mem: np.ndarray,
                    ncond: np.ndarray, always: np.ndarray,
                    alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -207,8 +207,10 @@ def counting_match(cells: np.ndarray, cell_base: np.ndarray, af_off: np.ndarray,
     n = len(ncond)
     rows = []
     for e in range(cells.shape[0]):
-        g = cell_base[:cells.shape[1]] + cells[e]
-        filters = np.concatenate([af_mem[af_off[x]:af_off[x + 1]] for x in g.tolist()]
+        row = cells[e].astype(np.int64)
+        g = [int(node_base[a, lv]) + (int(row[a]) >> lv) for a in range(cells.shape[1])
+             for lv in range(node_base.shape[1]) if node_base[a, lv] >= 0]
+        filters = np.concatenate([af_mem[af_off[x]:af_off[x + 1]] for x in g]
                                  or [_NONE]).astype(np.int64)
         profs = np.concatenate([pr_mem[pr_off[f]:pr_off[f + 1]] for f in filters.tolist()]
                                or [_NONE]).astype(np.int64)
@@ -285,6 +287,26 @@ def _csr(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         np.cumsum([len(r) for r in rows], out=offsets[1:])
     flat = np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
     return offsets, flat
+
+
+def delta_match(keys: np.ndarray, n: int, off: np.ndarray, attr: np.ndarray,
+                lo: np.ndarray, hi: np.ndarray, alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.delta_match`."""
+    rows = int(off[n])
+    slot = np.repeat(np.arange(n), np.diff(off[:n + 1]))
+    a = attr[:rows]
+    v = keys[a]
+    ok = (lo[:rows] <= v) & (v <= hi[:rows])
+    start = np.ones(rows, bool)  # where a (profile, attribute) group of rows starts
+    start[1:] = (slot[1:] != slot[:-1]) | (a[1:] != a[:-1])
+    group = np.cumsum(start) - 1
+    held = np.zeros(int(start.sum()), bool)
+    held[group[ok]] = True
+    unmet = np.bincount(slot[start][~held], minlength=n)
+    hits = np.flatnonzero((unmet == 0) & (alive[:n] != 0)).astype(np.int32)
+    k = len(hits)
+    out[:min(k, len(out))] = hits[:len(out)]
+    return k
 
 
 def specialise(name: str, args: tuple[Any, ...]) -> Callable[..., Any]:

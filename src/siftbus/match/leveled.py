@@ -1,16 +1,18 @@
-"""Dynamic matchers over immutable compiled indexes: levels, tombstones, a small pending set.
+"""Dynamic matchers over immutable compiled indexes: levels, tombstones, a delta of adds.
 
 A compiled index (PrimAS or counting) is built in one vectorised pass and never changes,
 so readers (the batch kernel, a Spark broadcast) never see a half-applied update. The
 dynamic :class:`LeveledMatcher` keeps per event type:
 
-* ``pending``: profiles added one at a time since the last compile, matched one by one
-  while they are few (at most ``pending_limit``);
+* ``pending``: profiles added one at a time since the last compile: up to
+  ``delta_limit`` as flat rows matched by one kernel call (:mod:`siftbus.match.delta`),
+  of which at most ``pending_limit`` that the delta cannot hold (string conditions,
+  extended profiles), matched one by one;
 * ``levels``: compiled indexes over disjoint profile subsets, largest first. Pending
   profiles (or a whole batch given to :meth:`LeveledMatcher.add_columns`) become a new
-  level; a level at least half the size of its elder neighbour is merged into it (a
-  binary-counter schedule), so each profile is recompiled O(log n) times in total and a
-  match visits O(log n) levels;
+  level; :data:`FANOUT` levels of one size class are merged into one (tiered), so each
+  profile is recompiled about ``log(n, FANOUT)`` times in total and a match visits at
+  most ``FANOUT - 1`` levels per class;
 * tombstones: ``remove`` clears one byte of the level's ``alive`` array; a level that is
   more dead than alive is recompiled from its live profiles.
 
@@ -18,7 +20,7 @@ Compiled levels keep no :class:`~siftbus.model.Profile` objects: the index array
 the stored form of the profiles, and ``get``, ``remove`` and ``profiles`` make them anew
 (:meth:`Compiled.profile`). No update ever rebuilds the whole index; the cost of an add
 is amortised over the levels (the DAS "Leerfelder"/"Änderung" tuning becomes
-``pending_limit`` and the merge ratio).
+``delta_limit`` and the fan-out).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from siftbus.match import kernel
 from siftbus.match.base import positions_by_type
 from siftbus.match.cells import AttributeCells, column_cells, events_to_columns
 from siftbus.match.columns import ProfileColumns
+from siftbus.match.delta import Delta, rows_of, takes_type
 from siftbus.model import Event, EventType, Profile
 
 #: keep every OBSERVE_STRIDE-th matched event as a sample for ``optimize()``
@@ -48,6 +51,19 @@ _UNCHOSEN = object()
 _TUPLE_ITEMS = tuple.__basicsize__  # where a tuple's item pointers start (CPython)
 PREFETCH_FROM = 1 << 15
 """Levels of fewer profiles match without prefetching their ids (they stay in cache)."""
+
+DELTA_LIMIT = 2048
+"""Profiles a type's :class:`~siftbus.match.delta.Delta` holds before they are compiled
+into a level (when ``pending_limit`` is not 0)."""
+
+FANOUT = 4
+"""Levels of one size class merged at once (see :meth:`LeveledMatcher._merge_levels`):
+each profile is recompiled about ``log(n / DELTA_LIMIT, FANOUT)`` times, and a type has
+at most ``FANOUT - 1`` levels per class."""
+
+MEMBERS_MAX = 1 << 16
+"""Levels compiled from adds of at most this many profiles keep a dict of their ids
+(``Level.members``); larger ones are searched."""
 
 TRIM_AFTER = 100_000
 """A bulk load of at least this many profiles hands the heap it freed back to the OS."""
@@ -133,14 +149,26 @@ class Level:
     kernels and the level is large enough for its ids to miss the cache."""
     prefetch_for: object = _UNCHOSEN
     """The kernels ``prefetch`` was chosen under (chosen again when they change)."""
+    members: dict[str, int] | None = None
+    """Rank of each id, in levels of at most :data:`MEMBERS_MAX` profiles compiled
+    from adds: finding an id there is one dict lookup, not a ~1 us binary search."""
+    cols: ProfileColumns | None = None
+    """The columns the level was compiled from, kept by the same levels: a merge takes
+    them as they are instead of reading the profiles back from the index arrays."""
 
     def __post_init__(self) -> None:
         self.view = self.buf.data
 
     @classmethod
-    def of(cls, compiled: Any) -> Level:
+    def of(cls, compiled: Any, cols: ProfileColumns | None = None) -> Level:
+        """A level of ``compiled``; with ``cols`` (what it was compiled from) and at most
+        :data:`MEMBERS_MAX` profiles, it keeps ``members`` and ``cols``."""
         n = int(compiled.n)
-        return cls(compiled, np.ones(n, np.uint8), n, compiled.event_runner(), n)
+        level = cls(compiled, np.ones(n, np.uint8), n, compiled.event_runner(), n)
+        if cols is not None and n <= MEMBERS_MAX:
+            level.members = dict(zip(compiled.ids.tolist(), range(n), strict=True))
+            level.cols = cols
+        return level
 
     @property
     def size(self) -> int:
@@ -184,11 +212,18 @@ class Level:
 
     def rank_of(self, pid: str) -> int:
         """The rank of ``pid`` when it is here and alive, else -1."""
+        if self.members is not None:
+            i = self.members.get(pid, -1)
+            return i if i >= 0 and self.alive[self.compiled.slot(i)] else -1
         ids = self.compiled.ids
-        i = int(np.searchsorted(ids, pid))
-        if i < len(ids) and ids[i] == pid and self.alive[self.compiled.slot(i)]:
-            return i
-        return -1
+        if len(pid) > ids.itemsize >> 2:
+            # longer than every id here; searching would first copy ``ids`` to the wider
+            # dtype (1.3 ms at 100,000 ids, against 1 us)
+            return -1
+        i = int(ids.searchsorted(pid))
+        if i >= len(ids) or (self.id_list[i] if self.id_list is not None else ids[i]) != pid:
+            return -1
+        return i if self.alive[self.compiled.slot(i)] else -1
 
     def live_ranks(self) -> np.ndarray:
         if self.live == self.compiled.n:
@@ -197,7 +232,8 @@ class Level:
 
     def live_columns(self) -> ProfileColumns:
         """Live profiles as columns, sorted by id."""
-        cols: ProfileColumns = self.compiled.columns()
+        cols: ProfileColumns = self.cols if self.cols is not None else \
+            self.compiled.columns()
         if self.live == self.compiled.n:
             return cols
         return cols.take(self.compiled.ranks_alive(self.alive))
@@ -209,6 +245,12 @@ class TypeState:
 
     etype: EventType
     pending: dict[str, Profile] = field(default_factory=dict)
+    """Every profile added since the last compile."""
+    slow: dict[str, Profile] = field(default_factory=dict)
+    """The pending profiles ``delta`` does not hold, matched one by one."""
+    delta: Delta | None = None
+    """The rows of the other pending profiles (``None``: the type has attributes a
+    delta cannot take, :func:`~siftbus.match.delta.takes_type`)."""
     levels: list[Level] = field(default_factory=list)
     observed: deque[tuple[Any, ...]] = field(default_factory=lambda: deque(maxlen=OBSERVE_KEEP))
     seen: int = 0
@@ -218,10 +260,14 @@ class TypeState:
 class LeveledMatcher:
     """Base of the dynamic matchers; subclasses provide :meth:`_compile`."""
 
-    def __init__(self, *, pending_limit: int = 16) -> None:
+    def __init__(self, *, pending_limit: int = 16, delta_limit: int | None = None) -> None:
         if pending_limit < 0:
             raise ValueError("pending_limit must be >= 0")
+        if delta_limit is not None and delta_limit < 0:
+            raise ValueError("delta_limit must be >= 0")
         self._pending_limit = pending_limit
+        self._delta_limit = max(pending_limit, (DELTA_LIMIT if pending_limit else 0)
+                                if delta_limit is None else delta_limit)
         self._types: dict[str, TypeState] = {}
         self._version = 0
         self._count = 0
@@ -267,11 +313,21 @@ class LeveledMatcher:
                     yield compiled.profile(r)
 
     def add(self, profile: Profile) -> None:
-        if self._find(profile.id) is not None:
-            raise DuplicateProfileError(f"profile id {profile.id!r} is already registered",
-                                        field=profile.id)
         ts = self._state(profile.etype)
-        ts.pending[profile.id] = profile
+        self._insert(profile, ts, rows_of(profile) if ts.delta is not None else None)
+
+    def _insert(self, profile: Profile, ts: TypeState, rows: list[int] | None) -> None:
+        """:meth:`add` with the profile's delta rows (:func:`~siftbus.match.delta.rows_of`;
+        ``None``: matched one by one) and type state found."""
+        pid = profile.id
+        if self._registered(pid):
+            raise _duplicate(pid)
+        ts.pending[pid] = profile
+        delta = ts.delta
+        if delta is None or rows is None:
+            ts.slow[pid] = profile
+        else:
+            delta.add(pid, profile.subscriber, rows)
         ts.dirty = True
         self._version += 1
         self._count += 1
@@ -321,6 +377,8 @@ class LeveledMatcher:
         self._count -= 1
         ts.dirty = True
         if level is None:
+            if ts.slow.pop(profile_id, None) is None and ts.delta is not None:
+                ts.delta.remove(profile_id)
             return ts.pending.pop(profile_id)
         profile: Profile = level.compiled.profile(rank)
         level.alive[level.compiled.slot(rank)] = 0
@@ -345,7 +403,7 @@ class LeveledMatcher:
             if hits:
                 parts.append(hits)
         if ts.pending:
-            parts.append(sorted(pid for pid, p in ts.pending.items() if p.matches(event)))
+            parts.extend(p for p in _pending_hits(ts, event) if p)
         return _merge(parts)
 
     def match_batch(self, events: Sequence[Event]) -> list[list[str]]:
@@ -366,8 +424,7 @@ class LeveledMatcher:
                 offsets, ranks = level.compiled.run(cells, level.tombstones())
                 per_level.append(split_rows(level.compiled.ids, offsets, ranks))
             if ts.pending:
-                pend = list(ts.pending.items())
-                per_level.append([sorted(pid for pid, p in pend if p.matches(e))
+                per_level.append([_merge([p for p in _pending_hits(ts, e) if p])
                                   for e in group])
             if len(per_level) == 1:
                 for i, row in zip(idx, per_level[0], strict=True):
@@ -382,7 +439,8 @@ class LeveledMatcher:
     def _state(self, etype: EventType) -> TypeState:
         ts = self._types.get(etype.name)
         if ts is None:
-            ts = self._types[etype.name] = TypeState(etype)
+            ts = self._types[etype.name] = TypeState(
+                etype, delta=Delta(etype) if takes_type(etype) else None)
         return ts
 
     def _find(self, pid: str) -> tuple[TypeState, Level | None, int] | None:
@@ -390,45 +448,71 @@ class LeveledMatcher:
             if pid in ts.pending:
                 return ts, None, -1
             for level in ts.levels:
+                members = level.members
+                if members is not None and pid not in members:
+                    continue
                 r = level.rank_of(pid)
                 if r >= 0:
                     return ts, level, r
         return None
 
+    def _registered(self, pid: str) -> bool:
+        """``_find(pid) is not None``, for the duplicate check of every add: a level with
+        ``members`` is searched only when it holds the id."""
+        for ts in self._types.values():
+            if pid in ts.pending:
+                return True
+            for level in ts.levels:
+                members = level.members
+                if (members is None or pid in members) and level.rank_of(pid) >= 0:
+                    return True
+        return False
+
     def _new_level(self, cols: ProfileColumns) -> Level:
-        return Level.of(self._compile(cols.sorted_by_id()))
+        cols = cols.sorted_by_id()
+        return Level.of(self._compile(cols), cols)
 
     def _settle(self, ts: TypeState) -> None:
         """Compile pending profiles, drop or shrink mostly-dead levels, merge levels."""
         ts.dirty = False
-        changed = False
-        if len(ts.pending) > self._pending_limit:
-            ts.levels.append(self._new_level(
-                ProfileColumns.from_profiles(ts.etype, list(ts.pending.values()))))
-            ts.pending.clear()
-            changed = True
-        for i, level in enumerate(ts.levels):
-            if level.live * 2 < level.size:
-                ts.levels[i] = self._new_level(level.live_columns()) if level.live else level
-                changed = True
-        if changed:
-            self._merge_levels(ts)
+        fresh: list[ProfileColumns] = []
+        if len(ts.slow) > self._pending_limit or len(ts.pending) > self._delta_limit:
+            fresh.append(_pending_columns(ts))
+            _clear_pending(ts)
+        dying = [lv for lv in ts.levels if lv.live * 2 < lv.size]
+        if dying:
+            ts.levels = [lv for lv in ts.levels if lv.live * 2 >= lv.size]
+            fresh.extend(lv.live_columns() for lv in dying if lv.live)
+        if fresh or dying:
+            self._merge_levels(ts, fresh)
 
-    def _merge_levels(self, ts: TypeState) -> None:
-        levels = sorted((lv for lv in ts.levels if lv.live), key=lambda lv: -lv.live)
-        while len(levels) >= 2 and levels[-1].live * 2 >= levels[-2].live:
-            young = levels.pop()
-            old = levels.pop()
-            levels.append(self._new_level(ProfileColumns.concat(
-                [old.live_columns(), young.live_columns()])))
-            levels.sort(key=lambda lv: -lv.live)
-        ts.levels = levels
+    def _merge_levels(self, ts: TypeState, fresh: Sequence[ProfileColumns] = ()) -> None:
+        """Merge every :data:`FANOUT` levels of one size class (``live`` profiles in
+        ``[FANOUT**c, FANOUT**(c + 1))``) into one level of a larger class; ``fresh``
+        profile sets join as levels of their size. Only what remains is compiled: a set
+        that a merge takes at once (a delta joining three of its class) is not compiled
+        first."""
+        parts: list[Level | ProfileColumns] = [lv for lv in ts.levels if lv.live]
+        parts.extend(c for c in fresh if len(c))
+        while True:
+            by_class: dict[int, list[Level | ProfileColumns]] = {}
+            for x in parts:
+                by_class.setdefault(size_class(_live(x)), []).append(x)
+            full = [group for group in by_class.values() if len(group) >= FANOUT]
+            if not full:
+                break
+            group = min(full, key=lambda g: _live(g[0]))
+            parts = [x for x in parts if all(x is not g for g in group)]
+            parts.append(ProfileColumns.concat(
+                [x.live_columns() if isinstance(x, Level) else x for x in group]))
+        ts.levels = sorted((x if isinstance(x, Level) else self._new_level(x) for x in parts),
+                           key=lambda lv: -lv.live)
 
     def _recompile_all(self) -> None:
         """One fresh level per type holding every profile (used by ``optimize``)."""
         for ts in self._types.values():
             cols = self._type_columns(ts)
-            ts.pending.clear()
+            _clear_pending(ts)
             ts.levels = [self._new_level(cols)] if cols is not None else []
         self._version += 1
 
@@ -436,7 +520,7 @@ class LeveledMatcher:
         """Every live profile of a type as columns, sorted by id (``None``: none)."""
         parts = [lv.live_columns() for lv in ts.levels if lv.live]
         if ts.pending:
-            parts.append(ProfileColumns.from_profiles(ts.etype, list(ts.pending.values())))
+            parts.append(_pending_columns(ts))
         if not parts:
             return None
         return ProfileColumns.concat(parts).sorted_by_id()
@@ -447,6 +531,44 @@ def split_rows(ids: np.ndarray, offsets: np.ndarray, ranks: np.ndarray) -> list[
     flat = ids[ranks].tolist()
     off = offsets.tolist()
     return [flat[off[j]:off[j + 1]] for j in range(len(off) - 1)]
+
+
+def _live(part: Level | ProfileColumns) -> int:
+    return part.live if isinstance(part, Level) else len(part)
+
+
+def size_class(live: int) -> int:
+    """The class of a level of ``live`` profiles: ``floor(log(live, FANOUT))``."""
+    c = 0
+    while live >= FANOUT:
+        live //= FANOUT
+        c += 1
+    return c
+
+
+def _pending_hits(ts: TypeState, event: Event) -> tuple[list[str], list[str]]:
+    """The pending profiles ``event`` satisfies: the delta's and the others', each
+    sorted."""
+    fast = ts.delta.match_keys(event.keys) if ts.delta is not None and ts.delta.n else []
+    slow = sorted(pid for pid, p in ts.slow.items() if p.matches(event)) if ts.slow else []
+    return fast, slow
+
+
+def _pending_columns(ts: TypeState) -> ProfileColumns:
+    """The pending profiles as columns: the delta's read from its rows."""
+    if ts.delta is None:
+        return ProfileColumns.from_profiles(ts.etype, list(ts.pending.values()))
+    if not ts.slow:
+        return ts.delta.columns()
+    return ProfileColumns.concat([ts.delta.columns(), ProfileColumns.from_profiles(
+        ts.etype, list(ts.slow.values()))]).sorted_by_id()
+
+
+def _clear_pending(ts: TypeState) -> None:
+    ts.pending.clear()
+    ts.slow.clear()
+    if ts.delta is not None:
+        ts.delta.clear()
 
 
 def _merge(parts: list[list[str]]) -> list[str]:

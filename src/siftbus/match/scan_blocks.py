@@ -103,12 +103,13 @@ def _spans_to_str(b: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarr
 
 
 def string_conditions(data: bytes, srows: np.ndarray,
-                       cache: dict[tuple[int, bytes], StringConstraint]
+                       cache: dict[tuple[int, str], StringConstraint]
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(line, attribute, constraint)`` of each string condition in the scanner's string
     rows, sorted by line and attribute; conditions written alike share one
     :class:`StringConstraint` (``cache``, by operator and text, kept across blocks), so
-    one is made per distinct text, not per profile."""
+    one is made per distinct text, not per profile (and the index compiles each distinct
+    one once: :func:`siftbus.match.cells.layout`)."""
     if not len(srows):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object)
     srows = srows[np.lexsort((srows[:, 1], srows[:, 0]))]  # stable: a set keeps its order
@@ -117,42 +118,43 @@ def string_conditions(data: bytes, srows: np.ndarray,
                                            | (attr[1:] != attr[:-1])]))
     ends = np.append(heads[1:], len(srows))
     # a condition's text: its values as written, from the first quote to the last
-    t_s, t_e = srows[heads, 3] - 1, srows[ends - 1, 4] + 1
-    ops = srows[heads, 2]
+    texts = _decoded(data, srows[heads, 3] - 1, srows[ends - 1, 4] + 1)
+    values: list[str] | None = None  # every value, decoded once, when one is needed
     cons = np.empty(len(heads), object)
-    if int((t_e - t_s).max()) * len(heads) <= STRING_MATRIX_BYTES:
-        texts = _spans_to_str(np.frombuffer(data, np.uint8), t_s, t_e)
-        for op in np.unique(ops).tolist():
-            sel = np.flatnonzero(ops == op)
-            distinct, first, inverse = np.unique(texts[sel], return_index=True,
-                                                 return_inverse=True)
-            made = np.empty(len(distinct), object)
-            made[:] = [_string_constraint(data, srows, int(heads[sel[f]]),
-                                          int(ends[sel[f]]), op, cache)
-                       for f in first.tolist()]
-            cons[sel] = made[inverse.reshape(-1)]
-    else:  # long sets: no matrix as wide as the longest
-        cons[:] = [_string_constraint(data, srows, x0, x1, op, cache) for x0, x1, op in zip(
-            heads.tolist(), ends.tolist(), ops.tolist(), strict=True)]
+    made: list[StringConstraint] = []
+    for k, (op, text) in enumerate(zip(srows[heads, 2].tolist(), texts, strict=True)):
+        con = cache.get((op, text))
+        if con is None:
+            if values is None:
+                values = _decoded(data, srows[:, 3], srows[:, 4])
+            con = cache[(op, text)] = _string_constraint(
+                op, values[int(heads[k]):int(ends[k])])
+        made.append(con)
+    cons[:] = made
     return line[heads], attr[heads], cons
 
 
-def _string_constraint(data: bytes, srows: np.ndarray, x0: int, x1: int, op: int,
-                       cache: dict[tuple[int, bytes], StringConstraint]) -> StringConstraint:
-    """The constraint of string rows ``x0:x1`` (one condition), from ``cache`` if made."""
+def _decoded(data: bytes, start: np.ndarray, end: np.ndarray) -> list[str]:
+    """The ASCII slices ``data[start:end]`` as ``str``: one byte matrix when it is small
+    enough (:data:`STRING_MATRIX_BYTES`), else one ``decode`` each."""
+    if len(start) and int((end - start).max()) * len(start) <= STRING_MATRIX_BYTES:
+        out: list[str] = _spans_to_str(np.frombuffer(data, np.uint8), start, end).tolist()
+        return out
+    return [data[a:b].decode("ascii") for a, b in zip(start.tolist(), end.tolist(),
+                                                       strict=True)]
+
+
+def _string_constraint(op: int, values: list[str]) -> StringConstraint:
+    """The constraint of one scanned condition: already canonical
+    (``StringConstraint.make`` would change nothing): the values of a set, the one
+    excluded value, or the prefix."""
     from siftbus.match.scan_numba import STR_IN, STR_NE
 
-    key = (op, data[srows[x0, 3] - 1:srows[x1 - 1, 4] + 1])
-    con = cache.get(key)
-    if con is None:
-        # already canonical (StringConstraint.make would change nothing): the values of
-        # a set or the one excluded value, with no prefix
-        values = frozenset(data[a:b].decode("ascii") for a, b in srows[x0:x1, 3:5].tolist())
-        con = (StringConstraint(values) if op == STR_IN else
-               StringConstraint(None, "", values) if op == STR_NE else
-               StringConstraint(None, next(iter(values))))
-        cache[key] = con
-    return con
+    if op == STR_IN:
+        return StringConstraint(frozenset(values))
+    if op == STR_NE:
+        return StringConstraint(None, "", frozenset(values))
+    return StringConstraint(None, values[0])
 
 
 def add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: np.ndarray,

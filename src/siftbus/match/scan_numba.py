@@ -6,8 +6,9 @@ They read a whole file's bytes in one call and do for the common, well-formed li
 the specification's path does one line at a time (the lark grammar and
 ``Profile.build`` for profiles, ``parse_json_line`` and ``event_from_dict`` for
 events), writing columns: interval rows per profile, keys per event. A line they are not
-sure about (any byte outside printable ASCII, strings with escapes, Bittner's form,
-repeated attributes, an error of any kind, a limit) is marked *slow* and left to the
+sure about (any byte outside printable ASCII, a profile's strings with escapes, an
+event's escapes of NUL or beyond ASCII, Bittner's form, repeated attributes, an error of
+any kind, a limit) is marked *slow* and left to the
 specification's path, which gives its value or its exact error: so the scanners need to
 be right only on the lines they accept, and the tests check exactly that
 (:mod:`siftbus.match.ingest`, ``tests/match/test_ingest.py``).

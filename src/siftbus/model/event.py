@@ -114,8 +114,9 @@ def _keyer_entry(etype: EventType) -> tuple[EventType, Keyer]:
 
 def _keyer(etype: EventType) -> Keyer:
     """A fast check of one event type's values, all in C-level calls where it can: the
-    values taken at once (``itemgetter``), ``type(v) is int`` and one ``min``/``max``
-    per integer domain, an ordinal lookup per enum, ``type(v) is str`` for strings.
+    values taken at once (``itemgetter``), their exact types compared with the expected
+    ones as one tuple (``int`` for integers, ``str`` for enums and strings), one
+    ``min``/``max`` per integer domain, an ordinal lookup per enum.
     Anything else (a missing or extra name, another type, a value out of its domain, a
     decimal attribute) gives ``None``, and :meth:`Event._checked` decides, with its
     errors."""
@@ -127,23 +128,20 @@ def _keyer(etype: EventType) -> Keyer:
     take = itemgetter(*names) if n > 1 else (lambda values: (values[names[0]],))
     int_groups: dict[tuple[int, int], list[int]] = {}
     enums: list[tuple[int, Mapping[str, int]]] = []
-    strings: list[int] = []
     for a in attrs:
         d = a.domain
         if isinstance(d, IntDomain):
             int_groups.setdefault((d.lo, d.hi), []).append(a.position)
         elif isinstance(d, EnumDomain):
             enums.append((a.position, dict(d.ordinals)))
-        else:
-            strings.append(a.position)
     groups = [(lo, hi, _picker(pos)) for (lo, hi), pos in int_groups.items()]
     all_ints = [p for pos in int_groups.values() for p in pos]
     ints = _picker(all_ints) if all_ints else None
-    strs = _picker(strings) if strings else None
     one_group = len(groups) == 1  # usually: one domain for all integer attributes
     lo0, hi0 = groups[0][:2] if groups else (0, 0)
-    int_type = {int}
-    str_type = {str}
+    # every value's exact type at once (one C-level tuple comparison): int for integer
+    # domains, str for enum labels and strings
+    types = tuple(int if isinstance(a.domain, IntDomain) else str for a in attrs)
 
     def keys(values: Mapping[str, object]) -> tuple[Key, ...] | None:
         if len(values) != n:
@@ -152,10 +150,10 @@ def _keyer(etype: EventType) -> Keyer:
             vals = take(values)
         except (KeyError, TypeError):
             return None
+        if tuple(map(type, vals)) != types:
+            return None
         if ints is not None:
             got = ints(vals)
-            if set(map(type, got)) != int_type:
-                return None
             if one_group:
                 if min(got) < lo0 or max(got) > hi0:
                     return None
@@ -164,14 +162,11 @@ def _keyer(etype: EventType) -> Keyer:
                     got = pick(vals)
                     if min(got) < lo or max(got) > hi:
                         return None
-        if strs is not None and set(map(type, strs(vals))) != str_type:
-            return None
         if not enums:
             return vals
         out = list(vals)
         for pos, ordinal in enums:
-            v = vals[pos]
-            k = ordinal.get(v) if type(v) is str else None
+            k = ordinal.get(vals[pos])
             if k is None:
                 return None
             out[pos] = k

@@ -13,8 +13,18 @@ with the right, written as pairwise disjoint profiles under the subscription's i
 (:meth:`RightSet.narrow`): the subscriber receives exactly the events that match both,
 each once.
 
-A right to publish is a set of profiles the published event must match; a right to
-advertise works as the subscribe right does. Rights to call services are names
+On extended schemas (issue 31) the check stays on the safe side: a right or subscription
+with checks (``or``, string tests, ``not exists``: ``Profile.extra``) takes part in the
+union only through :func:`~siftbus.covering.relations.covers`, which compares checks for
+equality; a subscription's checks only narrow it, so its box of conditions is a superset;
+a right that requires an optional attribute the subscription leaves open cannot be
+subtracted (the events where it is absent would escape), so it does not count; a
+condition on an array attribute means "some element", for which the subtraction below
+stays exact. Narrowing is refused (``None``) when a right or the subscription has checks.
+
+A right to publish is a set of profiles the published event must match (the reference
+semantics, on every shape of event); a right to advertise works as the subscribe right
+does. Rights to call services are names
 ``service.method`` with ``*`` as a wildcard for a whole part (``channel.*``, ``*``).
 """
 
@@ -72,8 +82,20 @@ def _box(p: Profile) -> Box:
     return box
 
 
-def _subtract(box: Box, r: Profile) -> list[Box] | None:
-    """``box`` minus ``r`` as disjoint boxes, or ``None`` when not expressible."""
+def _open_optional(p: Profile) -> frozenset[int]:
+    """Optional attributes ``p`` leaves open: its events may lack them."""
+    held = {c.position for c in p.conditions}
+    return frozenset(a.position for a in p.etype.attributes
+                     if a.optional and a.position not in held)
+
+
+def _subtract(box: Box, r: Profile, open_optional: frozenset[int] = frozenset()
+              ) -> list[Box] | None:
+    """``box`` minus ``r`` as disjoint boxes, or ``None`` when not expressible (also when
+    ``r`` has checks, or requires an attribute of ``open_optional``, which the box's
+    events may lack)."""
+    if r.extra is not None or any(c.position in open_optional for c in r.conditions):
+        return None
     for c in r.conditions:
         if box[c.position].intersect(c.constraint).empty:  # type: ignore[arg-type]
             return [box]  # disjoint: nothing to take away
@@ -95,12 +117,13 @@ def covered_by_union(q: Profile, rights: Sequence[Profile]) -> bool:
     if any(covers(r, q) for r in mine):
         return True
     residual: list[Box] = [_box(q)]
+    absent = _open_optional(q)
     for r in mine:
         if not overlaps(r, q):
             continue
         nxt: list[Box] = []
         for b in residual:
-            cut = _subtract(b, r)
+            cut = _subtract(b, r, absent)
             if cut is None:
                 return False
             nxt.extend(cut)
@@ -179,8 +202,10 @@ class RightSet:
         inside another) or would exceed :data:`MAX_PIECES`."""
         if self.everything or self.covers(q):
             return (q,)
-        pieces = [x for r in self.of_type(q.type_name)
-                  if (x := intersection(r, q)) is not None]
+        rights = self.of_type(q.type_name)
+        if q.extra is not None or any(r.extra is not None for r in rights):
+            return None  # an intersection with checks is no conjunction of constraints
+        pieces = [x for r in rights if (x := intersection(r, q)) is not None]
         kept: list[Profile] = []
         for i, x in enumerate(pieces):  # drop pieces covered by another one
             if not any(covers(y, x) and (not covers(x, y) or j < i)
@@ -199,8 +224,13 @@ class RightSet:
         if self.everything:
             return None
         rights = self.of_type(etype.name)
-        if any(not r.conditions for r in rights):
+        if any(not r.conditions and r.extra is None for r in rights):
             return None  # a right on the whole type
+        if etype.extended or any(r.extra is not None for r in rights):
+            # absent values, arrays and checks: each row by the reference semantics
+            inside = np.fromiter((any(r.matches(Event(etype, tuple(row))) for r in rights)
+                                  for row in keys.tolist()), bool, len(keys))
+            return None if inside.all() else inside
         inside = np.zeros(len(keys), bool)
         for r in rights:
             mask = np.ones(len(keys), bool)
@@ -228,12 +258,13 @@ def _disjoint(pieces: Sequence[Profile], q: Profile) -> tuple[Profile, ...] | No
     total = 0
     for i, x in enumerate(pieces):
         boxes: list[Box] = [_box(x)]
+        absent = _open_optional(x)
         for y in pieces[:i]:
             if not overlaps(x, y):
                 continue
             nxt: list[Box] = []
             for b in boxes:
-                cut = _subtract(b, y)
+                cut = _subtract(b, y, absent)
                 if cut is None:
                     return None
                 nxt.extend(cut)
@@ -242,10 +273,10 @@ def _disjoint(pieces: Sequence[Profile], q: Profile) -> tuple[Profile, ...] | No
             if total > MAX_PIECES:
                 return None
         etype = q.etype
-        for b in boxes:
+        for b in boxes:  # an optional attribute x leaves open stays open (absent allowed)
             out.append(Profile.from_constraints(
-                q.id, etype, {etype.attributes[pos].name: c for pos, c in b.items()},
-                q.subscriber))
+                q.id, etype, {etype.attributes[pos].name: c for pos, c in b.items()
+                              if pos not in absent}, q.subscriber))
     return tuple(out)
 
 

@@ -9,6 +9,7 @@ reads it back into events; the parsers themselves are the business of ``parse``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -56,9 +57,15 @@ class TypeLayout:
     """Per schema position: (is_string, index into ikeys or skeys)."""
     bounds: tuple[tuple[int, int], ...]
     """Per ordered attribute: the domain's (min_key, max_key)."""
+    extended: bool = False
+    """An extended type (optional, nested, array or open-kind attributes, issue 31): its
+    keys (absent values, arrays, integers beyond int64) travel as one JSON text in
+    ``skeys`` and are matched event by event."""
 
     @classmethod
     def of(cls, etype: EventType) -> TypeLayout:
+        if etype.extended:
+            return cls(etype.name, (), ("@keys",), (), (), True)
         ordered: list[str] = []
         strings: list[str] = []
         slots: list[tuple[bool, int]] = []
@@ -76,6 +83,8 @@ class TypeLayout:
 
     def split(self, keys: Sequence[Any]) -> tuple[list[int], list[str]]:
         """An event's keys (schema order) as (ikeys, skeys)."""
+        if self.extended:
+            return [], [json.dumps([list(k) if isinstance(k, tuple) else k for k in keys])]
         ik: list[int] = []
         sk: list[str] = []
         for (is_str, _), k in zip(self.slots, keys, strict=True):
@@ -84,6 +93,8 @@ class TypeLayout:
 
     def join(self, ikeys: Sequence[int], skeys: Sequence[str]) -> tuple[Any, ...]:
         """(ikeys, skeys) back to keys in schema order."""
+        if self.extended:
+            return tuple(tuple(k) if isinstance(k, list) else k for k in json.loads(skeys[0]))
         return tuple(skeys[i] if is_str else int(ikeys[i]) for is_str, i in self.slots)
 
 

@@ -30,7 +30,7 @@ from siftbus.match.base import BulkLoading, Matcher, Snapshot, Snapshotting
 from siftbus.match.columns import ProfileColumns
 from siftbus.match.engines import Capability, engine, names
 from siftbus.model import Event, Profile, Schema
-from siftbus.spark.keyed import layouts_for
+from siftbus.spark.keyed import layouts_for, schema_from_text
 
 MATCHED_SCHEMA = pa.schema([
     ("source", pa.string()),
@@ -116,6 +116,12 @@ def match_parts(plan: MatchPlan, batch: pa.RecordBatch
             # it matches nothing rather than crashing the whole job.
             offsets = np.zeros(len(rows) + 1, dtype=np.int64)
             hits = np.zeros(0, dtype=np.int32)
+        elif layout.extended:
+            sk_col = batch.column("skeys").take(pa.array(rows, pa.int64()))
+            etype = schema_from_text(plan.schema_text)[tname]
+            events = [Event(etype, layout.join((), [text]))
+                      for text in sk_col.flatten().to_pylist()]
+            offsets, hits = _extended_matches(plan.snapshot, etype.name, events)
         else:
             # One type per batch is the common case: then the columns need no gather.
             whole = len(rows) == n
@@ -134,6 +140,23 @@ def match_parts(plan: MatchPlan, batch: pa.RecordBatch
             csr = plan.snapshot.match_columns(layout.name, columns)
             offsets, hits = csr.offsets, csr.profiles
         yield rows, offsets, hits
+
+
+def _extended_matches(snapshot: Snapshot, type_name: str, events: Sequence[Event]
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """CSR matches of events of an extended type, by the reference semantics: their
+    profiles are all in the snapshot's side list (``match.residual``) or, for the
+    reference engine, the snapshot itself; each type's profiles are sorted by id there."""
+    side: Any = getattr(snapshot, "side", snapshot)
+    shift = len(snapshot.inner) if side is not snapshot else 0  # type: ignore[attr-defined]
+    lo, hi = getattr(side, "type_offset", {}).get(type_name, (0, 0))
+    mine = list(enumerate(side.profiles[lo:hi], start=lo + shift)) if hi > lo else []
+    offsets = [0]
+    hits: list[int] = []
+    for ev in events:
+        hits.extend(i for i, p in mine if p.matches(ev))
+        offsets.append(len(hits))
+    return np.array(offsets, np.int64), np.array(hits, np.int32)
 
 
 def match_batch(plan: MatchPlan, batch: pa.RecordBatch) -> pa.RecordBatch:

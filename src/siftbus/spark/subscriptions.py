@@ -75,8 +75,9 @@ class ProfileFile:
         # error as the grammar; a file with a bad line is read again line by line when
         # bad lines are to be skipped (a running stream's refresh), else the error stands.
         try:
-            return [p for cols in load_profile_columns(self.path, schema)
-                    for p in cols.profiles()]
+            if not schema.extended:  # extended profiles have no columns (issue 31)
+                return [p for cols in load_profile_columns(self.path, schema)
+                        for p in cols.profiles()]
         except SiftbusError:
             if strict:
                 raise
@@ -201,7 +202,8 @@ class SubscriptionSet:
         step per event type (the scanners' columns, no Profile object per line). Returns
         whether it applied; the first bad line raises, as a strict load does."""
         load = getattr(self.source, "load_columns", None)
-        if load is None or not isinstance(self._matcher, BulkLoading):
+        if (load is None or not isinstance(self._matcher, BulkLoading)
+                or self.schema.extended):  # extended profiles: one at a time (issue 31)
             return False
         columns = load(self.schema)
         for cols in columns:

@@ -23,6 +23,10 @@ subspaces the three conditions are also sufficient: the hull test *is* the relat
 :meth:`Hulls.split` hands those candidates back as certain (no exact test). "``q``
 covers ``s``" needs only ``q`` plain (a hull inside one interval lies inside it, holes
 or not). Elsewhere the exact test still runs.
+
+Keys wider than int64 (``ip``, ``timestamp``) are held through a monotone map
+(:class:`~siftbus.covering.keymap.KeySquash`): the hull tests keep every true candidate,
+and a subspace constraining such an attribute is not plain (the exact test decides).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
+from siftbus.covering.keymap import KeySquash
 from siftbus.model import EventType, IntervalSet, Profile
 from siftbus.model.domain import StringDomain
 
@@ -65,7 +70,7 @@ class Probe:
 class Layout:
     """Where each ordered attribute of one event type sits in the hull columns."""
 
-    __slots__ = ("dom_hi", "dom_lo", "etype", "row")
+    __slots__ = ("dom_hi", "dom_lo", "etype", "row", "squash")
 
     def __init__(self, etype: EventType) -> None:
         self.etype = etype
@@ -73,13 +78,17 @@ class Layout:
         self.row = {a.position: r for r, a in enumerate(ordered)}
         self.dom_lo = tuple(a.domain.min_key for a in ordered)  # type: ignore[union-attr]
         self.dom_hi = tuple(a.domain.max_key for a in ordered)  # type: ignore[union-attr]
+        self.squash = tuple(KeySquash(lo, hi) for lo, hi in zip(self.dom_lo, self.dom_hi,
+                                                                strict=True))
 
     @property
     def nrows(self) -> int:
         return len(self.dom_lo)
 
     def probe(self, p: Profile) -> Probe:
-        lo, hi = list(self.dom_lo), list(self.dom_hi)
+        sq = self.squash
+        lo = [f(k) for f, k in zip(sq, self.dom_lo, strict=True)]
+        hi = [f(k) for f, k in zip(sq, self.dom_hi, strict=True)]
         rows: list[tuple[float, int, int, int]] = []
         sig = 0
         plain = True
@@ -91,11 +100,13 @@ class Layout:
             con = c.constraint
             if isinstance(con, IntervalSet):
                 r = self.row[c.position]
-                lo[r], hi[r] = con.lo, con.hi
+                f = sq[r]
+                lo[r], hi[r] = f(con.lo), f(con.hi)
                 width = self.dom_hi[r] - self.dom_lo[r] + 1
-                if len(con.intervals) != 1 or con.hi - con.lo + 1 >= width:
-                    plain = False  # holes, or a full constraint a hand-made profile kept
-                rows.append(((con.hi - con.lo + 1) / width, r, con.lo, con.hi))
+                if (len(con.intervals) != 1 or con.hi - con.lo + 1 >= width
+                        or not f.exact):
+                    plain = False  # holes, a full constraint, or squashed keys
+                rows.append(((con.hi - con.lo + 1) / width, r, lo[r], hi[r]))
             else:
                 plain = False
         rows.sort()

@@ -183,13 +183,18 @@ class TemporalFilter:
 
 
 def _plain(p: Profile, what: str) -> None:
-    """Subspaces are boxes: ``or``, string tests and extended types are refused (their
-    subspace relations are only conservative, issue 31), never answered wrong."""
+    """Subspaces are boxes. A box may constrain any attribute that holds one value:
+    finite and open kinds, dotted paths, and optional attributes (absence is one more
+    point of such an attribute, outside every constraint and inside "free", so the box
+    relations stay exact). Refused, because a box cannot say them and the relations
+    would only be conservative (issue 31): ``or``, string tests, ``not exists``, and
+    conditions on array attributes."""
     attrs = p.etype.attributes
-    if p.extra is not None or any(attrs[c.position].optional for c in p.conditions):
+    if p.extra is not None or any(attrs[c.position].array for c in p.conditions):
         raise ProfileError(f"{what}: temporal subspaces take conjunctions of =, <, ranges, "
-                           "sets and prefix; not 'or', string tests, not exists, array or "
-                           "optional attributes (yet)")
+                           "sets, prefix and exists; not 'or', string tests (suffix, "
+                           "contains, like, matches, ignorecase), not exists, or "
+                           "conditions on array attributes")
 
 
 class ChangeKind(enum.StrEnum):

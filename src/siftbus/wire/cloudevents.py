@@ -18,19 +18,25 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
-
-from cloudevents.core.base import BaseCloudEvent
-from cloudevents.core.bindings.http import HTTPMessage, from_binary
-from cloudevents.core.formats.json import JSONFormat
-from cloudevents.core.v1.event import CloudEvent
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from siftbus.errors import EventError, SiftbusError
 from siftbus.model import Event, Schema, event_from_dict
 
+if TYPE_CHECKING:  # the SDK is imported when a CloudEvent is read or written
+    from cloudevents.core.base import BaseCloudEvent
+    from cloudevents.core.formats.json import JSONFormat
+
 STRUCTURED = "application/cloudevents+json"
 BATCH = "application/cloudevents-batch+json"
-_FORMAT = JSONFormat()
+
+
+@cache
+def _format() -> JSONFormat:
+    from cloudevents.core.formats.json import JSONFormat
+
+    return JSONFormat()
 
 
 def type_name(ce_type: str, schema: Schema) -> str:
@@ -66,7 +72,7 @@ def event_object(ce: BaseCloudEvent, schema: Schema) -> dict[str, Any]:
 
 def _read(text: bytes | str) -> BaseCloudEvent:
     try:
-        return _FORMAT.read(None, text)
+        return _format().read(None, text)
     except Exception as exc:  # the SDK raises ValueError, KeyError and its own kinds
         raise EventError(f"not a CloudEvent: {exc}") from None
 
@@ -120,8 +126,10 @@ def parse_batch(text: bytes | str, schema: Schema) -> list[dict[str, Any] | Even
 
 def parse_binary(headers: Mapping[str, str], body: bytes, schema: Schema) -> dict[str, Any]:
     """A binary-mode CloudEvent (``ce-*`` headers, the data as body)."""
+    from cloudevents.core.bindings.http import HTTPMessage, from_binary
+
     try:
-        ce = from_binary(HTTPMessage(dict(headers), body), _FORMAT)
+        ce = from_binary(HTTPMessage(dict(headers), body), _format())
     except Exception as exc:  # the SDK raises ValueError, KeyError and its own kinds
         raise EventError(f"not a CloudEvent: {exc}") from None
     return event_object(ce, schema)
@@ -145,7 +153,9 @@ def notification_bytes(event: Event, *, src: str, seq: int, ts: float,
         attrs["siftbusn"] = number
     data = event.to_json_dict()
     del data["type"]
-    return _FORMAT.write(CloudEvent(attrs, data))
+    from cloudevents.core.v1.event import CloudEvent
+
+    return _format().write(CloudEvent(attrs, data))
 
 
 def _time(ts: float) -> str:

@@ -18,6 +18,10 @@ profile language on the hot path:
   order (increasing within a block); without ``at`` the order is the blocks' order. So
   a broker decodes and matches a whole batch with one kernel call per type and without
   one Python object per event.
+
+Events of extended types (optional, nested, array or open-kind attributes) take the
+same envelope and block forms with their keys as lists (:mod:`.extended` says how absent
+values, arrays and keys beyond int64 are written).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from siftbus.errors import WireError
 from siftbus.match.base import positions_by_type
 from siftbus.model import Event, EventType, Schema, StringDomain
 
+from .extended import decode_keys, encode_keys
 from .frames import get
 
 
@@ -52,17 +57,14 @@ class Envelope:
         return (self.src, self.seq)
 
 
-def refuse_extended(etype: EventType) -> None:
-    """Events of extended types (optional, nested, array or open-kind attributes) have no
-    wire form yet: refused with a clear error rather than sent wrong."""
-    if etype.extended:
-        raise WireError(f"{etype.name} events (optional, nested, array or open-kind "
-                        "attributes) do not travel between brokers yet", field="type")
+def encode_event_keys(ev: Event) -> list[Any]:
+    """An event's keys as they travel (the inverse of :func:`decode_event_keys`)."""
+    return encode_keys(ev.keys) if ev.etype.extended else list(ev.keys)
 
 
 def encode_envelope(env: Envelope) -> list[Any]:
-    refuse_extended(env.event.etype)
-    return [env.event.etype.name, list(env.event.keys), env.src, env.seq, env.ts]
+    ev = env.event
+    return [ev.etype.name, encode_event_keys(ev), env.src, env.seq, env.ts]
 
 
 def decode_envelope(data: Any, schema: Schema) -> Envelope:
@@ -98,6 +100,8 @@ def _bounds(etype: EventType) -> tuple[tuple[int, int] | None, ...]:
 
 
 def decode_event_keys(etype: EventType, keys: Any) -> Event:
+    if etype.extended:
+        return Event(etype, decode_keys(etype, keys))
     bounds = _bounds(etype)
     if type(keys) is not list or len(keys) != len(bounds):
         if isinstance(keys, tuple) and len(keys) == len(bounds):
@@ -170,12 +174,23 @@ def _type_info(etype: EventType) -> _TypeInfo:
     if hit is not None and hit.etype is etype:
         return hit
     b = _bounds(etype)
-    ordered = all(x is not None for x in b)
-    lo = np.array([x[0] if x is not None else 0 for x in b], np.int64)
-    hi = np.array([x[1] if x is not None else 0 for x in b], np.int64)
+    # extended keys (absent, arrays, beyond int64) travel as lists, never as one matrix
+    ordered = all(x is not None for x in b) and not etype.extended
+    lo = np.array([x[0] if ordered and x is not None else 0 for x in b], np.int64)
+    hi = np.array([x[1] if ordered and x is not None else 0 for x in b], np.int64)
     info = _TypeInfo(etype, ordered, lo, hi)
     _TYPE_INFO[id(etype)] = info
     return info
+
+
+def _object_rows(rows: Sequence[tuple[Any, ...]], m: int) -> np.ndarray:
+    """Key rows as an ``[n, m]`` object array, one key per cell (an array attribute's
+    tuple stays one cell: numpy would read it as a row if given whole rows)."""
+    keys = np.empty((len(rows), m), object)
+    for i, r in enumerate(rows):
+        for j, k in enumerate(r):
+            keys[i, j] = k
+    return keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,14 +220,11 @@ class Block:
         etype = events[0].etype
         if any(e.etype is not etype and e.etype.name != etype.name for e in events):
             raise WireError("a block holds events of one type only", field="type")
-        refuse_extended(etype)
         rows = [e.keys for e in events]
         if _type_info(etype).ordered:
             keys = np.array(rows, np.int64).reshape(len(rows), len(etype.attributes))
         else:
-            keys = np.empty((len(rows), len(etype.attributes)), object)
-            for i, r in enumerate(rows):
-                keys[i] = r
+            keys = _object_rows(rows, len(etype.attributes))
         return cls(etype, keys, src, seq, ts, at)
 
     def srcs(self) -> list[str]:
@@ -253,7 +265,9 @@ def encode_block(b: Block, counts: np.ndarray | None = None,
     """The wire form of a block; with ``counts``/``pids`` a client NOTIFY block."""
     n = len(b)
     keys: Any = (np.ascontiguousarray(b.keys, _I8).tobytes()
-                 if b.keys.dtype != object else b.keys.tolist())
+                 if b.keys.dtype != object else
+                 [encode_keys(tuple(r)) for r in b.keys.tolist()] if b.etype.extended
+                 else b.keys.tolist())
     d: dict[str, Any] = {"t": b.etype.name, "n": n, "k": keys, "src": b.src,
                          "seq": np.ascontiguousarray(b.seq, _I8).tobytes(),
                          "ts": np.ascontiguousarray(b.ts, _F8).tobytes()}
@@ -337,9 +351,7 @@ def decode_block(d: Any, schema: Schema, *, notify: bool = False
         if not isinstance(k, list) or len(k) != n:
             raise WireError(f"{etype.name} block keys must be a list of {n} rows",
                             field="k")
-        keys = np.empty((n, m), object)
-        for i, row in enumerate(k):
-            keys[i] = decode_event_keys(etype, row).keys
+        keys = _object_rows([decode_event_keys(etype, row).keys for row in k], m)
     src = d.get("src")
     if not isinstance(src, str) and not (isinstance(src, list) and len(src) == n
                                          and all(type(s) is str for s in src)):

@@ -1,7 +1,8 @@
 """Profiles on the wire (codec only, no I/O).
 
 A profile travels as ``[id, subscriber, type, [[position, constraint], ...]]`` where a
-constraint is ``[0, lo1, hi1, lo2, hi2, ...]`` (ordered domains) or ``[1, allowed | None,
+constraint is ``[0, lo1, hi1, lo2, hi2, ...]`` (ordered domains; a bound beyond int64,
+as an ``ip`` or ``timestamp`` key may be, as signed big-endian bytes) or ``[1, allowed | None,
 prefix, excluded]`` (strings), so a broker never parses profile language on the hot path.
 The ``texts`` form (profile lines) is accepted too, within tighter limits
 (:func:`decode_profile_texts`).
@@ -29,6 +30,7 @@ from siftbus.model import (
 )
 from siftbus.model.constraint import Constraint
 
+from .extended import int_of, wide_int
 from .limits import DEFAULT_LIMITS, Limits
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -38,7 +40,7 @@ def _encode_constraint(c: Constraint) -> list[Any]:
     if isinstance(c, IntervalSet):
         flat: list[Any] = [0]
         for lo, hi in c.intervals:
-            flat += (lo, hi)
+            flat += (wide_int(lo), wide_int(hi))  # ip and timestamp keys pass int64
         return flat
     return [1, sorted(c.allowed) if c.allowed is not None else None, c.prefix,
             sorted(c.excluded)]
@@ -106,11 +108,12 @@ def _decode_constraint(data: Any, etype: EventType, pos: int, limits: Limits | N
         if limits is not None and len(nums) > 2 * limits.max_conditions:
             raise WireError(f"constraint on {attr.name} has {len(nums) // 2} intervals, over "
                             f"the limit of {limits.max_conditions}", field="max_conditions")
-        if len(nums) % 2 or not all(isinstance(v, int) and not isinstance(v, bool)
-                                    for v in nums):
+        nums = [int_of(v) for v in nums]
+        if len(nums) % 2 or any(v is None for v in nums):
             raise WireError(f"constraint on {attr.name} needs integer lo/hi pairs",
                             field=attr.name)
-        ivs = [(nums[i], nums[i + 1]) for i in range(0, len(nums), 2)]
+        ivs: list[tuple[int, int]] = [(nums[i], nums[i + 1])
+                                      for i in range(0, len(nums), 2)]
         for lo, hi in ivs:
             if lo > hi:
                 raise WireError(f"constraint on {attr.name} has the inverted interval "
@@ -187,7 +190,9 @@ def _decode_text_form(data: Any, schema: Schema, limits: Limits | None) -> Profi
         raise WireError(f"profile text of {len(text)} characters, over the limit of {cap}",
                         field="max_profile_text")
     try:
-        p = parse_profile(text, schema, id=pid).with_id(pid, subscriber)
+        # the id is checked as in the structured form: a broker's gid or a composite
+        # component's id ("composite:c/a") is no profile-line id, and need not be
+        p = parse_profile(text, schema, id="_").with_id(pid, subscriber)
     except SiftbusError as exc:
         raise WireError(f"profile {pid[:100]!r}: {exc.message}", field=exc.field) from None
     if p.type_name != tname:

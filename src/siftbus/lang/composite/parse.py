@@ -292,7 +292,13 @@ class _Builder:
                 if name not in etype:
                     raise self.error(f"same {name}: component {c.label!r} ({etype.name}) has "
                                      f"no attribute {name!r}", tok)
-                s = etype.attribute(name).domain.spec
+                attr = etype.attribute(name)
+                if attr.optional or attr.array:  # equal "absent" or which element: undefined
+                    raise self.error(f"same {name}: {c.label!r} ({etype.name}) has it "
+                                     f"{'optional' if attr.optional else 'as an array'}; "
+                                     "same takes attributes every event holds exactly once",
+                                     tok)
+                s = attr.domain.spec
                 if spec is None:
                     spec, first = s, c.label
                 elif s != spec:
