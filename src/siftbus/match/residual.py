@@ -3,10 +3,11 @@
 The compiled engines index conjunctions of interval and string-set constraints on
 required, flat attributes of finite kinds. A profile that needs more (``Profile.extended``:
 checks such as ``suffix`` or ``matches``, ``or``, ``not exists``; or a type with optional,
-nested, array or open-kind attributes) is kept in a side list per engine and evaluated by
-:meth:`Profile.matches`, the reference semantics, after the engine's own step; events of
-extended types go to the side list only. So every engine answers exactly what the
-reference answers for every feature; making the side list fast is later work.
+nested, array or open-kind attributes) is kept in a side list per engine, the open index
+(:mod:`siftbus.match.open_index`: distinct conditions hashed per attribute, the reference
+semantics exactly), matched after the engine's own step; events of extended types go to
+the side list only. So every engine answers exactly what the reference answers for every
+feature; :mod:`siftbus.match.open_batch` reads JSON events into its compiled kernel.
 
 :class:`ResidualMixin` goes first in the bases of an engine class, so the engine keeps its
 type (``isinstance(m, IndexMatcher)``) and every other method.
