@@ -2,7 +2,7 @@
 target 4), over a watched directory and over a socket, at a 1 s trigger.
 
     python bench/spark_stream.py --quick    # 1k profiles, one phase per mode, ~3 minutes
-    python bench/spark_stream.py            # 10k profiles, rates 1000, 4000, 16000 events/s
+    python bench/spark_stream.py            # 10k profiles, rates 500, 2000, 8000 events/s
 
 The stream runs as a user runs it (``siftbus pipeline stream --trigger 1
 --deliver-broker``, a fresh process) against a broker in this process; a subscriber of
@@ -71,9 +71,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "spark_stream.json")
     a = ap.parse_args()
     profiles = a.profiles or (1000 if a.quick else 10_000)
-    rates = [float(x) for x in (a.rates or ("2000" if a.quick else "1000,4000,16000"))
+    rates = [float(x) for x in (a.rates or ("2000" if a.quick else "500,2000,8000"))
              .split(",")]
-    seconds = a.seconds or (10.0 if a.quick else 20.0)
+    seconds = a.seconds or (10.0 if a.quick else 15.0)
     load = workload(profiles)
     rows: list[dict[str, Any]] = []
     for mode in a.modes.split(","):
