@@ -109,7 +109,7 @@ def settings_from_mapping(table: Mapping[str, Any], *, source: str | None = None
             raise ConfigError(f"spark.{key} must be a {kind.__name__}", source=source, field=key)
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             raise ConfigError(f"spark.{key} must be at least 1", source=source, field=key)
-        if key == "jvm_options" and "'" in value:
+        if key == "jvm_options" and "'" in str(value):
             # The driver's options go through a shell-quoted command line.
             raise ConfigError("spark.jvm_options cannot hold a single quote", source=source,
                               field=key)
