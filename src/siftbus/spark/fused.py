@@ -147,6 +147,7 @@ class _PartWriter:
         self.stats: dict[str, list[int]] = {}  # source -> [events, notes, hits]
         self.parts: dict[str, tuple[Any, int, int, str]] = {}  # source -> file, first, n, path
         self.quoted: pa.Array | None = None
+        self.owned: tuple[np.ndarray, list[pa.Array]] | None = None
 
     # -- one batch of good events -----------------------------------------------------
 
@@ -180,13 +181,14 @@ class _PartWriter:
                 self.counts[name] = self.counts.get(name, 0) + k
         take = pa.array(parent)
         # Repeated strings travel as dictionary indices: a take moves 4 bytes a row.
+        # Profiles and subscribers stay dense codes until a file is written (_flush).
         notes = pa.table({
             "source": good.column("source").dictionary_encode().take(take),
             "event": good.column("event").take(take),
             "type": good.column("type").dictionary_encode().take(take),
-            "profile": pa.DictionaryArray.from_arrays(pa.array(hits), ids),
+            "profile": pa.array(hits),
             "version": pa.array(np.full(len(hits), self.task.version, np.int64)),
-            "subscriber": pa.DictionaryArray.from_arrays(pa.array(owner), owners),
+            "subscriber": pa.array(owner.astype(np.int32, copy=False)),
         })
         if self.task.parquet is not None:
             held = notes
@@ -198,6 +200,9 @@ class _PartWriter:
                 self._flush()
         if not self.task.deliver:
             return None
+        notes = notes.set_column(3, "profile", pa.DictionaryArray.from_arrays(
+            pa.array(hits), ids)).set_column(5, "subscriber", pa.DictionaryArray.from_arrays(
+                pa.array(owner), owners))
         return self._deliveries(notes.append_column("parent", take), good)
 
     def _stat(self, good: pa.RecordBatch, per_row: np.ndarray) -> None:
@@ -280,24 +285,46 @@ class _PartWriter:
         notes = pa.concat_tables(self.pending).unify_dictionaries().combine_chunks()
         self.pending = []
         self.pending_rows = 0
-        sub = notes.column("subscriber").chunk(0)
-        codes = sub.indices.to_numpy(zero_copy_only=False)
+        _, owners = self.plan.owner_codes()
+        local, members = self._owned()
+        codes = notes.column("subscriber").chunk(0).to_numpy()
         # a stable sort of small codes is a radix sort: 16-bit keys where they fit
-        order = np.argsort(codes.astype(np.uint16) if len(sub.dictionary) <= 1 << 16
-                           else codes, kind="stable")
-        notes = notes.drop_columns(["subscriber"]).take(pa.array(order))
-        bounds = np.searchsorted(codes[order], np.arange(len(sub.dictionary) + 1))
+        order = np.argsort(codes.astype(np.uint16) if len(owners) <= 1 << 16 else codes,
+                           kind="stable")
+        profile = notes.column("profile").chunk(0).to_numpy()[order]
+        notes = notes.drop_columns(["subscriber", "profile"]).take(pa.array(order))
+        bounds = np.searchsorted(codes[order], np.arange(len(owners) + 1))
         level = "" if self.task.batch_id is None else f"/batch={self.task.batch_id}"
         root = Path(self.task.parquet or ".")
-        for code, name in enumerate(sub.dictionary.to_pylist()):
+        for code, name in enumerate(owners.to_pylist()):
             lo, hi = int(bounds[code]), int(bounds[code + 1])
             if hi == lo:
                 continue
             where = root / f"subscriber={escape_path_name(name)}{level}"
             where.mkdir(parents=True, exist_ok=True)
-            pq.write_table(notes.slice(lo, hi - lo),
+            # The file's profile dictionary is its subscriber's profiles only: a whole
+            # set's ids in every file cost more than the notifications (100k profiles).
+            ids = pa.DictionaryArray.from_arrays(pa.array(local[profile[lo:hi]]),
+                                                 members[code])
+            part = notes.slice(lo, hi - lo)
+            pq.write_table(part.add_column(3, "profile", ids),
                            where / f"part-{self.partition:05d}-{self.chunk:04d}.parquet")
         self.chunk += 1
+
+    def _owned(self) -> tuple[np.ndarray, list[pa.Array]]:
+        """Per dense profile index its position among its subscriber's profiles, and per
+        subscriber code the ids of its profiles (made once per task)."""
+        if self.owned is None:
+            ids, _ = self.plan.derived()
+            codes, owners = self.plan.owner_codes()
+            order = np.argsort(codes, kind="stable")
+            bounds = np.searchsorted(codes[order], np.arange(len(owners) + 1))
+            local = np.empty(len(codes), np.int32)
+            local[order] = np.arange(len(codes)) - np.repeat(bounds[:-1], np.diff(bounds))
+            members = [ids.take(pa.array(order[bounds[c]:bounds[c + 1]]))
+                       for c in range(len(owners))]
+            self.owned = (local, members)
+        return self.owned
 
     # -- the end of the task ---------------------------------------------------------
 
