@@ -86,6 +86,9 @@ def test_cli_reports_bad_input_and_missing_java_in_one_line(tmp_path: Path) -> N
     (["--socket", "127.0.0.1:99999"], "--socket wants HOST:PORT"),
     (["--socket", "127.0.0.1:9", "--format", "xml"], "a socket carries JSON lines only"),
     (["--watch", ".", "--format", "csv"], "unknown stream format 'csv'"),
+    (["--watch", ".", "--deliver-broker", "nowhere"], "--deliver-broker wants HOST:PORT"),
+    # no broker there: said before Spark starts, not after a JVM start
+    (["--watch", ".", "--deliver-broker", "127.0.0.1:1"], "cannot connect to broker"),
 ])
 def test_stream_cli_rejects_bad_sources_before_spark_starts(tmp_path: Path, args: list[str],
                                                             message: str) -> None:

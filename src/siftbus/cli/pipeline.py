@@ -115,8 +115,8 @@ Webhook_ = Annotated[list[str], typer.Option(
 Deliver_ = Annotated[Path | None, typer.Option(
     "--deliver-dir", help="Deliver live to JSON-lines files per subscriber here.")]
 Broker_ = Annotated[str | None, typer.Option(
-    "--deliver-broker", help="Deliver live: publish the matched events to the siftbus "
-    "broker at HOST:PORT, whose subscribers get them.")]
+    "--deliver-broker", metavar="HOST:PORT", help="Deliver live: publish the matched "
+    "events to the siftbus broker at HOST:PORT, whose subscribers get them.")]
 NoProgress_ = Annotated[bool, typer.Option("--no-progress", help="No progress display.")]
 
 
