@@ -458,6 +458,10 @@ def test_analysis_and_demo_with_live_delivery(spark: Any, tmp_path: Path) -> Non
     assert result.alarms_sent, "a building's day has alarms"
     if result.alarms_received is not None:  # the broker network was usable
         assert result.alarms_received == result.alarms_sent
+        # Timed from the day's file written: no alarm before it, none after the demo.
+        assert result.latency is not None
+        p50, p99 = result.latency
+        assert 0 < p50 <= p99 <= sum(result.seconds.values())
     else:
         assert (tmp_path / "demo" / "alarms").is_dir()
 

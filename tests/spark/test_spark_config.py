@@ -23,12 +23,17 @@ def test_settings_from_toml_and_flags(tmp_path: Path) -> None:
     s2 = s.with_overrides(master="spark://127.0.0.1:7077", shuffle_partitions=None)
     assert (s2.master, s2.shuffle_partitions) == ("spark://127.0.0.1:7077", 3)
     assert load_settings(None) == SparkSettings()
+    # The JVMs start with C1 and the serial collector unless the file says otherwise.
+    assert "-XX:TieredStopAtLevel=1" in s.jvm_options
+    cfg.write_text('[spark]\njvm_options = ""\n')
+    assert load_settings(cfg).jvm_options == ""
 
 
 @pytest.mark.parametrize(("text", "message", "line"), [
     ('[spark]\nmaster = 3\n', "spark.master must be a str", None),
     ('[spark]\nshuffle_partitions = 0\n', "at least 1", None),
     ('[spark]\nnope = 1\n', "unknown key spark.nope", None),
+    ("[spark]\njvm_options = \"-Dx='1'\"\n", "cannot hold a single quote", None),
     ('[spark]\nmaster = \n', "invalid TOML", 2),
 ])
 def test_bad_config_is_a_config_error(tmp_path: Path, text: str, message: str,
@@ -81,6 +86,9 @@ def test_cli_reports_bad_input_and_missing_java_in_one_line(tmp_path: Path) -> N
     (["--socket", "127.0.0.1:99999"], "--socket wants HOST:PORT"),
     (["--socket", "127.0.0.1:9", "--format", "xml"], "a socket carries JSON lines only"),
     (["--watch", ".", "--format", "csv"], "unknown stream format 'csv'"),
+    (["--watch", ".", "--deliver-broker", "nowhere"], "--deliver-broker wants HOST:PORT"),
+    # no broker there: said before Spark starts, not after a JVM start
+    (["--watch", ".", "--deliver-broker", "127.0.0.1:1"], "cannot connect to broker"),
 ])
 def test_stream_cli_rejects_bad_sources_before_spark_starts(tmp_path: Path, args: list[str],
                                                             message: str) -> None:

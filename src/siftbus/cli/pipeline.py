@@ -55,11 +55,18 @@ def _webhooks(specs: list[str]) -> dict[str, str]:
     return out
 
 
-def _delivery_sinks(webhook: list[str], deliver_dir: Path | None) -> list[Sink]:
-    from siftbus.spark.delivery import FileDeliverer, WebhookDeliverer
+def _delivery_sinks(webhook: list[str], deliver_dir: Path | None,
+                    broker: str | None = None) -> list[Sink]:
+    from siftbus.spark.delivery import BrokerDeliverer, FileDeliverer, WebhookDeliverer
     from siftbus.spark.sinks import DeliverySink
 
     sinks: list[Sink] = []
+    if broker is not None:
+        host, sep, port = broker.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"--deliver-broker wants HOST:PORT, got {broker!r}",
+                              field="deliver-broker")
+        sinks.append(DeliverySink(BrokerDeliverer(host.strip("[]"), int(port))))
     if webhook:
         sinks.append(DeliverySink(WebhookDeliverer(_webhooks(webhook))))
     if deliver_dir is not None:
@@ -107,6 +114,9 @@ Webhook_ = Annotated[list[str], typer.Option(
     "--webhook", help="Deliver live: SUBSCRIBER=URL (or *=URL); repeatable.")]
 Deliver_ = Annotated[Path | None, typer.Option(
     "--deliver-dir", help="Deliver live to JSON-lines files per subscriber here.")]
+Broker_ = Annotated[str | None, typer.Option(
+    "--deliver-broker", metavar="HOST:PORT", help="Deliver live: publish the matched "
+    "events to the siftbus broker at HOST:PORT, whose subscribers get them.")]
 NoProgress_ = Annotated[bool, typer.Option("--no-progress", help="No progress display.")]
 
 
@@ -131,6 +141,7 @@ def register(app: typer.Typer) -> None:
         driver_memory: Memory_ = None,
         webhook: Webhook_ = [],  # noqa: B006 (typer reads the default)
         deliver_dir: Deliver_ = None,
+        deliver_broker: Broker_ = None,
         no_progress: NoProgress_ = False,
     ) -> None:
         """Batch job: parse, validate, match and write notifications, counts, dead letters."""
@@ -147,7 +158,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"unknown event format {fmt!r}; choose one of "
                               f"{', '.join(SOURCE_FORMATS)}", field="format")
         existing_inputs(events)
-        delivery = _delivery_sinks(webhook, deliver_dir)
+        delivery = _delivery_sinks(webhook, deliver_dir, deliver_broker)
         sch = load_schema(schema)
         subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)
         with spark_interruptible():
@@ -191,6 +202,7 @@ def register(app: typer.Typer) -> None:
         driver_memory: Memory_ = None,
         webhook: Webhook_ = [],  # noqa: B006 (typer reads the default)
         deliver_dir: Deliver_ = None,
+        deliver_broker: Broker_ = None,
     ) -> None:
         """Streaming job over new files in a directory; follows subscription changes."""
         from siftbus.model import load_schema
@@ -212,7 +224,7 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"--socket wants HOST:PORT, got {socket!r}", field="socket")
             if fmt != "jsonl":
                 raise ConfigError("a socket carries JSON lines only", field="format")
-        delivery = _delivery_sinks(webhook, deliver_dir)
+        delivery = _delivery_sinks(webhook, deliver_dir, deliver_broker)
         sch = load_schema(schema)
         subs = SubscriptionSet(sch, profile_source(profiles), engine=engine)
         spark = _session(config, master, shuffle_partitions, driver_memory, out)

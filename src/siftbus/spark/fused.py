@@ -70,6 +70,14 @@ FUSED_DDL = ("kind string, source string, event long, line long, column int, rea
 FLUSH_NOTES = 2_000_000
 """Notifications a task holds before it writes them out as Parquet (bounds its memory)."""
 
+NOTE_SLICE = 1_000_000
+"""Notifications a task makes at once, about: events are matched in slices of rows sized
+by the matches per event seen so far (1M profiles, 110 matches per event: a worker peaked
+at 11 GB with whole 65,536-event batches)."""
+
+FIRST_SLICE = 8192
+"""Rows of a task's first slice, before it knows how many matches an event has."""
+
 
 @dataclass(frozen=True, slots=True)
 class TaskPlan:
@@ -147,8 +155,19 @@ class _PartWriter:
         self.stats: dict[str, list[int]] = {}  # source -> [events, notes, hits]
         self.parts: dict[str, tuple[Any, int, int, str]] = {}  # source -> file, first, n, path
         self.quoted: pa.Array | None = None
+        self.owned: tuple[np.ndarray, list[pa.Array]] | None = None
+        self.seen = [0, 0]  # events matched, notifications made
 
     # -- one batch of good events -----------------------------------------------------
+
+    def slice_rows(self, left: int) -> int:
+        """How many of the ``left`` rows to match next (see :data:`NOTE_SLICE`)."""
+        events, notes = self.seen
+        if not events:
+            return min(left, FIRST_SLICE)
+        per_event = notes / events
+        rows = int(NOTE_SLICE / per_event) if per_event > 0 else left
+        return max(1, min(left, max(rows, 1024)))
 
     def add(self, good: pa.RecordBatch) -> pa.RecordBatch | None:
         """Match one batch of good keyed rows (in input order) and take its outputs;
@@ -166,6 +185,8 @@ class _PartWriter:
             start = np.repeat(at[rows] - offsets[:-1], counts)
             hits[start + np.arange(len(part_hits))] = part_hits
         parent = np.repeat(np.arange(good.num_rows), per_row)
+        self.seen[0] += good.num_rows
+        self.seen[1] += len(hits)
         self._stat(good, per_row)
         if self.task.jsonl is not None:
             self._lines(good, per_row, hits)
@@ -180,13 +201,14 @@ class _PartWriter:
                 self.counts[name] = self.counts.get(name, 0) + k
         take = pa.array(parent)
         # Repeated strings travel as dictionary indices: a take moves 4 bytes a row.
+        # Profiles and subscribers stay dense codes until a file is written (_flush).
         notes = pa.table({
             "source": good.column("source").dictionary_encode().take(take),
             "event": good.column("event").take(take),
             "type": good.column("type").dictionary_encode().take(take),
-            "profile": pa.DictionaryArray.from_arrays(pa.array(hits), ids),
+            "profile": pa.array(hits),
             "version": pa.array(np.full(len(hits), self.task.version, np.int64)),
-            "subscriber": pa.DictionaryArray.from_arrays(pa.array(owner), owners),
+            "subscriber": pa.array(owner.astype(np.int32, copy=False)),
         })
         if self.task.parquet is not None:
             held = notes
@@ -198,6 +220,9 @@ class _PartWriter:
                 self._flush()
         if not self.task.deliver:
             return None
+        notes = notes.set_column(3, "profile", pa.DictionaryArray.from_arrays(
+            pa.array(hits), ids)).set_column(5, "subscriber", pa.DictionaryArray.from_arrays(
+                pa.array(owner), owners))
         return self._deliveries(notes.append_column("parent", take), good)
 
     def _stat(self, good: pa.RecordBatch, per_row: np.ndarray) -> None:
@@ -280,24 +305,46 @@ class _PartWriter:
         notes = pa.concat_tables(self.pending).unify_dictionaries().combine_chunks()
         self.pending = []
         self.pending_rows = 0
-        sub = notes.column("subscriber").chunk(0)
-        codes = sub.indices.to_numpy(zero_copy_only=False)
+        _, owners = self.plan.owner_codes()
+        local, members = self._owned()
+        codes = notes.column("subscriber").chunk(0).to_numpy()
         # a stable sort of small codes is a radix sort: 16-bit keys where they fit
-        order = np.argsort(codes.astype(np.uint16) if len(sub.dictionary) <= 1 << 16
-                           else codes, kind="stable")
-        notes = notes.drop_columns(["subscriber"]).take(pa.array(order))
-        bounds = np.searchsorted(codes[order], np.arange(len(sub.dictionary) + 1))
+        order = np.argsort(codes.astype(np.uint16) if len(owners) <= 1 << 16 else codes,
+                           kind="stable")
+        profile = notes.column("profile").chunk(0).to_numpy()[order]
+        notes = notes.drop_columns(["subscriber", "profile"]).take(pa.array(order))
+        bounds = np.searchsorted(codes[order], np.arange(len(owners) + 1))
         level = "" if self.task.batch_id is None else f"/batch={self.task.batch_id}"
         root = Path(self.task.parquet or ".")
-        for code, name in enumerate(sub.dictionary.to_pylist()):
+        for code, name in enumerate(owners.to_pylist()):
             lo, hi = int(bounds[code]), int(bounds[code + 1])
             if hi == lo:
                 continue
             where = root / f"subscriber={escape_path_name(name)}{level}"
             where.mkdir(parents=True, exist_ok=True)
-            pq.write_table(notes.slice(lo, hi - lo),
+            # The file's profile dictionary is its subscriber's profiles only: a whole
+            # set's ids in every file cost more than the notifications (100k profiles).
+            ids = pa.DictionaryArray.from_arrays(pa.array(local[profile[lo:hi]]),
+                                                 members[code])
+            part = notes.slice(lo, hi - lo)
+            pq.write_table(part.add_column(3, "profile", ids),
                            where / f"part-{self.partition:05d}-{self.chunk:04d}.parquet")
         self.chunk += 1
+
+    def _owned(self) -> tuple[np.ndarray, list[pa.Array]]:
+        """Per dense profile index its position among its subscriber's profiles, and per
+        subscriber code the ids of its profiles (made once per task)."""
+        if self.owned is None:
+            ids, _ = self.plan.derived()
+            codes, owners = self.plan.owner_codes()
+            order = np.argsort(codes, kind="stable")
+            bounds = np.searchsorted(codes[order], np.arange(len(owners) + 1))
+            local = np.empty(len(codes), np.int32)
+            local[order] = np.arange(len(codes)) - np.repeat(bounds[:-1], np.diff(bounds))
+            members = [ids.take(pa.array(order[bounds[c]:bounds[c + 1]]))
+                       for c in range(len(owners))]
+            self.owned = (local, members)
+        return self.owned
 
     # -- the end of the task ---------------------------------------------------------
 
@@ -347,8 +394,13 @@ def iter_fused(plan_value: Any, task: TaskPlan, schema_text: str, kind: str,
         if dead is not None:
             yield dead
         good = parsed.filter(pc.is_null(parsed.column("error")))
-        if good.num_rows:
-            notes = writer.add(good)
+        at = 0
+        while at < good.num_rows:
+            # Slices of about NOTE_SLICE notifications: an event matching a hundred of
+            # 1M profiles makes a whole Arrow batch's notifications gigabytes at once.
+            rows = writer.slice_rows(good.num_rows - at)
+            notes = writer.add(good.slice(at, rows))
+            at += rows
             if notes is not None:
                 yield notes
     yield from writer.finish()
