@@ -143,13 +143,17 @@ def measure(data: Path, out: Path, master: str, repeats: int) -> dict[str, Any]:
     return res
 
 
-def scale_out(data: Path, out: Path, workers: int, repeats: int) -> dict[str, Any]:
+def scale_out(data: Path, out: Path, workers: int, repeats: int,
+              partition: str = "16m") -> dict[str, Any]:
+    """The job on a standalone cluster of ``workers`` one-core workers; ``partition`` is
+    Spark's maxPartitionBytes (the input must give several tasks per worker, or the
+    largest one decides the time)."""
     from siftbus.spark.standalone import StandaloneCluster
 
     cfg = out / f"cluster{workers}.toml"
     cfg.write_text(f'[spark]\nshuffle_partitions = {2 * workers}\n\n[spark.conf]\n'
                    f'"spark.executor.memory" = "1g"\n"spark.cores.max" = "{workers}"\n'
-                   '"spark.sql.files.maxPartitionBytes" = "16m"\n')
+                   '"spark.sql.files.maxPartitionBytes" = "' + partition + '"\n')
     jobs, loads = [], []
     with StandaloneCluster(workers=workers, cores=1, memory="1500m") as url:
         for _ in range(repeats):

@@ -67,11 +67,12 @@ def main() -> None:
     ap.add_argument("--profiles", type=int, default=100_000)
     ap.add_argument("--events", default="20000,80000", help="two sizes")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--partition", default="3m", help="maxPartitionBytes: tasks per worker")
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "siftbus-bench")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "spark_scale.json")
     a = ap.parse_args()
     small, large = (int(x) for x in a.events.split(","))
-    res: dict[str, Any] = {"profiles": a.profiles, "rows": []}
+    res: dict[str, Any] = {"profiles": a.profiles, "partition": a.partition, "rows": []}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         for n in (small, large):
@@ -82,7 +83,7 @@ def main() -> None:
                             str(data / "events.jsonl"), "--out", str(out / "m.jsonl")],
                            check=True, stdout=subprocess.DEVNULL)
             for workers in (1, 2):
-                row = scale_out(data, out, workers, a.repeats)
+                row = scale_out(data, out, workers, a.repeats, a.partition)
                 got = (out / f"c{workers}" / "matches.jsonl").read_bytes()
                 if got != (out / "m.jsonl").read_bytes():
                     raise AssertionError(f"{workers} worker(s): matches differ from siftbus match")
