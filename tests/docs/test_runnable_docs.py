@@ -236,7 +236,8 @@ def _run_file(doc: Path, work: Path, log: list[str]) -> None:
             bg.interrupt()  # all at once: each may take seconds to shut down
         for bg in reversed(background):
             bg.stop()
-        log.append(f"stopped the servers in {time.monotonic() - began:.1f} s")
+            log.append(f"{bg.block.file}:{bg.block.line}: stopped at "
+                       f"{time.monotonic() - began:.1f} s, exit {bg.proc.returncode}")
 
 
 def _has_runnable(doc: Path) -> bool:
