@@ -173,3 +173,21 @@ class Forked:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, 9)
         self.poll(30)
+
+
+def run(args: list[str], *, cwd: Path | str = ROOT, timeout: float = 120.0
+        ) -> subprocess.CompletedProcess[str]:
+    """``siftbus ARGS`` to its end, as :func:`subprocess.run` with ``capture_output`` and
+    ``text`` gives it (stdin empty); a command still running after ``timeout`` seconds is
+    killed and raises :class:`subprocess.TimeoutExpired`."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            open(os.devnull, "rb") as null:
+        proc = Forked(args, stdin=null.fileno(), stdout=out.fileno(), stderr=err.fileno(),
+                      cwd=cwd, env=None)
+        if proc.poll(timeout) is None:
+            proc.kill()
+            raise subprocess.TimeoutExpired(["siftbus", *args], timeout)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(["siftbus", *args], proc.returncode or 0,
+                                           out.read().decode(), err.read().decode())
