@@ -37,6 +37,7 @@ _SERVER = r'''
 import atexit, json, os, select, signal, socket, struct, sys, traceback
 import importlib
 import siftbus.cli  # every command registered: what the forks share
+siftbus.cli.app  # made now (typer imported, every command registered), not per fork
 for name in sys.argv[2:]:  # what the commands import when they run (not Spark)
     importlib.import_module(name)
 path = sys.argv[1]
