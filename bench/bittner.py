@@ -39,7 +39,6 @@ import json
 import os
 import platform
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -55,12 +54,14 @@ sys.path.insert(0, str(HERE))
 from network import (  # noqa: E402
     PROTOCOLS,
     UNSUBSCRIBED_FROM,
-    TimedSim,
     bittner_schema,
     bytes_per_entry,
+    free_port,
     hub,
     line,
     process_cpu,
+    publish_workload,
+    subscribe_workload,
 )
 from siftbus.model import Event, IntervalSet, Profile  # noqa: E402
 
@@ -109,55 +110,17 @@ def sim_run(*, brokers: int, edges: list[tuple[str, str]], protocol: str, ppb: i
             events: int = 2000, batch: int = 1, repeats: int = 1,
             rn: dict[str, str] | None = None, seed: int = 7) -> dict[str, Any]:
     """One setting: f_sat = events / the busiest broker's CPU, and that broker's split."""
-    rnd = random.Random(seed)
-    schema = bittner_schema(types)
-    names = [f"B{i}" for i in range(brokers)]
-    proto, strategy = PROTOCOLS[protocol]
-    sim = TimedSim(schema, names, edges, protocol=proto, strategy=strategy,
-                   rendezvous=rn or {t: names[min(1, brokers - 1)] for t in schema.names},
-                   roundtrip=True, seed=seed)
-    distinct = max(1, ppb // sigma)
-    pool = rnd.sample(range(UNSUBSCRIBED_FROM), distinct * brokers)
-    values: dict[str, list[tuple[int, int]]] = {}
-    subscribed = 0
-    for bi, b in enumerate(names):
-        sim.add_client(f"s{b}", b)
-        sim.add_client(f"p{b}", b)
-        mine = [(rnd.randrange(types), v) for v in pool[bi * distinct:(bi + 1) * distinct]]
-        values[b] = mine
-        profiles = [Profile.from_constraints(f"v{v}-{k}", schema[f"T{t}"],
-                                             {"v": IntervalSet.points([v])})
-                    for t, v in mine for k in range(sigma)]
-        subscribed += len(profiles)
-        for i in range(0, len(profiles), 1000):
-            sim.subscribe(f"s{b}", profiles[i:i + 1000])
+    w = subscribe_workload(brokers=brokers, edges=edges, protocol=protocol, ppb=ppb,
+                           sigma=sigma, types=types, rn=rn, seed=seed)
+    sim, names, subscribed = w.sim, w.names, w.subscribed
     sim.run()
     tables = sim.table_sizes()
-    every = [tv for b in names for tv in values[b]]
-    evs: dict[str, list[Event]] = {}
-    expected = 0
-    per = max(1, events // brokers)
-    for b in names:
-        others = [tv for o in names if o != b for tv in values[o]] or values[b]
-        out = []
-        for _ in range(per):
-            if rnd.random() < pe:
-                src = (values[b] if locality is not None and rnd.random() < locality
-                       else others if locality is not None else every)
-                t, v = rnd.choice(src)
-                expected += sigma
-            else:
-                t, v = rnd.randrange(types), rnd.randrange(UNSUBSCRIBED_FROM, 100_000)
-            out.append(Event(schema[f"T{t}"], (v,)))
-        evs[b] = out
+    evs, expected, per = publish_workload(w, events=events, pe=pe, locality=locality,
+                                          types=types, sigma=sigma)
     n_events = per * brokers
-    for b in names:  # warm-up: kernels and snapshots compiled, not measured
-        sim.publish(f"p{b}", evs[b][:50])
-    sim.run()
     match_cpu: dict[str, float] = defaultdict(float)
     for b, node in sim.nodes.items():
         bm = node.routing.batch_match
-        bm.prepare()
         inner = bm.match
 
         def timed(block: Any, inner: Any = inner, b: str = b) -> Any:
@@ -265,12 +228,6 @@ def simulate(size: str) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------------------------------
 # loopback broker processes
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start(tmp: Path, protocol: str, n: int, edges: list[tuple[str, str]],

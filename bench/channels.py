@@ -34,9 +34,7 @@ import os
 import platform
 import random
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -45,6 +43,7 @@ from typing import Any
 import msgpack
 
 import channels_bendt
+from channels_bendt import Server, median
 from siftbus.channel import (
     SEQUENCE_EVENT,
     STRUCTURED_EVENT,
@@ -71,10 +70,6 @@ THESIS_PAYLOAD = {  # int array length -> received events/s (OpenFusion, OpenORB
     1: (162, 63, 161), 32: (145, 62, 108), 64: (136, 55, 101), 128: (105, 61, 94),
     256: (86, 49, 64), 512: (47, 25, 41), 1024: (21, 26, 25),
 }
-
-
-def median(xs: list[float]) -> float:
-    return float(statistics.median(xs)) if xs else 0.0
 
 
 # ---------------------------------------------------------------------------------------
@@ -167,29 +162,6 @@ def bench_filtered(sizes: list[int], events: dict[int, int], eval_events: dict[i
 
 # ---------------------------------------------------------------------------------------
 # Remote scenarios: a channel server subprocess on 127.0.0.1
-
-
-class Server:
-    def __init__(self) -> None:
-        self.dir = tempfile.TemporaryDirectory()
-        port_file = Path(self.dir.name) / "port"
-        self.proc = subprocess.Popen([sys.executable, "-m", "siftbus.channel.remote",
-                                      "--port-file", str(port_file)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        end = time.monotonic() + 30
-        while not port_file.exists():
-            if self.proc.poll() is not None or time.monotonic() > end:
-                raise RuntimeError("channel server did not start")
-            time.sleep(0.02)
-        self.port = int(port_file.read_text())
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.dir.cleanup()
 
 
 def _event(i: int, body: Any = None) -> dict[str, Any]:

@@ -39,6 +39,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from network import free_port, process_cpu
 from siftbus.lang.profile import format_profile
 from siftbus.match.engines import make_matcher
 from siftbus.model import event_from_dict, parse_schema
@@ -46,16 +47,6 @@ from workload import BUILDING_SCHEMA, building_events, building_profiles
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def wait_port(port: int, timeout: float = 30) -> None:
@@ -69,17 +60,11 @@ def wait_port(port: int, timeout: float = 30) -> None:
         time.sleep(0.05)
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def start_mosquitto(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
     binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
     if not Path(binary).exists():
         raise SystemExit("mosquitto is not installed: make bench-sysdeps")
-    port = free_ports(1)[0]
+    port = free_port()
     conf = tmp / f"mosquitto-{port}.conf"
     conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\n"
                     "max_inflight_messages 1000\nmax_queued_messages 0\n")
@@ -164,7 +149,7 @@ def run_siftbus(tmp: Path, profiles: list[Any], events: list[Any], expect: int,
     schema = parse_schema(BUILDING_SCHEMA)
     (tmp / "schema.toml").write_text(BUILDING_SCHEMA)
     mq, port = start_mosquitto(tmp)
-    bport = free_ports(1)[0]
+    bport = free_port()
     rules = "".join(f'[[mqtt.ingress]]\ntopic = "building/{t}"\ntype = "{t}"\n\n'
                     for t in schema.names)
     cfg = tmp / "net.toml"
@@ -192,11 +177,11 @@ def run_siftbus(tmp: Path, profiles: list[Any], events: list[Any], expect: int,
     assert "mqtt bridge" in bridge.stdout.readline()
     sub = Counter(port, "siftbus/notify/#", expect)
     sub.ready.wait(10)
-    cpu0 = {n: cpu_seconds(p.pid) for n, p in
+    cpu0 = {n: (process_cpu(p.pid) or 0.0) for n, p in
             (("broker", broker), ("bridge", bridge), ("mosquitto", mq))}
     t0 = publish_all(port, mqtt_messages(events))
     ok = sub.done.wait(timeout)
-    cpu = {f"cpu_{n}_s": cpu_seconds(p.pid) - cpu0[n] for n, p in
+    cpu = {f"cpu_{n}_s": (process_cpu(p.pid) or 0.0) - cpu0[n] for n, p in
            (("broker", broker), ("bridge", bridge), ("mosquitto", mq))}
     sub.close()
     stop(bridge)
@@ -226,11 +211,11 @@ def run_mosquitto(tmp: Path, profiles: list[Any], events: list[Any], expect: int
     msgs = mqtt_messages(events)
     sub = Counter(port, "building/#", len(events), match)
     sub.ready.wait(10)
-    cpu0 = cpu_seconds(mq.pid)
+    cpu0 = (process_cpu(mq.pid) or 0.0)
     c0 = time.process_time()
     t0 = publish_all(port, msgs)
     ok = sub.done.wait(timeout)
-    cpu = cpu_seconds(mq.pid) - cpu0
+    cpu = (process_cpu(mq.pid) or 0.0) - cpu0
     proc_cpu = time.process_time() - c0
     sub.close()
     stop(mq, 15)

@@ -66,6 +66,7 @@ import tempfile
 import time
 import tracemalloc
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +117,23 @@ class TimedSim(Simulator):
         self.busy[dst] += time.process_time() - t
 
 
-def run_sim(*, brokers: int, edges: list[tuple[str, str]], protocol: str, ppb: int,
-            sigma: int = 1, pe: float = 0.1, locality: float | None = None, types: int = 1,
-            events: int = 2000, repeats: int = 1, rn: dict[str, str] | None = None,
-            seed: int = 7, events_phase: bool = True) -> dict[str, Any]:
+@dataclass
+class SimWorkload:
+    """A simulated network with Bittner's profiles subscribed (not yet run): each broker
+    has a subscriber ``s<B>`` and a publisher ``p<B>``; ``values`` are each broker's
+    subscribed (type, value) pairs."""
+
+    sim: TimedSim
+    schema: Schema
+    names: list[str]
+    values: dict[str, list[tuple[int, int]]]
+    subscribed: int
+    rnd: random.Random
+
+
+def subscribe_workload(*, brokers: int, edges: list[tuple[str, str]], protocol: str,
+                       ppb: int, sigma: int = 1, types: int = 1,
+                       rn: dict[str, str] | None = None, seed: int = 7) -> SimWorkload:
     rnd = random.Random(seed)
     schema = bittner_schema(types)
     names = [f"B{i}" for i in range(brokers)]
@@ -136,15 +150,54 @@ def run_sim(*, brokers: int, edges: list[tuple[str, str]], protocol: str, ppb: i
         sim.add_client(f"p{b}", b)
         mine = [(rnd.randrange(types), v) for v in pool[bi * distinct:(bi + 1) * distinct]]
         values[b] = mine
-        profiles = []
-        for t, v in mine:
-            etype = schema[f"T{t}"]
-            for k in range(sigma):
-                profiles.append(Profile.from_constraints(f"v{v}-{k}", etype,
-                                                         {"v": IntervalSet.points([v])}))
+        profiles = [Profile.from_constraints(f"v{v}-{k}", schema[f"T{t}"],
+                                             {"v": IntervalSet.points([v])})
+                    for t, v in mine for k in range(sigma)]
         subscribed += len(profiles)
         for i in range(0, len(profiles), 1000):
             sim.subscribe(f"s{b}", profiles[i:i + 1000])
+    return SimWorkload(sim, schema, names, values, subscribed, rnd)
+
+
+def publish_workload(w: SimWorkload, *, events: int, pe: float, locality: float | None,
+                     types: int = 1, sigma: int = 1
+                     ) -> tuple[dict[str, list[Event]], int, int]:
+    """Each publisher's events (matching a subscribed value with probability ``pe``), the
+    notifications they must give, and the events per publisher; then a warm-up
+    (kernels and table snapshots compiled, not measured)."""
+    rnd, names, values = w.rnd, w.names, w.values
+    every = [tv for b in names for tv in values[b]]
+    evs: dict[str, list[Event]] = {}
+    expected = 0
+    per = max(1, events // len(names))
+    for b in names:
+        others = [tv for o in names if o != b for tv in values[o]] or values[b]
+        out = []
+        for _ in range(per):
+            if rnd.random() < pe:
+                src = (values[b] if locality is not None and rnd.random() < locality
+                       else others if locality is not None else every)
+                t, v = rnd.choice(src)
+                expected += sigma
+            else:
+                t, v = rnd.randrange(types), rnd.randrange(UNSUBSCRIBED_FROM, DOMAIN)
+            out.append(Event(w.schema[f"T{t}"], (v,)))
+        evs[b] = out
+    for b in names:
+        w.sim.publish(f"p{b}", evs[b][:50])
+    w.sim.run()
+    for node in w.sim.nodes.values():
+        node.routing.batch_match.prepare()
+    return evs, expected, per
+
+
+def run_sim(*, brokers: int, edges: list[tuple[str, str]], protocol: str, ppb: int,
+            sigma: int = 1, pe: float = 0.1, locality: float | None = None, types: int = 1,
+            events: int = 2000, repeats: int = 1, rn: dict[str, str] | None = None,
+            seed: int = 7, events_phase: bool = True) -> dict[str, Any]:
+    w = subscribe_workload(brokers=brokers, edges=edges, protocol=protocol, ppb=ppb,
+                           sigma=sigma, types=types, rn=rn, seed=seed)
+    sim, names, subscribed = w.sim, w.names, w.subscribed
     t0 = time.process_time()
     sim.run()
     sub_cpu = time.process_time() - t0
@@ -157,30 +210,9 @@ def run_sim(*, brokers: int, edges: list[tuple[str, str]], protocol: str, ppb: i
     }
     if not events_phase:
         return row
-    every = [tv for b in names for tv in values[b]]
-    evs: dict[str, list[Event]] = {}
-    expected = 0
-    per = max(1, events // brokers)
-    for b in names:
-        others = [tv for o in names if o != b for tv in values[o]] or values[b]
-        out = []
-        for _ in range(per):
-            if rnd.random() < pe:
-                src = (values[b] if locality is not None and rnd.random() < locality
-                       else others if locality is not None else every)
-                t, v = rnd.choice(src)
-                expected += sigma
-            else:
-                t, v = rnd.randrange(types), rnd.randrange(UNSUBSCRIBED_FROM, DOMAIN)
-            out.append(Event(schema[f"T{t}"], (v,)))
-        evs[b] = out
+    evs, expected, per = publish_workload(w, events=events, pe=pe, locality=locality,
+                                          types=types, sigma=sigma)
     n_events = per * brokers
-    # warm up (first matches compile kernels); not measured
-    for b in names:
-        sim.publish(f"p{b}", evs[b][:50])
-    sim.run()
-    for node in sim.nodes.values():  # compile the table snapshots, as after a warm-up
-        node.routing.batch_match.prepare()
     fsats = []
     gc.collect()
     gc.disable()

@@ -3,18 +3,23 @@
 Every parser's corpus of bad inputs goes through :func:`run_bad`, which asserts the
 error contract of ``../shared/DESIGN.md``: exit status 2, exactly one line on stderr that
 starts ``siftbus: error:``, no traceback, an error line of readable length, and bounds on
-wall time and on the peak resident memory of the process (sampled with psutil).
+wall time and on the peak resident memory of the process (sampled with psutil). Each
+run is a process of its own, forked from one that has imported the CLI already
+(:mod:`forked_cli`): the command's own work, without an interpreter start per input.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import contextlib
+import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from forked_cli import Forked
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,33 +41,30 @@ class Outcome:
 
 def run_cli(args: list[str], *, stdin: bytes | None = None, timeout: float = 60.0,
             cwd: Path = ROOT) -> Outcome:
-    """Run ``python -m siftbus ARGS`` and measure it; kills it after ``timeout`` seconds."""
+    """Run ``siftbus ARGS`` in a process of its own (forked from one that has imported
+    the CLI: :mod:`forked_cli`) and measure it; kills it after ``timeout`` seconds."""
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "siftbus", *args], cwd=cwd,
-                            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    ps = psutil.Process(proc.pid)
-    peak = 0
-    try:
+    with tempfile.TemporaryFile() as fin, tempfile.TemporaryFile() as fout, \
+            tempfile.TemporaryFile() as ferr:
         if stdin is not None:
-            assert proc.stdin is not None
-            # A large stdin would block the sampler; write it from the communicate call.
-            out, err = proc.communicate(stdin, timeout=timeout)
-        else:
-            deadline = start + timeout
-            while proc.poll() is None:
-                if time.monotonic() > deadline:
-                    raise subprocess.TimeoutExpired(args, timeout)
-                try:
-                    peak = max(peak, ps.memory_info().rss)
-                except psutil.Error:
-                    break
-                time.sleep(0.02)
-            out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise AssertionError(f"siftbus {' '.join(args)} did not finish in {timeout}s") from None
+            fin.write(stdin)
+            fin.seek(0)
+        with open(os.devnull, "rb") as null:
+            proc = Forked(args, stdin=(fin if stdin is not None else null).fileno(),
+                          stdout=fout.fileno(), stderr=ferr.fileno(), cwd=cwd, env=None)
+        ps = psutil.Process(proc.pid)
+        peak = 0
+        deadline = start + timeout
+        while proc.poll(0.02) is None:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"siftbus {' '.join(args)} did not finish in {timeout}s")
+            with contextlib.suppress(psutil.Error):
+                peak = max(peak, ps.memory_info().rss)
+        assert proc.returncode is not None
+        fout.seek(0)
+        ferr.seek(0)
+        out, err = fout.read(), ferr.read()
     return Outcome(proc.returncode, out.decode("utf-8", "replace"),
                    err.decode("utf-8", "replace"), time.monotonic() - start, peak)
 

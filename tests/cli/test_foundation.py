@@ -2,18 +2,19 @@
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+import forked_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILDING = ROOT / "examples" / "building"
 
 
 def siftbus(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "siftbus", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=120)
+    """The command in a process of its own (forked: :mod:`forked_cli`)."""
+    return forked_cli.run(list(args), cwd=cwd, timeout=120)
 
 
 def building_args(events: Path = BUILDING / "events.jsonl") -> list[str]:
