@@ -12,6 +12,8 @@ import asyncio
 import copy
 from typing import Any
 
+import pytest
+
 from siftbus.client import Client
 from siftbus.client.session import SessionState
 from siftbus.model import Event
@@ -64,11 +66,75 @@ async def test_two_claims_of_one_epoch_during_a_handoff_lose_no_row() -> None:
         await asyncio.sleep(0.3)
         await pub.publish_batch([Event(T, (1, b)) for b in (6, 7)], ack=True)
 
-        # one process at a time: one of them is told the other took over, and the
-        # other has every row published after the first
+        # one process at a time: one of them is told that the other took over; every
+        # row published after the first reached one of them, once (the one that ended
+        # had acknowledged what it got: the other resumed after it)
         await wait_for(lambda: x.ended.is_set() or y.ended.is_set(), 5)
-        live, name = (y, "y") if x.ended.is_set() else (x, "x")
-        assert not live.ended.is_set()
-        await wait_for(lambda: sorted(set(got[name])) == [2, 3, 4, 5, 6, 7], 5)
+        assert not (x.ended.is_set() and y.ended.is_set())
+        await wait_for(lambda: sorted(got["x"] + got["y"]) == [2, 3, 4, 5, 6, 7], 5)
+        await asyncio.sleep(0.2)
+        assert sorted(got["x"] + got["y"]) == [2, 3, 4, 5, 6, 7]
+        live = y if x.ended.is_set() else x
+        await live.ping()
+    finally:
+        await close_all(servers, clients)
+
+
+@pytest.mark.parametrize("first", ["B1", "B2"])
+async def test_a_claim_whose_client_went_hands_its_rows_to_the_other(first: str) -> None:
+    """The same race, but the process at B1 is gone before the holder answers (killed
+    right after its reconnect); rows published at B1 meanwhile wait there. Whichever
+    claim the holder answers first, the live process at B2 gets every row once. Before,
+    the claim answered second was told "not here": B2 started empty ("handoff_failed")
+    and the rows held at B1 reached nobody -- or B2 waited in a loop of "moved" answers
+    until its handoff timed out."""
+    servers = await start_tree("acyclic", names=["B0", "B1", "B2"],
+                               edges=[("B0", "B1"), ("B0", "B2")])
+    clients: list[Client] = []
+    try:
+        got: list[int] = []
+        state = SessionState("m")
+        c = await Client.connect(port=servers["B0"].port, session=state)
+        await c.subscribe("f: T()")
+        pubs = {b: await Client.connect(port=servers[b].port) for b in ("B0", "B1", "B2")}
+        clients.extend(pubs.values())
+        await asyncio.sleep(0.2)
+        await pubs["B0"].publish_batch([Event(T, (1, 1))], ack=True)
+        await wait_for(lambda: state.last == 1, 5)
+        await c.close()
+
+        node = servers["B0"].node
+        held: list[tuple[str, Any]] = []
+        handle = node.handle
+
+        def gated(link: str, msg: Any) -> None:
+            if msg.type is MsgType.HANDOFF and msg.body.get("k") in ("move", "req"):
+                held.append((link, msg))
+                return
+            handle(link, msg)
+
+        node.handle = gated  # type: ignore[method-assign]
+        twin = copy.deepcopy(state)
+        x = await Client.connect(port=servers["B1"].port, session=state, reconnect=False)
+        await wait_for(lambda: len(held) >= 1, 5)
+        y = await Client.connect(port=servers["B2"].port, session=twin, reconnect=False)
+        y.unclaimed_callback = lambda n: got.append(n.event.keys[1])
+        clients.append(y)
+        await wait_for(lambda: len(held) >= 2, 5)
+        await x.close()  # gone while its claim waits
+        await wait_for(lambda: "@m" not in servers["B1"].node.clients, 5)
+        await pubs["B1"].publish_batch([Event(T, (1, b)) for b in (2, 3)], ack=True)
+        await pubs["B2"].publish_batch([Event(T, (1, b)) for b in (4, 5)], ack=True)
+        await pubs["B0"].publish_batch([Event(T, (1, b)) for b in (6, 7)], ack=True)
+        node.handle = handle  # type: ignore[method-assign]
+        for link, msg in sorted(held, key=lambda h: h[0] != first):
+            handle(link, msg)
+        await pubs["B0"].publish_batch([Event(T, (1, b)) for b in (8, 9)], ack=True)
+        await asyncio.sleep(0.3)
+        await pubs["B1"].publish_batch([Event(T, (1, b)) for b in (10, 11)], ack=True)
+        await wait_for(lambda: sorted(got) == list(range(2, 12)), 5)
+        await asyncio.sleep(0.2)
+        assert sorted(got) == list(range(2, 12))
+        assert not y.ended.is_set()
     finally:
         await close_all(servers, clients)
