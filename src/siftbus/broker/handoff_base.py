@@ -356,10 +356,18 @@ class HandoffBase(ABC):
             return
         state = get(body, "state", dict)
         state["chunks"] = self._parts.pop(key)
-        if state.get("fold") and s is not None and s.epoch >= get(body, "e", int):
-            # a losing claim's rows (:meth:`superseded`): numbered here, never dropped
-            self.host.sessions.fold(s, state["chunks"])
-            return
+        if state.get("fold"):
+            # a losing claim's rows (:meth:`superseded`): numbered here, never dropped;
+            # passed on if the session went on meanwhile
+            gone = self.host.sessions.moved.get(sid)
+            if s is not None and s.epoch >= get(body, "e", int):
+                self.host.sessions.fold(s, state["chunks"])
+                return
+            if s is None and gone is not None and gone[0] != self.host.name:
+                self.send_to(gone[0], {"k": "xfer", "s": sid, "e": gone[1],
+                                       "chunks": state.pop("chunks"), "state": state},
+                             oob=self.out_of_band)
+                return
         if s is None or s.state != "arriving" or s.epoch != body.get("e"):
             log.warning("%s: a transfer of session %s nobody waits for", self.host.name, sid)
             return
