@@ -13,15 +13,13 @@ session must hold every row once; a run prints ``ok`` or ``LOSS`` with the missi
 
     python bench/session_races.py --seeds 200:240 --delay 0.08 --abort 0.5
 
-Found with it (2026-11-29, load ~20): seeds 201 and 206 of ``--seeds 200:240 --delay 0.08
---abort 0.5`` lost one batch at one session that had reconnected with its state, under
-both protocols, "handoff of session ... timed out" and "a transfer of session ... nobody
-waits for" in the log (201: the session reconnected twice within half a second, the
-second time while the first handoff was still under way). The delays come from one
-random stream per process, so a seed replays only roughly (--seeds 201:202 lost the batch
-in 2 runs of 3). Caveat: the delay also holds frames of a link that then goes down past
-its end, which a real broker never sees (a KeyError at the end of some runs); seed 200's
-loss at every session may be that.
+Found with it (2026-11-29): seeds 201 and 206 of ``--seeds 200:208 --delay 0.08
+--abort 0.5`` lost one batch at one session that had reconnected with its state. The
+cause was two live processes of one session: an aborted client reconnected by itself
+with the state the harness then gave a new client, and two brokers claimed one epoch
+(``tests/broker/test_session_claims_race.py``, fixed; ``docs/mobility.md``). Aborted
+clients now stay dead (``--revive``: the old behaviour), and a link's frames are no
+longer handled after that link went down, which a real broker never does.
 """
 
 from __future__ import annotations

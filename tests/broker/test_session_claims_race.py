@@ -83,15 +83,21 @@ async def test_two_claims_of_one_epoch_leave_the_session_to_one_process() -> Non
         await close_all(servers, clients)
 
 
-@pytest.mark.parametrize("first", ["B1", "B2"])
-async def test_a_claim_whose_client_went_hands_its_rows_to_the_other(first: str) -> None:
+# Not yet: the rendezvous handoff when the holder answers B2 first (B2's process gets
+# no row at all), and ping/pong either way (the rows published after the handoffs
+# settle are missing) -- on the code before this fix as well (docs/mobility.md)
+@pytest.mark.parametrize(("first", "handoff", "protocol"), [
+    ("B1", "acyclic", "forwarding"), ("B2", "acyclic", "forwarding"),
+    ("B1", "rendezvous", "rendezvous")])
+async def test_a_claim_whose_client_went_hands_its_rows_to_the_other(
+        first: str, handoff: str, protocol: str) -> None:
     """The same race, but the process at B1 is gone before the holder answers (killed
     right after its reconnect); rows published at B1 meanwhile wait there. Whichever
     claim the holder answers first, the live process at B2 gets every row once. Before,
     the claim answered second was told "not here": B2 started empty ("handoff_failed")
     and the rows held at B1 reached nobody -- or B2 waited in a loop of "moved" answers
     until its handoff timed out."""
-    servers = await start_tree("acyclic", names=["B0", "B1", "B2"],
+    servers = await start_tree(handoff, protocol, names=["B0", "B1", "B2"],
                                edges=[("B0", "B1"), ("B0", "B2")])
     clients: list[Client] = []
     try:
