@@ -83,10 +83,10 @@ async def test_two_claims_of_one_epoch_leave_the_session_to_one_process() -> Non
         await close_all(servers, clients)
 
 
-# Not yet: the rendezvous handoff when the holder answers B2 first (B2 sends rows 2-9
-# and they are acknowledged, yet none reaches the callback: not understood), and
-# ping/pong either way (the rows published after the handoffs settle are missing) --
-# the same on the code before this fix (docs/mobility.md)
+# Not yet: the rendezvous handoff when the holder answers B2 first (rows 10-11, published
+# at B1 after the claims settled, are missing: both claims registered the same gid, tag
+# = epoch, and the loser's teardown withdrew it), and ping/pong (nothing arrives, or
+# rows 8-11 are missing) -- the same on the code before this fix (docs/mobility.md)
 @pytest.mark.parametrize(("first", "handoff", "protocol"), [
     ("B1", "acyclic", "forwarding"), ("B2", "acyclic", "forwarding"),
     ("B1", "rendezvous", "rendezvous")])
