@@ -86,7 +86,7 @@ async def test_two_claims_of_one_epoch_leave_the_session_to_one_process() -> Non
 # Not yet: the rendezvous handoff when the holder answers B2 first (rows 10-11, published
 # at B1 after the claims settled, are missing: both claims registered the same gid, tag
 # = epoch, and the loser's teardown withdrew it), and ping/pong (nothing arrives, or
-# rows 8-11 are missing) -- the same on the code before this fix (docs/mobility.md)
+# rows 8-11 are missing) -- failing on the code before this fix too (docs/mobility.md)
 @pytest.mark.parametrize(("first", "handoff", "protocol"), [
     ("B1", "acyclic", "forwarding"), ("B2", "acyclic", "forwarding"),
     ("B1", "rendezvous", "rendezvous")])
