@@ -42,6 +42,7 @@ from siftbus.wire.frames import Message, MsgType, get
 from siftbus.wire.profiles import decode_profile, encode_profile
 
 from .claims import ClaimCheck, Found, Verdict
+from .duplicates import Seen
 from .protocols import Routing
 from .session_table import SessionRequest, SessionTable, session_gid
 from .sessions import SESSION_PREFIX, Session, SessionPolicy
@@ -269,8 +270,9 @@ class HandoffBase(ABC):
     def _on_req(self, link: str, body: dict[str, Any]) -> None:
         self.hand_over(_sid(body), get(body, "o", str), get(body, "e", int))
 
-    def hand_over(self, sid: str, to: str, epoch: int) -> None:
-        """Send the state of ``sid`` to ``to`` (or say it is not here)."""
+    def hand_over(self, sid: str, to: str, epoch: int, fold: bool = False) -> None:
+        """Send the state of ``sid`` to ``to`` (or say it is not here); ``fold``: ``to``
+        holds the session already, and takes the rows of this copy into it."""
         table = self.host.sessions
         cur = table.sessions.get(sid)
         if cur is not None and cur.state == "arriving" and cur.epoch < epoch:
@@ -283,11 +285,20 @@ class HandoffBase(ABC):
         state = table.release(sid, to, epoch)
         if state is None:
             gone = table.moved.get(sid)
-            self.send_to(to, {"k": "nack", "s": sid, "e": epoch,
-                              "moved": gone[0] if gone and gone[0] != to else None},
-                         oob=self.out_of_band)
+            nack: dict[str, Any] = {"k": "nack", "s": sid, "e": epoch,
+                                    "moved": gone[0] if gone and gone[0] != to else None}
+            cur = table.sessions.get(sid)
+            if cur is not None and cur.epoch >= epoch:
+                # claimed here with the requester's epoch or a newer one: two claims
+                # of one epoch (two processes with the same state, slow links) must
+                # not both stand, nor may a stale "moved" send the requester round
+                # in circles (issue 30 item 2): it is told the epoch held here
+                nack.update(moved=None, held=cur.epoch, at=self.host.name)
+            self.send_to(to, nack, oob=self.out_of_band)
             return
         self.after_release(sid, state)
+        if fold:
+            state["fold"] = 1
         chunks = state.pop("chunks")
         parts: list[list[Any]] = [[]]
         size = 0
@@ -338,15 +349,29 @@ class HandoffBase(ABC):
     def _on_xfer(self, link: str, body: dict[str, Any]) -> None:
         sid = _sid(body)
         s = self.host.sessions.sessions.get(sid)
+        key = f"{sid}/{body.get('e')}"
+        parts = self._parts.setdefault(key, [])
+        parts.extend(get(body, "chunks", list))
+        if "state" not in body:
+            return
+        state = get(body, "state", dict)
+        state["chunks"] = self._parts.pop(key)
+        if state.get("fold"):
+            # a losing claim's rows (:meth:`superseded`): numbered here, never dropped;
+            # passed on if the session went on meanwhile
+            gone = self.host.sessions.moved.get(sid)
+            if s is not None and s.epoch >= get(body, "e", int):
+                self.host.sessions.fold(s, state["chunks"])
+                return
+            if s is None and gone is not None and gone[0] != self.host.name:
+                self.send_to(gone[0], {"k": "xfer", "s": sid, "e": gone[1],
+                                       "chunks": state.pop("chunks"), "state": state},
+                             oob=self.out_of_band)
+                return
         if s is None or s.state != "arriving" or s.epoch != body.get("e"):
             log.warning("%s: a transfer of session %s nobody waits for", self.host.name, sid)
             return
-        parts = self._parts.setdefault(sid, [])
-        parts.extend(get(body, "chunks", list))
-        if "state" in body:
-            state = get(body, "state", dict)
-            state["chunks"] = self._parts.pop(sid)
-            self.finish(s, state)
+        self.finish(s, state)
 
     def finish(self, s: Session, state: dict[str, Any] | None) -> None:
         """The state is here (or will not come)."""
@@ -364,6 +389,13 @@ class HandoffBase(ABC):
         return None
 
     def _on_nack(self, link: str, body: dict[str, Any]) -> None:
+        s = self.host.sessions.sessions.get(_sid(body))
+        held, at = body.get("held"), body.get("at")
+        if s is not None and s.state == "arriving" and s.epoch == body.get("e") \
+                and type(held) is int and held >= s.epoch and isinstance(at, str) \
+                and self.overlay.knows(at) and at != self.host.name:
+            self.superseded(s, held, at)
+            return
         on = self.moved_on(body)
         if on is not None:
             self.begin(*on)
@@ -371,6 +403,37 @@ class HandoffBase(ABC):
         s = self.host.sessions.sessions.get(_sid(body))
         if s is not None and s.state == "arriving" and s.epoch == body.get("e"):
             self.finish(s, None)
+
+    def superseded(self, s: Session, held: int, at: str) -> None:
+        """Broker ``at`` claims the session arriving here, with epoch ``held`` -- ours
+        (two processes reconnected with the same state) or a newer one (ours is stale)
+        -- so the holder had nothing to give us (issue 30 item 2). Before, this copy
+        started empty, or asked round a loop of stale "moved" answers until it timed
+        out, and the rows held here for it reached nobody.
+
+        On a tie a client still connected here supersedes the other claim with a higher
+        epoch and fetches the state from ``at`` (the process there is told
+        ``SessionMoved``). Otherwise this claim lost: the rows held for it go to ``at``
+        and are numbered there (:meth:`SessionTable.fold
+        <siftbus.broker.session_table.SessionTable.fold>`), its client if still
+        connected is told ``SessionMoved``, and its profiles here follow the session
+        (:meth:`after_release`)."""
+        if held == s.epoch and s.link in self.host.clients:
+            s.epoch = held + 1
+            self.claim(s)
+            self.begin(s, at)
+            return
+        log.info("%s: session %s is claimed at %s (epoch %d): its rows go there",
+                 self.host.name, s.id, at, held)
+        table = self.host.sessions
+        table.counts["duplicates_dropped"] += s.merge_pending(Seen())
+        s.state = "away"
+        s.epoch = min(s.epoch, held - 1)  # the older copy of the two from now on
+        if not s.probing:
+            table.replay(s)  # what its client published meanwhile goes out first
+        self.hand_over(s.id, at, held, fold=True)
+        for to, epoch in self._waiting.pop(s.id, []):
+            self.hand_over(s.id, to, epoch)  # told where it went
 
     # ---- locating a session ----------------------------------------------------------------------
 

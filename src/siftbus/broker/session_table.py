@@ -511,6 +511,17 @@ class SessionTable:
             if s.state == "away":
                 self.mover.on_away(s)
 
+    def fold(self, s: Session, chunks: list[Any]) -> None:
+        """Take the rows of a copy of ``s`` whose claim lost to this one
+        (:meth:`Session.fold`), stored and sent like a delivery."""
+        added = s.fold([Chunk.from_wire(d, self.host.schema) for d in chunks],
+                       self.host.clock())
+        if self.store is not None and added:
+            self.store.append(s, [x for x in added if x.last > s.lost])
+            self.store.trim(s)
+        if s.state == "attached":
+            self.flush(s)
+
     # ---- time ----------------------------------------------------------------------------------
 
     def kick(self) -> None:

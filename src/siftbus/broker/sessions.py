@@ -485,6 +485,25 @@ class Session:
         self.pending_overflow = 0
         return dups
 
+    def fold(self, chunks: list[Chunk], now: float) -> list[Chunk]:
+        """Take the rows of another copy of this session whose claim lost to this one
+        (two claims of one epoch, issue 30 item 2): those not handled here yet are
+        numbered after this copy's own (held, while it is arriving) -- none dropped,
+        none twice within the dedupe window. Returns the chunks added."""
+        items = []
+        for c in chunks:
+            kept = keep_rows(c.block, c.counts, c.pids, ~self.seen.mask(c.block))
+            if kept is not None:
+                items.append(kept)
+        if not items:
+            return []
+        if self.state == "arriving":
+            self.hold(items, now)
+            return []
+        added = self.append(items, now, filtered=False)
+        self.enforce(now)
+        return added
+
     # ---- transfer -------------------------------------------------------------------------------
 
     def meta(self) -> dict[str, Any]:
