@@ -15,23 +15,13 @@ from pathlib import Path
 import pytest
 
 from broker.processes import free_ports, interrupt
+from open_orders import ORDERS_SCHEMA
 from siftbus.client import Client
 from siftbus.lang.profile import parse_profile
 from siftbus.match.reference import ReferenceMatcher
 from siftbus.model import event_from_dict, parse_schema
 
-SCHEMA_TEXT = """\
-[Order]
-id = "int"
-price = "float"
-paid = "optional bool"
-at = "optional timestamp"
-client = "optional ip"
-tags = "array<string>"
-[Order.customer]
-tier = "enum[BRONZE,SILVER,GOLD]"
-name = "optional string"
-"""
+SCHEMA_TEXT = ORDERS_SCHEMA
 SCHEMA = parse_schema(SCHEMA_TEXT)
 
 PROFILES = [

@@ -14,6 +14,7 @@ import pytest
 import websockets
 
 from broker.servers import settle
+from open_orders import ORDERS_SCHEMA
 from siftbus.client import Client
 from siftbus.lang.profile import parse_profile
 from siftbus.match.reference import ReferenceMatcher
@@ -22,18 +23,7 @@ from siftbus.model import event_from_dict, parse_schema
 from .servers import GatewayNetwork, start_gateway_network
 from .test_gateway import WsReader, ws_url
 
-SCHEMA = parse_schema("""
-[Order]
-id = "int"
-price = "float"
-paid = "optional bool"
-at = "optional timestamp"
-client = "optional ip"
-tags = "array<string>"
-[Order.customer]
-tier = "enum[BRONZE,SILVER,GOLD]"
-name = "optional string"
-""")
+SCHEMA = parse_schema(ORDERS_SCHEMA)
 
 WS_PROFILES = {
     "gold": "Order(customer.tier = GOLD)",
