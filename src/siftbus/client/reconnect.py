@@ -17,6 +17,11 @@ from typing import Any
 Server = tuple[str, int]
 """A broker's ``(host, port)``."""
 
+_JITTER = random.Random()
+"""The jitter's own generator: a library must not move the process's global random state
+(an application's seeded run, or hypothesis in tests, would see it change from a
+client's background thread)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Reconnect:
@@ -40,7 +45,7 @@ def reconnect_delays(policy: Reconnect) -> Iterator[float]:
     wait = policy.first_wait
     n = 0
     while policy.attempts < 0 or n < policy.attempts:
-        yield wait * (1 - random.random() * policy.jitter)
+        yield wait * (1 - _JITTER.random() * policy.jitter)
         wait = min(wait * 2, policy.max_wait)
         n += 1
 

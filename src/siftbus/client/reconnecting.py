@@ -112,6 +112,10 @@ class Reconnecting:
             self.events.fire(self.events.on_disconnect, self, self._spawn)
             self._reconnector = asyncio.ensure_future(self._reconnect_loop(lost))
             return
+        if self._moving:
+            # move() replaces this connection: its end is not the client's (ending here
+            # and clearing after woke whoever waits on ``ended``, e.g. SyncClient's inbox)
+            return
         if self._lost is None:
             self._lost = lost  # the first reason stays (e.g. SessionMoved)
         self.connected.clear()
