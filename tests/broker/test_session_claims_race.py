@@ -22,6 +22,30 @@ from siftbus.wire.frames import MsgType
 from .mobility import T, close_all, start_tree, wait_for
 
 
+class HeldRequests:
+    """The holder ``node`` reads handoff requests (``move``/``req``) only when
+    :meth:`release` is called, like a slow link; everything else as usual."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.held: list[tuple[str, Any]] = []
+        self.handle = node.handle
+
+        def gated(link: str, msg: Any) -> None:
+            if msg.type is MsgType.HANDOFF and msg.body.get("k") in ("move", "req"):
+                self.held.append((link, msg))
+                return
+            self.handle(link, msg)
+
+        node.handle = gated
+
+    def release(self, first: str | None = None) -> None:
+        """Hand the held requests to the node, those from link ``first`` first."""
+        self.node.handle = self.handle
+        for link, msg in sorted(self.held, key=lambda h: h[0] != first):
+            self.handle(link, msg)
+
+
 async def test_two_claims_of_one_epoch_leave_the_session_to_one_process() -> None:
     """Both processes stay connected: one is told that the other took the session
     over, and every row reaches one of them once. Before, neither was told, and rows
@@ -41,18 +65,7 @@ async def test_two_claims_of_one_epoch_leave_the_session_to_one_process() -> Non
         await wait_for(lambda: state.last == 1, 5)
         await first.close()
 
-        node = servers["B0"].node
-        held: list[tuple[str, Any]] = []
-        handle = node.handle
-
-        def gated(link: str, msg: Any) -> None:
-            # the holder reads both claimants' handoff requests only later
-            if msg.type is MsgType.HANDOFF and msg.body.get("k") in ("move", "req"):
-                held.append((link, msg))
-                return
-            handle(link, msg)
-
-        node.handle = gated  # type: ignore[method-assign]
+        gate = HeldRequests(servers["B0"].node)  # both claims are answered only later
         twin = copy.deepcopy(state)  # a second process with the same state
         x = await Client.connect(port=servers["B1"].port, session=state, reconnect=False)
         x.unclaimed_callback = lambda n: got["x"].append(n.event.keys[1])
@@ -60,11 +73,9 @@ async def test_two_claims_of_one_epoch_leave_the_session_to_one_process() -> Non
         y = await Client.connect(port=servers["B2"].port, session=twin, reconnect=False)
         y.unclaimed_callback = lambda n: got["y"].append(n.event.keys[1])
         clients.append(y)
-        await wait_for(lambda: len(held) >= 2, 5)
+        await wait_for(lambda: len(gate.held) >= 2, 5)
         await pub.publish_batch([Event(T, (1, b)) for b in (2, 3)], ack=True)
-        node.handle = handle  # type: ignore[method-assign]
-        for link, msg in held:
-            handle(link, msg)
+        gate.release()
         await pub.publish_batch([Event(T, (1, b)) for b in (4, 5)], ack=True)
         await asyncio.sleep(0.3)
         await pub.publish_batch([Event(T, (1, b)) for b in (6, 7)], ack=True)
@@ -113,32 +124,20 @@ async def test_a_claim_whose_client_went_hands_its_rows_to_the_other(
         await wait_for(lambda: state.last == 1, 5)
         await c.close()
 
-        node = servers["B0"].node
-        held: list[tuple[str, Any]] = []
-        handle = node.handle
-
-        def gated(link: str, msg: Any) -> None:
-            if msg.type is MsgType.HANDOFF and msg.body.get("k") in ("move", "req"):
-                held.append((link, msg))
-                return
-            handle(link, msg)
-
-        node.handle = gated  # type: ignore[method-assign]
+        gate = HeldRequests(servers["B0"].node)
         twin = copy.deepcopy(state)
         x = await Client.connect(port=servers["B1"].port, session=state, reconnect=False)
-        await wait_for(lambda: len(held) >= 1, 5)
+        await wait_for(lambda: len(gate.held) >= 1, 5)
         y = await Client.connect(port=servers["B2"].port, session=twin, reconnect=False)
         y.unclaimed_callback = lambda n: got.append(n.event.keys[1])
         clients.append(y)
-        await wait_for(lambda: len(held) >= 2, 5)
+        await wait_for(lambda: len(gate.held) >= 2, 5)
         await x.close()  # gone while its claim waits
         await wait_for(lambda: "@m" not in servers["B1"].node.clients, 5)
         await pubs["B1"].publish_batch([Event(T, (1, b)) for b in (2, 3)], ack=True)
         await pubs["B2"].publish_batch([Event(T, (1, b)) for b in (4, 5)], ack=True)
         await pubs["B0"].publish_batch([Event(T, (1, b)) for b in (6, 7)], ack=True)
-        node.handle = handle  # type: ignore[method-assign]
-        for link, msg in sorted(held, key=lambda h: h[0] != first):
-            handle(link, msg)
+        gate.release(first)
         await pubs["B0"].publish_batch([Event(T, (1, b)) for b in (8, 9)], ack=True)
         await asyncio.sleep(0.3)
         await pubs["B1"].publish_batch([Event(T, (1, b)) for b in (10, 11)], ack=True)
