@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,18 +78,20 @@ def write_mixed(directory: Path, n_profiles: int, n_events: int, seed: int = 7) 
     done.touch()
 
 
-def run_tree(cmd: list[str], timeout: float = 3600) -> tuple[float, float, str, float]:
-    """Run ``cmd``; (wall s, CPU s of its process tree, stdout, median load)."""
+def sample_tree(cmd: list[str], sample: Callable[[list[Any]], None], *, every: float = 0.1,
+                timeout: float = 3600) -> tuple[float, str, list[float]]:
+    """Run ``cmd``, calling ``sample`` with its process tree (psutil processes) every
+    ``every`` seconds; (wall s, stdout, load averages seen). Raises on a timeout or a
+    non-zero exit."""
+    import threading
+
     import psutil
 
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     root = psutil.Process(proc.pid)
-    seen: dict[int, float] = {}
     loads = []
     out_chunks: list[str] = []
-    import threading
-
     reader = threading.Thread(target=lambda: out_chunks.append(proc.stdout.read() or ""),
                               daemon=True)
     reader.start()
@@ -97,21 +100,35 @@ def run_tree(cmd: list[str], timeout: float = 3600) -> tuple[float, float, str, 
             proc.kill()
             raise RuntimeError(f"timed out: {cmd}")
         try:
-            for p in [root, *root.children(recursive=True)]:
-                try:
-                    t = p.cpu_times()
-                    seen[p.pid] = t.user + t.system + t.children_user + t.children_system
-                except psutil.Error:
-                    pass
+            procs = [root, *root.children(recursive=True)]
         except psutil.Error:
-            pass
+            procs = []
+        sample(procs)
         loads.append(os.getloadavg()[0])
-        time.sleep(0.1)
+        time.sleep(every)
     reader.join(timeout=10)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd[:3]} exited {proc.returncode}")
-    return wall, sum(seen.values()), "".join(out_chunks), statistics.median(loads or [0.0])
+    return wall, "".join(out_chunks), loads
+
+
+def run_tree(cmd: list[str], timeout: float = 3600) -> tuple[float, float, str, float]:
+    """Run ``cmd``; (wall s, CPU s of its process tree, stdout, median load)."""
+    import psutil
+
+    seen: dict[int, float] = {}
+
+    def cpu(procs: list[Any]) -> None:
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                seen[p.pid] = t.user + t.system + t.children_user + t.children_system
+            except psutil.Error:
+                pass
+
+    wall, out, loads = sample_tree(cmd, cpu, timeout=timeout)
+    return wall, sum(seen.values()), out, statistics.median(loads or [0.0])
 
 
 def job_seconds(stdout: str) -> float:

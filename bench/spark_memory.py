@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from spark_job import job_seconds, write_mixed
+from spark_job import job_seconds, sample_tree, write_mixed
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
@@ -59,47 +56,28 @@ def run_sampled(cmd: list[str], timeout: float = 3600) -> tuple[dict[str, Any], 
     """Run ``cmd``; peak RSS (and USS for workers) per role, and its stdout."""
     import psutil
 
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    root = psutil.Process(proc.pid)
     peak: dict[int, tuple[str, int, int]] = {}
-    loads = []
-    start = time.perf_counter()
-    import threading
 
-    chunks: list[str] = []
-    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read() or ""),
-                              daemon=True)
-    reader.start()
-    while proc.poll() is None:
-        if time.perf_counter() - start > timeout:
-            proc.kill()
-            raise RuntimeError(f"timed out: {cmd}")
-        try:
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            procs = []
+    def memory(procs: list[Any]) -> None:  # procs[0] is the command's own process
         for p in procs:
             try:
-                role = _role(p, root.pid)
+                role = _role(p, procs[0].pid)
                 rss = p.memory_info().rss
                 uss = p.memory_full_info().uss if role == "python worker" else 0
             except psutil.Error:
                 continue
             _, r0, u0 = peak.get(p.pid, (role, 0, 0))
             peak[p.pid] = (role, max(r0, rss), max(u0, uss))
-        loads.append(os.getloadavg()[0])
-        time.sleep(0.2)
-    reader.join(timeout=10)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cmd[:3]} exited {proc.returncode}")
-    out: dict[str, Any] = {"wall": time.perf_counter() - start,
+
+    wall, text, loads = sample_tree(cmd, memory, every=0.2, timeout=timeout)
+    out: dict[str, Any] = {"wall": wall,
                            "load": sorted(loads)[len(loads) // 2] if loads else 0.0}
     for role in ("driver", "jvm", "python worker"):
         rows = [(r, u) for k, r, u in peak.values() if k == role]
         out[role] = {"processes": len(rows), "peak_rss_mb": max((r for r, _ in rows),
                                                                 default=0) / 2**20,
                      "peak_uss_mb": max((u for _, u in rows), default=0) / 2**20}
-    return out, "".join(chunks)
+    return out, text
 
 
 def main() -> None:
