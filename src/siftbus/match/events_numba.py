@@ -89,7 +89,7 @@ def _json_string(b: np.ndarray, text: np.ndarray, i: int, e: int) -> tuple[int, 
                 return -1, -1
             c = b[j + 1]
             j += 2
-            if c == 117:  # uXXXX
+            if c == 117:  # \u and four hex digits
                 if j + 4 > e:
                     return -1, -1
                 cp = 0
