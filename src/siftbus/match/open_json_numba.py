@@ -87,6 +87,25 @@ def _key_seen(b: np.ndarray, s: int, n: int, ks: np.ndarray, lo: int, hi: int) -
 
 
 @njit(cache=True)
+def _key(b: np.ndarray, i: int, e: int, ks: np.ndarray, lo: int, nks: int) -> int:
+    """Read an object's key at ``b[i]`` (after any whitespace) and the colon after it,
+    recorded as ``ks[nks]``; the index after the colon, or -1 (bad syntax, too many keys,
+    a key among ``ks[lo:nks]``, its object's keys so far)."""
+    i = _skip_ws(b, i, e)
+    j = _string_end(b, i, e, MAX_STRING)
+    if j < 0 or nks >= MAX_NESTED_KEYS:
+        return -1
+    if _key_seen(b, i + 1, j - i - 2, ks, lo, nks):
+        return -1
+    ks[2 * nks] = i + 1
+    ks[2 * nks + 1] = j - i - 2
+    i = _skip_ws(b, j, e)
+    if i >= e or b[i] != 58:
+        return -1
+    return i + 1
+
+
+@njit(cache=True)
 def _skip(b: np.ndarray, i: int, e: int) -> int:
     """End of any JSON value at ``b[i]`` (nested arrays and objects included, at most
     :data:`MAX_DEPTH` deep, no key repeated in an object), or -1 (escapes, bad syntax,
@@ -112,16 +131,10 @@ def _skip(b: np.ndarray, i: int, e: int) -> int:
                 i += 1
                 depth -= 1
             elif c == 123:
-                j = _string_end(b, i, e, MAX_STRING)
-                if j < 0 or nks >= MAX_NESTED_KEYS:
+                i = _key(b, i, e, ks, first[depth - 1], nks)
+                if i < 0:
                     return -1
-                ks[2 * nks] = i + 1
-                ks[2 * nks + 1] = j - i - 2
                 nks += 1
-                i = _skip_ws(b, j, e)
-                if i >= e or b[i] != 58:
-                    return -1
-                i += 1
                 continue
             else:
                 continue
@@ -154,19 +167,10 @@ def _skip(b: np.ndarray, i: int, e: int) -> int:
                 return -1
             i += 1
             if stack[depth - 1] == 1:
-                i = _skip_ws(b, i, e)
-                j = _string_end(b, i, e, MAX_STRING)
-                if j < 0 or nks >= MAX_NESTED_KEYS:
+                i = _key(b, i, e, ks, first[depth - 1], nks)
+                if i < 0:
                     return -1
-                if _key_seen(b, i + 1, j - i - 2, ks, first[depth - 1], nks):
-                    return -1
-                ks[2 * nks] = i + 1
-                ks[2 * nks + 1] = j - i - 2
                 nks += 1
-                i = _skip_ws(b, j, e)
-                if i >= e or b[i] != 58:
-                    return -1
-                i += 1
             break
 
 
