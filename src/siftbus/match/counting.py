@@ -140,11 +140,11 @@ def compile_counting(etype: EventType, profiles: Sequence[Profile] | ProfileColu
     cells, pieces = layout(cols)
     rep_arr = np.array(rep, np.int32)
     n_cells = [ac.n_cells for ac in cells]
-    levels = max([max(1, nc - 1).bit_length() + 1 for nc in n_cells], default=1)
-    node_base = np.full((max(m, 1), levels), -1, np.int64)
+    depth = [max(1, nc - 1).bit_length() + 1 for nc in n_cells]  # levels per attribute
+    node_base = np.full((max(m, 1), max(depth, default=1)), -1, np.int64)
     total = 0
     for a, nc in enumerate(n_cells):
-        for lv in range(max(1, nc - 1).bit_length() + 1):
+        for lv in range(depth[a]):
             node_base[a, lv] = total
             total += ((nc - 1) >> lv) + 1
     nodes, owners = [], []
@@ -173,7 +173,7 @@ def _blocks(first: np.ndarray, last: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The segment-tree blocks of the runs ``[first, last]``: ``(level, index, run)`` per
     block; a run of ``w`` cells is cut into at most two blocks per level, ``2 log2 w``."""
-    lo, hi = first.copy(), last + 1  # half-open
+    lo, hi = first, last + 1  # half-open (each step makes new arrays)
     run = np.arange(len(first), dtype=np.int64)
     out: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     lv = 0
