@@ -406,7 +406,7 @@ def test_per_event_path_on_long_lead_lists(seed: int, n: int, table_max: int,
             ref.add(p)
         evs = [_long_list_event(rnd) for _ in range(12)]
         assert [m.match(e) for e in evs] == ref.match_batch(evs)
-        prefetching = [lv.prefetch is not None for ts in m._types.values()
+        prefetching = [lv.prefetching() for ts in m._types.values()
                        for lv in ts.levels if lv.id_list is not None]
         assert any(prefetching) == (prefetch and kernel.name() == "numba")
         for p in rnd.sample(profiles, int(drop * n)):

@@ -58,7 +58,7 @@ def test_the_prefetch_follows_the_kernel_choice() -> None:
     for step, mode in enumerate(["python", "numba", "python", "numba", "auto"]):
         kernel.use(mode)
         assert [m.match(e) for e in evs] == ref.match_batch(evs), mode
-        used = [lv.prefetch is not None for lv in _levels(m) if lv.id_list is not None]
+        used = [lv.prefetching() for lv in _levels(m) if lv.id_list is not None]
         assert used and all(u == (kernel.name() == "numba") for u in used), mode
         pid = f"p{step * 41:03d}"
         m.remove(pid)

@@ -219,10 +219,10 @@ class CompiledType:
                         packed.extend((i64, i32))
                         key_buf.append(i64.data)
                     impl[1] = kern.specialise("index_match_packed", (
-                        packed[0], packed[1], ent, sp, bm, rec, alive, out))
+                        packed[0], packed[1], ent, sp, bm, rec, alive, out, _NO_ADDRS))
                     impl[0] = kern
                 put_keys(key_buf[0], 8 * kernel.KEYS_AT, *event.keys)
-                return impl[1](packed[0], packed[1], ent, sp, bm, rec, alive, out)
+                return impl[1](packed[0], packed[1], ent, sp, bm, rec, alive, out, _NO_ADDRS)
 
             if not self.wide.n:
                 return run_keys
@@ -245,6 +245,55 @@ class CompiledType:
             return _add_wide(self, row, alive, out, k) if self.wide.n else k
 
         return run_cells
+
+    def id_matcher(self, ids: tuple[str, ...], addrs: np.ndarray
+                   ) -> Callable[[Event, np.ndarray], list[str]] | None:
+        """The whole per-event path as one function, for a type whose attributes are all
+        ordered and that has no wide profiles (else ``None``: :meth:`event_runner`
+        serves): ``match(event, alive)``, the ids (``ids[rank]``, ``ids`` in rank order)
+        of the profiles the event matches, sorted; ``alive`` as in :meth:`event_runner`.
+
+        One Python call and one kernel call per event: the keys go straight into the
+        packed arrays of ``index_match_packed`` (made now, see :meth:`event_runner`),
+        the kernel writes the ranks, the list is made from them. With ``addrs`` (int64,
+        ``id()`` of each of ``ids``; empty: none), the compiled kernel asks for the
+        lines of each match's id string and tuple slot as it finds it, so that making
+        the list waits for none of them (:meth:`~siftbus.match.kernel.Kernels.index_match_packed`).
+        The function keeps scratch arrays, so it belongs to one user, and re-specialises
+        when the process changes kernels.
+        """
+        if not self.ordered_only or self.wide.n or not self.n:
+            return None
+        cb, sk, so, ent, sp, bm, co, rec, always = self.kernel_args()
+        i64, i32 = kernel.pack_keys_arrays(self.bounds, *self.key_tables(), cb, sk, so, co,
+                                           len(bm) > 0, always)
+        i64[kernel.IDS_AT] = id(ids) + _TUPLE_ITEMS if len(addrs) else 0
+        put_keys = struct.Struct(f"={len(self.cells)}q").pack_into
+        keys_at = 8 * kernel.KEYS_AT
+        key_buf = i64.data
+        state = kernel.STATE
+        chosen: object = None
+        fn: Any = None
+        out = np.empty(256, np.int32)
+        view = out.data
+
+        def match(event: Event, alive: np.ndarray) -> list[str]:
+            nonlocal chosen, fn, out, view
+            if state.impl is not chosen or chosen is None:
+                chosen = kernel.active()
+                fn = chosen.specialise("index_match_packed",
+                                       (i64, i32, ent, sp, bm, rec, alive, out, addrs))
+            put_keys(key_buf, keys_at, *event.keys)
+            k = fn(i64, i32, ent, sp, bm, rec, alive, out, addrs)
+            if not k:
+                return []
+            if k > len(out):
+                out = np.empty(2 * k, np.int32)
+                view = out.data
+                k = fn(i64, i32, ent, sp, bm, rec, alive, out, addrs)
+            return [ids[r] for r in view[:k]]
+
+        return match
 
     def key_tables(self) -> tuple[np.ndarray, np.ndarray]:
         """``(lut, lut_off)``: the key -> cell tables of the ordered attributes that have
@@ -322,6 +371,8 @@ class CompiledType:
 
 
 _NO_TOMBSTONES = np.zeros(0, np.uint8)
+_NO_ADDRS = np.zeros(0, np.int64)
+_TUPLE_ITEMS = tuple.__basicsize__  # where a tuple's item pointers start (CPython)
 
 
 def _conditions(profile: Profile) -> int:

@@ -142,11 +142,14 @@ class Kernels(Protocol):
 
     def index_match_packed(self, i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
                            slot_pre: np.ndarray, bitmaps: np.ndarray, rec: np.ndarray,
-                           alive: np.ndarray, out: np.ndarray) -> int:
+                           alive: np.ndarray, out: np.ndarray, addrs: np.ndarray) -> int:
         """:meth:`index_match_keys` with its small and same-typed arrays packed into two
         (:func:`pack_keys_arrays`; the event's keys go to ``i64[KEYS_AT:KEYS_AT + m]``):
-        8 arguments instead of 17, as each array argument costs ~50 ns to unbox on every
-        call of the per-event path."""
+        9 arguments instead of 17, as each array argument costs ~30 ns to unbox on every
+        call of the per-event path. ``addrs`` (int64, by rank; empty: none) are the
+        addresses of the id strings the caller will return, and ``i64[IDS_AT]`` the
+        address of the item array of the tuple holding them: the compiled kernel asks
+        for their cache lines as it finds each match (prefetch instructions only)."""
 
     def specialise(self, name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
         """Kernel ``name`` for arguments of exactly the types of ``args``: numba's
@@ -209,7 +212,12 @@ class Kernels(Protocol):
 
 KEYS_AT = 8
 """Where the event's keys go in the ``i64`` array of :func:`pack_keys_arrays` (after a
-header of 8 counts: attributes, cells, profiles, always, table entries, 3 unused)."""
+header of 8: attributes, cells, profiles, always, table entries, ``rec_off`` entries,
+:data:`IDS_AT`, 1 unused)."""
+
+IDS_AT = 6
+"""Where the address of the ids tuple's item array goes in the ``i64`` array (for the
+prefetch of :meth:`Kernels.index_match_packed`; 0 when there is none)."""
 
 
 def pack_keys_arrays(bounds: np.ndarray, lut: np.ndarray, lut_off: np.ndarray,

@@ -35,7 +35,7 @@ from siftbus.match.kernel_primitives import (
     _rec_at,
     _rec_rank,
 )
-from siftbus.match.prefetch_numba import _prefetch_read
+from siftbus.match.prefetch_numba import _prefetch_read, _prefetch_write
 
 CHUNK = 256
 """Entries of a list lead set whose first pre-check runs in one branch-free pass."""
@@ -64,13 +64,16 @@ def _prefetch_span(base: int, lo: int, hi: int, size: int) -> None:
 
 @njit(cache=True)
 def _check(e: int, cells: np.ndarray, rec: np.ndarray, alive: np.ndarray, out: np.ndarray,
-           k: int, scratch: np.ndarray, nc: int) -> int:
+           k: int, scratch: np.ndarray, nc: int, addrs: np.ndarray, items: int) -> int:
     """Check the ``nc`` kept members in order (a record offset, or its complement when
     the pre-checks were exact): the runs of the others, then whether they are alive;
     append the ranks of the matches to ``out`` (counting past its end without writing,
-    like :func:`~siftbus.match.kernel_primitives._put`)."""
+    like :func:`~siftbus.match.kernel_primitives._put`). With ``addrs`` (not empty), the
+    lines of a match's id are asked for at once (see :func:`index_match_packed`)."""
     cap = out.shape[0]
     check_alive = alive.shape[0] > 0
+    ids = addrs.shape[0] > 0
+    at = addrs.ctypes.data
     for i in range(CHUNK, CHUNK + nc):
         r = scratch[i]
         if r < 0:
@@ -82,6 +85,9 @@ def _check(e: int, cells: np.ndarray, rec: np.ndarray, alive: np.ndarray, out: n
             continue
         if k < cap:
             out[k] = rk
+        if ids:
+            _prefetch_read(at + 8 * rk)
+            _prefetch_read(items + 8 * rk)
         k += 1
     return k
 
@@ -89,7 +95,8 @@ def _check(e: int, cells: np.ndarray, rec: np.ndarray, alive: np.ndarray, out: n
 @njit(cache=True, inline="always")
 def _scan_list(g: int, e: int, cells: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
                rec: np.ndarray, alive: np.ndarray, out: np.ndarray, k: int,
-               scratch: np.ndarray, nc: int) -> tuple[int, int]:
+               scratch: np.ndarray, nc: int, addrs: np.ndarray,
+               items: int) -> tuple[int, int]:
     """Keep the members of list lead set ``g`` that pass event ``e``'s pre-checks (after
     the ``nc`` kept so far, checking those first when a chunk might not fit); returns
     ``(k, nc)``.
@@ -113,7 +120,7 @@ def _scan_list(g: int, e: int, cells: np.ndarray, set_off: np.ndarray, ent: np.n
             _prefetch_span(base_ent, fetched, want, size)
             fetched = want
         if nc > CAND - CHUNK:
-            k = _check(e, cells, rec, alive, out, k, scratch, nc)
+            k = _check(e, cells, rec, alive, out, k, scratch, nc, addrs, items)
             nc = 0
         ns = 0
         for t in range(base, top):
@@ -134,7 +141,7 @@ def _scan_list(g: int, e: int, cells: np.ndarray, set_off: np.ndarray, ent: np.n
 def _scan_bitmap(row: int, e: int, cells: np.ndarray, slot_pre: np.ndarray,
                  bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
                  alive: np.ndarray, out: np.ndarray, k: int, scratch: np.ndarray,
-                 nc: int) -> tuple[int, int]:
+                 nc: int, addrs: np.ndarray, items: int) -> tuple[int, int]:
     """Keep the members of bitmap lead set ``row`` that pass event ``e``'s pre-checks;
     returns ``(k, nc)`` like :func:`_scan_list`.
 
@@ -146,7 +153,7 @@ def _scan_bitmap(row: int, e: int, cells: np.ndarray, slot_pre: np.ndarray,
     for wi in range(bitmaps.shape[1]):
         w = bitmaps[row, wi]
         if nc > CAND - 64:
-            k = _check(e, cells, rec, alive, out, k, scratch, nc)
+            k = _check(e, cells, rec, alive, out, k, scratch, nc, addrs, items)
             nc = 0
         while w != 0:
             bit, w = _pop_lowest(w)
@@ -167,10 +174,11 @@ def index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                 set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
                 bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
                 always: np.ndarray, alive: np.ndarray, out: np.ndarray,
-                k: int, scratch: np.ndarray) -> int:
+                k: int, scratch: np.ndarray, addrs: np.ndarray, items: int) -> int:
     """Append the ranks event ``e`` matches to ``out[k:]`` (unsorted); returns the new
     end. Writes nothing past ``len(out)`` but still counts, so a caller can grow ``out``
-    and redo the event. ``scratch``: int64[:data:`SCRATCH`], any content."""
+    and redo the event. ``scratch``: int64[:data:`SCRATCH`], any content; ``addrs`` and
+    ``items``: see :func:`index_match_packed` (an empty ``addrs``: no id prefetch)."""
     m = cells.shape[1]
     base_ent = ent.ctypes.data
     size = ent.strides[0]
@@ -182,7 +190,7 @@ def index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
     nc = 0
     for p in always:
         if nc == CAND:
-            k = _check(e, cells, rec, alive, out, k, scratch, nc)
+            k = _check(e, cells, rec, alive, out, k, scratch, nc, addrs, items)
             nc = 0
         scratch[CHUNK + nc] = ~np.int64(rec_off[p])
         nc += 1
@@ -190,11 +198,32 @@ def index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
         g = cell_base[a] + cells[e, a]
         row = set_kind[g]
         if row < 0:
-            k, nc = _scan_list(g, e, cells, set_off, ent, rec, alive, out, k, scratch, nc)
+            k, nc = _scan_list(g, e, cells, set_off, ent, rec, alive, out, k, scratch, nc,
+                               addrs, items)
         else:
             k, nc = _scan_bitmap(row, e, cells, slot_pre, bitmaps, rec_off, rec, alive, out,
-                                 k, scratch, nc)
-    return _check(e, cells, rec, alive, out, k, scratch, nc)
+                                 k, scratch, nc, addrs, items)
+    return _check(e, cells, rec, alive, out, k, scratch, nc, addrs, items)
+
+
+@njit(cache=True)
+def _match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
+               set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
+               bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
+               always: np.ndarray, alive: np.ndarray, out: np.ndarray, addrs: np.ndarray,
+               items: int) -> int:
+    """:func:`index_match_one` with the id prefetch of :func:`index_match_packed`."""
+    k = index_event(0, cells, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
+                    rec_off, rec, always, alive, out, 0, np.empty(SCRATCH, np.int64),
+                    addrs, items)
+    if k > out.shape[0]:
+        return k
+    if k > 1:
+        out[:k].sort()
+    if addrs.shape[0]:  # the strings: their addresses were asked for as they were found
+        for i in range(k):
+            _prefetch_write(addrs[out[i]])
+    return k
 
 
 @njit(cache=True)
@@ -204,21 +233,15 @@ def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarr
                     always: np.ndarray, alive: np.ndarray,
                     out: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_one`."""
-    k = index_event(0, cells, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                    rec_off, rec, always, alive, out, 0, np.empty(SCRATCH, np.int64))
-    if 1 < k <= out.shape[0]:
-        out[:k].sort()
-    return k
+    return _match_one(cells, cell_base, set_kind, set_off, ent, slot_pre, bitmaps, rec_off,
+                      rec, always, alive, out, np.zeros(0, np.int64), 0)
 
 
-@njit(cache=True)
-def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
-                     lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
-                     set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
-                     slot_pre: np.ndarray, bitmaps: np.ndarray, rec_off: np.ndarray,
-                     rec: np.ndarray, always: np.ndarray,
-                     alive: np.ndarray, out: np.ndarray) -> int:
-    """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
+@njit(cache=True, inline="always")
+def _cells_of_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
+                   lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray) -> None:
+    """The event's cells (``row[0]``) from its keys: see
+    :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
     for a in range(keys.shape[0]):
         lo = cell_base[a]
         hi = cell_base[a + 1]
@@ -234,16 +257,33 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
             else:
                 hi = mid
         row[0, a] = lo - 1 - cell_base[a]
-    return index_match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                           rec_off, rec, always, alive, out)
+
+
+@njit(cache=True)
+def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
+                     lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
+                     set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
+                     slot_pre: np.ndarray, bitmaps: np.ndarray, rec_off: np.ndarray,
+                     rec: np.ndarray, always: np.ndarray,
+                     alive: np.ndarray, out: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
+    _cells_of_keys(keys, bounds, lut, lut_off, row, cell_base)
+    return _match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps, rec_off,
+                      rec, always, alive, out, np.zeros(0, np.int64), 0)
 
 
 @njit(cache=True)
 def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
                        slot_pre: np.ndarray, bitmaps: np.ndarray, rec: np.ndarray,
-                       alive: np.ndarray, out: np.ndarray) -> int:
+                       alive: np.ndarray, out: np.ndarray, addrs: np.ndarray) -> int:
     """See :func:`siftbus.match.kernel.Kernels.index_match_packed` (the layout is
-    :func:`siftbus.match.kernel.pack_keys_arrays`'s)."""
+    :func:`siftbus.match.kernel.pack_keys_arrays`'s).
+
+    With ``addrs`` not empty, the lines a caller will touch to turn the matched ranks into
+    id strings are asked for as each match is found: ``addrs[rank]`` (the ``id()`` of the
+    rank's string, whose reference count the caller's list writes) and the slot of the
+    ids tuple at ``i64[6] + 8 * rank``. Only prefetch instructions use these addresses
+    (see :mod:`siftbus.match.prefetch_numba`)."""
     m = i64[0]
     g = i64[1]
     a = 8
@@ -264,6 +304,7 @@ def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
     set_kind = i32[b:b + g]
     b += g
     always = i32[b:b + i64[3]]
-    return index_match_keys(keys, bounds, lut, lut_off, i32[:m].reshape((1, m)), cell_base,
-                            set_kind, set_off, ent, slot_pre, bitmaps, rec_off, rec,
-                            always, alive, out)
+    row = i32[:m].reshape((1, m))
+    _cells_of_keys(keys, bounds, lut, lut_off, row, cell_base)
+    return _match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps, rec_off,
+                      rec, always, alive, out, addrs, i64[6])

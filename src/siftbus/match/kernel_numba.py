@@ -56,16 +56,19 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
     offsets = np.zeros(n_events + 1, np.int64)
     out = np.empty(max(64, n_events * 8), np.int32)
     scratch = np.empty(SCRATCH, np.int64)
+    no_ids = np.zeros(0, np.int64)
     k = 0
     for e in range(n_events):
         end = index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                          bitmaps, rec_off, rec, always, alive, out, k, scratch)
+                          bitmaps, rec_off, rec, always, alive, out, k, scratch,
+                          no_ids, 0)
         if end > out.shape[0]:
             grown = np.empty(max(2 * out.shape[0], end + 64), np.int32)
             grown[:k] = out[:k]
             out = grown
             end = index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                              bitmaps, rec_off, rec, always, alive, out, k, scratch)
+                              bitmaps, rec_off, rec, always, alive, out, k, scratch,
+                              no_ids, 0)
         if end - k > 1:
             out[k:end].sort()
         k = end

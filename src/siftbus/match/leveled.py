@@ -146,9 +146,16 @@ class Level:
     """Where each of ``id_list``'s strings is (``id``), for the prefetch."""
     prefetch: Callable[[np.ndarray, int, np.ndarray, int], int] | None = None
     """:func:`~siftbus.match.prefetch_numba.prefetch_ids` when the process runs numba
-    kernels and the level is large enough for its ids to miss the cache."""
+    kernels and the level is large enough for its ids to miss the cache (for levels
+    matched through their runner, :meth:`_run_one`)."""
     prefetch_for: object = _UNCHOSEN
     """The kernels ``prefetch`` was chosen under (chosen again when they change)."""
+    fast: Callable[[Event, np.ndarray], list[str]] | None = None
+    """``match(event, alive) -> ids``, made at the first per-event match
+    (:meth:`_per_event`)."""
+    own_prefetch: bool = False
+    """Whether ``fast`` is the compiled index's own function, which prefetches the ids
+    itself (with ``id_addrs``)."""
     members: dict[str, int] | None = None
     """Rank of each id, in levels of at most :data:`MEMBERS_MAX` profiles compiled
     from adds: finding an id there is one dict lookup, not a ~1 us binary search."""
@@ -179,9 +186,31 @@ class Level:
         return self.alive if self.live < self.compiled.n else _NO_TOMBSTONES
 
     def match_one(self, event: Event) -> list[str]:
-        """Ids matched by one event, sorted (the per-event fast path: ranks are read
-        through a memoryview of the buffer, cheaper than slicing the numpy array)."""
-        alive = self.alive if self.live < self.n else _NO_TOMBSTONES
+        """Ids matched by one event, sorted (the per-event path)."""
+        fast = self.fast
+        if fast is None:
+            fast = self.fast = self._per_event()
+        return fast(event, self.alive if self.live < self.n else _NO_TOMBSTONES)
+
+    def _per_event(self) -> Callable[[Event, np.ndarray], list[str]]:
+        """The function of :meth:`match_one`, made at its first call: the compiled
+        index's own (``id_matcher``: one call from the event to its ids, the id prefetch
+        in the kernel, for levels of at least :data:`PREFETCH_FROM` profiles), else
+        :meth:`_run_one` (the runner, then the ids)."""
+        ids = self.id_list
+        if ids is None:
+            ids = self.id_list = tuple(self.compiled.ids.tolist())
+        made = getattr(self.compiled, "id_matcher", None)
+        if made is not None:
+            if len(ids) >= PREFETCH_FROM and len(self.id_addrs) != len(ids):
+                self.id_addrs = np.fromiter(map(id, ids), np.int64, len(ids))
+            made = made(ids, self.id_addrs)
+        self.own_prefetch = made is not None
+        return made if made is not None else self._run_one
+
+    def _run_one(self, event: Event, alive: np.ndarray) -> list[str]:
+        """:meth:`match_one` through the runner (ranks are read through a memoryview of
+        the buffer, cheaper than slicing the numpy array)."""
         k = self.runner(event, alive, self.buf)
         if not k:
             return []
@@ -190,13 +219,19 @@ class Level:
             self.view = self.buf.data
             k = self.runner(event, alive, self.buf)
         ids = self.id_list
-        if ids is None:
-            ids = self.id_list = tuple(self.compiled.ids.tolist())
+        assert ids is not None
         if self.prefetch_for is not kernel.STATE.impl:
             self._choose_prefetch()
         if self.prefetch is not None:
             self.prefetch(self.buf, k, self.id_addrs, id(ids) + _TUPLE_ITEMS)
         return [ids[r] for r in self.view[:k]]
+
+    def prefetching(self) -> bool:
+        """Whether this level's per-event matches prefetch their ids now (only numba
+        kernels do, and only in levels of at least :data:`PREFETCH_FROM` profiles)."""
+        if self.own_prefetch:
+            return len(self.id_addrs) > 0 and kernel.name() == "numba"
+        return self.prefetch is not None
 
     def _choose_prefetch(self) -> None:
         self.prefetch_for = kernel.STATE.impl
