@@ -70,12 +70,12 @@ class ResidualMixin:
         return super().remove(profile_id)  # type: ignore[misc]
 
     def match(self, event: Event) -> list[str]:
-        side = self._side_list()
         if event.etype.extended:
-            return side.match(event)
-        found = super().match(event)  # type: ignore[misc]
-        if not len(side):
-            return list(found)
+            return self._side_list().match(event)
+        found: list[str] = super().match(event)  # type: ignore[misc]  # a new list
+        side = self.__dict__.get("_side")
+        if side is None or not len(side):  # the per-event path: nothing more to do
+            return found
         return sorted(set(found).union(side.match(event)))
 
     def match_batch(self, events: Sequence[Event]) -> list[list[str]]:
