@@ -213,11 +213,16 @@ class Kernels(Protocol):
 KEYS_AT = 8
 """Where the event's keys go in the ``i64`` array of :func:`pack_keys_arrays` (after a
 header of 8: attributes, cells, profiles, always, table entries, ``rec_off`` entries,
-:data:`IDS_AT`, 1 unused)."""
+:data:`IDS_AT`, :data:`SCRATCH`)."""
 
 IDS_AT = 6
 """Where the address of the ids tuple's item array goes in the ``i64`` array (for the
 prefetch of :meth:`Kernels.index_match_packed`; 0 when there is none)."""
+
+SCRATCH = 768
+"""int64 elements at the end of the ``i64`` array of :func:`pack_keys_arrays` that the
+compiled per-event kernel uses as scratch (``kernel_event_numba.SCRATCH``, the same
+number: a test checks), so that a call allocates nothing."""
 
 
 def pack_keys_arrays(bounds: np.ndarray, lut: np.ndarray, lut_off: np.ndarray,
@@ -228,10 +233,11 @@ def pack_keys_arrays(bounds: np.ndarray, lut: np.ndarray, lut_off: np.ndarray,
     :meth:`Kernels.index_match_keys` but ``ent``, ``slot_pre``, ``bitmaps``, ``rec``,
     concatenated by type:
 
-    ``i64``: header (m, cells, n, len(always), len(lut), len(rec_off) copied, 0, 0), keys
-    (m, written per event), ``lut_off`` (m + 1), ``cell_base`` (m + 1), ``bounds``
-    (cells), ``set_off`` (cells + 1), ``rec_off`` (n + 1, only when the level has bitmap
-    lead sets or profiles without conditions: list entries point at records directly);
+    ``i64``: header (m, cells, n, len(always), len(lut), len(rec_off) copied, 0 (see
+    :data:`IDS_AT`), :data:`SCRATCH`), keys (m, written per event), ``lut_off`` (m + 1),
+    ``cell_base`` (m + 1), ``bounds`` (cells), ``set_off`` (cells + 1), ``rec_off``
+    (n + 1, only when the level has bitmap lead sets or profiles without conditions:
+    list entries point at records directly), scratch (:data:`SCRATCH`);
     ``i32``: the cell row (m, scratch), ``lut``, ``set_kind`` (cells), ``always``.
 
     The copies cost nothing per profile without bitmaps and conditionless profiles, else 8
@@ -240,9 +246,10 @@ def pack_keys_arrays(bounds: np.ndarray, lut: np.ndarray, lut_off: np.ndarray,
     m = len(cell_base) - 1
     n = len(rec_off) - 1
     ro = rec_off if has_bitmaps or len(always) else np.zeros(0, np.int64)
-    header = np.array([m, len(set_kind), n, len(always), len(lut), len(ro), 0, 0], np.int64)
+    header = np.array([m, len(set_kind), n, len(always), len(lut), len(ro), 0, SCRATCH],
+                      np.int64)
     i64 = np.concatenate([header, np.zeros(m, np.int64), lut_off, cell_base, bounds,
-                          set_off, ro]).astype(np.int64)
+                          set_off, ro, np.zeros(SCRATCH, np.int64)]).astype(np.int64)
     i32 = np.concatenate([np.zeros(m, np.int32), lut, set_kind, always]).astype(np.int32)
     return i64, i32
 
