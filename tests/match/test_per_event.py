@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from siftbus.match import ReferenceMatcher, kernel, leveled
+from siftbus.match import ReferenceMatcher, kernel, level
 from siftbus.match.index import IndexMatcher
 from siftbus.model import Event, Op, Predicate, Profile, parse_schema
 
@@ -62,8 +62,8 @@ def _event(rnd: random.Random) -> Event:
 def test_per_event_matches_equal_the_reference(seed: int, n: int, threshold: float,
                                                empty: float, drop: float,
                                                prefetch_all: bool, delta: int) -> None:
-    saved = leveled.PREFETCH_FROM
-    leveled.PREFETCH_FROM = 1 if prefetch_all else saved
+    saved = level.PREFETCH_FROM
+    level.PREFETCH_FROM = 1 if prefetch_all else saved
     try:
         rnd = random.Random(seed)
         m = IndexMatcher(threshold, pending_limit=0 if not delta else 16, delta_limit=delta)
@@ -94,7 +94,7 @@ def test_per_event_matches_equal_the_reference(seed: int, n: int, threshold: flo
                 assert m.match(e) == ref.match(e)
         assert [m.match(e) for e in evs] == ref.match_batch(evs)
     finally:
-        leveled.PREFETCH_FROM = saved
+        level.PREFETCH_FROM = saved
 
 
 @pytest.mark.usefixtures("kernels")

@@ -105,8 +105,8 @@ class Event:
 
 
 _new = object.__new__
-_set_etype = Event.etype.__set__  # type: ignore[attr-defined]
-_set_keys = Event.keys.__set__  # type: ignore[attr-defined]
+_set_etype = vars(Event)["etype"].__set__  # the slots' descriptors
+_set_keys = vars(Event)["keys"].__set__
 
 Keyer = Callable[[Mapping[str, object]], "tuple[Key, ...] | None"]
 """The keys of a plain, valid values mapping of one event type, else ``None``."""
