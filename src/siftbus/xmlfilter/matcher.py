@@ -271,7 +271,6 @@ class XmlMatcher(Registry):
         matched: list[int] = []
         buf = bytearray()  # the satisfied constraints, as int32 bytes
         ints: list[int] = []  # and the rarer ones one by one
-        con_any = self._con_any
         for e in located:
             if self.precheck and not e.unconditional:
                 top = e.top
@@ -296,7 +295,7 @@ class XmlMatcher(Registry):
                     else:
                         slot.collect(vs, buf, ints)
                 else:
-                    slot_satisfied(slot, vs, con_any, buf, ints)  # type: ignore[arg-type]
+                    slot_satisfied(slot, vs, buf, ints)  # type: ignore[arg-type]
         texts = located[0].texts if len(located) == 1 else tuple(
             [e.target.text for e in located])
         if buf or ints:

@@ -89,7 +89,6 @@ class Registry:
         self._con_cond: list[Condition | None] = []
         self._con_slot: list[tuple[int, int]] = []  # (tid, pid)
         self._con_filters: list[set[int]] = []
-        self._con_any: list[bool] = []
         self._con_arr: dict[int, np.ndarray] = {}  # cid -> its filters (counting strategy)
         self._free_cids: list[int] = []
         # per filter id
@@ -284,7 +283,6 @@ class Registry:
         self._con_cond.append(None)
         self._con_slot.append((-1, -1))
         self._con_filters.append(set())
-        self._con_any.append(False)
         return cid
 
     def _intern_path(self, path: RelPath) -> int:
@@ -353,12 +351,12 @@ class Registry:
         self._con_key[cid] = key
         self._con_cond[cid] = c
         self._con_slot[cid] = (entry.tid, pid)
-        self._con_any[cid] = c.quantifier == "any"
         slot = self._slots.get((entry.tid, pid))
         if slot is None:
             slot = self._slots[(entry.tid, pid)] = entry.slots[pid] = SlotIndex()
         slot.add(c.operator, c.values, cid)
-        slot.n_all += counts_all(c)
+        if counts_all(c):
+            slot.counted.add(cid)
         entry.paths[pid] += 1
         if entry.paths[pid] == 1:
             self._invalidate()
@@ -499,7 +497,7 @@ class Registry:
             return
         slot = self._slots[(tid, pid)]
         slot.remove(cond.operator, cond.values, cid)
-        slot.n_all -= counts_all(cond)
+        slot.counted.discard(cid)
         if len(slot) == 0:
             del self._slots[(tid, pid)]
             del entry.slots[pid]

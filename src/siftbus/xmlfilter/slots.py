@@ -207,7 +207,7 @@ class SlotIndex:
     """
 
     __slots__ = ("_epc", "_globs", "_n_epc", "_n_prefix", "_num", "_num_cache", "_num_eq",
-                 "_prefix", "eq", "exists", "n", "n_all", "only_eq")
+                 "_prefix", "counted", "eq", "exists", "n", "only_eq")
 
     def __init__(self) -> None:
         self.exists = b""
@@ -227,9 +227,9 @@ class SlotIndex:
         #: nothing but equality and set membership: the matcher inlines the lookup
         self.only_eq = True
         #: constraints whose quantifier is ``all`` and whose operator tests the value (the
-        #: owner counts them: the index does not know quantifiers); when there are none,
-        #: several occurrences of the path need no counting
-        self.n_all = 0
+        #: owner keeps them: the index does not know quantifiers); only these are counted
+        #: over several occurrences of the path
+        self.counted: set[int] = set()
 
     def __len__(self) -> int:
         return self.n
@@ -480,24 +480,34 @@ class SlotIndex:
                 buf += arr[bisect.bisect_right(keys, x) :].data
 
 
-def slot_satisfied(slot: SlotIndex, vs: list[str], any_quantifier: list[bool],
-                   buf: bytearray, ints: list[int]) -> None:
+def slot_satisfied(slot: SlotIndex, vs: list[str], buf: bytearray, ints: list[int]) -> None:
     """Append the constraints of one slot that the occurrences ``vs`` of its path satisfy:
-    under ``all`` every occurrence must satisfy a constraint, under ``any`` one must
-    (``any_quantifier[cid]``)."""
-    if len(vs) == 1 or not slot.n_all:
-        # under 'any' the satisfied sets of the occurrences are united (a constraint
-        # listed twice is counted once by the matcher)
+    under ``all`` (``slot.counted``) every occurrence must satisfy a constraint, under
+    ``any`` one must. A constraint listed twice is counted once by the matcher, so the
+    occurrences' satisfied sets are united, and only the counted constraints that some
+    occurrence satisfies are looked at one by one (mostly none: a few ``all`` conditions
+    on a path that most subscriptions test under ``any``)."""
+    counted = slot.counted
+    if len(vs) == 1 or not counted:
         for v in vs:
             slot.collect(v, buf, ints)
         return
+    mine = bytearray()
+    extra: list[int] = []
+    for v in vs:
+        slot.collect(v, mine, extra)
+    ids = unpack(mine)
+    if counted.isdisjoint(ids) and counted.isdisjoint(extra):
+        buf += mine
+        ints.extend(extra)
+        return
+    ids += extra
     counts: dict[int, int] = {}
     get = counts.get
-    for v in vs:
-        for c in slot.satisfied(v):
-            counts[c] = get(c, 0) + 1
-    k = len(vs)
-    for c, n in counts.items():
-        if n == k or any_quantifier[c]:
+    for c in ids:
+        if c in counted:
+            counts[c] = get(c, 0) + 1  # each occurrence lists a constraint once
+        else:
             ints.append(c)
-
+    k = len(vs)
+    ints.extend([c for c, n in counts.items() if n == k])
