@@ -177,19 +177,21 @@ class XmlMatcher(Registry):
         # (at 183,275 subscriptions, scattered ones cost a cache and TLB miss apiece)
         names = sorted(self._subs)
         sub_rank = {sid: i for i, sid in enumerate(names)}
-        self._sub_names = [_fresh(sid) for sid in names]
+        by_rank: list[str | Receiver] = [_fresh(sid) for sid in names]
         f_rec, f_rkey = self._f_rec, self._f_rkey
         recs = {f_rkey[f]: f_rec[f] for f in live}
         rkeys = sorted(recs)
-        self._rec_objs = [Receiver(_fresh(r.method), _fresh(r.address))  # type: ignore[union-attr]
-                          for r in (recs[k] for k in rkeys)]
-        self._sub_table = _objects(self._sub_names)
-        self._rec_table = _objects(self._rec_objs)
+        # then the receivers: the kernel hands over both as places in one list (one
+        # conversion, one lookup)
+        by_rank.extend([Receiver(_fresh(r.method), _fresh(r.address))  # type: ignore[union-attr]
+                        for r in (recs[k] for k in rkeys)])
+        self._by_rank = by_rank
+        self._by_rank_table = _objects(by_rank)
         rec_rank = {k: i for i, k in enumerate(rkeys)}
         rank = np.zeros((2, max(1, len(f_sub))), np.int32)
         rank[0, live] = [sub_rank[f_sub[f]] for f in live]  # type: ignore[index]
         rank[1, live] = [rec_rank[f_rkey[f]] for f in live]
-        self._table.compile(entries, len(self._con_key), len(f_sub), rank)
+        self._table.compile(entries, len(self._con_key), len(f_sub), rank, len(names))
 
     # -- matching -----------------------------------------------------------------------
     def candidate_targets(self, tag: str) -> list[int]:
@@ -307,15 +309,13 @@ class XmlMatcher(Registry):
                 table = self._table
                 if table.stale:
                     self._compile()
-                found, sub_ranks, rec_ranks = table.match(sat)
-                if found and not matched and sub_ranks is not None:
+                found, ranks, nsub = table.match(sat)
+                if found and not matched and ranks is not None:
                     # the common case: sorted by integer ranks in the kernel
-                    assert rec_ranks is not None
                     st[2] += 1
                     st[5] += len(found)
-                    return ElementMatch(texts,
-                                        _pick(self._sub_names, self._sub_table, sub_ranks),
-                                        _pick(self._rec_objs, self._rec_table, rec_ranks),
+                    both = _pick(self._by_rank, self._by_rank_table, ranks)
+                    return ElementMatch(texts, both[:nsub], both[nsub:],
                                         tuple(found))
             else:
                 found = self._match_counting(sat)

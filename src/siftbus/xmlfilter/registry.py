@@ -107,10 +107,9 @@ class Registry:
         self._nfilters = 0
         self._fsize = np.zeros(64, np.int32)  # filter sizes, for the counting strategy
         self._table = AccessTable(compile_min)
-        self._sub_names: list[str] = []  # subscription ids and receivers by rank (compile)
-        self._rec_objs: list[Receiver] = []
-        self._sub_table = np.empty(0, object)  # the same two as object arrays
-        self._rec_table = np.empty(0, object)
+        #: subscription ids by rank, then receivers by rank (compile)
+        self._by_rank: list[str | Receiver] = []
+        self._by_rank_table = np.empty(0, object)  # and as an object array
         self._tries: dict[frozenset[int], tuple[Trie, bool]] = {}
         #: ancestors-or-self tags -> (located-by-path targets, their trie, has '//' paths)
         self._by_chain: dict[tuple[str, ...], tuple[list[TargetEntry], Trie | None, bool]]

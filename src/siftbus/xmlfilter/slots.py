@@ -170,15 +170,21 @@ def epc_parts(v: str) -> tuple[str, str] | None:
     head = t[:i]
     scheme = _EPC_HEADS.get(head, "")
     if scheme == "":
-        # the header decides everything but the last part, which must not be empty
-        split = epc_split(head + ":x")
-        scheme = None if split is None else split[0]
-        if len(_EPC_HEADS) >= 1024:  # documents may carry any number of headers
-            _EPC_HEADS.clear()
-        _EPC_HEADS[head] = scheme
+        scheme = _epc_scheme(head)
     if scheme is None or i == len(t) - 1:
         return None
     return scheme, t[i + 1 :]
+
+
+def _epc_scheme(head: str) -> str | None:
+    """The scheme of an EPC header (the text before the last ':'), remembered."""
+    # the header decides everything but the last part, which must not be empty
+    split = epc_split(head + ":x")
+    scheme = None if split is None else split[0]
+    if len(_EPC_HEADS) >= 1024:  # documents may carry any number of headers
+        _EPC_HEADS.clear()
+    _EPC_HEADS[head] = scheme
+    return scheme
 
 
 def _add_to(d: dict[str, bytes], key: str, cid: int) -> None:
@@ -405,24 +411,31 @@ class SlotIndex:
             self._collect_numeric(v, buf, ints)
 
     def _collect_epc(self, v: str, buf: bytearray, ints: list[int]) -> None:
-        parts = epc_parts(v)
-        if parts is None:
+        # epc_parts inlined, without slicing off the fields' text: values are mostly
+        # distinct (one serial each), so each slice is a new string to hash
+        t = v.strip()
+        i = t.rfind(":")
+        if i < 0:
             return
-        scheme, body = parts
-        n = body.count(".") + 1
+        scheme = _EPC_HEADS.get(t[:i], "")
+        if scheme == "":
+            scheme = _epc_scheme(t[:i])
+        if scheme is None or i == len(t) - 1:
+            return
+        n = t.count(".", i) + 1
         got: list[str] | None = None
         for (sch, nf, k), buckets in self._epc.items():
             if sch != scheme or nf != n:
                 continue
             if k == 0:
                 key = ""
+            elif k == n - 1:  # the common key: every field but the last (the serial)
+                key = t[i + 1 : t.rfind(".")]
             elif k == n:
-                key = body
-            elif k == n - 1:
-                key = body[: body.rfind(".")]
+                key = t[i + 1 :]
             else:
                 if got is None:
-                    got = body.split(".")
+                    got = t[i + 1 :].split(".")
                 key = ".".join(got[:k])
             bucket = buckets.get(key)
             if bucket is None:
@@ -431,7 +444,7 @@ class SlotIndex:
                 buf += bucket.wild
             if bucket.others or bucket.by_field or len(bucket.ranges):
                 if got is None:
-                    got = body.split(".")
+                    got = t[i + 1 :].split(".")
                 for pat, cid in bucket.others:
                     if pat.matches_fields(got):
                         ints.append(cid)
