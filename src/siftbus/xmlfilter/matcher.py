@@ -182,8 +182,11 @@ class XmlMatcher(Registry):
         recs = {f_rkey[f]: f_rec[f] for f in live}
         rkeys = sorted(recs)
         # then the receivers: the kernel hands over both as places in one list (one
-        # conversion, one lookup)
-        by_rank.extend([Receiver(_fresh(r.method), _fresh(r.address))  # type: ignore[union-attr]
+        # conversion, one lookup). Methods are few: one string each, shared, so that
+        # reading a receiver's method (a notification's writer does) finds it in cache
+        methods: dict[str, str] = {}
+        by_rank.extend([Receiver(methods.setdefault(r.method, r.method),  # type: ignore[union-attr]
+                                 _fresh(r.address))  # type: ignore[union-attr]
                         for r in (recs[k] for k in rkeys)])
         self._by_rank = by_rank
         self._by_rank_table = _objects(by_rank)
