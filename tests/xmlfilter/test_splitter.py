@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lxml import etree
@@ -47,10 +48,11 @@ def _end_order(root: etree._Element) -> list[etree._Element]:
     return out
 
 
+@pytest.mark.parametrize("way", [cut, cut_stream], ids=["tree", "streaming"])
 @settings(max_examples=200, deadline=None)
 @given(root=trees(), exact=st.sets(st.sampled_from([f"{{{NS}}}ev", "b"])),
        local=st.sets(st.sampled_from(["ev", "w"])))
-def test_cut_equals_full_parse(root: etree._Element, exact: set[str],
+def test_cut_equals_full_parse(way: Any, root: etree._Element, exact: set[str],
                                local: set[str]) -> None:
     data = etree.tostring(root)
     full = etree.fromstring(data)
@@ -63,7 +65,7 @@ def test_cut_equals_full_parse(root: etree._Element, exact: set[str],
         etree.tostring(e, method="c14n", with_tail=False),
     ) for e in _end_order(full) if candidate(e.tag)]
     got = []
-    for el, tags in cut(data, exact, local):
+    for el, tags in way(data, exact, local):
         got.append((list(tags), etree.tostring(el, method="c14n", with_tail=False)))
     assert got == want
 
