@@ -94,15 +94,9 @@ def _local(tag: str) -> str:
 _TAKE_MIN = 48
 
 
-def _pick(items: list[Any], table: np.ndarray, ranks: np.ndarray) -> tuple[Any, ...]:
-    """``tuple(items[r] for r in ranks)``, made in C; ``table`` is ``items`` as an
-    object array."""
-    n = len(ranks)
-    if n > _TAKE_MIN:
-        return tuple(table.take(ranks).tolist())
-    if n == 1:
-        return (items[int(ranks[0])],)
-    return itemgetter(*ranks.tolist())(items) if n else ()
+def _pick(table: np.ndarray, ranks: np.ndarray) -> tuple[Any, ...]:
+    """``tuple(table[r] for r in ranks)``, made in C (``table`` is an object array)."""
+    return tuple(table.take(ranks).tolist())
 
 
 def _objects(items: list[Any]) -> np.ndarray:
@@ -317,9 +311,13 @@ class XmlMatcher(Registry):
                     # the common case: sorted by integer ranks in the kernel
                     st[2] += 1
                     st[5] += len(found)
-                    both = _pick(self._by_rank, self._by_rank_table, ranks)
-                    return ElementMatch(texts, both[:nsub], both[nsub:],
-                                        tuple(found))
+                    if len(ranks) > _TAKE_MIN:  # many: each part taken apart, not copied
+                        objs = self._by_rank_table
+                        return ElementMatch(texts, _pick(objs, ranks[:nsub]),
+                                            _pick(objs, ranks[nsub:]), tuple(found))
+                    # a match has a subscription and a receiver: two ranks at least, a tuple
+                    both = itemgetter(*ranks.tolist())(self._by_rank)
+                    return ElementMatch(texts, both[:nsub], both[nsub:], tuple(found))
             else:
                 found = self._match_counting(sat)
             st[5] += len(found)
