@@ -219,3 +219,12 @@ def test_wildcard_company_prefix_patterns_are_looked_up_not_scanned(
     assert [sorted(slot.satisfied(v)) for v in values] == want
     assert want[0] == [7, 153, 154] and want[2] == [154]
     assert calls <= 3 * 3  # not 3 x 155
+
+
+def test_a_separator_float_refuses_is_no_number() -> None:
+    """'\\x1f' is whitespace to the number pattern but not to float(): the slot index
+    raised ValueError on such a value instead of treating it as no number."""
+    from siftbus.xmlfilter.operators import parse_number
+
+    assert parse_number("0\x1f") is None
+    assert parse_number(" 2.5\n") == 2.5

@@ -94,15 +94,9 @@ def _local(tag: str) -> str:
 _TAKE_MIN = 48
 
 
-def _pick(items: list[Any], table: np.ndarray, ranks: np.ndarray) -> tuple[Any, ...]:
-    """``tuple(items[r] for r in ranks)``, made in C; ``table`` is ``items`` as an
-    object array."""
-    n = len(ranks)
-    if n > _TAKE_MIN:
-        return tuple(table.take(ranks).tolist())
-    if n == 1:
-        return (items[int(ranks[0])],)
-    return itemgetter(*ranks.tolist())(items) if n else ()
+def _pick(table: np.ndarray, ranks: np.ndarray) -> tuple[Any, ...]:
+    """``tuple(table[r] for r in ranks)``, made in C (``table`` is an object array)."""
+    return tuple(table.take(ranks).tolist())
 
 
 def _objects(items: list[Any]) -> np.ndarray:
@@ -177,19 +171,24 @@ class XmlMatcher(Registry):
         # (at 183,275 subscriptions, scattered ones cost a cache and TLB miss apiece)
         names = sorted(self._subs)
         sub_rank = {sid: i for i, sid in enumerate(names)}
-        self._sub_names = [_fresh(sid) for sid in names]
+        by_rank: list[str | Receiver] = [_fresh(sid) for sid in names]
         f_rec, f_rkey = self._f_rec, self._f_rkey
         recs = {f_rkey[f]: f_rec[f] for f in live}
         rkeys = sorted(recs)
-        self._rec_objs = [Receiver(_fresh(r.method), _fresh(r.address))  # type: ignore[union-attr]
-                          for r in (recs[k] for k in rkeys)]
-        self._sub_table = _objects(self._sub_names)
-        self._rec_table = _objects(self._rec_objs)
+        # then the receivers: the kernel hands over both as places in one list (one
+        # conversion, one lookup). Methods are few: one string each, shared, so that
+        # reading a receiver's method (a notification's writer does) finds it in cache
+        methods: dict[str, str] = {}
+        by_rank.extend([Receiver(methods.setdefault(r.method, r.method),  # type: ignore[union-attr]
+                                 _fresh(r.address))  # type: ignore[union-attr]
+                        for r in (recs[k] for k in rkeys)])
+        self._by_rank = by_rank
+        self._by_rank_table = _objects(by_rank)
         rec_rank = {k: i for i, k in enumerate(rkeys)}
         rank = np.zeros((2, max(1, len(f_sub))), np.int32)
         rank[0, live] = [sub_rank[f_sub[f]] for f in live]  # type: ignore[index]
         rank[1, live] = [rec_rank[f_rkey[f]] for f in live]
-        self._table.compile(entries, len(self._con_key), len(f_sub), rank)
+        self._table.compile(entries, len(self._con_key), len(f_sub), rank, len(names))
 
     # -- matching -----------------------------------------------------------------------
     def candidate_targets(self, tag: str) -> list[int]:
@@ -271,7 +270,6 @@ class XmlMatcher(Registry):
         matched: list[int] = []
         buf = bytearray()  # the satisfied constraints, as int32 bytes
         ints: list[int] = []  # and the rarer ones one by one
-        con_any = self._con_any
         for e in located:
             if self.precheck and not e.unconditional:
                 top = e.top
@@ -296,7 +294,7 @@ class XmlMatcher(Registry):
                     else:
                         slot.collect(vs, buf, ints)
                 else:
-                    slot_satisfied(slot, vs, con_any, buf, ints)  # type: ignore[arg-type]
+                    slot_satisfied(slot, vs, buf, ints)  # type: ignore[arg-type]
         texts = located[0].texts if len(located) == 1 else tuple(
             [e.target.text for e in located])
         if buf or ints:
@@ -308,16 +306,18 @@ class XmlMatcher(Registry):
                 table = self._table
                 if table.stale:
                     self._compile()
-                found, sub_ranks, rec_ranks = table.match(sat)
-                if found and not matched and sub_ranks is not None:
+                found, ranks, nsub = table.match(sat)
+                if found and not matched and ranks is not None:
                     # the common case: sorted by integer ranks in the kernel
-                    assert rec_ranks is not None
                     st[2] += 1
                     st[5] += len(found)
-                    return ElementMatch(texts,
-                                        _pick(self._sub_names, self._sub_table, sub_ranks),
-                                        _pick(self._rec_objs, self._rec_table, rec_ranks),
-                                        tuple(found))
+                    if len(ranks) > _TAKE_MIN:  # many: each part taken apart, not copied
+                        objs = self._by_rank_table
+                        return ElementMatch(texts, _pick(objs, ranks[:nsub]),
+                                            _pick(objs, ranks[nsub:]), tuple(found))
+                    # a match has a subscription and a receiver: two ranks at least, a tuple
+                    both = itemgetter(*ranks.tolist())(self._by_rank)
+                    return ElementMatch(texts, both[:nsub], both[nsub:], tuple(found))
             else:
                 found = self._match_counting(sat)
             st[5] += len(found)

@@ -45,7 +45,10 @@ def parse_number(text: str) -> float | None:
     """The decimal number a value spells, or None (no NaN, infinity or underscores)."""
     if not _NUMBER.match(text):
         return None
-    x = float(text)
+    try:
+        x = float(text)
+    except ValueError:  # the pattern's \s takes separators float() refuses ('0\x1f')
+        return None
     return x if math.isfinite(x) else None
 
 

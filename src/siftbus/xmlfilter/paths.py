@@ -170,7 +170,14 @@ def walk(el: Any, node: Trie, out: dict[int, Values],
                             nodes2 = n.children_for(tag2)
                         for m in nodes2:
                             text = (g.text or "") if len(g) == 0 else "".join(g.itertext())
-                            _add(out, m.leaf, text)  # type: ignore[arg-type]
+                            at: int = m.leaf  # type: ignore[assignment]
+                            old = out.get(at)
+                            if old is None:
+                                out[at] = text
+                            elif old.__class__ is str:
+                                out[at] = [old, text]
+                            else:
+                                old.append(text)  # type: ignore[union-attr]
                 else:
                     walk(ch, n, out, seen)
     for step, n in node.desc:

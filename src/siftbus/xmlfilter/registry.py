@@ -89,7 +89,6 @@ class Registry:
         self._con_cond: list[Condition | None] = []
         self._con_slot: list[tuple[int, int]] = []  # (tid, pid)
         self._con_filters: list[set[int]] = []
-        self._con_any: list[bool] = []
         self._con_arr: dict[int, np.ndarray] = {}  # cid -> its filters (counting strategy)
         self._free_cids: list[int] = []
         # per filter id
@@ -108,10 +107,9 @@ class Registry:
         self._nfilters = 0
         self._fsize = np.zeros(64, np.int32)  # filter sizes, for the counting strategy
         self._table = AccessTable(compile_min)
-        self._sub_names: list[str] = []  # subscription ids and receivers by rank (compile)
-        self._rec_objs: list[Receiver] = []
-        self._sub_table = np.empty(0, object)  # the same two as object arrays
-        self._rec_table = np.empty(0, object)
+        #: subscription ids by rank, then receivers by rank (compile)
+        self._by_rank: list[str | Receiver] = []
+        self._by_rank_table = np.empty(0, object)  # and as an object array
         self._tries: dict[frozenset[int], tuple[Trie, bool]] = {}
         #: ancestors-or-self tags -> (located-by-path targets, their trie, has '//' paths)
         self._by_chain: dict[tuple[str, ...], tuple[list[TargetEntry], Trie | None, bool]]
@@ -284,7 +282,6 @@ class Registry:
         self._con_cond.append(None)
         self._con_slot.append((-1, -1))
         self._con_filters.append(set())
-        self._con_any.append(False)
         return cid
 
     def _intern_path(self, path: RelPath) -> int:
@@ -353,12 +350,12 @@ class Registry:
         self._con_key[cid] = key
         self._con_cond[cid] = c
         self._con_slot[cid] = (entry.tid, pid)
-        self._con_any[cid] = c.quantifier == "any"
         slot = self._slots.get((entry.tid, pid))
         if slot is None:
             slot = self._slots[(entry.tid, pid)] = entry.slots[pid] = SlotIndex()
         slot.add(c.operator, c.values, cid)
-        slot.n_all += counts_all(c)
+        if counts_all(c):
+            slot.counted.add(cid)
         entry.paths[pid] += 1
         if entry.paths[pid] == 1:
             self._invalidate()
@@ -499,7 +496,7 @@ class Registry:
             return
         slot = self._slots[(tid, pid)]
         slot.remove(cond.operator, cond.values, cid)
-        slot.n_all -= counts_all(cond)
+        slot.counted.discard(cid)
         if len(slot) == 0:
             del self._slots[(tid, pid)]
             del entry.slots[pid]

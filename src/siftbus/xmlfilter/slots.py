@@ -170,15 +170,21 @@ def epc_parts(v: str) -> tuple[str, str] | None:
     head = t[:i]
     scheme = _EPC_HEADS.get(head, "")
     if scheme == "":
-        # the header decides everything but the last part, which must not be empty
-        split = epc_split(head + ":x")
-        scheme = None if split is None else split[0]
-        if len(_EPC_HEADS) >= 1024:  # documents may carry any number of headers
-            _EPC_HEADS.clear()
-        _EPC_HEADS[head] = scheme
+        scheme = _epc_scheme(head)
     if scheme is None or i == len(t) - 1:
         return None
     return scheme, t[i + 1 :]
+
+
+def _epc_scheme(head: str) -> str | None:
+    """The scheme of an EPC header (the text before the last ':'), remembered."""
+    # the header decides everything but the last part, which must not be empty
+    split = epc_split(head + ":x")
+    scheme = None if split is None else split[0]
+    if len(_EPC_HEADS) >= 1024:  # documents may carry any number of headers
+        _EPC_HEADS.clear()
+    _EPC_HEADS[head] = scheme
+    return scheme
 
 
 def _add_to(d: dict[str, bytes], key: str, cid: int) -> None:
@@ -207,7 +213,7 @@ class SlotIndex:
     """
 
     __slots__ = ("_epc", "_globs", "_n_epc", "_n_prefix", "_num", "_num_cache", "_num_eq",
-                 "_prefix", "eq", "exists", "n", "n_all", "only_eq")
+                 "_prefix", "counted", "eq", "exists", "n", "only_eq")
 
     def __init__(self) -> None:
         self.exists = b""
@@ -227,9 +233,9 @@ class SlotIndex:
         #: nothing but equality and set membership: the matcher inlines the lookup
         self.only_eq = True
         #: constraints whose quantifier is ``all`` and whose operator tests the value (the
-        #: owner counts them: the index does not know quantifiers); when there are none,
-        #: several occurrences of the path need no counting
-        self.n_all = 0
+        #: owner keeps them: the index does not know quantifiers); only these are counted
+        #: over several occurrences of the path
+        self.counted: set[int] = set()
 
     def __len__(self) -> int:
         return self.n
@@ -405,24 +411,31 @@ class SlotIndex:
             self._collect_numeric(v, buf, ints)
 
     def _collect_epc(self, v: str, buf: bytearray, ints: list[int]) -> None:
-        parts = epc_parts(v)
-        if parts is None:
+        # epc_parts inlined, without slicing off the fields' text: values are mostly
+        # distinct (one serial each), so each slice is a new string to hash
+        t = v.strip()
+        i = t.rfind(":")
+        if i < 0:
             return
-        scheme, body = parts
-        n = body.count(".") + 1
+        scheme = _EPC_HEADS.get(t[:i], "")
+        if scheme == "":
+            scheme = _epc_scheme(t[:i])
+        if scheme is None or i == len(t) - 1:
+            return
+        n = t.count(".", i) + 1
         got: list[str] | None = None
         for (sch, nf, k), buckets in self._epc.items():
             if sch != scheme or nf != n:
                 continue
             if k == 0:
                 key = ""
+            elif k == n - 1:  # the common key: every field but the last (the serial)
+                key = t[i + 1 : t.rfind(".")]
             elif k == n:
-                key = body
-            elif k == n - 1:
-                key = body[: body.rfind(".")]
+                key = t[i + 1 :]
             else:
                 if got is None:
-                    got = body.split(".")
+                    got = t[i + 1 :].split(".")
                 key = ".".join(got[:k])
             bucket = buckets.get(key)
             if bucket is None:
@@ -431,7 +444,7 @@ class SlotIndex:
                 buf += bucket.wild
             if bucket.others or bucket.by_field or len(bucket.ranges):
                 if got is None:
-                    got = body.split(".")
+                    got = t[i + 1 :].split(".")
                 for pat, cid in bucket.others:
                     if pat.matches_fields(got):
                         ints.append(cid)
@@ -480,24 +493,34 @@ class SlotIndex:
                 buf += arr[bisect.bisect_right(keys, x) :].data
 
 
-def slot_satisfied(slot: SlotIndex, vs: list[str], any_quantifier: list[bool],
-                   buf: bytearray, ints: list[int]) -> None:
+def slot_satisfied(slot: SlotIndex, vs: list[str], buf: bytearray, ints: list[int]) -> None:
     """Append the constraints of one slot that the occurrences ``vs`` of its path satisfy:
-    under ``all`` every occurrence must satisfy a constraint, under ``any`` one must
-    (``any_quantifier[cid]``)."""
-    if len(vs) == 1 or not slot.n_all:
-        # under 'any' the satisfied sets of the occurrences are united (a constraint
-        # listed twice is counted once by the matcher)
+    under ``all`` (``slot.counted``) every occurrence must satisfy a constraint, under
+    ``any`` one must. A constraint listed twice is counted once by the matcher, so the
+    occurrences' satisfied sets are united, and only the counted constraints that some
+    occurrence satisfies are looked at one by one (mostly none: a few ``all`` conditions
+    on a path that most subscriptions test under ``any``)."""
+    counted = slot.counted
+    if len(vs) == 1 or not counted:
         for v in vs:
             slot.collect(v, buf, ints)
         return
+    mine = bytearray()
+    extra: list[int] = []
+    for v in vs:
+        slot.collect(v, mine, extra)
+    ids = unpack(mine)
+    if counted.isdisjoint(ids) and counted.isdisjoint(extra):
+        buf += mine
+        ints.extend(extra)
+        return
+    ids += extra
     counts: dict[int, int] = {}
     get = counts.get
-    for v in vs:
-        for c in slot.satisfied(v):
-            counts[c] = get(c, 0) + 1
-    k = len(vs)
-    for c, n in counts.items():
-        if n == k or any_quantifier[c]:
+    for c in ids:
+        if c in counted:
+            counts[c] = get(c, 0) + 1  # each occurrence lists a constraint once
+        else:
             ints.append(c)
-
+    k = len(vs)
+    ints.extend([c for c, n in counts.items() if n == k])

@@ -31,8 +31,8 @@ _EMPTY = np.zeros(0, np.int32)
 # per cache line it touches): a header, the entries of each access constraint (CSR), each
 # entry one row of _ROW ints (filter, its subscription's and receiver's ranks, its first
 # _INLINE other constraints, padded with -1, and the span of the rest), and the rest.
-_NCID, _ACC, _ENT, _OTH, _NENT = range(5)
-_HEADER = 5
+_NCID, _ACC, _ENT, _OTH, _NENT, _NSUB = range(6)
+_HEADER = 6
 _FID, _SUB, _REC, _OBEG, _OEND, _IN0 = range(6)
 _INLINE = 3
 _ROW = _IN0 + _INLINE
@@ -46,8 +46,10 @@ def _match(sat: np.ndarray, stamp: np.ndarray, epoch: int, snap: np.ndarray,
 
     ``out`` gets the accepted filters in ``out[0]``, and their subscriptions' and
     receivers' ranks (the places of their ids in sorted order), sorted and distinct, in
-    ``out[1]`` and ``out[2]``; ``counts`` gets the three lengths (``-1`` when ``out`` is
-    too small) and the number of candidates examined.
+    ``out[1]`` and ``out[2]``; then the receivers' ranks plus ``snap[_NSUB]`` also after
+    the subscriptions' in ``out[1]`` (one list of places in the subscriptions followed by
+    the receivers). ``counts`` gets the three lengths (``-1`` when ``out`` is too small:
+    it holds twice as many columns as filters) and the number of candidates examined.
     """
     nstamp = stamp.shape[0]
     for i in range(sat.shape[0]):
@@ -57,7 +59,7 @@ def _match(sat: np.ndarray, stamp: np.ndarray, epoch: int, snap: np.ndarray,
         else:
             stamp[c] = (stamp[c] & 0x80) | epoch
     acc, ent, oth = snap[_ACC], snap[_ENT], snap[_OTH]
-    cap = out.shape[1]
+    cap = out.shape[1] // 2
     k = 0
     examined = 0
     for i in range(sat.shape[0]):
@@ -95,6 +97,10 @@ def _match(sat: np.ndarray, stamp: np.ndarray, epoch: int, snap: np.ndarray,
     counts[3] = examined
     for r in range(1, 3):
         counts[r] = _sorted_distinct(out[r], k, marks)
+    nsub = counts[1]
+    shift = snap[_NSUB]
+    for i in range(counts[2]):
+        out[1, nsub + i] = out[2, i] + shift
 
 
 @njit(cache=True)
@@ -149,7 +155,7 @@ class AccessTable:
     def __init__(self, compile_min: int = 256) -> None:
         self.compile_min = compile_min
         # the snapshot
-        self._snap = np.array([0, _HEADER, _HEADER + 1, _HEADER + 1, 0, 0], np.int32)
+        self._snap = np.array([0, _HEADER, _HEADER + 1, _HEADER + 1, 0, 0, 0], np.int32)
         self._entry_of = np.zeros(0, np.int64)
         self._in_snapshot = 0
         self._dead = 0
@@ -163,7 +169,7 @@ class AccessTable:
         #: byte each, so that the array stays in the CPU cache
         self._stamp = np.zeros(64, np.uint8)
         self._epoch = 0
-        self._out = np.zeros((3, 256), np.int32)
+        self._out = np.zeros((3, 512), np.int32)
         self._counts = np.zeros(4, np.int64)
         self._marks = np.zeros(1, np.uint8)  # for sorting many ranks, as long as the ranks
         #: candidates examined by the kernel since the table was made
@@ -202,11 +208,12 @@ class AccessTable:
         self.stale = len(self._delta_of) > limit or self._dead > limit
 
     def compile(self, entries: Iterable[tuple[int, int, tuple[int, ...]]], ncid: int,
-                nfid: int, rank: np.ndarray) -> None:
+                nfid: int, rank: np.ndarray, nsub: int = 0) -> None:
         """A new snapshot of every live filter, ``(fid, access, others)``; the delta and
         the removed filters are folded in. ``rank[0, fid]`` and ``rank[1, fid]`` are the
         places of the filter's subscription id and receiver among the live ones, sorted
-        (so that sorting matched ranks sorts the ids)."""
+        (so that sorting matched ranks sorts the ids); ``nsub``, the number of
+        subscription ids, is added to receivers' ranks in :meth:`match`'s list of both."""
         # built column by column from Python lists, in bulk (one numpy call per column,
         # not one per filter)
         rows = sorted(entries, key=itemgetter(1))
@@ -232,7 +239,7 @@ class AccessTable:
         size = _HEADER + len(acc) + table.size + len(flat)
         if size >= 2**31:
             raise OverflowError("the access table passed 2**31 entries")
-        head = [ncid, _HEADER, _HEADER + len(acc), _HEADER + len(acc) + table.size, n]
+        head = [ncid, _HEADER, _HEADER + len(acc), _HEADER + len(acc) + table.size, n, nsub]
         self._snap = np.concatenate([np.array(head), acc, table.ravel(),
                                      np.array(flat, np.int64)]).astype(np.int32)
         self._entry_of = np.full(nfid, -1, np.int64)  # filter -> its row
@@ -255,14 +262,14 @@ class AccessTable:
             self._stamp = new
 
     # -- matching -----------------------------------------------------------------------
-    def match(self, sat: np.ndarray
-              ) -> tuple[list[int], np.ndarray | None, np.ndarray | None]:
+    def match(self, sat: np.ndarray) -> tuple[list[int], np.ndarray | None, int]:
         """The filters whose constraints are all in ``sat`` (an int32 array of satisfied
         constraint ids, which is consumed), through their access constraint; with the
-        sorted distinct ranks of their subscriptions and receivers (see :meth:`compile`),
-        as int32 arrays valid until the next match (views of the kernel's output: the
-        caller turns them into ids at once), or None for those when a filter of the
-        delta matched (it has no rank yet)."""
+        sorted distinct ranks of their subscriptions, followed by their receivers' plus
+        ``nsub`` (see :meth:`compile`), as one int32 array valid until the next match (a
+        view of the kernel's output: the caller turns it into objects at once), or None
+        when a filter of the delta matched (it has no rank yet); and how many of those
+        ranks are subscriptions'."""
         epoch = self._epoch + 1
         if epoch == 0x80:
             epoch = self._next_epoch()
@@ -282,17 +289,17 @@ class AccessTable:
         if k == 0:
             found: list[int] = []
             if not self._delta:
-                return found, _EMPTY, _EMPTY
+                return found, _EMPTY, 0
         else:
             found = out[0, :k].tolist()
         if self._delta:
             n = len(found)
             self._match_delta(sat, stamp, epoch, found)
             if len(found) > n:
-                return found, None, None
+                return found, None, 0
             if not n:
-                return found, _EMPTY, _EMPTY
-        return found, out[1, :nsub], out[2, :nrec]
+                return found, _EMPTY, 0
+        return found, out[1, : nsub + nrec], nsub
 
     def _next_epoch(self) -> int:
         self._epoch += 1
