@@ -4,7 +4,9 @@ handoff messages are held back, like a slow link). Both brokers claimed the same
 the second was told "not here", started empty, and the rows each broker received went
 to its own client only: neither process was told that the other took over, and rows
 published meanwhile were split between them or reached nobody (the batch lost at one
-reconnected session that ``bench/session_races.py`` found on slow links)."""
+reconnected session that ``bench/session_races.py`` found on slow links). Since, the two
+claims are rivals of one round, never the same epoch (``siftbus.broker.overlay``), under
+every handoff: acyclic, rendezvous and ping/pong."""
 
 from __future__ import annotations
 
@@ -106,10 +108,11 @@ async def test_two_claims_of_one_epoch_leave_the_session_to_one_process(
         await close_all(servers, clients)
 
 
-# Not yet: the rendezvous handoff when the holder answers B2 first (rows 10-11, published
-# at B1 after the claims settled, are missing: both claims registered the same gid, tag
-# = epoch, and the loser's teardown withdrew it), and ping/pong (nothing arrives, or
-# rows 8-11 are missing) -- failing on the code before this fix too (docs/mobility.md)
+# The rendezvous handoff with the holder answering B2 first lost rows 10-11 (published at
+# B1 after the claims settled): both claims registered the same gid (tag = epoch) and
+# the loser's teardown withdrew it. Ping/pong delivered nothing (B1 first) or lost rows
+# 8-11: its claim pinged a broker whose client was connected, which never answered.
+# Both failed before epochs were unique per broker (broker/overlay.py).
 @pytest.mark.parametrize(("first", "handoff", "protocol"), [
     ("B1", "acyclic", "forwarding"), ("B2", "acyclic", "forwarding"),
     ("B1", "rendezvous", "rendezvous"), ("B2", "rendezvous", "rendezvous"),
