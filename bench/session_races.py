@@ -1,8 +1,11 @@
 """Session handoffs racing a moving publisher on slow links (issue 30 item 2): an
 exploration harness, not a benchmark.
 
-Five in-process brokers (the tree of ``tests/broker/mobility.py``), forwarding with
-covering (``cov``) and with advertisements (``adv``); three session subscribers with
+Five in-process brokers (the tree of ``tests/broker/mobility.py``) under each routing
+and handoff pair of ``--protocols`` (:data:`PAIRS`: the acyclic handoff under forwarding
+with covering, ``cov``, with advertisements, ``adv``, and under flooding, ``flood``; the
+rendezvous handoff under rendezvous routing, ``rdv``; ping/pong under forwarding,
+``ping``); three session subscribers with
 covering profiles (``T()``, ``T(a <= 50)``, ``T(a >= 0)``) and a session publisher. Each
 of six rounds, concurrently: one subscriber's connection ends (closed, or aborted like a
 killed process, ``--abort``) and it reconnects with its ``SessionState`` at another
@@ -12,6 +15,7 @@ with ``ack``. Every frame between brokers is handled after a random delay of up 
 session must hold every row once; a run prints ``ok`` or ``LOSS`` with the missing rows.
 
     python bench/session_races.py --seeds 200:240 --delay 0.08 --abort 0.5
+    python bench/session_races.py --seeds 200:216 --protocols rdv,ping --revive
 
 Found with it (2026-11-29): seeds 201 and 206 of ``--seeds 200:208 --delay 0.08
 --abort 0.5`` lost one batch at one session that had reconnected with its state. The
@@ -20,6 +24,12 @@ with the state the harness then gave a new client, and two brokers claimed one e
 (``tests/broker/test_session_claims_race.py``, fixed; ``docs/mobility.md``). Aborted
 clients now stay dead (``--revive``: the old behaviour), and a link's frames are no
 longer handled after that link went down, which a real broker never does.
+
+Then (2026-11-29, ``--revive``, seeds 200-215): the same race under the rendezvous
+handoff and ping/pong lost rows too -- both claims subscribed under one tag and the
+loser's teardown withdrew the winner's routes, and ping/pong pinged a holder whose
+client was connected, which never answered. Epochs are unique per broker since
+(``siftbus.broker.overlay``).
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import copy
 import random
 import sys
 import time
@@ -40,7 +51,17 @@ from broker.servers import close_all, start_network
 from siftbus.broker import node as nodemod
 from siftbus.client import Client
 from siftbus.client.session import SessionState
+from siftbus.errors import RemoteError
 from siftbus.model import Event
+
+PAIRS: dict[str, dict[str, Any]] = {
+    "cov": {"protocol": "forwarding", "handoff": "acyclic"},
+    "adv": {"protocol": "forwarding", "handoff": "acyclic", "advertisements": True},
+    "flood": {"protocol": "flooding", "handoff": "acyclic"},
+    "rdv": {"protocol": "rendezvous", "handoff": "rendezvous", "rendezvous": {"T": "B1"}},
+    "ping": {"protocol": "forwarding", "handoff": "pingpong"},
+}
+"""The routing and handoff pairs, by the name ``--protocols`` and the output use."""
 
 
 def slow_links(rng: random.Random, delay: float) -> None:
@@ -73,11 +94,12 @@ def slow_links(rng: random.Random, delay: float) -> None:
     nodemod.BrokerNode.broker_down = broker_down  # type: ignore[method-assign]
 
 
-async def run(seed: int, adverts: bool, abort: float, revive: bool = False
-              ) -> dict[str, list[int]]:
+async def run(seed: int, pair: str, abort: float, revive: bool = False,
+              own_state: bool = False) -> dict[str, list[int]]:
     rng = random.Random(seed)
-    servers = await start_network(NAMES, TREE, "forwarding", "covering", schema=SCHEMA,
-                                  handoff="acyclic", advertisements=adverts)
+    adverts = bool(PAIRS[pair].get("advertisements"))
+    servers = await start_network(NAMES, TREE, strategy="covering", schema=SCHEMA,
+                                  **PAIRS[pair])
     profiles = {"s1": "T()", "s2": "T(a <= 50)", "s3": "T(a >= 0)"}
     at = {"s1": "B3", "s2": "B4", "s3": "B2"}
     states = {sid: SessionState(sid) for sid in profiles}
@@ -89,10 +111,34 @@ async def run(seed: int, adverts: bool, abort: float, revive: bool = False
     async def attach(sid: str) -> None:
         # reconnect=False: an aborted client is a killed process; with the default
         # policy (--revive) it reconnects by itself, a second process sharing the
-        # first's state
-        c = await Client.connect(port=servers[at[sid]].port, session=states[sid],
-                                 reconnect=revive)
-        await c.subscribe("f: " + profiles[sid], lambda n: got[sid].append(n.event.keys[1]))
+        # first's state -- the same object, or (``--own-state``) a copy of it: two real
+        # processes each have their own, and one object shared by two live clients
+        # drops rows one of them numbered at or below what the other has seen
+        if own_state:
+            states[sid] = copy.deepcopy(states[sid])
+        for _ in range(len(NAMES)):
+            try:
+                c = await Client.connect(port=servers[at[sid]].port, session=states[sid],
+                                         reconnect=revive)
+                break
+            except RemoteError as exc:
+                if "already connected" not in str(exc):
+                    raise
+                # --revive: the other process of the session is connected there (a
+                # second one at the same broker is refused): start it elsewhere
+                at[sid] = rng.choice([b for b in NAMES if b != at[sid]])
+        else:
+            raise AssertionError(f"{sid}: no broker took the second process")
+        def row(n: Any) -> None:
+            got[sid].append(int(n.event.keys[1]))
+
+        c.unclaimed_callback = row
+        try:
+            await c.subscribe("f: " + profiles[sid], row)
+        except RemoteError as exc:
+            # --revive: the process that lost the session to the other one may be
+            # refused (told SessionMoved); rows reaching it still count
+            print(seed, pair, sid, "refused:", str(exc)[:100], flush=True)
         clients[sid] = c
 
     try:
@@ -134,9 +180,16 @@ async def run(seed: int, adverts: bool, abort: float, revive: bool = False
         # session may each take a row the other had not acknowledged yet
         twice = sum(len(g) - len(set(g)) for g in got.values())
         if twice:
-            print(seed, "adv" if adverts else "cov", "twice", twice, flush=True)
-        return {sid: sorted(set(sent) - set(g)) for sid, g in got.items()
-                if set(sent) - set(g)}
+            print(seed, pair, "twice", twice, flush=True)
+        missing = {sid: set(sent) - set(g) for sid, g in got.items() if set(sent) - set(g)}
+        for sid, rows in missing.items():
+            # with --revive the process that keeps the session may be gone: its rows
+            # wait in the session's buffer for the next one (not lost; reported apart)
+            kept = rows & held_rows(servers, sid)
+            if kept:
+                print(seed, pair, sid, "held for the next process:", sorted(kept), flush=True)
+                rows -= kept
+        return {sid: sorted(rows) for sid, rows in missing.items() if rows}
     finally:
         for c in [*clients.values(), *([p] if p is not None else [])]:
             with contextlib.suppress(Exception):  # a client already gone
@@ -144,28 +197,53 @@ async def run(seed: int, adverts: bool, abort: float, revive: bool = False
         await close_all(servers)
 
 
+def held_rows(servers: dict[str, Any], sid: str) -> set[int]:
+    """The rows (``b``) of session ``sid`` waiting in a buffer at any broker."""
+    out: set[int] = set()
+    for srv in servers.values():
+        table = srv.node.sessions
+        for s in (table.sessions.get(sid), table.outgoing.get(sid)):
+            if s is None:
+                continue
+            blocks = [c.block for c in s.chunks]
+            blocks += [b for items, _ in s.pending for b, _, _ in items]
+            for b in blocks:
+                out.update(int(e.keys[1]) for e in b.events())
+    return out
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default="0:20", help="A:B, the seeds A..B-1")
     ap.add_argument("--delay", type=float, default=0.08)
     ap.add_argument("--abort", type=float, default=0.5)
+    ap.add_argument("--protocols", default="cov,adv",
+                    help=f"comma-separated, of {', '.join(PAIRS)}")
+    ap.add_argument("--own-state", action="store_true",
+                    help="with --revive: the new process starts from a copy of the state "
+                         "(two real processes), not the revived client's own object")
     ap.add_argument("--revive", action="store_true",
                     help="aborted clients reconnect by themselves (two processes, one state)")
     a = ap.parse_args()
     lo, hi = (int(x) for x in a.seeds.split(":"))
     slow_links(random.Random(lo), a.delay)
-    lost = 0
+    pairs = a.protocols.split(",")
+    unknown = [p for p in pairs if p not in PAIRS]
+    if unknown:
+        ap.error(f"unknown --protocols {', '.join(unknown)} (have {', '.join(PAIRS)})")
+    lost = {p: 0 for p in pairs}
     for seed in range(lo, hi):
-        for adverts in (False, True):
-            name = "adv" if adverts else "cov"
+        for name in pairs:
             try:
-                bad = await asyncio.wait_for(run(seed, adverts, a.abort, a.revive), 90)
+                bad = await asyncio.wait_for(run(seed, name, a.abort, a.revive, a.own_state), 90)
             except Exception as exc:
                 print(seed, name, "ERROR", type(exc).__name__, str(exc)[:160], flush=True)
                 continue
-            lost += bool(bad)
+            lost[name] += bool(bad)
             print(seed, name, f"LOSS {bad}" if bad else "ok", flush=True)
-    return 1 if lost else 0
+    print("runs with a loss:", ", ".join(f"{p} {n}/{hi - lo}" for p, n in lost.items()),
+          flush=True)
+    return 1 if any(lost.values()) else 0
 
 
 if __name__ == "__main__":

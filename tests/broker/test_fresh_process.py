@@ -76,6 +76,12 @@ def line(n: int, handoff: str = "acyclic") -> Simulator:
     return Simulator(SCHEMA, names, list(itertools.pairwise(names)), handoff=handoff)
 
 
+def epoch(round_: int, broker: str, brokers: int) -> int:
+    """The epoch ``broker`` claims in round ``round_`` on a line of ``brokers`` (an
+    epoch is a pair, ``round * brokers + rank``: ``broker.overlay``)."""
+    return round_ * brokers + int(broker[1:])
+
+
 def away_with_rows(sim: Simulator, at: str = "B0") -> list[tuple[str, int]]:
     """Session ``m`` subscribed at ``at``, gone; four rows kept for it there."""
     sim.add_client("m", at, session=True)
@@ -108,10 +114,10 @@ def test_a_fresh_process_elsewhere_is_numbered_above_the_holder_before_its_ack(
     ids = away_with_rows(sim)
     sim.move("m", "B3", tell=False, fresh=True)
     c = sim.clients["m"]
-    assert c.pending and c.statuses[-1]["epoch"] == 1  # no ACK yet: its first one
+    assert c.pending and c.statuses[-1]["epoch"] == epoch(1, "B0", 4)  # no ACK yet
     sim.run()
     ack = c.statuses[-2]
-    assert ack["epoch"] == 2 and ack["state"] == "arriving"  # the ACK, then "ready"
+    assert ack["epoch"] == epoch(2, "B3", 4) and ack["state"] == "arriving"  # then "ready"
     ids += sim.publish("p", [Event(T, (5, 0, "ab"))])
     sim.run()
     sim.advance(1.0)
@@ -121,27 +127,27 @@ def test_a_fresh_process_elsewhere_is_numbered_above_the_holder_before_its_ack(
 
 def test_a_fresh_process_right_after_a_move_takes_the_newest_copy() -> None:
     """It attaches while the move before has not reached the holder: it is numbered
-    above the moving copy (3), which hands the state on once it has it."""
+    above the moving copy (round 3), which hands the state on once it has it."""
     sim = line(4)
     ids = away_with_rows(sim)
     sim.add_client("m", "B0", session=True)
     sim.run()
-    sim.move("m", "B1")  # told: epoch 2, its request to B0 not delivered yet
+    sim.move("m", "B1")  # told: round 2, its request to B0 not delivered yet
     sim.move("m", "B3", tell=False, fresh=True)
-    settled_once(sim, ids, epoch=3, at="B3")
+    settled_once(sim, ids, epoch=epoch(3, "B3", 4), at="B3")
 
 
 def test_a_fresh_process_that_gives_up_before_its_ack_leaves_no_copy() -> None:
     """Two fresh attaches at two brokers, the first abandoned before its ACK once its
     wave has passed the holder B0: its broker's wave ends unheard, only the second holds
-    the session, numbered above what B0 told the first (2): 3."""
+    the session, numbered in the round after the one B0 told the first (2): round 3."""
     sim = line(4)
     ids = away_with_rows(sim)
     sim.move("m", "B1", tell=False, fresh=True)
     while not sim.nodes["B0"].handoff.counts["ce"]:  # B0 has answered the first wave
         assert sim.step()
     sim.move("m", "B3", tell=False, fresh=True)
-    settled_once(sim, ids, epoch=3, at="B3")
+    settled_once(sim, ids, epoch=epoch(3, "B3", 4), at="B3")
 
 
 def test_a_fresh_process_where_an_old_copy_waits_takes_the_newer_one() -> None:
@@ -153,7 +159,7 @@ def test_a_fresh_process_where_an_old_copy_waits_takes_the_newer_one() -> None:
     sim.run()
     sim.move("m", "B2")
     sim.move("m", "B0", tell=False, fresh=True)
-    settled_once(sim, ids, epoch=3, at="B0")
+    settled_once(sim, ids, epoch=epoch(3, "B0", 3), at="B0")
 
 
 def test_a_fresh_process_behind_a_down_link_is_refused_not_split() -> None:

@@ -5,6 +5,7 @@ started again while a publisher sends; FILE ends up with every matching event on
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from siftbus.client import Client
+from siftbus.client.session import SessionState
 
 SCHEMA = '[T]\na = "int[0,99]"\nb = "int[0,1000000]"\n'
 
@@ -213,3 +215,79 @@ async def test_the_readme_form_restarted_here_and_elsewhere_and_a_takeover_told(
     got = Counter(int(x["event"]["b"]) for x in lines(out))  # type: ignore[index, call-overload]
     assert set(got) == {i for i in range(400) if i % 100 < 50} and max(got.values()) == 1
     assert [int(x["n"]) for x in lines(out)] == list(range(1, 201))  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(("handoff", "protocol"), [("rendezvous", "rendezvous"),
+                                                   ("pingpong", "forwarding")])
+async def test_two_processes_from_one_state_leave_the_session_to_one(
+        tmp_path: Path, procs: Procs, handoff: str, protocol: str) -> None:
+    """Three ``siftbus broker`` processes (B1 and B2 behind B0); two clients reconnect
+    with one ``SessionState`` at B1 and B2 at the same moment, while publishers at all
+    three send: one of the two is told ``SessionMoved``, and every row published after
+    the state was taken reaches exactly one of them (issue 30 item 2: both brokers
+    claimed the same epoch; under rendezvous the loser's teardown withdrew the winner's
+    routes, under ping/pong the claim pinged a broker whose client was connected)."""
+    ports = {b: free_port() for b in ("B0", "B1", "B2")}
+    (tmp_path / "schema.toml").write_text(SCHEMA)
+    cfg = tmp_path / "net.toml"
+    cfg.write_text(
+        f'[network]\nschema = "schema.toml"\nprotocol = "{protocol}"\nhandoff = "{handoff}"'
+        '\n\n[network.rendezvous]\nT = "B0"\n\n'
+        + "".join(f'[brokers.{b}]\nport = {p}\n'
+                  + ('neighbours = ["B0"]\n' if b != "B0" else "") + "\n"
+                  for b, p in ports.items()))
+    log = tmp_path / "log.txt"
+    for b in ports:
+        procs.start("broker", "--config", str(cfg), "--name", b, log=log)
+    hub = None
+    end = time.monotonic() + 60  # start-up is slow on a loaded machine
+    while hub is None or (await hub.stats())["neighbours_up"] < 2:
+        assert time.monotonic() < end, log.read_text()[-2000:]
+        await asyncio.sleep(0.2)
+        if hub is None:
+            try:
+                hub = await Client.connect(port=ports["B0"], timeout=2)
+            except Exception:
+                hub = None
+    await hub.close()
+    state = SessionState("m")
+    first = await Client.connect(port=ports["B0"], session=state)
+    await first.subscribe("f: T()")
+    await publish(ports["B0"], 0, 10)
+    end = time.monotonic() + 10
+    while state.last < 10:
+        assert time.monotonic() < end
+        await asyncio.sleep(0.05)
+    await first.close()
+
+    got: dict[str, list[int]] = {"B1": [], "B2": []}
+    states = {"B1": state, "B2": copy.deepcopy(state)}  # two processes, one state
+
+    async def claim(b: str) -> Client:
+        c = await Client.connect(port=ports[b], session=states[b], reconnect=False)
+        c.unclaimed_callback = lambda n: got[b].append(int(n.event.keys[1]))
+        return c
+
+    claims: list[Client] = []
+    try:
+        claims = list(await asyncio.gather(claim("B1"), claim("B2")))
+        await asyncio.gather(*(publish(ports[b], 100 * (i + 1), 50)
+                               for i, b in enumerate(ports)))
+        want = {b for i in range(3) for b in range(100 * (i + 1), 100 * (i + 1) + 50)}
+        end = time.monotonic() + 20
+        while not (any(c.ended.is_set() for c in claims)
+                   and want <= set(got["B1"]) | set(got["B2"])):
+            assert time.monotonic() < end, (
+                [c.ended.is_set() for c in claims], sorted(want - set(got["B1"] + got["B2"])),
+                log.read_text()[-2000:])
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.3)
+        assert [c.ended.is_set() for c in claims].count(True) == 1
+        told = next(c.lost for c in claims if c.ended.is_set())
+        assert "another process took it over" in str(told)
+        rows = got["B1"] + got["B2"]
+        assert sorted(rows) == sorted(want), Counter(rows).most_common(3)
+        await next(c for c in claims if not c.ended.is_set()).ping()
+    finally:
+        for c in claims:
+            await c.close()

@@ -94,9 +94,12 @@ async def test_a_fresh_process_with_only_the_session_id_takes_it_over_elsewhere(
             await asyncio.sleep(0.02)
         await wait_for(lambda: servers["B3"].node.sessions.sessions["m"].count >= 1)
         kept = servers["B3"].node.sessions.sessions["m"].count
+        held = servers["B3"].node.sessions.sessions["m"].epoch
         state = SessionState("m")
         c = await Client.connect(port=servers["B4"].port, session=state)
-        assert state.statuses[0]["epoch"] == 2  # decided before the ACK, above B3's
+        # decided before the ACK, above B3's: B4's epoch of the next round
+        epoch = servers["B4"].node.handoff.next_epoch(held)
+        assert state.statuses[0]["epoch"] == epoch
         await wait_for(lambda: c.unclaimed.qsize() >= kept, 5)
         await pub.publish_batch([Event(T, (2, 100 + i)) for i in range(5)], ack=True)
         await wait_for(lambda: c.unclaimed.qsize() >= kept + 5)
@@ -106,7 +109,7 @@ async def test_a_fresh_process_with_only_the_session_id_takes_it_over_elsewhere(
         assert max(got.values()) == 1 and len(got) == kept + 5
         assert set(range(100, 105)) <= set(got)
         assert "m" not in servers["B3"].node.sessions.sessions
-        assert state.status["state"] == "ready" and state.epoch == 2
+        assert state.status["state"] == "ready" and state.epoch == epoch
         await c.close()
         await pub.close()
     finally:
@@ -170,7 +173,8 @@ async def test_a_subscriber_moving_every_200ms_gets_every_event_exactly_once(
 
 async def test_two_fresh_processes_at_once_are_numbered_apart_and_one_keeps_it() -> None:
     """Two processes with only the id connect at once at B2 and B4 while the session is
-    kept at B3: the holder numbers their finds apart (epochs 2 and 3), the later takes
+    kept at B3: the holder numbers their finds apart (epochs of the next two rounds,
+    ``broker.overlay``), the later takes
     the session from the earlier (no ``handoff_failed``, one copy left), and every kept
     row reaches one of them."""
     servers = await start_tree("acyclic")
@@ -182,12 +186,15 @@ async def test_two_fresh_processes_at_once_are_numbered_apart_and_one_keeps_it()
         await asyncio.sleep(0.3)  # the subscription reaches the publisher's broker
         await pub.publish_batch([Event(T, (1, i)) for i in range(10)], ack=True)
         await wait_for(lambda: servers["B3"].node.sessions.sessions["m"].count == 10)
+        overlay = servers["B3"].node.handoff.overlay
+        held = overlay.round(servers["B3"].node.sessions.sessions["m"].epoch)
         states = [SessionState("m"), SessionState("m")]
         clients = await asyncio.gather(*(
             Client.connect(port=servers[b].port, session=st)
             for b, st in zip(["B2", "B4"], states, strict=True)))
-        assert sorted(st.statuses[0]["epoch"] for st in states) == [2, 3]
-        later = servers["B2" if states[0].statuses[0]["epoch"] == 3 else "B4"]
+        epochs = [st.statuses[0]["epoch"] for st in states]
+        assert sorted(overlay.round(e) for e in epochs) == [held + 1, held + 2]
+        later = servers["B2" if epochs[0] > epochs[1] else "B4"]
         await wait_for(lambda: [b for b, s in servers.items()
                                 if "m" in s.node.sessions.sessions] == [later.node.name])
         await wait_for(lambda: sum(k.unclaimed.qsize() for k in clients) >= 10)
@@ -195,7 +202,7 @@ async def test_two_fresh_processes_at_once_are_numbered_apart_and_one_keeps_it()
                for _ in range(k.unclaimed.qsize())}
         assert got == set(range(10))
         assert sum(s.node.sessions.counts["handoffs_failed"] for s in servers.values()) == 0
-        assert later.node.sessions.sessions["m"].epoch == 3
+        assert later.node.sessions.sessions["m"].epoch == max(epochs)
         await pub.close()
         for k in clients:
             await k.close()

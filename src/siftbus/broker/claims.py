@@ -78,6 +78,8 @@ class _Host(Protocol):
 class _Tree(Protocol):
     def knows(self, dest: str) -> bool: ...
 
+    def next_round(self, epoch: int) -> int: ...
+
     @property
     def adjacent(self) -> dict[str, list[str]]: ...
 
@@ -283,7 +285,7 @@ class ClaimCheck:
             self._issued.pop(sid, None)
             return None
         told = max(int(best[0]), self._issued.get(sid, 0))
-        self._issued[sid] = told + 1
+        self._issued[sid] = self.handoff.overlay.next_round(told)  # finds never rivals
         if len(self._issued) > self.handoff.policy.max_sessions:
             # bounded: forget the ids no longer held here (a copy that comes back has
             # a newer epoch, above whatever was told before)

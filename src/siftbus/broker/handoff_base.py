@@ -43,6 +43,7 @@ from siftbus.wire.profiles import decode_profile, encode_profile
 
 from .claims import ClaimCheck, Found, Verdict
 from .duplicates import Seen
+from .overlay import Overlay
 from .protocols import Routing
 from .session_table import SessionRequest, SessionTable, session_gid
 from .sessions import SESSION_PREFIX, Session, SessionPolicy
@@ -75,39 +76,6 @@ class HandoffHost(Protocol):
     def clock(self) -> float: ...
 
     def call_later(self, delay: float, fn: Any) -> None: ...
-
-
-class Overlay:
-    """The tree of brokers as seen from one of them: the next hop toward any broker."""
-
-    def __init__(self, edges: Iterable[tuple[str, str]], me: str) -> None:
-        adj: dict[str, set[str]] = defaultdict(set)
-        for a, b in edges:
-            adj[a].add(b)
-            adj[b].add(a)
-        self.me = me
-        self.adjacent = {k: sorted(v) for k, v in adj.items()}
-        self._first: dict[str, str] = {}
-        frontier = [me]
-        seen = {me}
-        while frontier:
-            nxt = []
-            for u in frontier:
-                for v in self.adjacent.get(u, ()):
-                    if v not in seen:
-                        seen.add(v)
-                        self._first[v] = v if u == me else self._first[u]
-                        nxt.append(v)
-            frontier = nxt
-
-    def next_hop(self, dest: str) -> str:
-        hop = self._first.get(dest)
-        if hop is None:
-            raise WireError(f"no broker {dest!r} in the tree of {self.me}", field="to")
-        return hop
-
-    def knows(self, dest: str) -> bool:
-        return dest == self.me or dest in self._first
 
 
 class HandoffBase(ABC):
@@ -230,6 +198,10 @@ class HandoffBase(ABC):
         else:
             self.locate(s)
 
+    def next_epoch(self, after: int) -> int:
+        """The epoch an attachment here numbered from ``after`` claims (:mod:`.overlay`)."""
+        return self.overlay.next_epoch(after)
+
     @abstractmethod
     def begin(self, s: Session, previous: str) -> None:
         """Start taking the session over from ``previous`` (its profiles are known)."""
@@ -282,17 +254,20 @@ class HandoffBase(ABC):
             # one, with rows held meanwhile, stayed behind unasked)
             self._waiting.setdefault(sid, []).append((to, epoch))
             return
-        state = table.release(sid, to, epoch)
+        rival = cur is not None and not fold and cur.link in self.host.clients \
+            and self.overlay.rivals(cur.epoch, epoch)
+        state = None if rival else table.release(sid, to, epoch)
         if state is None:
             gone = table.moved.get(sid)
             nack: dict[str, Any] = {"k": "nack", "s": sid, "e": epoch,
                                     "moved": gone[0] if gone and gone[0] != to else None}
             cur = table.sessions.get(sid)
-            if cur is not None and cur.epoch >= epoch:
-                # claimed here with the requester's epoch or a newer one: two claims
-                # of one epoch (two processes with the same state, slow links) must
-                # not both stand, nor may a stale "moved" send the requester round
-                # in circles (issue 30 item 2): it is told the epoch held here
+            if cur is not None and (rival or cur.epoch >= epoch):
+                # claimed here with a newer epoch, or a rival one whose process is
+                # connected here: two claims numbered from one epoch (two processes
+                # with the same state, slow links) must not both stand, nor may a
+                # stale "moved" send the requester round in circles (issue 30 item
+                # 2): it is told the epoch held here and settles it (superseded)
                 nack.update(moved=None, held=cur.epoch, at=self.host.name)
             self.send_to(to, nack, oob=self.out_of_band)
             return
@@ -392,7 +367,8 @@ class HandoffBase(ABC):
         s = self.host.sessions.sessions.get(_sid(body))
         held, at = body.get("held"), body.get("at")
         if s is not None and s.state == "arriving" and s.epoch == body.get("e") \
-                and type(held) is int and held >= s.epoch and isinstance(at, str) \
+                and type(held) is int and isinstance(at, str) \
+                and (held >= s.epoch or self.overlay.rivals(held, s.epoch)) \
                 and self.overlay.knows(at) and at != self.host.name:
             self.superseded(s, held, at)
             return
@@ -405,21 +381,22 @@ class HandoffBase(ABC):
             self.finish(s, None)
 
     def superseded(self, s: Session, held: int, at: str) -> None:
-        """Broker ``at`` claims the session arriving here, with epoch ``held`` -- ours
-        (two processes reconnected with the same state) or a newer one (ours is stale)
-        -- so the holder had nothing to give us (issue 30 item 2). Before, this copy
-        started empty, or asked round a loop of stale "moved" answers until it timed
-        out, and the rows held here for it reached nobody.
+        """Broker ``at`` claims the session arriving here, with epoch ``held`` -- a
+        rival of ours (two processes reconnected with the same state: the same round,
+        :mod:`.overlay`) or a newer one (ours is stale) -- so the holder had nothing to
+        give us, or ``at`` keeps it for its connected process (issue 30 item 2).
+        Before, this copy started empty, or asked round a loop of stale "moved" answers
+        until it timed out, and the rows held here for it reached nobody.
 
-        On a tie a client still connected here supersedes the other claim with a higher
-        epoch and fetches the state from ``at`` (the process there is told
-        ``SessionMoved``). Otherwise this claim lost: the rows held for it go to ``at``
-        and are numbered there (:meth:`SessionTable.fold
+        Against a rival a client still connected here supersedes the other claim in
+        the next round and fetches the state from ``at`` (the process there, if any,
+        is told ``SessionMoved``). Otherwise this claim lost: the rows held for it go
+        to ``at`` and are numbered there (:meth:`SessionTable.fold
         <siftbus.broker.session_table.SessionTable.fold>`), its client if still
         connected is told ``SessionMoved``, and its profiles here follow the session
         (:meth:`after_release`)."""
-        if held == s.epoch and s.link in self.host.clients:
-            s.epoch = held + 1
+        if self.overlay.rivals(held, s.epoch) and s.link in self.host.clients:
+            s.epoch = self.overlay.next_epoch(max(held, s.epoch))
             self.claim(s)
             self.begin(s, at)
             return
@@ -493,7 +470,8 @@ class HandoffBase(ABC):
             # ends; the handoff's time-out bounds it)
             self.host.call_later(self.policy.ping_interval, lambda: self._relocate(s))
             return
-        s.epoch = max(s.epoch, int(best[0]) + 1)
+        if s.epoch <= int(best[0]):
+            s.epoch = self.overlay.next_epoch(int(best[0]))
         s.tag = int(best[2])
         if s.profiles is None:
             s.profiles = {p.id: p for p in (

@@ -4,8 +4,10 @@ Tarkoma's baseline (§5.4, Book Alg. 11.1). The brokers' proxies talk through a 
 publish/subscribe plane on the same links -- a :class:`~siftbus.broker.protocols.
 ProfileForwarding` routing over :data:`CONTROL_SCHEMA`, its messages marked ``plane``:
 
-* *move-out* (the old broker ``a``, when the client leaves): subscribe
-  ``Ping(session = id, to = a)``;
+* *move-out* (the old broker ``a``, from when it holds the session): subscribe
+  ``Ping(session = id, to = a)`` (the thesis subscribes it when the client leaves; then
+  a process taking the session over, or a rival claim of it, pinged a broker whose
+  client was still connected and waited until its handoff timed out);
 * *move-in* (the new broker ``b``): subscribe ``Pong(session = id, to = b)``, subscribe
   the client's profiles anew (gids of a new tag), publish ``Ping`` every
   ``ping_interval`` seconds until a ``Pong`` arrives;
@@ -158,7 +160,10 @@ class PingPong(HandoffBase):
         self._sub(self._ping_gid(s.id), "Ping", session=s.id, to=self.host.name)
 
     def on_back(self, s: Session) -> None:
-        self._unsub(self._ping_gid(s.id))
+        # answered while the client is here too: a process taking the session over
+        # elsewhere (or a rival claim of it, issue 30 item 2) pings the broker whose
+        # client is connected, and waited for a pong until its handoff timed out
+        self.on_away(s)
 
     def on_control(self, ev: Event) -> None:
         """A ping or pong for this broker's proxy."""
@@ -210,6 +215,7 @@ class PingPong(HandoffBase):
     def established(self, s: Session) -> None:
         if self._open.pop(s.id, None) is not None:
             self._unsub(self._pong_gid(s.id))
+        self.on_away(s)  # pinged from now on, the client here or not (on_back)
         super().established(s)
 
     def _on_nack(self, link: str, body: dict[str, Any]) -> None:

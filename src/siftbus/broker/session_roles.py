@@ -57,7 +57,10 @@ class Mover(Protocol):
         """A session's client left (it may come back here or elsewhere)."""
 
     def on_back(self, s: Session) -> None:
-        """A session's client came back to this broker."""
+        """A session's client came back to this broker (or opened it here)."""
+
+    def next_epoch(self, after: int) -> int:
+        """The epoch this broker claims for an attachment numbered from ``after``."""
 
     def give_up(self, s: Session) -> None:
         """An arriving session waited too long for its state."""

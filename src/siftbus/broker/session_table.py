@@ -269,7 +269,8 @@ class SessionTable:
         s = Session(sid, limits, now)
         s.principal = owner
         s.away_since = None
-        s.epoch = max(req.epoch, self._known_epoch(sid)) + 1
+        base = max(req.epoch, self._known_epoch(sid))  # unique per broker (overlay)
+        s.epoch = base + 1 if self.mover is None else self.mover.next_epoch(base)
         s.pub_seq = int(now * 1e6)  # above what any earlier process of it published
         self.sessions[sid] = s
         if req.clean or self.mover is None or new:
@@ -278,6 +279,8 @@ class SessionTable:
             if (new or req.clean) and req.ack:  # above what the client has processed
                 s.renumber_above(req.ack)
             self._persist_meta(s)
+            if self.mover is not None:
+                self.mover.on_back(s)  # held here from now on
             return {**s.status(), "state": "new"}
         # it may be held elsewhere: the handoff protocol fetches it (or finds nothing)
         s.state = "arriving"

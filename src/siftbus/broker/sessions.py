@@ -318,7 +318,8 @@ class Session:
         self.seen = Seen()
         """Publication numbers handled lately, per stream (publisher and event type)."""
         self.epoch = 0
-        """Attachments at a new broker so far (orders handoffs of this session)."""
+        """The attachment this copy belongs to (orders handoffs of this session): a
+        (round, broker) pair as one number, unique per broker (:mod:`.overlay`)."""
         self.tag = 0
         """The epoch whose gids the session's profiles carry (``~id/tag/pid``)."""
         self.pub_seq = 0
