@@ -9,6 +9,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -183,6 +184,22 @@ def test_json_files_match_as_read_events_says(tmp_path: Path, data: st.DataObjec
         except SiftbusError as exc:
             got = str(exc)
         assert got == want
+        try:
+            got = _rows_of_arrays(jm, path)
+        except SiftbusError as exc:
+            got = str(exc)
+        assert got == want
+
+
+def _rows_of_arrays(jm: JsonEventMatcher, path: Path) -> list[list[str]]:
+    rows: list[list[str]] = []
+    for a in jm.match_file_arrays(path):
+        assert a.first == len(rows) and a.events.dtype == np.int64
+        part: list[list[str]] = [[] for _ in range(a.n)]
+        for e, k in zip(a.events.tolist(), a.profiles.tolist(), strict=True):
+            part[e - a.first].append(str(a.ids[k]))
+        rows.extend(part)
+    return rows
 
 
 @pytest.mark.parametrize("compiled", [True, False])
