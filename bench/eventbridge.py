@@ -236,6 +236,10 @@ def measure(wildcard: bool, n_events: int, per_event: int, runs: int, tmp: Path,
                                  chunk.ids)  # type: ignore[arg-type]
             return cpu() - t0
 
+    from siftbus.match import kernel
+
+    kernel.compiled_for(events_path.stat().st_size)  # as `siftbus match` does: numba
+    assert kernel.name() == "numba"  # writers, not the Python ones meant for small jobs
     batch()  # the kernel's code is loaded from numba's cache on the first call
     out["batch_arrays"], out["batch_arrays_runs"] = median_of(runs, arrays)
     out["batch_in_process"], out["batch_runs"] = median_of(runs, batch)
