@@ -59,24 +59,39 @@ def _lookup(b: np.ndarray, s: int, n: int, tid: int, fold: bool, slots: np.ndarr
     """The pool range of the conditions filed under ``b[s:s+n]`` in table ``tid``: the
     slot's line holds the table, the length and the first 16 bytes of its key."""
     h = np.uint64(14695981039346656037) ^ np.uint64(tid)
-    w0 = np.int64(0)
-    w1 = np.int64(0)
-    for k in range(n):
+    w = np.uint64(0)
+    w0 = np.uint64(0)
+    w1 = np.uint64(0)
+    for k in range(n):  # :func:`siftbus.match.open_program.key_hash`
         c = b[s + k]
         if fold and 65 <= c <= 90:
             c += 32
-        h = (h ^ np.uint64(c)) * np.uint64(1099511628211)
-        if k < 8:
-            w0 |= np.int64(c) << np.int64(8 * k)
-        elif k < 16:
-            w1 |= np.int64(c) << np.int64(8 * (k - 8))
+        w |= np.uint64(c) << np.uint64(8 * (k & 7))
+        if k & 7 == 7:
+            h = (h ^ w) * np.uint64(1099511628211)
+            if k == 7:
+                w0 = w
+            elif k == 15:
+                w1 = w
+            w = np.uint64(0)
+    if n & 7:
+        h = (h ^ w) * np.uint64(1099511628211)
+        if n < 8:
+            w0 = w
+        elif n < 16:
+            w1 = w
+    h ^= np.uint64(n)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
     at = np.int64(h & mask)
     while True:
         o = 8 * at
         t = slots[o]
         if t < 0:
             return 0, 0
-        if t == tid and slots[o + 1] == n and slots[o + 5] == w0 and slots[o + 6] == w1 \
+        if t == tid and slots[o + 1] == n and slots[o + 5] == np.int64(w0) \
+                and slots[o + 6] == np.int64(w1) \
                 and (n <= 16 or _eq_bytes(b, s + 16, pb, slots[o + 4] + 16, n - 16, fold)):
             return slots[o + 2], slots[o + 3]
         at = (at + 1) & np.int64(mask)
