@@ -265,10 +265,12 @@ def measure(wildcard: bool, n_events: int, per_event: int, runs: int, tmp: Path,
     schema_path.write_text(SCHEMA_TOML)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     w0 = time.perf_counter()
+    # stdout to /dev/null, not `--out /dev/null`: older code renamed a temporary file over
+    # the --out target, which replaced the device with a regular file (a baseline run)
     subprocess.run([sys.executable, "-m", "siftbus", "match", "--schema", str(schema_path),
-                    "--profiles", str(rules_path), "--events", str(events_path),
-                    "--out", os.devnull], check=True, env={**os.environ,
-                                                           "PYTHONPATH": str(ROOT / "src")})
+                    "--profiles", str(rules_path), "--events", str(events_path)],
+                   check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     wall = time.perf_counter() - w0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     child = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
