@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -270,3 +273,37 @@ def test_a_reader_leaving_early_ends_match_quietly(tmp_path: Path) -> None:
     p.stdout.close()
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 1 and "Traceback" not in err, err
+
+
+def test_out_to_a_pipe_writes_into_it_and_leaves_it_a_pipe(tmp_path: Path) -> None:
+    """``--out /dev/null`` (or a FIFO) is written in place: the atomic rename used for
+    files replaced the device with a regular file (as root, /dev/null itself)."""
+    fifo = tmp_path / "matches"
+    os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so the writer's open returns
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "siftbus", "match", "--schema",
+                                 str(BUILDING / "schema.toml"), "--profiles",
+                                 str(BUILDING / "profiles.txt"), "--events",
+                                 str(BUILDING / "events.jsonl"), "--out", str(fifo)],
+                                stderr=subprocess.PIPE, cwd=ROOT)
+        got = b""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:  # the writer is there, with nothing written yet
+                chunk = None
+            if chunk:
+                got += chunk
+            elif proc.poll() is not None and chunk == b"":
+                break
+            else:
+                time.sleep(0.01)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        os.close(fd)
+    assert proc.returncode == 0, err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert not fifo.with_name("matches.part").exists()
+    assert [json.loads(x)["matches"] for x in got.decode().splitlines()] == EXPECTED

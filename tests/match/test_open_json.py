@@ -5,9 +5,11 @@ first error; the Python path (``compiled=False``) is held to the same."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -182,6 +184,22 @@ def test_json_files_match_as_read_events_says(tmp_path: Path, data: st.DataObjec
         except SiftbusError as exc:
             got = str(exc)
         assert got == want
+        try:
+            got = _rows_of_arrays(jm, path)
+        except SiftbusError as exc:
+            got = str(exc)
+        assert got == want
+
+
+def _rows_of_arrays(jm: JsonEventMatcher, path: Path) -> list[list[str]]:
+    rows: list[list[str]] = []
+    for a in jm.match_file_arrays(path):
+        assert a.first == len(rows) and a.events.dtype == np.int64
+        part: list[list[str]] = [[] for _ in range(a.n)]
+        for e, k in zip(a.events.tolist(), a.profiles.tolist(), strict=True):
+            part[e - a.first].append(str(a.ids[k]))
+        rows.extend(part)
+    return rows
 
 
 @pytest.mark.parametrize("compiled", [True, False])
@@ -194,3 +212,61 @@ def test_a_key_repeated_in_a_nested_undeclared_object_is_the_readers_error(
     assert jm.match(head + '"u": [{"z": 1, "y": {"z": 1}}, {"z": 2}]}') == ["p"]
     with pytest.raises(SiftbusError, match="given twice"):
         jm.match(head + '"u": {"z": 1, "y": [{"z": 1}], "z": 2}}')
+
+
+@RUN
+@given(st.data())
+def test_rules_sharing_their_conditions_match_as_the_reference_says(
+        data: st.DataObject) -> None:
+    """The kernel checks alternatives with the same conditions once (one access record)
+    and emits their profiles together; a profile with several alternatives (``or``), some
+    in such a group, still appears once and rows stay sorted by id."""
+    matcher, ref = make_matcher("index"), make_matcher("reference")
+    jm = JsonEventMatcher(matcher, SCHEMA, compiled=True)
+    for i in range(data.draw(st.integers(1, 6))):
+        p = data.draw(profile(f"p{i}"))
+        if p is None:
+            continue
+        for k in range(data.draw(st.integers(1, 4))):  # copies: ids sort around others
+            copy = dataclasses.replace(p, id=f"{'zab'[k % 3]}{k}{p.id}")
+            matcher.add(copy)
+            ref.add(copy)
+    live = sorted(q.id for q in ref.profiles())
+    if live and data.draw(st.booleans()):
+        gone = data.draw(st.sampled_from(live))
+        matcher.remove(gone)
+        ref.remove(gone)
+    for text in data.draw(st.lists(line(), min_size=1, max_size=6)):
+        want = _expect(ref, text)
+        if isinstance(want, list):
+            assert jm.match(text) == want, text
+        else:
+            with pytest.raises(want):
+                jm.match(text)
+
+
+def test_keys_of_every_length_are_told_apart_by_all_their_bytes() -> None:
+    """A hash slot holds a key's first 16 bytes: keys that differ only after them, or
+    only in one of them, and ignore-case and prefix/suffix keys of those lengths."""
+    words = ["a" * n for n in (7, 8, 9, 15, 16, 17, 24, 40)]
+    words += [w[:-1] + "b" for w in words] + [w[:3] + "B" + w[4:] for w in words[1:]]
+    matcher, ref = make_matcher("index"), make_matcher("reference")
+    for i, w in enumerate(words):
+        for j, cond in enumerate([f's = "{w}"', f's = "{w}" ignorecase', f's prefix "{w}"',
+                                  f's suffix "{w}" ignorecase', f'o not in {{"{w}"}}',
+                                  f'tags prefix "{w}" ignorecase']):
+            p = parse_profile(f"p{i}_{j}: W({cond})", SCHEMA)
+            matcher.add(p)
+            ref.add(p)
+    for i in range(0, 400, 2):  # many keys alike in their first 16 bytes: slots they
+        p = parse_profile(f'q{i}: W(s = "{"k" * 16}{i:03d}")', SCHEMA)  # share with
+        matcher.add(p)  # the lookups of the odd ones, which are in no slot
+        ref.add(p)
+    jm = JsonEventMatcher(matcher, SCHEMA, compiled=True)
+    assert jm.program() is not None
+    for w in words + [w + "c" for w in words] + ["c" + w for w in words] + [
+            w[:-1] + "c" for w in words] + [w[:3] + "C" + w[4:] for w in words] + [
+            f"{'k' * 16}{i:03d}" for i in range(400)]:
+        for other in ("x", w.upper(), w[:-1]):
+            text = json.dumps({"type": "W", "s": w, "o": other, "tags": [other, w]})
+            assert jm.match(text) == ref.match(parse_event(text, SCHEMA)), text

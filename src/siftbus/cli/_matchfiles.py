@@ -263,7 +263,10 @@ def _run(sch: Schema, profiles: Path, events: Path, out: Path | None, engine: st
         n, m = match_files(sch, profiles, events, sys.stdout, engine=engine,
                            progress=progress)
     else:
-        tmp = out.with_name(out.name + ".part")
+        # a file appears whole or not at all; a device or a pipe (/dev/null, a FIFO) is
+        # written in place: renaming over it would replace the device with a file
+        special = out.exists() and not out.is_file()
+        tmp = out if special else out.with_name(out.name + ".part")
         try:
             if kind == "json":
                 with tmp.open("w", encoding="utf-8") as fh:
@@ -272,9 +275,11 @@ def _run(sch: Schema, profiles: Path, events: Path, out: Path | None, engine: st
             else:
                 n, m = match_files(sch, profiles, events, tmp, engine=engine,
                                    progress=progress, fmt=kind)
-            os.replace(tmp, out)
+            if not special:
+                os.replace(tmp, out)
         finally:
-            tmp.unlink(missing_ok=True)
+            if not special:
+                tmp.unlink(missing_ok=True)
     if out is not None or big:
         print(f"matched {n} events, {m} notifications ({engine} engine)", file=sys.stderr)
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from siftbus.errors import SiftbusError
 from siftbus.match.base import Matcher
+from siftbus.match.columns import str_array
 from siftbus.match.open_index import OpenIndexMatcher
 from siftbus.match.open_program import OpenProgram, compile_program
 from siftbus.model import Schema, parse_event, read_events
@@ -57,6 +58,24 @@ class Chunk:
     profiles: Any = None
     ids: Ids | None = None
     rows: list[list[str]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MatchArrays:
+    """Matches of consecutive events as (event, profile) pairs, what a batch user in the
+    same process reads: event ``events[k]`` (its number in the input from 0, blank lines
+    not counted) satisfies profile ``ids[profiles[k]]``. Pairs come in event order, each
+    event's profiles in id order; ``n`` events are covered from ``first`` (those without
+    a match have no pair)."""
+
+    first: int
+    n: int
+    events: np.ndarray
+    """int64 event numbers."""
+    profiles: np.ndarray
+    """int32 indices into ``ids``."""
+    ids: np.ndarray
+    """Index -> profile id."""
 
 
 class JsonEventMatcher:
@@ -152,6 +171,33 @@ class JsonEventMatcher:
                     first += chunk.n
                 if not block:
                     return
+
+    def match_file_arrays(self, path: str | os.PathLike[str]) -> Iterator[MatchArrays]:
+        """:meth:`match_file` as arrays of pairs (no id strings built per match)."""
+        for chunk in self.match_file(path):
+            if chunk.rows is None:
+                assert chunk.ids is not None
+                events = np.repeat(np.arange(chunk.first, chunk.first + chunk.n),
+                                   np.diff(chunk.offsets))
+                yield MatchArrays(chunk.first, chunk.n, events, chunk.profiles,
+                                  chunk.ids.profile_ids)
+                continue
+            prog = self._prog
+            known = prog.profile_ids.tolist() if prog is not None else []
+            index = {pid: i for i, pid in enumerate(known)}
+            flat: list[int] = []
+            counts: list[int] = []
+            for row in chunk.rows:  # some line took the parser: its ids looked up
+                counts.append(len(row))
+                for pid in row:
+                    got = index.get(pid)
+                    if got is None:
+                        got = index[pid] = len(known)
+                        known.append(pid)
+                    flat.append(got)
+            events = np.repeat(np.arange(chunk.first, chunk.first + chunk.n), counts)
+            yield MatchArrays(chunk.first, chunk.n, events, np.array(flat, np.int32),
+                              str_array(known))
 
     def _chunk(self, data: bytes, first: int, lineno: int, path: Any,
                source: str) -> tuple[Chunk, int]:

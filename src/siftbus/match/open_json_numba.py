@@ -182,9 +182,11 @@ def _scan(b: np.ndarray, s: int, e: int, keys: np.ndarray, els: np.ndarray) -> i
     first element; ``els[2j:2j+2]`` = element offset and length (a string's own span is
     element ``keys[4k+3]``; an array's run to the next field's first). Returns the number
     of fields, ``-1`` when the line is not for the kernel."""
-    for k in range(s, e):
-        if b[k] >= 128:
-            return -1
+    high = 0
+    for k in range(s, e):  # no early exit: the loop is vectorised
+        high |= b[k]
+    if high >= 128:
+        return -1
     i = _skip_ws(b, s, e)
     if i >= e or b[i] != 123:
         return -1

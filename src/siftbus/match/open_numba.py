@@ -55,22 +55,45 @@ def _eq_bytes(b: np.ndarray, s: int, pb: np.ndarray, o: int, n: int, fold: bool)
 
 @njit(cache=True, inline="always")
 def _lookup(b: np.ndarray, s: int, n: int, tid: int, fold: bool, slots: np.ndarray,
-            ent: np.ndarray, mask: np.uint64, pb: np.ndarray) -> tuple[int, int]:
-    """The pool range of the conditions filed under ``b[s:s+n]`` in table ``tid``."""
+            mask: np.uint64, pb: np.ndarray) -> tuple[int, int]:
+    """The pool range of the conditions filed under ``b[s:s+n]`` in table ``tid``: the
+    slot's line holds the table, the length and the first 16 bytes of its key."""
     h = np.uint64(14695981039346656037) ^ np.uint64(tid)
-    for k in range(n):
+    w = np.uint64(0)
+    w0 = np.uint64(0)
+    w1 = np.uint64(0)
+    for k in range(n):  # :func:`siftbus.match.open_program.key_hash`
         c = b[s + k]
         if fold and 65 <= c <= 90:
             c += 32
-        h = (h ^ np.uint64(c)) * np.uint64(1099511628211)
+        w |= np.uint64(c) << np.uint64(8 * (k & 7))
+        if k & 7 == 7:
+            h = (h ^ w) * np.uint64(1099511628211)
+            if k == 7:
+                w0 = w
+            elif k == 15:
+                w1 = w
+            w = np.uint64(0)
+    if n & 7:
+        h = (h ^ w) * np.uint64(1099511628211)
+        if n < 8:
+            w0 = w
+        elif n < 16:
+            w1 = w
+    h ^= np.uint64(n)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
     at = np.int64(h & mask)
     while True:
-        x = slots[at]
-        if x < 0:
+        o = 8 * at
+        t = slots[o]
+        if t < 0:
             return 0, 0
-        if ent[5 * x] == tid and ent[5 * x + 2] == n and _eq_bytes(b, s, pb, ent[5 * x + 1],
-                                                                   n, fold):
-            return ent[5 * x + 3], ent[5 * x + 4]
+        if t == tid and slots[o + 1] == n and slots[o + 5] == np.int64(w0) \
+                and slots[o + 6] == np.int64(w1) \
+                and (n <= 16 or _eq_bytes(b, s + 16, pb, slots[o + 4] + 16, n - 16, fold)):
+            return slots[o + 2], slots[o + 3]
         at = (at + 1) & np.int64(mask)
 
 
@@ -195,7 +218,6 @@ def _event(b: np.ndarray, s: int, e: int, prog: np.ndarray, pb: np.ndarray,
     lens_off = _sec(prog, 2)
     lens = _sec(prog, 3)
     slots = _sec(prog, 4)
-    ent = _sec(prog, 5)
     hmask = np.uint64(meta[2])
     for f in range(nf):
         fr = 11 * (f_lo + f)
@@ -237,8 +259,8 @@ def _event(b: np.ndarray, s: int, e: int, prog: np.ndarray, pb: np.ndarray,
                     for side in range(2):
                         if (mask >> (2 * tab + side)) & 1 == 0:
                             continue
-                        r0, r1 = _lookup(b, ps, pn, 2 * tid + side, fold, slots, ent,
-                                         hmask, pb)
+                        r0, r1 = _lookup(b, ps, pn, 2 * tid + side, fold, slots, hmask,
+                                         pb)
                         for q in range(r0, r1):
                             c = pool[q]
                             if side == 1:
@@ -256,29 +278,39 @@ def _event(b: np.ndarray, s: int, e: int, prog: np.ndarray, pb: np.ndarray,
     acc = _sec(prog, 6)
     alts = _sec(prog, 7)
     start = n_out
-    for i in range(nsat):
+    for i in range(nsat):  # the groups of alternatives each satisfied condition reaches
         c = st[satl + i]
-        for q in range(acc[2 * c], acc[2 * c + 1]):
-            a = pool[q]
-            p = alts[5 * a]
-            if st[seen + p] == gen:
-                continue
+        q, q1 = acc[2 * c], acc[2 * c + 1]
+        while q < q1:
+            nn, nl, npf, multi = pool[q], pool[q + 1], pool[q + 2], pool[q + 3]
+            q += 4
             ok = True
-            for r in range(alts[5 * a + 1], alts[5 * a + 2]):
+            for r in range(q, q + nn):
                 if st[sat_s + pool[r]] != gen:
                     ok = False
                     break
+            q += nn
             if ok:
-                for r in range(alts[5 * a + 3], alts[5 * a + 4]):
+                for r in range(q, q + nl):
                     if not _lazy(pool[r], gen, fel, els, b, prog, pb, st, lz_stamp, lz_val):
                         ok = False
                         break
+            q += nl
             if ok:
-                if n_out >= len(out):
+                if n_out + npf > len(out):
                     return -2
-                st[seen + p] = gen
-                out[n_out] = p
-                n_out += 1
+                if multi:
+                    for r in range(q, q + npf):
+                        p = pool[r]
+                        if st[seen + p] != gen:
+                            st[seen + p] = gen
+                            out[n_out] = p
+                            n_out += 1
+                else:  # each of these profiles is reached by this one alternative
+                    for r in range(q, q + npf):
+                        out[n_out] = pool[r]
+                        n_out += 1
+            q += npf
     la0, la1 = types[8 * ti + 4], types[8 * ti + 5]
     for q in range(la0, la1, 3):
         if not _lazy(pool[q], gen, fel, els, b, prog, pb, st, lz_stamp, lz_val):

@@ -12,10 +12,18 @@ of the ``int64`` array, found through its header (``prog[k]:prog[k+1]`` is secti
              its number (hashed tables are numbered ``6 * field + table``) and
              two bits per table: it holds keys of satisfied / of failed conditions
 ``LENS``     per prefix/suffix table: the key lengths it holds, ascending
-``HASH``     open addressing slots -> entry, ``-1`` empty
-``ENT``      per entry: table, key (offset, length), its conditions (pool range)
-``ACC``      per condition: the alternatives it gives access to (pool range)
+``HASH``     open addressing, one cache line per slot: table (``-1`` empty), key length,
+             its conditions (pool range), key offset, the key's first 16 bytes as two
+             little-endian words (a lookup touches one line, and the bytes only
+             for longer keys)
+``ENT``      (empty: the entries live in their slots)
+``ACC``      per condition: the groups of alternatives it gives access to (pool range
+             of records ``n_need, n_lazy, n_profiles, multi, need..., lazy...,
+             profiles...``: alternatives with the same other conditions are one record,
+             checked once, their profiles emitted together; ``multi`` when a profile of
+             the record has other alternatives, so the kernel must not emit it twice)
 ``ALT``      per alternative: its profile's dense index, needed and lazy conditions
+             (the lazy-led and always ones)
 ``LAZY``     per condition: field (its position in the type), negated, wildcard
              pieces (``PARTS`` range)
 ``PARTS``    wildcard pieces as (offset, length) in the bytes
@@ -55,17 +63,27 @@ if TYPE_CHECKING:
 
 (TYPES, FIELDS, LENS_OFF, LENS, HASH, ENT, ACC, ALT, LAZYS, PARTS, POOL, META) = range(12)
 N_SECTIONS = 12
-TYPE_W, FIELD_W, ENT_W, ALT_W, LAZY_W = 8, 11, 5, 5, 4
+TYPE_W, FIELD_W, SLOT_W, ALT_W, LAZY_W = 8, 11, 8, 5, 4
+GROUP_HEAD = 4
 N_TABLES = 6
 
 
-def fnv(data: bytes, salt: int) -> int:
-    """The hash of a table key (FNV-1a, 64 bits, seeded by the table number); the kernel
-    computes the same over the event's bytes."""
-    h = (14695981039346656037 ^ salt) & 0xFFFFFFFFFFFFFFFF
-    for c in data:
-        h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return h
+HASH_SEED, HASH_MUL, HASH_MIX = 14695981039346656037, 1099511628211, 0xFF51AFD7ED558CCD
+_M64 = (1 << 64) - 1
+
+
+def key_hash(data: bytes, salt: int) -> int:
+    """The hash of a table key, seeded by the table number: its 8-byte little-endian words
+    (the last one zero-padded) folded in by multiplication, then its length, then a final
+    mix so the low bits (the slot) depend on every byte. The kernel computes the same
+    over the event's bytes, a word at a time rather than a multiplication per byte."""
+    h = (HASH_SEED ^ salt) & _M64
+    for o in range(0, len(data), 8):
+        h = ((h ^ int.from_bytes(data[o:o + 8], "little")) * HASH_MUL) & _M64
+    h ^= len(data)
+    h ^= h >> 33
+    h = (h * HASH_MIX) & _M64
+    return h ^ (h >> 33)
 
 
 def compilable(etype: EventType, t: TypeIndex) -> bool:
@@ -121,6 +139,7 @@ def compile_program(m: OpenIndexMatcher) -> OpenProgram:
     """The kernel's arrays for every compilable type of ``m`` (see the module text)."""
     ids = sorted(p.id for p in m.profiles())
     dense = {pid: i for i, pid in enumerate(ids)}
+    n_alts = {dense[pid]: len(filed) for pid, filed in m._alts.items()}
     b = _Builder()
     types: list[int] = []
     fields: list[int] = []
@@ -194,7 +213,7 @@ def compile_program(m: OpenIndexMatcher) -> OpenProgram:
             return got
 
         for cid, group in t.access.items():
-            acc[base + cid] = b.lst([alt_no(i, a) for i, a in group.items()])
+            acc[base + cid] = b.lst(_records(cid, base, group, dense, n_alts))
         for cid, group in t.lazy_access.items():
             lazy_acc.extend([base + cid, *b.lst([alt_no(i, a) for i, a in group.items()])])
         la = b.lst(lazy_acc)
@@ -203,16 +222,16 @@ def compile_program(m: OpenIndexMatcher) -> OpenProgram:
         types.extend([noff, nlen, f_lo, n_fields, *la, *al])
         base += span
     n_cids = base
-    size = 1 << max(4, (2 * len(entries)).bit_length())
-    slots = np.full(size, -1, np.int64)
-    ent: list[int] = []
-    for k, (tid, key, (plo, phi)) in enumerate(entries):
-        h = fnv(key, tid) & (size - 1)
-        while slots[h] >= 0:
+    size = 1 << max(4, (3 * len(entries) // 2).bit_length())
+    slots = np.full(SLOT_W * size, 0, np.int64)
+    slots[::SLOT_W] = -1
+    for tid, key, (plo, phi) in entries:
+        h = key_hash(key, tid) & (size - 1)
+        while slots[SLOT_W * h] >= 0:
             h = (h + 1) & (size - 1)
-        slots[h] = k
         koff, klen = b.text(key)
-        ent.extend([tid, koff, klen, plo, phi])
+        slots[SLOT_W * h:SLOT_W * h + 7] = [tid, klen, plo, phi, koff, _word(key[:8]),
+                                            _word(key[8:16])]
     acc_flat: list[int] = []
     for cid in range(n_cids):
         acc_flat.extend(acc.get(cid, (0, 0)))
@@ -221,18 +240,53 @@ def compile_program(m: OpenIndexMatcher) -> OpenProgram:
         lazy_flat.extend(lazys.get(cid, (0, 0, 0, 0)))
     sections = [np.array(types, np.int64), np.array(fields, np.int64),
                 np.array(lens_off, np.int64), np.array(lens, np.int64), slots,
-                np.array(ent, np.int64), np.array(acc_flat, np.int64),
+                np.zeros(0, np.int64), np.array(acc_flat, np.int64),
                 np.array(alts, np.int64), np.array(lazy_flat, np.int64),
                 np.array(parts, np.int64), np.array(b.pool, np.int64),
                 np.array([n_cids, len(ids), size - 1], np.int64)]
-    header = np.zeros(N_SECTIONS + 1, np.int64)
-    header[0] = N_SECTIONS + 1
-    for k, s in enumerate(sections):
-        header[k + 1] = header[k] + len(s)
-    prog = np.concatenate([header, *sections])
+    prog = _lay_out(sections)
     from siftbus.match.columns import str_array
 
     pbytes = np.frombuffer(bytes(b.data) or b"\0", np.uint8).copy()
     assert SUFFIXI == N_TABLES - 1 and {HASHED, NEGATED, PRESENT, ABSENT}
     return OpenProgram(m.version, prog, pbytes, str_array(ids), frozenset(compiled),
                        n_cids, len(ids), n_fields)
+
+
+def _word(key: bytes) -> int:
+    """Up to 8 bytes as the little-endian int64 the kernel builds while it hashes."""
+    w = int.from_bytes(key.ljust(8, b"\0"), "little")
+    return w - (1 << 64) if w >= 1 << 63 else w
+
+
+def _records(cid: int, base: int, group: dict[int, Alternative], dense: dict[str, int],
+             n_alts: dict[int, int]) -> list[int]:
+    """The access records of condition ``cid`` (see ``ACC`` in the module text): its
+    alternatives grouped by their other conditions."""
+    buckets: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
+    for alt in group.values():
+        key = (tuple(sorted(base + c for c in alt.need if c != cid)),
+               tuple(sorted(base + c for c in alt.lazy)))
+        buckets.setdefault(key, []).append(dense[alt.profile])
+    out: list[int] = []
+    for (need, lazy), profs in buckets.items():
+        multi = int(any(n_alts[p] > 1 for p in profs))
+        out.extend([len(need), len(lazy), len(profs), multi, *need, *lazy, *sorted(profs)])
+    return out
+
+
+def _lay_out(sections: list[np.ndarray]) -> np.ndarray:
+    """Header and sections in one array, the hash slots on cache-line boundaries."""
+    header = np.zeros(N_SECTIONS + 1, np.int64)
+    header[0] = N_SECTIONS + 1
+    for k, s in enumerate(sections):
+        if k == HASH:
+            header[k] += -header[k] % SLOT_W
+        header[k + 1] = header[k] + len(s)
+    raw = np.zeros(int(header[-1]) + SLOT_W, np.int64)
+    lead = (-raw.ctypes.data // 8) % SLOT_W  # the array itself on a 64-byte boundary
+    prog = raw[lead:lead + int(header[-1])]
+    prog[:N_SECTIONS + 1] = header
+    for k, s in enumerate(sections):
+        prog[header[k]:header[k] + len(s)] = s  # LENS may be followed by padding
+    return prog
