@@ -33,7 +33,7 @@ from siftbus.spark.fused import FUSED_DDL, TaskPlan, iter_fused
 from siftbus.spark.keyed import PARSED_DDL
 from siftbus.spark.match_stage import MATCHED_DDL, MatchPlan, iter_matched
 from siftbus.spark.parse import iter_parsed
-from siftbus.spark.progress import job_step
+from siftbus.spark.progress import job_step, jobs_since, step_mark
 from siftbus.spark.session import executor_writes
 from siftbus.spark.sinks import (
     DeliverySink,
@@ -44,7 +44,12 @@ from siftbus.spark.sinks import (
     SinkResult,
     StagedOutputs,
 )
-from siftbus.spark.sources import SourceFrame, number_lines
+from siftbus.spark.sources import (
+    SourceFrame,
+    number_lines,
+    number_one_partition,
+    whole_file_ranges,
+)
 from siftbus.spark.subscriptions import SubscriptionSet
 
 if TYPE_CHECKING:
@@ -76,6 +81,13 @@ class BatchReport:
     """Wall time of the batch, sinks included."""
     sinks: tuple[SinkResult, ...] = field(default_factory=tuple)
     """Each sink's result."""
+    jobs: int = 0
+    """Spark jobs the batch started, sinks included (a streaming micro-batch: one, and
+    one more to write dead letters when it has bad records)."""
+
+
+DEAD_DDL = "source string, line long, column int, reason string, text string"
+"""The dead letters' rows, as the sinks read them."""
 
 
 SINK_STEPS: Mapping[str, str] = {
@@ -238,6 +250,7 @@ class Pipeline:
         from pyspark.sql import functions as F
 
         start = time.perf_counter()
+        mark = step_mark()
         parquet = next((s for s in self.sinks if isinstance(s, ParquetSink)), None)
         lines = next((s for s in self.sinks if isinstance(s, JsonLinesSink)), None)
         deliveries = [s for s in self.sinks if isinstance(s, DeliverySink)]
@@ -255,19 +268,30 @@ class Pipeline:
                      self.limits)
         frame = (source.frame.select("source", "event", "type", "ikeys", "skeys")
                  if source.kind == "keyed" else source.frame)
-        out = frame.mapInArrow(fn, FUSED_DDL).persist()
+        out = frame.mapInArrow(fn, FUSED_DDL)
+        if not streaming:
+            out = out.persist()
         try:
-            with job_step(self.spark, "parsing, validating, matching and writing the events"):
-                summary = out.where(F.col("kind").isin("count", "stat", "part")).collect()
-            with job_step(self.spark, "counting bad records"):
-                bad = out.where(F.col("kind") == "dead").count()
-            notes: tuple[Notification, ...] = ()
-            if deliveries:
-                with job_step(self.spark, "collecting notifications for live delivery"):
-                    notes = tuple(
-                        Notification(r["subscriber"], r["profile"], r["source"],
-                                     int(r["event"]), r["type"], r["text"])
-                        for r in out.where(F.col("kind") == "note").toLocalIterator())
+            dead: DataFrame
+            if streaming:
+                # One Spark job: a micro-batch's few rows (summaries, bad records, the
+                # notes to deliver) come back whole; the dead letters' writer gets the
+                # bad ones from here, without running the batch again.
+                with job_step(self.spark, "parsing, validating, matching and writing the "
+                              "events"):
+                    rows = out.collect()
+                summary = [r for r in rows if r["kind"] in ("count", "stat", "part")]
+                dead_rows = [(r["source"], r["line"], r["column"], r["reason"], r["text"])
+                             for r in rows if r["kind"] == "dead"]
+                bad = len(dead_rows)
+                dead = self.spark.createDataFrame(dead_rows, DEAD_DDL)
+                notes = tuple(Notification(r["subscriber"], r["profile"], r["source"],
+                                           int(r["event"]), r["type"], r["text"])
+                              for r in rows if r["kind"] == "note")
+            else:
+                summary, bad, notes = self._collect_cached(out, bool(deliveries))
+                dead = out.where(F.col("kind") == "dead").select(
+                    "source", "line", "column", "reason", "text")
             counts: dict[str, int] = {}
             events = notes_n = hits = 0
             sources = set()
@@ -282,8 +306,6 @@ class Pipeline:
                     sources.add(r["source"])
                 else:
                     parts.append((r["source"], int(r["event"]), int(r["n"]), r["path"]))
-            dead = out.where(F.col("kind") == "dead").select(
-                "source", "line", "column", "reason", "text")
             staged = StagedOutputs(pq_stage, js_stage, tuple(sorted(parts)), notes)
             batch = MatchedBatch(self._rows_of(source), dead, batch_id, streaming, counts,
                                  len(sources), int(bad), events, staged)
@@ -297,13 +319,35 @@ class Pipeline:
                 with job_step(self.spark, SINK_STEPS.get(s.name, f"writing {s.name}")):
                     results[i] = s.write(batch)
         finally:
-            out.unpersist()
+            if not streaming:
+                out.unpersist()
             for stage in (pq_stage, js_stage):
                 if stage is not None:
                     shutil.rmtree(stage, ignore_errors=True)
         return BatchReport(batch_id, events, int(bad), notes_n, hits, len(self.subscriptions),
                            self.subscriptions.version, time.perf_counter() - start,
-                           tuple(results[i] for i in range(len(self.sinks))))
+                           tuple(results[i] for i in range(len(self.sinks))),
+                           jobs_since(self.spark, mark))
+
+    def _collect_cached(self, out: DataFrame, deliver: bool
+                        ) -> tuple[list[Any], int, tuple[Notification, ...]]:
+        """A batch job's summary rows, bad record count and notes to deliver, each its own
+        action over the cached rows (the bad records stay in Spark: a batch job may have
+        millions)."""
+        from pyspark.sql import functions as F
+
+        with job_step(self.spark, "parsing, validating, matching and writing the events"):
+            summary = out.where(F.col("kind").isin("count", "stat", "part")).collect()
+        with job_step(self.spark, "counting bad records"):
+            bad = out.where(F.col("kind") == "dead").count()
+        notes: tuple[Notification, ...] = ()
+        if deliver:
+            with job_step(self.spark, "collecting notifications for live delivery"):
+                notes = tuple(
+                    Notification(r["subscriber"], r["profile"], r["source"],
+                                 int(r["event"]), r["type"], r["text"])
+                    for r in out.where(F.col("kind") == "note").toLocalIterator())
+        return summary, int(bad), notes
 
     def _rows_of(self, source: SourceFrame) -> DataFrame:
         """The matched rows as Spark rows, for sinks other than the standard ones (lazy:
@@ -319,6 +363,7 @@ class Pipeline:
         from pyspark.sql import functions as F
 
         start = time.perf_counter()
+        mark = step_mark()
         parsed = self.parse(source).persist()
         try:
             good = parsed.where(F.col("error").isNull())
@@ -352,7 +397,8 @@ class Pipeline:
             parsed.unpersist()
         return BatchReport(batch_id, int(agg["events"]), int(bad), int(agg["notes"]),
                            int(agg["hit"]), len(self.subscriptions), self.subscriptions.version,
-                           time.perf_counter() - start, tuple(results))
+                           time.perf_counter() - start, tuple(results),
+                           jobs_since(self.spark, mark))
 
     def run(self, source: SourceFrame) -> BatchReport:
         """The batch job."""
@@ -367,7 +413,13 @@ class Pipeline:
         ``source, content`` stream of XML documents); returns the query.
 
         ``per_batch_sources`` (for sockets, which have no files) makes each micro-batch its
-        own source, so that (source, event) stays unique.
+        own source, so that (source, event) stays unique, and numbers its lines in one
+        partition (no job for it; a socket's batch is small).
+
+        Each micro-batch is one Spark job where the workers share the driver's
+        filesystem (:func:`~siftbus.spark.session.executor_writes`): the workers read the
+        new files themselves (:func:`~siftbus.spark.sources.watch_directory`), parse,
+        match and write, and hand back the few rows the driver commits and delivers.
         """
         if kind not in ("text", "xml"):
             raise ConfigError(f"a stream holds text or xml rows, not {kind!r}", field="kind")
@@ -405,6 +457,10 @@ class Pipeline:
                 F.col("source"), F.lit(f"#batch={batch_id}")))
         if kind == "xml":
             source = SourceFrame(frame, "xml")
+        elif "stop" in frame.columns:  # new files for the workers to read (watch_directory)
+            source = whole_file_ranges(frame)
+        elif per_batch_sources:
+            source = number_one_partition(frame)
         else:
             with job_step(self.spark, "numbering the lines of the new files"):
                 source = SourceFrame(number_lines(frame, self.limits), "text")
