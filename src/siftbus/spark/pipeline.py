@@ -25,6 +25,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from siftbus.errors import ConfigError
 from siftbus.model import Schema
 from siftbus.model.textio import TEXT_LIMITS, TextLimits
@@ -34,8 +36,10 @@ from siftbus.spark.keyed import PARSED_DDL
 from siftbus.spark.match_stage import MATCHED_DDL, MatchPlan, iter_matched
 from siftbus.spark.parse import iter_parsed
 from siftbus.spark.progress import job_step, jobs_since, step_mark
-from siftbus.spark.session import executor_writes
+from siftbus.spark.session import executor_writes, task_slots
 from siftbus.spark.sinks import (
+    CountsSink,
+    DeadLetterSink,
     DeliverySink,
     JsonLinesSink,
     MatchedBatch,
@@ -53,7 +57,6 @@ from siftbus.spark.sources import (
 from siftbus.spark.subscriptions import SubscriptionSet
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark import Broadcast
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
@@ -88,6 +91,13 @@ class BatchReport:
 
 DEAD_DDL = "source string, line long, column int, reason string, text string"
 """The dead letters' rows, as the sinks read them."""
+
+
+_STAGED_SINKS = frozenset([ParquetSink, JsonLinesSink, CountsSink, DeadLetterSink, DeliverySink])
+"""The standard sinks: with staged outputs none of them reads the matched rows."""
+
+_NO_JOB_SINKS = frozenset([ParquetSink, JsonLinesSink, CountsSink, DeliverySink])
+"""Standard sinks that commit staged outputs, count or deliver on the driver: no Spark job."""
 
 
 SINK_STEPS: Mapping[str, str] = {
@@ -189,6 +199,8 @@ class Pipeline:
         self.sinks = list(sinks)
         self._bc: Broadcast[MatchPlan] | None = None
         self._bc_version: int | None = None
+        self._empty_rows: DataFrame | None = None
+        self._empty_dead: DataFrame | None = None
         self.activity = StreamActivity()
         """Start and end of the streaming micro-batches (see :func:`run_until_idle`)."""
         self.executor_writes = executor_writes(spark)
@@ -272,22 +284,8 @@ class Pipeline:
         if not streaming:
             out = out.persist()
         try:
-            dead: DataFrame
             if streaming:
-                # One Spark job: a micro-batch's few rows (summaries, bad records, the
-                # notes to deliver) come back whole; the dead letters' writer gets the
-                # bad ones from here, without running the batch again.
-                with job_step(self.spark, "parsing, validating, matching and writing the "
-                              "events"):
-                    rows = out.collect()
-                summary = [r for r in rows if r["kind"] in ("count", "stat", "part")]
-                dead_rows = [(r["source"], r["line"], r["column"], r["reason"], r["text"])
-                             for r in rows if r["kind"] == "dead"]
-                bad = len(dead_rows)
-                dead = self.spark.createDataFrame(dead_rows, DEAD_DDL)
-                notes = tuple(Notification(r["subscriber"], r["profile"], r["source"],
-                                           int(r["event"]), r["type"], r["text"])
-                              for r in rows if r["kind"] == "note")
+                summary, dead, bad, notes = self._collect_once(out)
             else:
                 summary, bad, notes = self._collect_cached(out, bool(deliveries))
                 dead = out.where(F.col("kind") == "dead").select(
@@ -307,8 +305,12 @@ class Pipeline:
                 else:
                     parts.append((r["source"], int(r["event"]), int(r["n"]), r["path"]))
             staged = StagedOutputs(pq_stage, js_stage, tuple(sorted(parts)), notes)
-            batch = MatchedBatch(self._rows_of(source), dead, batch_id, streaming, counts,
-                                 len(sources), int(bad), events, staged)
+            # Only a sink of its own reads the matched rows (the standard ones commit what
+            # the workers wrote): building them costs a stream's driver two stages' plans.
+            rows = (self._rows_of(source) if any(type(s) not in _STAGED_SINKS
+                                                  for s in self.sinks) else self._no_rows())
+            batch = MatchedBatch(rows, dead, batch_id, streaming, counts, len(sources),
+                                 int(bad), events, staged)
             # Sinks that read Spark rows go first: nothing reads the cached summary after
             # the staged files are committed.
             results: dict[int, SinkResult] = {}
@@ -316,6 +318,9 @@ class Pipeline:
                 self.sinks[i], ParquetSink | JsonLinesSink))
             for i in order:
                 s = self.sinks[i]
+                if type(s) in _NO_JOB_SINKS:  # they start no Spark job: nothing to label
+                    results[i] = s.write(batch)
+                    continue
                 with job_step(self.spark, SINK_STEPS.get(s.name, f"writing {s.name}")):
                     results[i] = s.write(batch)
         finally:
@@ -328,6 +333,42 @@ class Pipeline:
                            self.subscriptions.version, time.perf_counter() - start,
                            tuple(results[i] for i in range(len(self.sinks))),
                            jobs_since(self.spark, mark))
+
+    def _collect_once(self, out: DataFrame
+                      ) -> tuple[list[dict[str, Any]], DataFrame, int, tuple[Notification, ...]]:
+        """A micro-batch's summary rows, bad records (as a DataFrame for the dead letters'
+        writer) and notes to deliver, from one Spark job: its few rows come back whole, as
+        Arrow (a Spark row per note cost the driver 0.1 ms each), and the bad ones are
+        written from here, without running the batch again."""
+        import pyarrow.compute as pc
+
+        with job_step(self.spark, "parsing, validating, matching and writing the events"):
+            table = out.toArrow()
+        kind = table.column("kind")
+
+        def rows(what: str, cols: Sequence[str]) -> list[tuple[Any, ...]]:
+            t = table.filter(pc.equal(kind, what))
+            return list(zip(*(t.column(c).to_pylist() for c in cols), strict=True))
+
+        summary = table.filter(pc.is_in(kind, pa.array(["count", "stat", "part"]))).to_pylist()
+        dead_rows = rows("dead", ("source", "line", "column", "reason", "text"))
+        dead = (self.spark.createDataFrame(dead_rows, DEAD_DDL).coalesce(1) if dead_rows
+                else self._no_dead())
+        notes = tuple(Notification(*r) for r in rows(
+            "note", ("subscriber", "profile", "source", "event", "type", "text")))
+        return summary, dead, len(dead_rows), notes
+
+    def _no_rows(self) -> DataFrame:
+        """An empty DataFrame of the matched rows' layout (made once)."""
+        if self._empty_rows is None:
+            self._empty_rows = self.spark.createDataFrame([], MATCHED_DDL)
+        return self._empty_rows
+
+    def _no_dead(self) -> DataFrame:
+        """An empty DataFrame of the dead letters' layout (made once)."""
+        if self._empty_dead is None:
+            self._empty_dead = self.spark.createDataFrame([], DEAD_DDL)
+        return self._empty_dead
 
     def _collect_cached(self, out: DataFrame, deliver: bool
                         ) -> tuple[list[Any], int, tuple[Notification, ...]]:
@@ -458,7 +499,7 @@ class Pipeline:
         if kind == "xml":
             source = SourceFrame(frame, "xml")
         elif "stop" in frame.columns:  # new files for the workers to read (watch_directory)
-            source = whole_file_ranges(frame)
+            source = whole_file_ranges(frame, task_slots(self.spark))
         elif per_batch_sources:
             source = number_one_partition(frame)
         else:

@@ -19,6 +19,7 @@ Flags given on the command line override the file; the file overrides the defaul
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -197,6 +198,9 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.pyspark.python", sys.executable)
         .config("spark.executorEnv.PYTHONHASHSEED", "0")
+        # Workers forked from a daemon that has loaded the pipeline: a new worker starts
+        # warm, not seconds late (siftbus.spark.daemon).
+        .config("spark.python.daemon.module", "siftbus.spark.daemon")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -300,6 +304,18 @@ def executor_writes(spark: SparkSession) -> bool:
     return host in ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
+def task_slots(spark: SparkSession) -> int:
+    """How many tasks run at once: N of ``local[N]`` (``local[*]``: this machine's cores,
+    ``local``: one), else Spark's default parallelism."""
+    master = str(spark.sparkContext.master or "")
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master)
+    if m is None:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    if m[1] is None:
+        return 1
+    return (os.cpu_count() or 1) if m[1] == "*" else max(1, int(m[1]))
+
+
 __all__ = [
     "SparkSettings",
     "build_session",
@@ -309,4 +325,5 @@ __all__ = [
     "load_config",
     "load_settings",
     "settings_from_mapping",
+    "task_slots",
 ]

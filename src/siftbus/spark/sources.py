@@ -243,27 +243,22 @@ def watch_directory(spark: SparkSession, directory: str | Path, *,
         _local_path(F.col("_metadata.file_path")).alias("source"), F.col("value").alias("text"))
 
 
-def whole_file_ranges(df: DataFrame) -> SourceFrame:
+def whole_file_ranges(df: DataFrame, tasks: int) -> SourceFrame:
     """A micro-batch of :func:`watch_directory`'s new files (``source, stop``) as ranges
     (:mod:`siftbus.spark.ranges`): each file one range from its first byte, line 1, so no
-    job counts lines before the one that reads them."""
-    from pyspark.sql import functions as F
-
-    return SourceFrame(df.select(
-        "source", F.lit(0).cast("long").alias("start"), F.col("stop").cast("long"),
-        F.lit(1).cast("long").alias("line"), F.lit(0).cast("long").alias("events_before")),
-        "ranges")
+    job counts lines before the one that reads them. At most ``tasks`` tasks (Spark makes
+    one per small file; each task has a fixed cost, the files are read the same)."""
+    return SourceFrame(df.coalesce(tasks).selectExpr(
+        "source", "0L AS start", "stop", "1L AS line", "0L AS events_before"), "ranges")
 
 
 def number_one_partition(df: DataFrame) -> SourceFrame:
     """A ``source, text`` micro-batch (a socket's lines) numbered without a Spark job:
     gathered into one partition, in order, a row's line is its position there (Spark's
     ids count from 0 in partition 0), and no earlier partition holds events."""
-    from pyspark.sql import functions as F
-
-    return SourceFrame(df.select("source", "text").coalesce(1).select(
-        "source", (F.monotonically_increasing_id() + 1).alias("line"),
-        F.lit(0).cast("long").alias("events_before"), "text"), "text")
+    return SourceFrame(df.coalesce(1).selectExpr(
+        "source", "monotonically_increasing_id() + 1 AS line", "0L AS events_before", "text"),
+        "text")
 
 
 def socket_stream(spark: SparkSession, host: str, port: int) -> DataFrame:
