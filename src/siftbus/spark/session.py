@@ -211,6 +211,11 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
     )
     if settings.driver_memory:
         builder = builder.config("spark.driver.memory", settings.driver_memory)
+    if settings.master.startswith("local"):
+        # Spark lists more than 32 paths with a job of its own (a streaming micro-batch of
+        # 36 new files: 36 tasks); on one machine the driver lists them faster itself.
+        builder = builder.config("spark.sql.sources.parallelPartitionDiscovery.threshold",
+                                 "100000")
     for key, value in settings.conf.items():
         builder = builder.config(key, value)
     from pyspark import SparkContext
