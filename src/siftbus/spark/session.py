@@ -198,9 +198,6 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.pyspark.python", sys.executable)
         .config("spark.executorEnv.PYTHONHASHSEED", "0")
-        # Workers forked from a daemon that has loaded the pipeline: a new worker starts
-        # warm, not seconds late (siftbus.spark.daemon).
-        .config("spark.python.daemon.module", "siftbus.spark.daemon")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -216,6 +213,11 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
         # 36 new files: 36 tasks); on one machine the driver lists them faster itself.
         builder = builder.config("spark.sql.sources.parallelPartitionDiscovery.threshold",
                                  "100000")
+        # Workers forked from a daemon that has loaded the pipeline: a new worker starts
+        # warm, not seconds late (siftbus.spark.daemon). Only where the workers run this
+        # very installation: a cluster's executors may hold another siftbus, and a daemon
+        # that cannot start fails every task (set the property in [spark.conf] there).
+        builder = builder.config("spark.python.daemon.module", "siftbus.spark.daemon")
     for key, value in settings.conf.items():
         builder = builder.config(key, value)
     from pyspark import SparkContext
