@@ -17,7 +17,7 @@ puts first on the workers' path, where the package is also installed (:func:`unz
 a worker calls ``importlib.invalidate_caches()`` before every task, and on Python 3.11
 that re-reads the directory of every zip or jar an import has looked into (PySpark's zip,
 1,220 files, once per package imported from it; Spark's core jar, 21,000 files). A trivial
-one-task job took 0.49 s instead of 0.35 s at load 16 (medians of 30; 15 ms more CPU).
+one-task job took 0.49 s instead of 0.35 s at load 16 (means of 30 jobs; 15 ms more CPU).
 """
 
 from __future__ import annotations
