@@ -407,6 +407,59 @@ def test_stream_picks_up_subscription_changes(spark: Any, tmp_path: Path) -> Non
     assert got == [("1.jsonl", "a"), ("2.jsonl", "a"), ("2.jsonl", "b"), ("3.jsonl", "b")]
 
 
+def _matches_by_source(path: Path) -> dict[tuple[str, int], list[str]]:
+    """(source, event) -> matches of a match-lines file or a streaming sink's directory."""
+    files = [path] if path.is_file() else sorted(path.rglob("*.json"))
+    return {(d["source"], d["event"]): d["matches"] for f in files
+            for d in map(json.loads, f.read_text().split("\n")[:-1])}
+
+
+def test_a_watched_directory_gives_the_batch_jobs_results_in_one_job_per_batch(
+        spark: Any, tmp_path: Path) -> None:
+    # The stream's workers read each new file whole, as the batch job's ranges: the same
+    # line rule (BOM, \r, \r\n, blank lines, bad UTF-8), the same event numbers, the same
+    # dead letters, and the source named as the batch job names it (a space, a %).
+    watch = tmp_path / "in"
+    watch.mkdir()
+    door = b'{"type": "Door", "open": %d, "floor": %d}'
+    files = {
+        "a b%20.jsonl": b"\xef\xbb\xbf" + door % (1, 2) + b"\r\n\r\n" + door % (0, 1)
+        + b"\r  \t\n" + door % (1, 7) + b"\r\r" + door % (1, 0),
+        "bad.jsonl": b"\n".join([door % (1, 1), b"\xff", b"[" * 100, door % (2, 2),
+                                 b'{"type": "Door", "open": 1, "floor": NaN}', door % (1, 4)]),
+        "c.jsonl": b"".join(door % (i % 2, i % 9) + b"\n" for i in range(30)),
+    }
+    for name, data in files.items():
+        (watch / name).write_bytes(data)
+    prof = tmp_path / "p.txt"
+    prof.write_text(PROFILES_TEXT)
+    subs = SubscriptionSet(SCHEMA, profile_source(prof), engine=ENGINES[-1])
+    pipe = Pipeline(spark, SCHEMA, subs, streaming_sinks(tmp_path / "stream"))
+    reports: list[Any] = []
+    q = pipe.stream(watch_directory(spark, watch, max_files_per_trigger=1), tmp_path / "ck",
+                    available_now=True, on_batch=reports.append)
+    try:
+        assert q.awaitTermination(120), "the available-now query did not finish"
+    finally:
+        q.stop()
+        pipe.close()
+    batch = run_files(spark, SCHEMA, prof, [watch], tmp_path / "batch", engine=ENGINES[-1])
+    assert len(reports) == 3
+    # one job reads, parses, matches and writes; writing dead letters is one more
+    assert sorted(r.jobs - (r.bad > 0) for r in reports) == [1, 1, 1]
+    assert (sum(r.events for r in reports), sum(r.bad for r in reports)) == (
+        batch.events, batch.bad)
+    assert _matches_by_source(tmp_path / "stream" / "matches") == _matches_by_source(
+        tmp_path / "batch" / "matches.jsonl")
+    out = [tmp_path / x / "notifications" for x in ("stream", "batch")]
+    assert sorted(ParquetSink(out[0]).read_back(spark)) == sorted(
+        ParquetSink(out[1]).read_back(spark))
+    dead = [sorted(tuple(d.values()) for d in DeadLetterSink(p).read_back()) for p in (
+        tmp_path / "stream" / "dead_letters", tmp_path / "batch" / "dead_letters.jsonl")]
+    assert dead[0] == dead[1] and len(dead[0]) == batch.bad == 4
+    assert {d[0] for d in dead[0]} == {str(watch / "bad.jsonl")}
+
+
 def test_schema_loaded_from_file_matches_fixture(schema_file: Path) -> None:
     assert load_schema(schema_file).names == SCHEMA.names
 
@@ -588,6 +641,8 @@ def test_socket_stream(spark: Any, tmp_path: Path) -> None:
             conn.close()
         server.close()
     assert sum(r.bad for r in reports) == 1
+    # one job per micro-batch (its lines numbered in one partition), one more for dead letters
+    assert [r.jobs for r in reports] == [1 + (r.bad > 0) for r in reports]
     good = [json.loads(x) for x in lines if '"open": 7' not in x]
     want = sum(d["open"] == 1 for d in good) + sum(d["floor"] < 2 for d in good)
     got = ParquetSink(tmp_path / "out" / "notifications").read_back(spark)

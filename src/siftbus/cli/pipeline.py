@@ -233,7 +233,8 @@ def register(app: typer.Typer) -> None:
         def on_batch(r: BatchReport) -> None:
             typer.echo(f"batch {r.batch_id}: {r.events} events, {r.bad} bad, "
                        f"{r.notifications} notifications, {r.profiles} profiles "
-                       f"(v{r.version}), {r.seconds:.2f}s", err=False)
+                       f"(v{r.version}), {r.seconds:.2f}s, {r.jobs} Spark "
+                       f"job{'' if r.jobs == 1 else 's'}", err=False)
 
         ck = checkpoint or out / "_checkpoint"
         if socket is not None:

@@ -17,13 +17,14 @@ restarted job neither loses nor duplicates notifications.
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from siftbus.errors import ConfigError
 from siftbus.model import Schema
@@ -33,9 +34,11 @@ from siftbus.spark.fused import FUSED_DDL, TaskPlan, iter_fused
 from siftbus.spark.keyed import PARSED_DDL
 from siftbus.spark.match_stage import MATCHED_DDL, MatchPlan, iter_matched
 from siftbus.spark.parse import iter_parsed
-from siftbus.spark.progress import job_step
-from siftbus.spark.session import executor_writes
+from siftbus.spark.progress import job_step, jobs_since, step_mark
+from siftbus.spark.session import executor_writes, task_slots
 from siftbus.spark.sinks import (
+    CountsSink,
+    DeadLetterSink,
     DeliverySink,
     JsonLinesSink,
     MatchedBatch,
@@ -44,11 +47,16 @@ from siftbus.spark.sinks import (
     SinkResult,
     StagedOutputs,
 )
-from siftbus.spark.sources import SourceFrame, number_lines
+from siftbus.spark.sources import (
+    SourceFrame,
+    number_lines,
+    number_one_partition,
+    whole_file_ranges,
+)
+from siftbus.spark.stream_activity import StreamActivity, run_until_idle
 from siftbus.spark.subscriptions import SubscriptionSet
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark import Broadcast
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
@@ -76,6 +84,23 @@ class BatchReport:
     """Wall time of the batch, sinks included."""
     sinks: tuple[SinkResult, ...] = field(default_factory=tuple)
     """Each sink's result."""
+    jobs: int = 0
+    """Spark jobs the batch started, sinks included (a streaming micro-batch: one, and
+    one more to write dead letters when it has bad records)."""
+
+
+DEAD_DDL = "source string, line long, column int, reason string, text string"
+"""The dead letters' rows, as the sinks read them."""
+
+
+FILES_PER_TASK = 4
+"""A streaming micro-batch's new files per task, about (see :meth:`Pipeline.stream`)."""
+
+_STAGED_SINKS = frozenset([ParquetSink, JsonLinesSink, CountsSink, DeadLetterSink, DeliverySink])
+"""The standard sinks: with staged outputs none of them reads the matched rows."""
+
+_NO_JOB_SINKS = frozenset([ParquetSink, JsonLinesSink, CountsSink, DeliverySink])
+"""Standard sinks that commit staged outputs, count or deliver on the driver: no Spark job."""
 
 
 SINK_STEPS: Mapping[str, str] = {
@@ -86,70 +111,6 @@ SINK_STEPS: Mapping[str, str] = {
     "delivery": "delivering notifications live",
 }
 """What each standard sink's step is called in the progress display and the Spark UI."""
-
-
-_IDLE_STATES = ("Waiting for", "Getting offsets from")
-"""Spark's status messages of a query that is not working on a batch: waiting for the next
-trigger or for data, or listing the source for new input. Every other state (initialising,
-writing the offset log, processing, cleaning up state) is work."""
-
-
-class StreamActivity:
-    """How long a streaming query has been idle.
-
-    Idle means no micro-batch is running and Spark's latest look at the source found no
-    new input. The clock starts only then: a first micro-batch that takes longer than any
-    idle limit is never cut off, and neither is start-up (initialising sources, replaying
-    the checkpoint). :meth:`Pipeline.stream` reports the start and end of each batch.
-    """
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._running = 0
-        self._idle_since: float | None = None
-        self.batches = 0
-        """Micro-batches finished."""
-
-    def batch_started(self) -> None:
-        with self._lock:
-            self._running += 1
-            self._idle_since = None
-
-    def batch_finished(self) -> None:
-        with self._lock:
-            self._running -= 1
-            self.batches += 1
-            self._idle_since = None
-
-    def idle_seconds(self, status: Mapping[str, Any]) -> float:
-        """Seconds the query has been idle, given its current ``query.status``."""
-        now = self._clock()
-        message = str(status.get("message", ""))
-        with self._lock:
-            busy = (self._running > 0 or bool(status.get("isDataAvailable"))
-                    or not message.startswith(_IDLE_STATES))
-            if busy:
-                self._idle_since = None
-                return 0.0
-            if self._idle_since is None:
-                self._idle_since = now
-            return now - self._idle_since
-
-
-def run_until_idle(query: StreamingQuery, activity: StreamActivity, idle_seconds: float | None,
-                   *, poll: int = 1) -> bool:
-    """Wait while ``query`` runs; stop it once idle for ``idle_seconds`` (``None``: never).
-
-    Returns True when it stopped for idleness, False when the query ended by itself.
-    """
-    while query.isActive:
-        query.awaitTermination(poll)
-        if idle_seconds is not None and query.isActive and \
-                activity.idle_seconds(query.status) > idle_seconds:
-            query.stop()
-            return True
-    return False
 
 
 def _match_fn(bc: Broadcast[MatchPlan], batches: Iterator[pa.RecordBatch]
@@ -177,6 +138,9 @@ class Pipeline:
         self.sinks = list(sinks)
         self._bc: Broadcast[MatchPlan] | None = None
         self._bc_version: int | None = None
+        self._pq_stage: Path | None = None
+        self._empty_rows: DataFrame | None = None
+        self._empty_dead: DataFrame | None = None
         self.activity = StreamActivity()
         """Start and end of the streaming micro-batches (see :func:`run_until_idle`)."""
         self.executor_writes = executor_writes(spark)
@@ -238,10 +202,11 @@ class Pipeline:
         from pyspark.sql import functions as F
 
         start = time.perf_counter()
+        mark = step_mark()
         parquet = next((s for s in self.sinks if isinstance(s, ParquetSink)), None)
         lines = next((s for s in self.sinks if isinstance(s, JsonLinesSink)), None)
         deliveries = [s for s in self.sinks if isinstance(s, DeliverySink)]
-        pq_stage = parquet.staging() if parquet is not None else None
+        pq_stage = self._parquet_stage(parquet, streaming)
         js_stage = lines.staging() if lines is not None else None
         task = TaskPlan(
             parquet=str(pq_stage) if pq_stage else None,
@@ -255,19 +220,17 @@ class Pipeline:
                      self.limits)
         frame = (source.frame.select("source", "event", "type", "ikeys", "skeys")
                  if source.kind == "keyed" else source.frame)
-        out = frame.mapInArrow(fn, FUSED_DDL).persist()
+        out = frame.mapInArrow(fn, FUSED_DDL)
+        if not streaming:
+            out = out.persist()
+        kept = False  # whether the stream's staging directory stays for the next batch
         try:
-            with job_step(self.spark, "parsing, validating, matching and writing the events"):
-                summary = out.where(F.col("kind").isin("count", "stat", "part")).collect()
-            with job_step(self.spark, "counting bad records"):
-                bad = out.where(F.col("kind") == "dead").count()
-            notes: tuple[Notification, ...] = ()
-            if deliveries:
-                with job_step(self.spark, "collecting notifications for live delivery"):
-                    notes = tuple(
-                        Notification(r["subscriber"], r["profile"], r["source"],
-                                     int(r["event"]), r["type"], r["text"])
-                        for r in out.where(F.col("kind") == "note").toLocalIterator())
+            if streaming:
+                summary, dead, bad, notes = self._collect_once(out)
+            else:
+                summary, bad, notes = self._collect_cached(out, bool(deliveries))
+                dead = out.where(F.col("kind") == "dead").select(
+                    "source", "line", "column", "reason", "text")
             counts: dict[str, int] = {}
             events = notes_n = hits = 0
             sources = set()
@@ -282,11 +245,13 @@ class Pipeline:
                     sources.add(r["source"])
                 else:
                     parts.append((r["source"], int(r["event"]), int(r["n"]), r["path"]))
-            dead = out.where(F.col("kind") == "dead").select(
-                "source", "line", "column", "reason", "text")
             staged = StagedOutputs(pq_stage, js_stage, tuple(sorted(parts)), notes)
-            batch = MatchedBatch(self._rows_of(source), dead, batch_id, streaming, counts,
-                                 len(sources), int(bad), events, staged)
+            # Only a sink of its own reads the matched rows (the standard ones commit what
+            # the workers wrote): building them costs a stream's driver two stages' plans.
+            rows = (self._rows_of(source) if any(type(s) not in _STAGED_SINKS
+                                                  for s in self.sinks) else self._no_rows())
+            batch = MatchedBatch(rows, dead, batch_id, streaming, counts, len(sources),
+                                 int(bad), events, staged)
             # Sinks that read Spark rows go first: nothing reads the cached summary after
             # the staged files are committed.
             results: dict[int, SinkResult] = {}
@@ -294,16 +259,93 @@ class Pipeline:
                 self.sinks[i], ParquetSink | JsonLinesSink))
             for i in order:
                 s = self.sinks[i]
+                if type(s) in _NO_JOB_SINKS:  # they start no Spark job: nothing to label
+                    results[i] = s.write(batch)
+                    continue
                 with job_step(self.spark, SINK_STEPS.get(s.name, f"writing {s.name}")):
                     results[i] = s.write(batch)
+            kept = True
         finally:
-            out.unpersist()
+            if not streaming:
+                out.unpersist()
             for stage in (pq_stage, js_stage):
-                if stage is not None:
+                if stage is not None and not (kept and stage == self._pq_stage):
                     shutil.rmtree(stage, ignore_errors=True)
+            if not kept:
+                self._pq_stage = None
         return BatchReport(batch_id, events, int(bad), notes_n, hits, len(self.subscriptions),
                            self.subscriptions.version, time.perf_counter() - start,
-                           tuple(results[i] for i in range(len(self.sinks))))
+                           tuple(results[i] for i in range(len(self.sinks))),
+                           jobs_since(self.spark, mark))
+
+    def _collect_once(self, out: DataFrame
+                      ) -> tuple[list[dict[str, Any]], DataFrame, int, tuple[Notification, ...]]:
+        """A micro-batch's summary rows, bad records (as a DataFrame for the dead letters'
+        writer) and notes to deliver, from one Spark job: its few rows come back whole, as
+        Arrow (a Spark row per note cost the driver 0.1 ms each), and the bad ones are
+        written from here, without running the batch again."""
+        import pyarrow.compute as pc
+
+        with job_step(self.spark, "parsing, validating, matching and writing the events"):
+            table = out.toArrow()
+        kind = table.column("kind")
+
+        def rows(what: str, cols: Sequence[str]) -> list[tuple[Any, ...]]:
+            t = table.filter(pc.equal(kind, what))
+            return list(zip(*(t.column(c).to_pylist() for c in cols), strict=True))
+
+        summary = table.filter(pc.is_in(kind, pa.array(["count", "stat", "part"]))).to_pylist()
+        dead_rows = rows("dead", ("source", "line", "column", "reason", "text"))
+        dead = (self.spark.createDataFrame(dead_rows, DEAD_DDL).coalesce(1) if dead_rows
+                else self._no_dead())
+        notes = tuple(Notification(*r) for r in rows(
+            "note", ("subscriber", "profile", "source", "event", "type", "text")))
+        return summary, dead, len(dead_rows), notes
+
+    def _parquet_stage(self, parquet: ParquetSink | None, streaming: bool) -> Path | None:
+        """Where the workers write a batch's notifications: a new directory for a batch
+        job; for a stream, one kept from batch to batch (its commit moves each batch's
+        ``batch=N`` directories out and leaves the subscribers' directories for the next
+        batch: making and removing them cost a micro-batch 0.1 s at load 12)."""
+        if parquet is None:
+            return None
+        if not streaming:
+            return parquet.staging()
+        if self._pq_stage is None:
+            self._pq_stage = parquet.staging()
+        return self._pq_stage
+
+    def _no_rows(self) -> DataFrame:
+        """An empty DataFrame of the matched rows' layout (made once)."""
+        if self._empty_rows is None:
+            self._empty_rows = self.spark.createDataFrame([], MATCHED_DDL)
+        return self._empty_rows
+
+    def _no_dead(self) -> DataFrame:
+        """An empty DataFrame of the dead letters' layout (made once)."""
+        if self._empty_dead is None:
+            self._empty_dead = self.spark.createDataFrame([], DEAD_DDL)
+        return self._empty_dead
+
+    def _collect_cached(self, out: DataFrame, deliver: bool
+                        ) -> tuple[list[Any], int, tuple[Notification, ...]]:
+        """A batch job's summary rows, bad record count and notes to deliver, each its own
+        action over the cached rows (the bad records stay in Spark: a batch job may have
+        millions)."""
+        from pyspark.sql import functions as F
+
+        with job_step(self.spark, "parsing, validating, matching and writing the events"):
+            summary = out.where(F.col("kind").isin("count", "stat", "part")).collect()
+        with job_step(self.spark, "counting bad records"):
+            bad = out.where(F.col("kind") == "dead").count()
+        notes: tuple[Notification, ...] = ()
+        if deliver:
+            with job_step(self.spark, "collecting notifications for live delivery"):
+                notes = tuple(
+                    Notification(r["subscriber"], r["profile"], r["source"],
+                                 int(r["event"]), r["type"], r["text"])
+                    for r in out.where(F.col("kind") == "note").toLocalIterator())
+        return summary, int(bad), notes
 
     def _rows_of(self, source: SourceFrame) -> DataFrame:
         """The matched rows as Spark rows, for sinks other than the standard ones (lazy:
@@ -319,6 +361,7 @@ class Pipeline:
         from pyspark.sql import functions as F
 
         start = time.perf_counter()
+        mark = step_mark()
         parsed = self.parse(source).persist()
         try:
             good = parsed.where(F.col("error").isNull())
@@ -352,7 +395,8 @@ class Pipeline:
             parsed.unpersist()
         return BatchReport(batch_id, int(agg["events"]), int(bad), int(agg["notes"]),
                            int(agg["hit"]), len(self.subscriptions), self.subscriptions.version,
-                           time.perf_counter() - start, tuple(results))
+                           time.perf_counter() - start, tuple(results),
+                           jobs_since(self.spark, mark))
 
     def run(self, source: SourceFrame) -> BatchReport:
         """The batch job."""
@@ -367,7 +411,13 @@ class Pipeline:
         ``source, content`` stream of XML documents); returns the query.
 
         ``per_batch_sources`` (for sockets, which have no files) makes each micro-batch its
-        own source, so that (source, event) stays unique.
+        own source, so that (source, event) stays unique, and numbers its lines in one
+        partition (no job for it; a socket's batch is small).
+
+        Each micro-batch is one Spark job where the workers share the driver's
+        filesystem (:func:`~siftbus.spark.session.executor_writes`): the workers read the
+        new files themselves (:func:`~siftbus.spark.sources.watch_directory`), parse,
+        match and write, and hand back the few rows the driver commits and delivers.
         """
         if kind not in ("text", "xml"):
             raise ConfigError(f"a stream holds text or xml rows, not {kind!r}", field="kind")
@@ -405,6 +455,15 @@ class Pipeline:
                 F.col("source"), F.lit(f"#batch={batch_id}")))
         if kind == "xml":
             source = SourceFrame(frame, "xml")
+        elif "stop" in frame.columns:  # new files for the workers to read (watch_directory)
+            # Spark makes a task per small file. A task costs a fixed 0.2-0.5 s on a loaded
+            # machine, so a few files go to one task: at 2,000 events/s in files of 1,000
+            # (load 15-17) a micro-batch took 0.73 s in one task against 1.8 s in two.
+            files = frame.rdd.getNumPartitions()
+            source = whole_file_ranges(frame, max(1, min(task_slots(self.spark),
+                                                         -(-files // FILES_PER_TASK))))
+        elif per_batch_sources:
+            source = number_one_partition(frame)
         else:
             with job_step(self.spark, "numbering the lines of the new files"):
                 source = SourceFrame(number_lines(frame, self.limits), "text")
@@ -417,6 +476,9 @@ class Pipeline:
         if self._bc is not None:
             self._bc.unpersist(blocking=False)
             self._bc = None
+        if self._pq_stage is not None:
+            shutil.rmtree(self._pq_stage, ignore_errors=True)
+            self._pq_stage = None
 
 
 def _union(sets: Sequence[frozenset[str] | None]) -> frozenset[str] | None:
@@ -482,6 +544,7 @@ def summary_rows(report: BatchReport) -> list[tuple[str, Any]]:
 
 
 __all__ = [
+    "FILES_PER_TASK",
     "BatchReport",
     "Pipeline",
     "StreamActivity",

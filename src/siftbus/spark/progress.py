@@ -28,6 +28,8 @@ _KEEP_STEPS = 64
 """Steps remembered for labelling (older ones have finished long ago)."""
 
 _ids = itertools.count(1)
+_last = 0
+"""The id of the latest step (see :func:`step_mark`)."""
 _lock = threading.Lock()
 _steps: dict[str, str] = {}
 """Job group id -> what its jobs do (the most recent :data:`_KEEP_STEPS` steps)."""
@@ -37,9 +39,11 @@ _steps: dict[str, str] = {}
 def job_step(spark: SparkSession, what: str) -> Iterator[None]:
     """Label the Spark jobs started inside the block with ``what`` (progress display and
     Spark UI); the previous label of the thread comes back afterwards."""
+    global _last
     sc = spark.sparkContext
-    group = f"{_GROUP_PREFIX}{next(_ids)}"
     with _lock:
+        _last = next(_ids)
+        group = f"{_GROUP_PREFIX}{_last}"
         _steps[group] = what
         while len(_steps) > _KEEP_STEPS:
             del _steps[next(iter(_steps))]
@@ -52,6 +56,22 @@ def job_step(spark: SparkSession, what: str) -> Iterator[None]:
         # None removes the property (the JVM side takes null as "unset").
         sc.setLocalProperty("spark.jobGroup.id", old_group)  # type: ignore[arg-type]
         sc.setLocalProperty("spark.job.description", old_what)  # type: ignore[arg-type]
+
+
+def step_mark() -> int:
+    """A mark for :func:`jobs_since`: the id of the latest step so far."""
+    with _lock:
+        return _last
+
+
+def jobs_since(spark: SparkSession, mark: int) -> int:
+    """How many Spark jobs the steps after ``mark`` (:func:`step_mark`) started, as
+    Spark's status tracker knows them (each step is remembered while it is among the
+    latest :data:`_KEEP_STEPS`)."""
+    tracker = spark.sparkContext.statusTracker()
+    with _lock:
+        groups = [g for g in _steps if int(g.removeprefix(_GROUP_PREFIX)) > mark]
+    return sum(len(tracker.getJobIdsForGroup(g)) for g in groups)
 
 
 def stage_labels(spark: SparkSession) -> dict[int, tuple[str, int, int]]:
@@ -130,4 +150,4 @@ def _poller(spark: SparkSession, progress: Any, stop: threading.Event, interval:
     return poll
 
 
-__all__ = ["job_step", "spark_progress", "stage_labels"]
+__all__ = ["job_step", "jobs_since", "spark_progress", "stage_labels", "step_mark"]

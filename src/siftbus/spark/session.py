@@ -19,6 +19,7 @@ Flags given on the command line override the file; the file overrides the defaul
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -207,6 +208,16 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
     )
     if settings.driver_memory:
         builder = builder.config("spark.driver.memory", settings.driver_memory)
+    if settings.master.startswith("local"):
+        # Spark lists more than 32 paths with a job of its own (a streaming micro-batch of
+        # 36 new files: 36 tasks); on one machine the driver lists them faster itself.
+        builder = builder.config("spark.sql.sources.parallelPartitionDiscovery.threshold",
+                                 "100000")
+        # Workers forked from a daemon that has loaded the pipeline: a new worker starts
+        # warm, not seconds late (siftbus.spark.daemon). Only where the workers run this
+        # very installation: a cluster's executors may hold another siftbus, and a daemon
+        # that cannot start fails every task (set the property in [spark.conf] there).
+        builder = builder.config("spark.python.daemon.module", "siftbus.spark.daemon")
     for key, value in settings.conf.items():
         builder = builder.config(key, value)
     from pyspark import SparkContext
@@ -300,6 +311,18 @@ def executor_writes(spark: SparkSession) -> bool:
     return host in ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
+def task_slots(spark: SparkSession) -> int:
+    """How many tasks run at once: N of ``local[N]`` (``local[*]``: this machine's cores,
+    ``local``: one), else Spark's default parallelism."""
+    master = str(spark.sparkContext.master or "")
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master)
+    if m is None:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    if m[1] is None:
+        return 1
+    return (os.cpu_count() or 1) if m[1] == "*" else max(1, int(m[1]))
+
+
 __all__ = [
     "SparkSettings",
     "build_session",
@@ -309,4 +332,5 @@ __all__ = [
     "load_config",
     "load_settings",
     "settings_from_mapping",
+    "task_slots",
 ]

@@ -14,11 +14,14 @@ Every source yields one of four *kinds* of DataFrame, which the parse stage know
 
 JSON-lines files are read by the Python workers in byte ranges where they share the
 driver's filesystem (:mod:`siftbus.spark.ranges`: a small job counts each range's lines,
-so numbers are exact); otherwise, and for streams, by Spark's text reader, numbered as
-follows. Line numbers are exact and computed on the JVM side: a file scan is split into partitions
-deterministically, rows keep file order inside a partition, so the line of a row is its
-``monotonically_increasing_id`` minus the first id of its (partition, file) plus the lines
-of the same file in earlier partitions. One small aggregation finds those offsets.
+so numbers are exact; a watched directory's new files are read whole, one range each, so
+a micro-batch needs no such job); otherwise, and for sockets, by Spark's text reader,
+numbered as follows (a socket's micro-batch: in one partition, see
+:func:`number_one_partition`). Line numbers are exact and computed on the JVM side: a
+file scan is split into partitions deterministically, rows keep file order inside a
+partition, so the line of a row is its ``monotonically_increasing_id`` minus the first id
+of its (partition, file) plus the lines of the same file in earlier partitions. One small
+aggregation finds those offsets.
 """
 
 from __future__ import annotations
@@ -203,9 +206,11 @@ def read_source(spark: SparkSession, paths: Sequence[str | Path], fmt: str = "js
 def watch_directory(spark: SparkSession, directory: str | Path, *,
                     max_files_per_trigger: int | None = None, fmt: str = "jsonl"
                     ) -> DataFrame:
-    """A streaming DataFrame of new files in ``directory``: ``source, text`` (the lines of
-    JSON-lines files) or, with ``fmt="xml"``, ``source, content`` (whole XML documents;
-    pass ``kind="xml"`` to :meth:`Pipeline.stream`).
+    """A streaming DataFrame of new files in ``directory``: JSON-lines files as ``source,
+    stop`` (each file and its size, for the workers to read, see :func:`whole_file_ranges`)
+    where the workers share the driver's filesystem, else ``source, text`` (their lines);
+    with ``fmt="xml"``, ``source, content`` (whole XML documents; pass ``kind="xml"`` to
+    :meth:`Pipeline.stream`).
 
     Spark's file source remembers (in the checkpoint) which files it has taken, so a
     restarted query continues where the killed one stopped.
@@ -218,7 +223,8 @@ def watch_directory(spark: SparkSession, directory: str | Path, *,
     if fmt not in STREAM_FORMATS:
         raise ConfigError(f"unknown stream format {fmt!r}; choose one of "
                           f"{', '.join(STREAM_FORMATS)}", field="format")
-    if fmt == "xml":
+    by_workers = fmt == "jsonl" and executor_writes(spark)
+    if fmt == "xml" or by_workers:
         reader = spark.readStream.format("binaryFile").schema(
             "path string, modificationTime timestamp, length long, content binary")
     else:
@@ -228,8 +234,31 @@ def watch_directory(spark: SparkSession, directory: str | Path, *,
     df = reader.load(str(d.resolve()))
     if fmt == "xml":
         return df.select(_local_path(F.col("path")).alias("source"), "content")
+    if by_workers:
+        # Spark lists the new files and reads none of their bytes (no content column):
+        # the Python workers read each file whole, as a batch job's ranges.
+        return df.select(_local_path(F.col("path")).alias("source"),
+                         F.col("length").alias("stop"))
     return df.select(
         _local_path(F.col("_metadata.file_path")).alias("source"), F.col("value").alias("text"))
+
+
+def whole_file_ranges(df: DataFrame, tasks: int) -> SourceFrame:
+    """A micro-batch of :func:`watch_directory`'s new files (``source, stop``) as ranges
+    (:mod:`siftbus.spark.ranges`): each file one range from its first byte, line 1, so no
+    job counts lines before the one that reads them. At most ``tasks`` tasks (Spark makes
+    one per small file; each task has a fixed cost, the files are read the same)."""
+    return SourceFrame(df.coalesce(tasks).selectExpr(
+        "source", "0L AS start", "stop", "1L AS line", "0L AS events_before"), "ranges")
+
+
+def number_one_partition(df: DataFrame) -> SourceFrame:
+    """A ``source, text`` micro-batch (a socket's lines) numbered without a Spark job:
+    gathered into one partition, in order, a row's line is its position there (Spark's
+    ids count from 0 in partition 0), and no earlier partition holds events."""
+    return SourceFrame(df.coalesce(1).selectExpr(
+        "source", "monotonically_increasing_id() + 1 AS line", "0L AS events_before", "text"),
+        "text")
 
 
 def socket_stream(spark: SparkSession, host: str, port: int) -> DataFrame:
@@ -251,10 +280,12 @@ __all__ = [
     "SourceFrame",
     "existing_inputs",
     "number_lines",
+    "number_one_partition",
     "read_json_lines",
     "read_parquet",
     "read_source",
     "read_xml",
     "socket_stream",
     "watch_directory",
+    "whole_file_ranges",
 ]
