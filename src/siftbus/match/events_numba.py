@@ -5,9 +5,9 @@ they are not sure about is left to the specification's path)."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from siftbus.match.lex_numba import _same, _skip_ws, count_lines, line_end
+from siftbus.match.numba_load import njit
 from siftbus.match.scan_numba import (
     KIND_ENUM,
     KIND_INT,

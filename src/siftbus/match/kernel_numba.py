@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numba import njit, typeof
 
 # the inline building blocks, in their own module (they are shared, not kernels)
 from siftbus.match.kernel_primitives import (
@@ -35,6 +34,7 @@ from siftbus.match.kernel_primitives import (
     _rec_at,
     _rec_rank,
 )
+from siftbus.match.numba_load import njit, typeof
 
 CHUNK = 256
 """Entries of a list lead set whose first pre-check runs in one branch-free pass."""

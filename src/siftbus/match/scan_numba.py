@@ -28,7 +28,6 @@ Schema tables (built by :class:`siftbus.match.ingest.SchemaTables`):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 # the byte-level lexing shared with the event scanner, in its own module
 from siftbus.match.lex_numba import (
@@ -43,6 +42,7 @@ from siftbus.match.lex_numba import (
     count_lines,
     line_end,
 )
+from siftbus.match.numba_load import njit
 
 OK, SKIP, SLOW = 0, 1, 2
 """Line status: matched by the scanner, blank or comment, left to the slow path."""
