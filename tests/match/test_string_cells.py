@@ -44,6 +44,11 @@ def test_string_cells_and_pieces(data: st.DataObject, nul: bool) -> None:
     cells, pieces = _string_layout("s", 0, np.array([i for i, _ in slot_con], np.int32),
                                    objects)
     cons = cons + [cons[o] for o in owner]
+    # in (slot, first cell) order, runs disjoint: what primas' hulls and records read
+    rows = list(zip(pieces.slots.tolist(), pieces.first.tolist(), pieces.last.tolist(),
+                    strict=True))
+    assert rows == sorted(rows)
+    assert all(a[0] != b[0] or a[2] < b[1] for a, b in zip(rows, rows[1:]))
     want = [cells.cell_of(v) for v in values]
     plain = [v for v in values if not v.endswith("\0")]
     assert cells.cells_of(str_array(plain)).tolist() == [cells.cell_of(v) for v in plain]

@@ -289,7 +289,10 @@ def _string_layout(name: str, pos: int, con_slot: np.ndarray, cons: np.ndarray
     # whose representatives start with a prefix are then one block, and a prefix
     # condition accepts that block less its excluded strings -- a few runs, not one piece
     # per cell (100,000 mixed profiles: 45 million pieces before).
-    reps = sorted([(s, True) for s in set(named)] + [(s, False) for s in prefix_names])
+    names = set(named)
+    reps = [(s, is_exact) for s in sorted(names | prefix_names)  # a prefix before
+            for is_exact in (False, True)                       # the same string
+            if (s in names if is_exact else s in prefix_names)]
     keys = [s for s, _ in reps]
     exact = {s: i for i, (s, is_exact) in enumerate(reps) if is_exact}
     prefixes = {s: i for i, (s, is_exact) in enumerate(reps) if not is_exact}
@@ -338,13 +341,14 @@ def _string_layout(name: str, pos: int, con_slot: np.ndarray, cons: np.ndarray
     ps = np.repeat(con_slot.astype(np.int32), count)
     # each profile's runs: its distinct constraint's, in order
     run = np.repeat(at[:-1][which] - np.cumsum(count) + count, count) + np.arange(len(ps))
+    # already in (slot, first cell) order: slots come non-decreasing, one condition
+    # each, and a distinct constraint's runs by first cell
     pf = run_first[run].astype(np.int32)
     pl = run_last[run].astype(np.int32)
-    order = np.lexsort((pf, ps))
     cells = AttributeCells(name, pos, False, 0, 0, np.zeros(0, np.int64), exact, prefixes,
                            tuple(sorted({len(s) for s in prefixes if s}, reverse=True)),
                            len(reps))
-    return cells, Pieces(ps[order], pf[order], pl[order])
+    return cells, Pieces(ps, pf, pl)
 
 
 def _block(keys: list[str], prefix: str) -> tuple[int, int]:
