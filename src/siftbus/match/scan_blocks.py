@@ -165,6 +165,7 @@ def add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: n
     """Columns per event type of one block's profiles (scanned and slow); ``strings``
     is :func:`string_conditions` of the block."""
     has_sub = sub_s[ok] >= 0
+    any_sub = bool(has_sub.any())
     subs = np.full(len(ok), "", dtype=object)
     subs[has_sub] = _spans_to_str(b, sub_s[ok][has_sub], sub_e[ok][has_sub]).tolist()
     slot_in_type = np.full(len(ptype), -1, np.int64)
@@ -179,10 +180,13 @@ def add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: n
             slot_in_type[mine] = np.arange(len(mine))
             rr = rows[(row_type == t) & (slot_in_type[rows[:, 0]] >= 0)]
             ss = np.flatnonzero((s_type == t) & (slot_in_type[s_line] >= 0))
-            names, codes = np.unique(subs[of_t].astype(str), return_inverse=True)
-            if names[0] != "":
-                names = np.concatenate([[""], names])
-                codes = codes + 1
+            if any_sub:
+                names, codes = np.unique(subs[of_t].astype(str), return_inverse=True)
+                if names[0] != "":
+                    names = np.concatenate([[""], names])
+                    codes = codes + 1
+            else:  # no profile of the block names a subscriber: no sort of "" strings
+                names, codes = np.array([""]), np.zeros(len(mine), np.int64)
             parts.setdefault(t, []).append(ProfileColumns(
                 etype, ok_ids[of_t], codes.astype(np.int32),
                 tuple(str(x) for x in names), slot_in_type[rr[:, 0]].astype(np.int32),
