@@ -112,6 +112,8 @@ def string_conditions(data: bytes, srows: np.ndarray,
     one once: :func:`siftbus.match.cells.layout`)."""
     if not len(srows):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object)
+    from siftbus.match.scan_numba import STR_IN, STR_NE  # once here, not per condition
+
     srows = srows[np.lexsort((srows[:, 1], srows[:, 0]))]  # stable: a set keeps its order
     line, attr = srows[:, 0], srows[:, 1]
     heads = np.flatnonzero(np.concatenate([[True], (line[1:] != line[:-1])
@@ -127,8 +129,16 @@ def string_conditions(data: bytes, srows: np.ndarray,
         if con is None:
             if values is None:
                 values = _decoded(data, srows[:, 3], srows[:, 4])
-            con = cache[(op, text)] = _string_constraint(
-                op, values[int(heads[k]):int(ends[k])])
+            vals = values[int(heads[k]):int(ends[k])]
+            # already canonical (StringConstraint.make would change nothing): a set's
+            # values, the one excluded value, or the prefix
+            if op == STR_IN:
+                con = StringConstraint(frozenset(vals))
+            elif op == STR_NE:
+                con = StringConstraint(None, "", frozenset(vals))
+            else:
+                con = StringConstraint(None, vals[0])
+            cache[(op, text)] = con
         made.append(con)
     cons[:] = made
     return line[heads], attr[heads], cons
@@ -142,19 +152,6 @@ def _decoded(data: bytes, start: np.ndarray, end: np.ndarray) -> list[str]:
         return out
     return [data[a:b].decode("ascii") for a, b in zip(start.tolist(), end.tolist(),
                                                        strict=True)]
-
-
-def _string_constraint(op: int, values: list[str]) -> StringConstraint:
-    """The constraint of one scanned condition: already canonical
-    (``StringConstraint.make`` would change nothing): the values of a set, the one
-    excluded value, or the prefix."""
-    from siftbus.match.scan_numba import STR_IN, STR_NE
-
-    if op == STR_IN:
-        return StringConstraint(frozenset(values))
-    if op == STR_NE:
-        return StringConstraint(None, "", frozenset(values))
-    return StringConstraint(None, values[0])
 
 
 def add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: np.ndarray,
