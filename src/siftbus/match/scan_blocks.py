@@ -166,17 +166,24 @@ def add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: n
     subs = np.full(len(ok), "", dtype=object)
     subs[has_sub] = _spans_to_str(b, sub_s[ok][has_sub], sub_e[ok][has_sub]).tolist()
     slot_in_type = np.full(len(ptype), -1, np.int64)
-    row_type = ptype[rows[:, 0]] if len(rows) else np.zeros(0, np.int32)
+    # the rows and string conditions of valid lines, grouped by type once (stable: in
+    # line order), not selected again from all of them for each type
+    is_ok = np.zeros(len(ptype), bool)
+    is_ok[ok] = True
+    n_types = len(tables.types)
+    rows = rows[is_ok[rows[:, 0]]] if len(rows) else rows
+    row_by, row_at = _by_type(ptype[rows[:, 0]] if len(rows) else np.zeros(0, np.int32),
+                              n_types)
     s_line, s_attr, s_con = strings
-    s_type = ptype[s_line]
+    s_by, s_at = _by_type(np.where(is_ok[s_line], ptype[s_line], n_types), n_types)
     for t, etype in enumerate(tables.types):
         of_t = ptype[ok] == t
         mine = ok[of_t]
         extra = [prof for _, prof in slow if prof.etype.name == etype.name]
         if len(mine):
             slot_in_type[mine] = np.arange(len(mine))
-            rr = rows[(row_type == t) & (slot_in_type[rows[:, 0]] >= 0)]
-            ss = np.flatnonzero((s_type == t) & (slot_in_type[s_line] >= 0))
+            rr = rows[row_by[row_at[t]:row_at[t + 1]]]
+            ss = s_by[s_at[t]:s_at[t + 1]]
             if any_sub:
                 names, codes = np.unique(subs[of_t].astype(str), return_inverse=True)
                 if names[0] != "":
@@ -199,6 +206,12 @@ def add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: n
                 slow_cols = ProfileColumns.concat([scanned, slow_cols]).take(
                     np.argsort(lines, kind="stable"))
             parts.setdefault(t, []).append(slow_cols)
+
+
+def _by_type(types: np.ndarray, n_types: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions grouped by type (stable), and where each type's start in them."""
+    by = np.argsort(types, kind="stable")
+    return by, np.searchsorted(types[by], np.arange(n_types + 1))
 
 
 __all__ = ["STRING_MATRIX_BYTES", "SchemaTables", "add_parts", "string_conditions"]
