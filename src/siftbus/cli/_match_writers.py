@@ -88,8 +88,13 @@ class JsonLinesWriter(MatchWriter):
         if kernel.name() == "numba":
             from siftbus.match.events_numba import format_matches
 
-            text = format_matches(first, offsets, profiles, qbytes, qoff).tobytes()
-            self.out.write(text.decode("ascii"))
+            data = format_matches(first, offsets, profiles, qbytes, qoff)
+            raw = getattr(self.out, "buffer", None)
+            if raw is not None:  # the bytes as they are: no str made and encoded again
+                self.out.flush()
+                raw.write(memoryview(data))
+            else:
+                self.out.write(data.tobytes().decode("ascii"))
             return
         import numpy as np
 
