@@ -2,7 +2,8 @@
 the imports numba makes for features siftbus does not use (``match/numba_load.py``):
 a kernel compiled in one process (a cold cache: numba compiles as usual) gives the same
 result when a second process loads it from the cache, and that process neither
-refreshes numba's contexts nor imports PyYAML or ``importlib.metadata``."""
+refreshes numba's contexts nor imports PyYAML, ``importlib.metadata`` or the numba
+modules whose code the kernel inlined (an error raised by that code reads as before)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ def kernel(a, k):
         out[i] = s
     out[-1] = np.sort(a)[0]
     return out
+
+
+@njit(cache=True)
+def empty(n):
+    return np.empty(n, np.int64)  # numba raises ValueError from numba.np.arrayobj's code
 '''
 
 RUN = '''
@@ -44,10 +50,16 @@ refreshed = []
 full = base.BaseContext.refresh
 base.BaseContext.refresh = lambda self: (refreshed.append(1), full(self))[1]
 out = kern.kernel(np.arange(5, 0, -1, dtype=np.int64), 7)
+try:
+    kern.empty(-1)
+    error = ""
+except ValueError as exc:
+    error = str(exc)
 print(json.dumps({
     "out": out.tolist(), "hits": sum(kern.kernel.stats.cache_hits.values()),
     "refreshed": len(refreshed), "extensions": entrypoints._already_initialized,
-    "yaml": "yaml" in sys.modules, "email": "email" in sys.modules}))
+    "yaml": "yaml" in sys.modules, "email": "email" in sys.modules, "error": error,
+    "arrayobj": "numba.np.arrayobj" in sys.modules}))
 '''
 
 
@@ -70,5 +82,7 @@ def test_a_cached_kernel_loads_without_the_refresh_and_gives_the_same_result(
     warm = _run(tmp_path)
     assert warm["out"] == expected
     assert warm["hits"] == 1
+    assert cold["error"] == "negative dimensions not allowed"
     assert warm == {"out": expected, "hits": 1, "refreshed": 0, "extensions": False,
-                    "yaml": False, "email": False}
+                    "yaml": False, "email": False, "arrayobj": False,
+                    "error": "negative dimensions not allowed"}

@@ -4,6 +4,8 @@ every profile's pieces accept exactly the cells of the strings it accepts."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -48,7 +50,7 @@ def test_string_cells_and_pieces(data: st.DataObject, nul: bool) -> None:
     rows = list(zip(pieces.slots.tolist(), pieces.first.tolist(), pieces.last.tolist(),
                     strict=True))
     assert rows == sorted(rows)
-    assert all(a[0] != b[0] or a[2] < b[1] for a, b in zip(rows, rows[1:]))
+    assert all(a[0] != b[0] or a[2] < b[1] for a, b in itertools.pairwise(rows))
     want = [cells.cell_of(v) for v in values]
     plain = [v for v in values if not v.endswith("\0")]
     assert cells.cells_of(str_array(plain)).tolist() == [cells.cell_of(v) for v in plain]

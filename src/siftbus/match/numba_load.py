@@ -1,27 +1,30 @@
-"""numba's ``njit`` and ``typeof``, imported and loaded from its cache at the cost of what is used.
+"""numba's ``njit`` and ``typeof``, imported and loaded from its cache at the cost of
+what is used.
 
 Every compiled module of siftbus takes ``njit`` from here, so that this module is what
-imports numba, before any kernel loads. Two fixed costs of a process that runs cached
-kernels are left out (``siftbus match`` at 100,000 x 100,000 spent ~0.13 CPU-s on them,
-half of what a ``json.loads`` loop over the same events costs):
+imports numba, before any kernel loads. Fixed costs of a process that runs cached
+kernels are left out (``siftbus match`` at 100,000 x 100,000 spent ~0.16 CPU-s on them,
+more than half of what a ``json.loads`` loop over the same events costs):
 
-* **The context refresh before a cache load** (~0.1 CPU-s). Every ``cache=True`` kernel is
-  compiled once per machine and then loaded from numba's cache, and before loading one
-  numba refreshes the whole target context (``Cache.load_overload`` calls
+* **The context refresh before a cache load** (~0.1 CPU-s). Every ``cache=True`` kernel
+  is compiled once per machine and then loaded from numba's cache, and before loading
+  one numba refreshes the whole target context (``Cache.load_overload`` calls
   ``target_context.refresh()``): it imports and installs every lowering and typing
   registry numba has (linear algebra, random generators, polynomials, typed containers,
   jitclass, datetimes...) and scans the installed distributions for numba extensions.
   A cached library is machine code linked against numba's runtime (NRT) only, so
   :func:`install` makes a cache load initialise just the runtime. The refresh still
-  happens wherever numba needs it: the compiler refreshes both contexts itself before it
-  compiles anything (``CompilerBase.__init__``), which a cache miss goes to, and the
+  happens wherever numba needs it: the compiler refreshes both contexts itself before
+  it compiles anything (``CompilerBase.__init__``), which a cache miss goes to, and the
   target context refreshes on a missing lowering (``get_function``).
-* **Imports numba makes for features siftbus does not use** (~0.03 CPU-s), while numba
-  is imported: PyYAML, which numba's configuration uses only to read a
-  ``.numba_config.yaml`` in the working directory (so it is left out only when there is
-  none), and ``importlib.metadata`` (with ``email``), which numba uses only to look for
-  extensions when it compiles (so it is loaded lazily, at its first use, when the process
-  has one thread: Python 3.11's lazy loader has no lock of its own).
+* **Imports for features siftbus does not use** (~0.06 CPU-s): the modules of the numba
+  functions a cached kernel inlined, imported for their environments
+  (:func:`_environments_without_imports`); and, while numba is imported, PyYAML, which
+  numba's configuration uses only to read a ``.numba_config.yaml`` in the working
+  directory (so it is left out only when there is none), and ``importlib.metadata``
+  (with ``email``), which numba uses only to look for extensions when it compiles (so
+  it is loaded lazily, at its first use, when the process has one thread: Python 3.11's
+  lazy loader has no lock of its own).
 """
 
 from __future__ import annotations
@@ -100,6 +103,36 @@ def install() -> None:
 
     load_overload._siftbus = True  # type: ignore[attr-defined]
     cache.load_overload = load_overload  # type: ignore[method-assign]
+    _environments_without_imports()
+
+
+def _environments_without_imports() -> None:
+    """A cached kernel refers to the environments of the numba functions it inlined
+    (``np.empty``'s is in ``numba.np.arrayobj``), and numba rebuilds each one from its
+    module's globals, importing the module: ``numba.np.arrayobj`` and what it imports
+    cost ~0.03 CPU-s. An environment's globals are read by object-mode code only (its
+    constants, set here as numba sets them, serve compiled code), so the environment of
+    a module not imported yet gets its name alone."""
+    from numba.core import environment
+
+    full = environment._rebuild_env
+
+    def _rebuild_env(modname: str, consts: Any, env_name: str) -> Any:
+        if modname in sys.modules:
+            return full(modname, consts, env_name)
+        env = environment.lookup_environment(env_name)
+        if env is not None:
+            return env
+        env = environment.Environment({"__name__": modname})
+        env.consts[:] = consts
+        env.env_name = env_name
+        environment.Environment._memo[env_name] = env
+        return env
+
+    # pickled by name, as numba's own (an environment saved again names this function)
+    _rebuild_env.__module__ = full.__module__
+    _rebuild_env.__qualname__ = full.__qualname__
+    environment._rebuild_env = _rebuild_env
 
 
 install()
