@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from siftbus.errors import DomainError, DuplicateProfileError, UnknownProfileError
 from siftbus.lang.profile import parse_profile
-from siftbus.match import Matcher, ReferenceMatcher, kernel, leveled, primas
+from siftbus.match import Matcher, ReferenceMatcher, kernel, level, leveled, primas
 from siftbus.match import cells as cells_module
 from siftbus.match import index as index_module
 from siftbus.match.conformance import (
@@ -390,9 +390,9 @@ def test_per_event_path_on_long_lead_lists(seed: int, n: int, table_max: int,
     (tombstones), re-adds (pending profiles and merged levels); per event, in a batch;
     with numba kernels, with and without the id prefetch (``prefetch``: every level
     prefetches, however small)."""
-    saved = cells_module.TABLE_MAX, leveled.PREFETCH_FROM
+    saved = cells_module.TABLE_MAX, level.PREFETCH_FROM
     cells_module.TABLE_MAX = table_max
-    leveled.PREFETCH_FROM = 1 if prefetch else saved[1]
+    level.PREFETCH_FROM = 1 if prefetch else saved[1]
     try:
         rnd = random.Random(seed)
         # threshold 1: every lead set a list (at 1/32 these would be bitmaps)
@@ -406,7 +406,7 @@ def test_per_event_path_on_long_lead_lists(seed: int, n: int, table_max: int,
             ref.add(p)
         evs = [_long_list_event(rnd) for _ in range(12)]
         assert [m.match(e) for e in evs] == ref.match_batch(evs)
-        prefetching = [lv.prefetch is not None for ts in m._types.values()
+        prefetching = [lv.prefetching() for ts in m._types.values()
                        for lv in ts.levels if lv.id_list is not None]
         assert any(prefetching) == (prefetch and kernel.name() == "numba")
         for p in rnd.sample(profiles, int(drop * n)):
@@ -423,7 +423,7 @@ def test_per_event_path_on_long_lead_lists(seed: int, n: int, table_max: int,
         assert [m.match(e) for e in evs] == want
         assert m.match_batch(evs) == want
     finally:
-        cells_module.TABLE_MAX, leveled.PREFETCH_FROM = saved
+        cells_module.TABLE_MAX, level.PREFETCH_FROM = saved
 
 
 def test_per_event_runner_follows_the_kernel_choice() -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from siftbus.match import kernel, leveled
+from siftbus.match import kernel, level
 from siftbus.match.index import IndexMatcher
 from siftbus.match.prefetch_numba import compiled_prefetch, prefetch_ids
 
@@ -22,7 +22,7 @@ from .test_index import _long_list_event, long_list_matchers
 @pytest.fixture
 def prefetch_every_level(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Levels of any size prefetch (in a server: from ``PREFETCH_FROM`` profiles)."""
-    monkeypatch.setattr(leveled, "PREFETCH_FROM", 1)
+    monkeypatch.setattr(level, "PREFETCH_FROM", 1)
     try:
         yield
     finally:
@@ -44,7 +44,7 @@ def test_addresses_are_only_prefetched_never_read() -> None:
         assert entry is not None and entry(ranks, 3, addrs, slots) == 3
 
 
-def _levels(m: IndexMatcher) -> list[leveled.Level]:
+def _levels(m: IndexMatcher) -> list[level.Level]:
     return [lv for ts in m._types.values() for lv in ts.levels]
 
 
@@ -58,7 +58,7 @@ def test_the_prefetch_follows_the_kernel_choice() -> None:
     for step, mode in enumerate(["python", "numba", "python", "numba", "auto"]):
         kernel.use(mode)
         assert [m.match(e) for e in evs] == ref.match_batch(evs), mode
-        used = [lv.prefetch is not None for lv in _levels(m) if lv.id_list is not None]
+        used = [lv.prefetching() for lv in _levels(m) if lv.id_list is not None]
         assert used and all(u == (kernel.name() == "numba") for u in used), mode
         pid = f"p{step * 41:03d}"
         m.remove(pid)

@@ -85,3 +85,28 @@ def test_event_of_refuses_what_it_refused() -> None:
         Event.of(t, {"a": 3, "s": "x", "b": 1})
     assert Event.of(t, {"a": 9.0, "s": Label("y")}).keys == (9, "y")
     assert Event.of(t, {"s": "y", "a": 0}) == Event(t, (0, "y"))
+
+
+def test_the_fast_path_makes_the_same_immutable_event() -> None:
+    """The fast path sets a plain event's fields through their slots: the event is equal
+    to, hashes like, pickles like and is as frozen as one made by the constructor; a
+    subclass's ``of`` still goes through its constructor."""
+    import dataclasses
+    import pickle
+
+    t = EventType.of("T", a="int[0,9]", s="enum[x,y]")
+    e = Event.of(t, {"a": 3, "s": "y"})
+    made = Event(t, (3, 1))
+    assert type(e) is Event and e == made and hash(e) == hash(made)
+    assert e.keys == (3, 1) and e.etype is t and e.values() == {"a": 3, "s": "y"}
+    assert pickle.loads(pickle.dumps(e)) == made
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        e.keys = (4, 1)  # type: ignore[misc]
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Tagged(Event):
+        def __post_init__(self) -> None:
+            assert self.keys  # the constructor ran
+
+    sub = Tagged.of(t, {"a": 3, "s": "y"})
+    assert type(sub) is Tagged and sub.keys == (3, 1)

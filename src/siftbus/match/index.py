@@ -27,7 +27,6 @@ re-derives the evaluation order and the leads from observed statistics in
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -35,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 
 from siftbus.match import budget as memory_budget
-from siftbus.match import kernel
+from siftbus.match import index_event, kernel
 from siftbus.match.base import MatchCSR, positions_by_type
 from siftbus.match.cells import (
     AttributeCells,
@@ -176,75 +175,18 @@ class CompiledType:
         alive = _NO_TOMBSTONES if alive is None else alive
         k = 0 if self.wide.n == self.n else \
             int(kernel.active().index_match_one(cells, *self.kernel_args(), alive, out))
-        return _add_wide(self, cells, alive, out, k)
+        return index_event.add_wide(self, cells, alive, out, k)
 
     def event_runner(self) -> Callable[[Event, np.ndarray, np.ndarray], int]:
-        """``run(event, alive, out) -> count``: one event's sorted ranks into ``out``.
+        """``run(event, alive, out) -> count``: one event's sorted ranks into ``out``
+        (:func:`siftbus.match.index_event.event_runner`)."""
+        return index_event.event_runner(self)
 
-        For a type whose attributes are all ordered the kernel finds the cells from the
-        keys itself (``index_match_packed``: at the first event the small arrays are
-        copied into two, :func:`~siftbus.match.kernel.pack_keys_arrays`, made only by
-        levels that match single events: 8 bytes per profile with bitmap lead sets or
-        conditionless profiles, else nothing per profile). The function keeps
-        scratch arrays (the keys, a cell row), so it belongs to one user, and calls the
-        kernel specialised for its argument types
-        (:meth:`~siftbus.match.kernel.Kernels.specialise`), so ``alive`` must be a 1-d
-        uint8 array and ``out`` a 1-d int32 array, always.
-        """
-        cb, sk, so, ent, sp, bm, co, rec, always = self.kernel_args()
-        row = np.zeros((1, len(self.cells)), np.int32)
-        if self.wide.n == self.n:  # no lead sets: the wide kernel alone
-            cells_of_event = self.cells
-
-            def run_wide(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
-                row[0, :] = event_cells(cells_of_event, event)
-                return _add_wide(self, row, alive, out, 0)
-
-            return run_wide
-        # the kernels this was specialised for (none yet: a sentinel), the function
-        impl: list[Any] = [object(), None]
-        if self.ordered_only:
-            m = len(self.cells)
-            packed: list[np.ndarray] = []  # i64, i32 (made at the first event)
-            put_keys = struct.Struct(f"={m}q").pack_into  # 2x np's keys[:] =
-            key_buf: list[memoryview] = []
-            state = kernel.STATE
-
-            def run_keys(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
-                if state.impl is not impl[0]:
-                    kern = kernel.active()
-                    if not packed:
-                        i64, i32 = kernel.pack_keys_arrays(
-                            self.bounds, *self.key_tables(), cb, sk, so, co, len(bm) > 0, always)
-                        packed.extend((i64, i32))
-                        key_buf.append(i64.data)
-                    impl[1] = kern.specialise("index_match_packed", (
-                        packed[0], packed[1], ent, sp, bm, rec, alive, out))
-                    impl[0] = kern
-                put_keys(key_buf[0], 8 * kernel.KEYS_AT, *event.keys)
-                return impl[1](packed[0], packed[1], ent, sp, bm, rec, alive, out)
-
-            if not self.wide.n:
-                return run_keys
-
-            def run_keys_wide(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
-                k = run_keys(event, alive, out)  # leaves the event's cells in packed[1][:m]
-                return _add_wide(self, packed[1][:m].reshape(1, m), alive, out, k)
-
-            return run_keys_wide
-        cells = self.cells
-
-        def run_cells(event: Event, alive: np.ndarray, out: np.ndarray) -> int:
-            kern = kernel.active()
-            if kern is not impl[0]:
-                impl[1] = kern.specialise("index_match_one", (
-                    row, cb, sk, so, ent, sp, bm, co, rec, always, alive, out))
-                impl[0] = kern
-            row[0, :] = event_cells(cells, event)
-            k = impl[1](row, cb, sk, so, ent, sp, bm, co, rec, always, alive, out)
-            return _add_wide(self, row, alive, out, k) if self.wide.n else k
-
-        return run_cells
+    def id_matcher(self, ids: tuple[str, ...], addrs: np.ndarray
+                   ) -> Callable[[Event, np.ndarray], list[str]] | None:
+        """``match(event, alive) -> ids``: the whole per-event path as one function, or
+        ``None`` when this type has none (:func:`siftbus.match.index_event.id_matcher`)."""
+        return index_event.id_matcher(self, ids, addrs)
 
     def key_tables(self) -> tuple[np.ndarray, np.ndarray]:
         """``(lut, lut_off)``: the key -> cell tables of the ordered attributes that have
@@ -332,19 +274,6 @@ def _conditions(profile: Profile) -> int:
         ivs = getattr(c.constraint, "intervals", None)
         n += 1 if ivs is None else len(ivs)
     return n
-
-
-def _add_wide(ct: CompiledType, cells: np.ndarray, alive: np.ndarray, out: np.ndarray,
-              k: int) -> int:
-    """Put the wide matches of one cell row after the ``k`` lead-set matches in ``out``
-    and sort them together; returns the count (above ``len(out)``: too small)."""
-    if not ct.wide.n or k > len(out):
-        return k
-    got = int(kernel.active().wide_match_one(cells, *ct.wide.args(), ct.rec, alive,
-                                             out[k:]))
-    if k and got and k + got <= len(out):
-        out[:k + got].sort()
-    return k + got
 
 
 def compile_type(etype: EventType, profiles: Sequence[Profile] | ProfileColumns, *,

@@ -142,11 +142,14 @@ class Kernels(Protocol):
 
     def index_match_packed(self, i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
                            slot_pre: np.ndarray, bitmaps: np.ndarray, rec: np.ndarray,
-                           alive: np.ndarray, out: np.ndarray) -> int:
+                           alive: np.ndarray, out: np.ndarray, addrs: np.ndarray) -> int:
         """:meth:`index_match_keys` with its small and same-typed arrays packed into two
         (:func:`pack_keys_arrays`; the event's keys go to ``i64[KEYS_AT:KEYS_AT + m]``):
-        8 arguments instead of 17, as each array argument costs ~50 ns to unbox on every
-        call of the per-event path."""
+        9 arguments instead of 17, as each array argument costs ~30 ns to unbox on every
+        call of the per-event path. ``addrs`` (int64, by rank; empty: none) are the
+        addresses of the id strings the caller will return, and ``i64[IDS_AT]`` the
+        address of the item array of the tuple holding them: the compiled kernel asks
+        for their cache lines as it finds each match (prefetch instructions only)."""
 
     def specialise(self, name: str, args: tuple[Any, ...]) -> Callable[..., Any]:
         """Kernel ``name`` for arguments of exactly the types of ``args``: numba's
@@ -209,7 +212,17 @@ class Kernels(Protocol):
 
 KEYS_AT = 8
 """Where the event's keys go in the ``i64`` array of :func:`pack_keys_arrays` (after a
-header of 8 counts: attributes, cells, profiles, always, table entries, 3 unused)."""
+header of 8: attributes, cells, profiles, always, table entries, ``rec_off`` entries,
+:data:`IDS_AT`, :data:`SCRATCH`)."""
+
+IDS_AT = 6
+"""Where the address of the ids tuple's item array goes in the ``i64`` array (for the
+prefetch of :meth:`Kernels.index_match_packed`; 0 when there is none)."""
+
+SCRATCH = 768
+"""int64 elements at the end of the ``i64`` array of :func:`pack_keys_arrays` that the
+compiled per-event kernel uses as scratch (``kernel_event_numba.SCRATCH``, the same
+number: a test checks), so that a call allocates nothing."""
 
 
 def pack_keys_arrays(bounds: np.ndarray, lut: np.ndarray, lut_off: np.ndarray,
@@ -220,10 +233,11 @@ def pack_keys_arrays(bounds: np.ndarray, lut: np.ndarray, lut_off: np.ndarray,
     :meth:`Kernels.index_match_keys` but ``ent``, ``slot_pre``, ``bitmaps``, ``rec``,
     concatenated by type:
 
-    ``i64``: header (m, cells, n, len(always), len(lut), len(rec_off) copied, 0, 0), keys
-    (m, written per event), ``lut_off`` (m + 1), ``cell_base`` (m + 1), ``bounds``
-    (cells), ``set_off`` (cells + 1), ``rec_off`` (n + 1, only when the level has bitmap
-    lead sets or profiles without conditions: list entries point at records directly);
+    ``i64``: header (m, cells, n, len(always), len(lut), len(rec_off) copied, 0 (see
+    :data:`IDS_AT`), :data:`SCRATCH`), keys (m, written per event), ``lut_off`` (m + 1),
+    ``cell_base`` (m + 1), ``bounds`` (cells), ``set_off`` (cells + 1), ``rec_off``
+    (n + 1, only when the level has bitmap lead sets or profiles without conditions:
+    list entries point at records directly), scratch (:data:`SCRATCH`);
     ``i32``: the cell row (m, scratch), ``lut``, ``set_kind`` (cells), ``always``.
 
     The copies cost nothing per profile without bitmaps and conditionless profiles, else 8
@@ -232,9 +246,10 @@ def pack_keys_arrays(bounds: np.ndarray, lut: np.ndarray, lut_off: np.ndarray,
     m = len(cell_base) - 1
     n = len(rec_off) - 1
     ro = rec_off if has_bitmaps or len(always) else np.zeros(0, np.int64)
-    header = np.array([m, len(set_kind), n, len(always), len(lut), len(ro), 0, 0], np.int64)
+    header = np.array([m, len(set_kind), n, len(always), len(lut), len(ro), 0, SCRATCH],
+                      np.int64)
     i64 = np.concatenate([header, np.zeros(m, np.int64), lut_off, cell_base, bounds,
-                          set_off, ro]).astype(np.int64)
+                          set_off, ro, np.zeros(SCRATCH, np.int64)]).astype(np.int64)
     i32 = np.concatenate([np.zeros(m, np.int32), lut, set_kind, always]).astype(np.int32)
     return i64, i32
 

@@ -22,6 +22,14 @@ from typing import Any
 
 import numpy as np
 
+# the per-event kernels (and the event step of index_match), prefetching, in their own
+# module; re-exported here as part of the interface
+from siftbus.match.kernel_event_numba import CHUNK as CHUNK
+from siftbus.match.kernel_event_numba import SCRATCH, index_event
+from siftbus.match.kernel_event_numba import index_match_keys as index_match_keys
+from siftbus.match.kernel_event_numba import index_match_one as index_match_one
+from siftbus.match.kernel_event_numba import index_match_packed as index_match_packed
+
 # the inline building blocks, in their own module (they are shared, not kernels)
 from siftbus.match.kernel_primitives import (
     _ONE,
@@ -36,100 +44,6 @@ from siftbus.match.kernel_primitives import (
 )
 from siftbus.match.numba_load import njit, typeof
 
-CHUNK = 256
-"""Entries of a list lead set whose first pre-check runs in one branch-free pass."""
-
-
-@njit(cache=True, inline="always")
-def _scan_list(g: int, e: int, cells: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
-               rec_off: np.ndarray, rec: np.ndarray, alive: np.ndarray,
-               out: np.ndarray, k: int, sel: np.ndarray) -> int:
-    """Append the ranks of the members of list lead set ``g`` that event ``e`` matches:
-    pre-checks first, then the runs when needed.
-
-    The first pre-check runs over :data:`CHUNK` entries at a time without a branch,
-    writing the positions that pass to ``sel`` (stream compaction, as the grouped kernel
-    does for a group); only those go on. About one entry in twelve passes it, so a branch
-    per entry was mispredicted often (per-event kernel at 100,000 profiles, a loop over
-    real events: 4.0 -> 3.2 µs).
-
-    Bitmap sets are scanned by a function of their own (:func:`_scan_bitmap`, not
-    inlined), and callers branch on ``set_kind`` in their own loop: with the bitmap loop
-    inlined beside the list loop, numba's code for the list loop was slower (per-event
-    kernel at 100,000 profiles, one event repeated so that everything is in cache: 3.4 µs
-    before, 2.2 µs after; with the branch inside an inlined wrapper, several times
-    slower still)."""
-    cap = out.shape[0]
-    check_alive = alive.shape[0] > 0
-    end = set_off[g + 1]
-    for base in range(set_off[g], end, CHUNK):
-        top = min(base + CHUNK, end)
-        ns = 0
-        for t in range(base, top):
-            sel[ns] = t
-            ns += int(np.uint32(cells[e, ent[t, 0]] - ent[t, 1]) <= np.uint32(ent[t, 2]))
-        for i in range(ns):
-            t = sel[i]
-            if _outside(cells[e, ent[t, 3]], ent[t, 4], ent[t, 5]):
-                continue
-            r = _rec_at(ent, t)
-            if _full(ent, t) and not _accepts(r, e, cells, rec):
-                continue
-            rk = _rec_rank(rec, r)
-            if check_alive and alive[rk] == 0:
-                continue
-            if k < cap:
-                out[k] = rk
-            k += 1
-    return k
-
-
-@njit(cache=True)
-def _scan_bitmap(row: int, e: int, cells: np.ndarray, slot_pre: np.ndarray,
-                 bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
-                 alive: np.ndarray, out: np.ndarray, k: int) -> int:
-    """Append the ranks of the members of bitmap lead set ``row`` that event ``e``
-    matches."""
-    check_alive = alive.shape[0] > 0
-    for wi in range(bitmaps.shape[1]):
-        w = bitmaps[row, wi]
-        while w != 0:
-            bit, w = _pop_lowest(w)
-            p = wi * 64 + bit
-            if _outside(cells[e, slot_pre[p, 0]], slot_pre[p, 1], slot_pre[p, 2]):
-                continue
-            if _outside(cells[e, slot_pre[p, 3]], slot_pre[p, 4], slot_pre[p, 5]):
-                continue
-            r = rec_off[p]
-            if _accepts(r, e, cells, rec):
-                k = _put(_rec_rank(rec, r), check_alive, alive, out, k)
-    return k
-
-
-@njit(cache=True)
-def _index_event(e: int, cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
-                 set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
-                 bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
-                 always: np.ndarray, alive: np.ndarray, out: np.ndarray,
-                 k: int, sel: np.ndarray) -> int:
-    """Append the ranks event ``e`` matches to ``out[k:]`` (unsorted); returns the new
-    end. Writes nothing past ``len(out)`` but still counts, so a caller can grow ``out``
-    and redo the event."""
-    m = cells.shape[1]
-    check_alive = alive.shape[0] > 0
-    for p in always:
-        k = _put(_rec_rank(rec, rec_off[p]), check_alive, alive, out, k)
-    for a in range(m):
-        g = cell_base[a] + cells[e, a]
-        row = set_kind[g]
-        if row < 0:
-            k = _scan_list(g, e, cells, set_off, ent, rec_off, rec, alive, out, k,
-                           sel)
-        else:
-            k = _scan_bitmap(row, e, cells, slot_pre, bitmaps, rec_off, rec, alive,
-                             out, k)
-    return k
-
 
 @njit(cache=True)
 def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
@@ -141,17 +55,20 @@ def index_match(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
     n_events = cells.shape[0]
     offsets = np.zeros(n_events + 1, np.int64)
     out = np.empty(max(64, n_events * 8), np.int32)
-    sel = np.empty(CHUNK, np.int64)
+    scratch = np.empty(SCRATCH, np.int64)
+    no_ids = np.zeros(0, np.int64)
     k = 0
     for e in range(n_events):
-        end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                           bitmaps, rec_off, rec, always, alive, out, k, sel)
+        end = index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
+                          bitmaps, rec_off, rec, always, alive, out, k, scratch,
+                          no_ids, 0)
         if end > out.shape[0]:
             grown = np.empty(max(2 * out.shape[0], end + 64), np.int32)
             grown[:k] = out[:k]
             out = grown
-            end = _index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
-                               bitmaps, rec_off, rec, always, alive, out, k, sel)
+            end = index_event(e, cells, cell_base, set_kind, set_off, ent, slot_pre,
+                              bitmaps, rec_off, rec, always, alive, out, k, scratch,
+                              no_ids, 0)
         _sort_run(out, k, end)
         k = end
         offsets[e + 1] = k
@@ -290,78 +207,6 @@ def index_match_grouped(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.n
                                 keys = _append(keys, k, e * n + rk)
                                 k += 1
     return _csr_by_event(keys, k, n_events, n)
-
-
-@njit(cache=True)
-def index_match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
-                    set_off: np.ndarray, ent: np.ndarray, slot_pre: np.ndarray,
-                    bitmaps: np.ndarray, rec_off: np.ndarray, rec: np.ndarray,
-                    always: np.ndarray, alive: np.ndarray,
-                    out: np.ndarray) -> int:
-    """See :func:`siftbus.match.kernel.Kernels.index_match_one`."""
-    k = _index_event(0, cells, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                     rec_off, rec, always, alive, out, 0, np.empty(CHUNK, np.int64))
-    if 1 < k <= out.shape[0]:
-        out[:k].sort()
-    return k
-
-
-@njit(cache=True)
-def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
-                     lut_off: np.ndarray, row: np.ndarray, cell_base: np.ndarray,
-                     set_kind: np.ndarray, set_off: np.ndarray, ent: np.ndarray,
-                     slot_pre: np.ndarray, bitmaps: np.ndarray, rec_off: np.ndarray,
-                     rec: np.ndarray, always: np.ndarray,
-                     alive: np.ndarray, out: np.ndarray) -> int:
-    """See :func:`siftbus.match.kernel.Kernels.index_match_keys`."""
-    for a in range(keys.shape[0]):
-        lo = cell_base[a]
-        hi = cell_base[a + 1]
-        key = keys[a]
-        i = key - bounds[lo]  # bounds[lo]: the domain's smallest key
-        if 0 <= i < lut_off[a + 1] - lut_off[a]:
-            row[0, a] = lut[lut_off[a] + i]
-            continue
-        while lo < hi:  # the last bound <= key
-            mid = (lo + hi) >> 1
-            if bounds[mid] <= key:
-                lo = mid + 1
-            else:
-                hi = mid
-        row[0, a] = lo - 1 - cell_base[a]
-    return index_match_one(row, cell_base, set_kind, set_off, ent, slot_pre, bitmaps,
-                           rec_off, rec, always, alive, out)
-
-
-@njit(cache=True)
-def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
-                       slot_pre: np.ndarray, bitmaps: np.ndarray, rec: np.ndarray,
-                       alive: np.ndarray, out: np.ndarray) -> int:
-    """See :func:`siftbus.match.kernel.Kernels.index_match_packed` (the layout is
-    :func:`siftbus.match.kernel.pack_keys_arrays`'s)."""
-    m = i64[0]
-    g = i64[1]
-    a = 8
-    keys = i64[a:a + m]
-    a += m
-    lut_off = i64[a:a + m + 1]
-    a += m + 1
-    cell_base = i64[a:a + m + 1]
-    a += m + 1
-    bounds = i64[a:a + g]
-    a += g
-    set_off = i64[a:a + g + 1]
-    a += g + 1
-    rec_off = i64[a:a + i64[5]]
-    b = m
-    lut = i32[b:b + i64[4]]
-    b += i64[4]
-    set_kind = i32[b:b + g]
-    b += g
-    always = i32[b:b + i64[3]]
-    return index_match_keys(keys, bounds, lut, lut_off, i32[:m].reshape((1, m)), cell_base,
-                            set_kind, set_off, ent, slot_pre, bitmaps, rec_off, rec,
-                            always, alive, out)
 
 
 @njit(cache=True)

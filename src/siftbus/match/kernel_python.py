@@ -152,8 +152,9 @@ def index_match_keys(keys: np.ndarray, bounds: np.ndarray, lut: np.ndarray,
 
 def index_match_packed(i64: np.ndarray, i32: np.ndarray, ent: np.ndarray,
                        slot_pre: np.ndarray, bitmaps: np.ndarray, rec: np.ndarray,
-                       alive: np.ndarray, out: np.ndarray) -> int:
-    """See :func:`siftbus.match.kernel.Kernels.index_match_packed`."""
+                       alive: np.ndarray, out: np.ndarray, addrs: np.ndarray) -> int:
+    """See :func:`siftbus.match.kernel.Kernels.index_match_packed` (``addrs``, for the
+    compiled kernel's prefetch only, is not used here)."""
     m, g, _, n_always, n_lut, n_off = (int(x) for x in i64[:6])
     cut64 = np.cumsum([8, m, m + 1, m + 1, g, g + 1, n_off])
     keys, lut_off, cell_base, bounds, set_off, rec_off = np.split(i64, cut64)[1:7]

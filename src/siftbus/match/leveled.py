@@ -34,23 +34,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
-from siftbus.match import kernel
 from siftbus.match.base import positions_by_type
 from siftbus.match.cells import AttributeCells, column_cells, events_to_columns
 from siftbus.match.columns import ProfileColumns
 from siftbus.match.delta import Delta, rows_of, takes_type
+from siftbus.match.level import NO_TOMBSTONES, Level
 from siftbus.model import Event, EventType, Profile
 
 #: keep every OBSERVE_STRIDE-th matched event as a sample for ``optimize()``
 OBSERVE_STRIDE = 8
 OBSERVE_KEEP = 4096
-
-_NO_TOMBSTONES = np.zeros(0, np.uint8)
-_NO_ADDRS = np.zeros(0, np.int64)
-_UNCHOSEN = object()
-_TUPLE_ITEMS = tuple.__basicsize__  # where a tuple's item pointers start (CPython)
-PREFETCH_FROM = 1 << 15
-"""Levels of fewer profiles match without prefetching their ids (they stay in cache)."""
 
 DELTA_LIMIT = 2048
 """Profiles a type's :class:`~siftbus.match.delta.Delta` holds before they are compiled
@@ -60,10 +53,6 @@ FANOUT = 4
 """Levels of one size class merged at once (see :meth:`LeveledMatcher._merge_levels`):
 each profile is recompiled about ``log(n / DELTA_LIMIT, FANOUT)`` times, and a type has
 at most ``FANOUT - 1`` levels per class."""
-
-MEMBERS_MAX = 1 << 16
-"""Levels compiled from adds of at most this many profiles keep a dict of their ids
-(``Level.members``); larger ones are searched."""
 
 TRIM_AFTER = 100_000
 """A bulk load of at least this many profiles hands the heap it freed back to the OS."""
@@ -123,120 +112,6 @@ class Compiled(Protocol):
 
     def profile(self, rank: int) -> Profile:
         """The profile of this rank, made anew."""
-
-
-@dataclass(slots=True)
-class Level:
-    """One compiled index over a fixed set of profiles, with its tombstones."""
-
-    compiled: Any
-    alive: np.ndarray
-    live: int
-    runner: Callable[[Event, np.ndarray, np.ndarray], int]
-    n: int
-    """Profiles compiled here (``compiled.n``, kept as a plain attribute for the per-event
-    path)."""
-    buf: np.ndarray = field(default_factory=lambda: np.empty(256, np.int32))
-    view: memoryview = field(init=False)
-    """``memoryview(buf)``."""
-    id_list: tuple[str, ...] | None = None
-    """The ids as Python strings, made on the first per-event match (indexing a tuple is
-    twice as fast as converting from the numpy array; bulk paths never need it)."""
-    id_addrs: np.ndarray = field(default_factory=lambda: _NO_ADDRS)
-    """Where each of ``id_list``'s strings is (``id``), for the prefetch."""
-    prefetch: Callable[[np.ndarray, int, np.ndarray, int], int] | None = None
-    """:func:`~siftbus.match.prefetch_numba.prefetch_ids` when the process runs numba
-    kernels and the level is large enough for its ids to miss the cache."""
-    prefetch_for: object = _UNCHOSEN
-    """The kernels ``prefetch`` was chosen under (chosen again when they change)."""
-    members: dict[str, int] | None = None
-    """Rank of each id, in levels of at most :data:`MEMBERS_MAX` profiles compiled
-    from adds: finding an id there is one dict lookup, not a ~1 us binary search."""
-    cols: ProfileColumns | None = None
-    """The columns the level was compiled from, kept by the same levels: a merge takes
-    them as they are instead of reading the profiles back from the index arrays."""
-
-    def __post_init__(self) -> None:
-        self.view = self.buf.data
-
-    @classmethod
-    def of(cls, compiled: Any, cols: ProfileColumns | None = None) -> Level:
-        """A level of ``compiled``; with ``cols`` (what it was compiled from) and at most
-        :data:`MEMBERS_MAX` profiles, it keeps ``members`` and ``cols``."""
-        n = int(compiled.n)
-        level = cls(compiled, np.ones(n, np.uint8), n, compiled.event_runner(), n)
-        if cols is not None and n <= MEMBERS_MAX:
-            level.members = dict(zip(compiled.ids.tolist(), range(n), strict=True))
-            level.cols = cols
-        return level
-
-    @property
-    def size(self) -> int:
-        return self.n
-
-    def tombstones(self) -> np.ndarray:
-        """``alive`` when some profile is removed, else an empty array (no checks)."""
-        return self.alive if self.live < self.compiled.n else _NO_TOMBSTONES
-
-    def match_one(self, event: Event) -> list[str]:
-        """Ids matched by one event, sorted (the per-event fast path: ranks are read
-        through a memoryview of the buffer, cheaper than slicing the numpy array)."""
-        alive = self.alive if self.live < self.n else _NO_TOMBSTONES
-        k = self.runner(event, alive, self.buf)
-        if not k:
-            return []
-        if k > len(self.buf):
-            self.buf = np.empty(2 * k, np.int32)
-            self.view = self.buf.data
-            k = self.runner(event, alive, self.buf)
-        ids = self.id_list
-        if ids is None:
-            ids = self.id_list = tuple(self.compiled.ids.tolist())
-        if self.prefetch_for is not kernel.STATE.impl:
-            self._choose_prefetch()
-        if self.prefetch is not None:
-            self.prefetch(self.buf, k, self.id_addrs, id(ids) + _TUPLE_ITEMS)
-        return [ids[r] for r in self.view[:k]]
-
-    def _choose_prefetch(self) -> None:
-        self.prefetch_for = kernel.STATE.impl
-        self.prefetch = None
-        ids = self.id_list
-        if ids is None or len(ids) < PREFETCH_FROM or kernel.name() != "numba":
-            return
-        if len(self.id_addrs) != len(ids):
-            self.id_addrs = np.fromiter(map(id, ids), np.int64, len(ids))
-        from siftbus.match.prefetch_numba import compiled_prefetch
-
-        self.prefetch = compiled_prefetch(self.buf, self.id_addrs)
-
-    def rank_of(self, pid: str) -> int:
-        """The rank of ``pid`` when it is here and alive, else -1."""
-        if self.members is not None:
-            i = self.members.get(pid, -1)
-            return i if i >= 0 and self.alive[self.compiled.slot(i)] else -1
-        ids = self.compiled.ids
-        if len(pid) > ids.itemsize >> 2:
-            # longer than every id here; searching would first copy ``ids`` to the wider
-            # dtype (1.3 ms at 100,000 ids, against 1 us)
-            return -1
-        i = int(ids.searchsorted(pid))
-        if i >= len(ids) or (self.id_list[i] if self.id_list is not None else ids[i]) != pid:
-            return -1
-        return i if self.alive[self.compiled.slot(i)] else -1
-
-    def live_ranks(self) -> np.ndarray:
-        if self.live == self.compiled.n:
-            return np.arange(self.compiled.n)
-        return self.compiled.ranks_alive(self.alive)
-
-    def live_columns(self) -> ProfileColumns:
-        """Live profiles as columns, sorted by id."""
-        cols: ProfileColumns = self.cols if self.cols is not None else \
-            self.compiled.columns()
-        if self.live == self.compiled.n:
-            return cols
-        return cols.take(self.compiled.ranks_alive(self.alive))
 
 
 @dataclass(slots=True)
@@ -398,7 +273,11 @@ class LeveledMatcher:
             self._settle(ts)
         levels = ts.levels
         if len(levels) == 1 and not ts.pending:
-            return levels[0].match_one(event)
+            lv = levels[0]  # Level.match_one, written out: the per-event path
+            fast = lv.fast
+            if fast is not None:
+                return fast(event, lv.alive if lv.live < lv.n else NO_TOMBSTONES)
+            return lv.match_one(event)
         parts: list[list[str]] = []
         for level in levels:
             hits = level.match_one(event)

@@ -33,9 +33,16 @@ class Event:
         if entry is None or entry[0] is not etype:
             entry = _keyer_entry(etype)
         keys = entry[1](values)
-        if keys is not None:
+        if keys is None:
+            return cls._checked(etype, values)
+        if cls is not Event:
             return cls(etype, keys)
-        return cls._checked(etype, values)
+        # the fields set through their slots: the frozen dataclass's __init__ sets each
+        # through object.__setattr__, twice the time of the rest of a plain event's check
+        event = _new(Event)
+        _set_etype(event, etype)
+        _set_keys(event, keys)
+        return event
 
     @classmethod
     def _checked(cls, etype: EventType, values: Mapping[str, object]) -> Event:
@@ -96,6 +103,10 @@ class Event:
             parts.append(f"{json.dumps(attr.name)}: {text}")
         return "{" + ", ".join(parts) + "}"
 
+
+_new = object.__new__
+_set_etype = vars(Event)["etype"].__set__  # the slots' descriptors
+_set_keys = vars(Event)["keys"].__set__
 
 Keyer = Callable[[Mapping[str, object]], "tuple[Key, ...] | None"]
 """The keys of a plain, valid values mapping of one event type, else ``None``."""
