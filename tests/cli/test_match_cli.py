@@ -307,3 +307,23 @@ def test_out_to_a_pipe_writes_into_it_and_leaves_it_a_pipe(tmp_path: Path) -> No
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert not fifo.with_name("matches.part").exists()
     assert [json.loads(x)["matches"] for x in got.decode().splitlines()] == EXPECTED
+
+
+def test_an_id_used_by_two_event_types_is_refused_with_its_line(tmp_path: Path) -> None:
+    """The compiled load adds each type's profiles without looking their ids up among
+    the types added before (the file's own check found every repeat): an id repeated
+    under another type still stops the job with the specification's error and line."""
+    lines = (BUILDING / "profiles.txt").read_text().splitlines()
+    twice = [*lines, "heater-r4: Motion(present = 1)"]  # heater-r4 is an OutdoorTemp above
+    profiles = tmp_path / "p.txt"
+    profiles.write_text("\n".join(twice) + "\n")
+    got = subprocess.run([sys.executable, "-m", "siftbus", "match", "--schema",
+                          str(BUILDING / "schema.toml"), "--profiles", str(profiles),
+                          "--events", str(BUILDING / "events.jsonl")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env={**os.environ, "SIFTBUS_KERNELS": "numba"})
+    assert got.returncode == 2
+    assert got.stdout == ""
+    err = got.stderr.strip()
+    assert err.startswith("siftbus: error:") and "\n" not in err
+    assert f"line {len(twice)}, column 1: profile id 'heater-r4' is already used on line 4" in err

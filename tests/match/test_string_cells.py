@@ -4,6 +4,8 @@ every profile's pieces accept exactly the cells of the strings it accepts."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,7 +36,21 @@ def test_string_cells_and_pieces(data: st.DataObject, nul: bool) -> None:
     named = sorted({x for c in cons for x in (*(c.allowed or ()), c.prefix, *c.excluded)})
     near = st.builds(lambda a, b: a + b, st.sampled_from(named), st.sampled_from(["", "a", "/"]))
     values = data.draw(st.lists(st.one_of(words, near), max_size=30))
-    cells, pieces = _string_layout("s", 0, [(i, c) for i, c in enumerate(cons) if not c.empty])
+    # a profile's constraint object may be another's too (the scanners share one per text)
+    owner = data.draw(st.lists(st.integers(0, len(cons) - 1), max_size=8))
+    slot_con = sorted([(i, c) for i, c in enumerate(cons) if not c.empty]
+                      + [(len(cons) + k, cons[o]) for k, o in enumerate(owner)
+                         if not cons[o].empty])
+    objects = np.empty(len(slot_con), object)
+    objects[:] = [c for _, c in slot_con]
+    cells, pieces = _string_layout("s", 0, np.array([i for i, _ in slot_con], np.int32),
+                                   objects)
+    cons = cons + [cons[o] for o in owner]
+    # in (slot, first cell) order, runs disjoint: what primas' hulls and records read
+    rows = list(zip(pieces.slots.tolist(), pieces.first.tolist(), pieces.last.tolist(),
+                    strict=True))
+    assert rows == sorted(rows)
+    assert all(a[0] != b[0] or a[2] < b[1] for a, b in itertools.pairwise(rows))
     want = [cells.cell_of(v) for v in values]
     plain = [v for v in values if not v.endswith("\0")]
     assert cells.cells_of(str_array(plain)).tolist() == [cells.cell_of(v) for v in plain]

@@ -55,8 +55,10 @@ class JsonLinesWriter(MatchWriter):
             self._snap = snap
             self._quoted_str = None
             ids = snap.profile_ids
-            try:
-                raw = np.char.encode(ids, "ascii") if len(ids) else np.zeros(0, "S1")
+            try:  # unicode ids by a cast (one C loop), not a codec call per id
+                raw = np.zeros(0, "S1") if not len(ids) else \
+                    ids.astype(f"S{ids.dtype.itemsize // 4}") if ids.dtype.kind == "U" \
+                    else np.char.encode(ids, "ascii")
                 plain = True
             except UnicodeEncodeError:
                 plain = False
@@ -86,8 +88,13 @@ class JsonLinesWriter(MatchWriter):
         if kernel.name() == "numba":
             from siftbus.match.events_numba import format_matches
 
-            text = format_matches(first, offsets, profiles, qbytes, qoff).tobytes()
-            self.out.write(text.decode("ascii"))
+            data = format_matches(first, offsets, profiles, qbytes, qoff)
+            raw = getattr(self.out, "buffer", None)
+            if raw is not None:  # the bytes as they are: no str made and encoded again
+                self.out.flush()
+                raw.write(memoryview(data))
+            else:
+                self.out.write(data.tobytes().decode("ascii"))
             return
         import numpy as np
 

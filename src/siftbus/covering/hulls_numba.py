@@ -6,7 +6,8 @@ operations costs more in calls than in work."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from siftbus.match.numba_load import njit
 
 
 @njit(cache=True, nogil=True)

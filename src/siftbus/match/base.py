@@ -132,10 +132,12 @@ class Snapshotting(Protocol):
 class BulkLoading(Protocol):
     """A matcher that adds a whole batch of columnar profiles in one step."""
 
-    def add_columns(self, cols: ProfileColumns) -> None:
+    def add_columns(self, cols: ProfileColumns, *, unregistered: bool = False) -> None:
         """Add every profile of ``cols``; raises
         :class:`~siftbus.errors.DuplicateProfileError` (adding nothing) when an id
-        repeats in ``cols`` or is already registered."""
+        repeats in ``cols`` or is already registered. ``unregistered``: the caller knows
+        that no id of ``cols`` is registered (a matcher it filled from one checked file),
+        so they are not looked up among the registered ones."""
 
 
 def add_all(matcher: Matcher, profiles: Iterable[Profile]) -> Matcher:

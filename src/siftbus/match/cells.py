@@ -203,16 +203,16 @@ def layout(cols: ProfileColumns) -> tuple[list[AttributeCells], list[Pieces]]:
     attr = cols.iv_attr[by_attr]
     starts = np.searchsorted(attr, np.arange(m + 1))
     slots, lo, hi = cols.iv_slot[by_attr], cols.iv_lo[by_attr], cols.iv_hi[by_attr]
-    strings: list[list[tuple[int, StringConstraint]]] = [[] for _ in range(m)]
-    for slot, a, con in zip(cols.st_slot.tolist(), cols.st_attr.tolist(), cols.st_con,
-                            strict=True):
-        strings[a].append((slot, con))
+    s_by = np.argsort(cols.st_attr, kind="stable")  # slot order within an attribute
+    s_starts = np.searchsorted(cols.st_attr[s_by], np.arange(m + 1))
+    s_slot, s_con = cols.st_slot[s_by], cols.st_con[s_by]
     cells: list[AttributeCells] = []
     pieces: list[Pieces] = []
     for attr_ in etype.attributes:
         pos = attr_.position
         if isinstance(attr_.domain, StringDomain):
-            ac, pc = _string_layout(attr_.name, pos, strings[pos])
+            a, b = s_starts[pos], s_starts[pos + 1]
+            ac, pc = _string_layout(attr_.name, pos, s_slot[a:b], s_con[a:b])
         else:
             a, b = starts[pos], starts[pos + 1]
             ac, pc = _ordered_layout(attr_.name, pos, attr_.domain.min_key,
@@ -258,19 +258,20 @@ def _ordered_layout(name: str, pos: int, min_key: int, max_key: int, slots: np.n
     return cells, Pieces(slots, first, last)
 
 
-def _string_layout(name: str, pos: int, cons: list[tuple[int, StringConstraint]]
+def _string_layout(name: str, pos: int, con_slot: np.ndarray, cons: np.ndarray
                    ) -> tuple[AttributeCells, Pieces]:
+    """Cells and pieces of one string attribute from its conditions: profile slots
+    (non-decreasing) and their :class:`StringConstraint` objects."""
     # Profiles written alike share one constraint object (the scanners make one per
     # distinct text): each distinct one is laid out once, its runs repeated per profile.
-    index: dict[int, int] = {}
-    distinct: list[StringConstraint] = []
-    which = np.empty(len(cons), np.int64)
-    for i, (_, con) in enumerate(cons):
-        k = index.get(id(con))
-        if k is None:
-            k = index[id(con)] = len(distinct)
-            distinct.append(con)
-        which[i] = k
+    # The objects are told apart by identity, in first-seen order (held by ``cons``).
+    ident = np.fromiter(map(id, cons), np.int64, len(cons))
+    _, first_at, which = np.unique(ident, return_index=True, return_inverse=True)
+    seen = np.argsort(first_at, kind="stable")
+    renumber = np.empty(len(seen), np.int64)
+    renumber[seen] = np.arange(len(seen))
+    which = renumber[which.reshape(-1)]
+    distinct: list[StringConstraint] = cons[first_at[seen]].tolist()
     # every named string of every distinct constraint (a set's values, a prefix's
     # exclusions), with its constraint
     is_set = np.array([con.allowed is not None for con in distinct], bool)
@@ -288,7 +289,10 @@ def _string_layout(name: str, pos: int, cons: list[tuple[int, StringConstraint]]
     # whose representatives start with a prefix are then one block, and a prefix
     # condition accepts that block less its excluded strings -- a few runs, not one piece
     # per cell (100,000 mixed profiles: 45 million pieces before).
-    reps = sorted([(s, True) for s in set(named)] + [(s, False) for s in prefix_names])
+    names = set(named)
+    reps = [(s, is_exact) for s in sorted(names | prefix_names)  # a prefix before
+            for is_exact in (False, True)                       # the same string
+            if (s in names if is_exact else s in prefix_names)]
     keys = [s for s, _ in reps]
     exact = {s: i for i, (s, is_exact) in enumerate(reps) if is_exact}
     prefixes = {s: i for i, (s, is_exact) in enumerate(reps) if not is_exact}
@@ -334,16 +338,17 @@ def _string_layout(name: str, pos: int, cons: list[tuple[int, StringConstraint]]
     n_runs = np.bincount(run_owner, minlength=len(distinct))
     at = np.concatenate([[0], np.cumsum(n_runs)])  # runs of distinct k: at[k]:at[k + 1]
     count = n_runs[which]
-    ps = np.repeat(np.array([slot for slot, _ in cons], np.int32), count)
+    ps = np.repeat(con_slot.astype(np.int32), count)
     # each profile's runs: its distinct constraint's, in order
     run = np.repeat(at[:-1][which] - np.cumsum(count) + count, count) + np.arange(len(ps))
+    # already in (slot, first cell) order: slots come non-decreasing, one condition
+    # each, and a distinct constraint's runs by first cell
     pf = run_first[run].astype(np.int32)
     pl = run_last[run].astype(np.int32)
-    order = np.lexsort((pf, ps))
     cells = AttributeCells(name, pos, False, 0, 0, np.zeros(0, np.int64), exact, prefixes,
                            tuple(sorted({len(s) for s in prefixes if s}, reverse=True)),
                            len(reps))
-    return cells, Pieces(ps[order], pf[order], pl[order])
+    return cells, Pieces(ps, pf, pl)
 
 
 def _block(keys: list[str], prefix: str) -> tuple[int, int]:

@@ -5,9 +5,9 @@ they are not sure about is left to the specification's path)."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from siftbus.match.lex_numba import _same, _skip_ws, count_lines, line_end
+from siftbus.match.numba_load import njit
 from siftbus.match.scan_numba import (
     KIND_ENUM,
     KIND_INT,
@@ -155,6 +155,11 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
     v_s = np.empty(cap, np.int64)
     v_e = np.empty(cap, np.int64)
     v_k = np.empty(cap, np.int8)
+    # a number value as the first pass read it (integer part, fraction, its digits, sign)
+    n_v = np.empty(cap, np.int64)
+    n_frac = np.empty(cap, np.int64)
+    n_nf = np.empty(cap, np.int64)
+    n_neg = np.empty(cap, np.bool_)
     got = np.zeros(max_attrs, np.int64)
     pos = 0
     for ln in range(n_lines):
@@ -200,13 +205,17 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                     v_k[n] = 1
                     j = ve
                 else:
-                    _, _, _, ve, _ = _json_number(b, j, e)
+                    nv, nfrac, nnf, ve, nneg = _json_number(b, j, e)
                     if ve < 0:
                         ok = False
                         break
                     v_s[n] = j
                     v_e[n] = ve
                     v_k[n] = 0
+                    n_v[n] = nv
+                    n_frac[n] = nfrac
+                    n_nf[n] = nnf
+                    n_neg[n] = nneg
                     j = ve
                 n += 1
                 j = _skip_ws(b, j, e)
@@ -281,7 +290,7 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
             if v_k[x] != 0:
                 ok = False
                 break
-            v, frac, nf, _, neg = _json_number(b, v_s[x], v_e[x])
+            v, frac, nf, neg = n_v[x], n_frac[x], n_nf[x], n_neg[x]
             if ka == KIND_INT:
                 if frac != 0:  # 5.0 is the integer 5; 5.5 is an error
                     ok = False

@@ -409,7 +409,7 @@ class IndexMatcher(LeveledMatcher):
         self._insert(profile, ts, rows)
         self._held += need
 
-    def add_columns(self, cols: ProfileColumns) -> None:
+    def add_columns(self, cols: ProfileColumns, *, unregistered: bool = False) -> None:
         """See :meth:`LeveledMatcher.add_columns`; raises
         :class:`~siftbus.errors.CapacityError` (adding nothing) when the index would pass
         its memory budget."""
@@ -417,7 +417,7 @@ class IndexMatcher(LeveledMatcher):
         need = memory_budget.cost(len(cols), conds)
         if self.budget is not None and self._held + need > self.budget:
             raise memory_budget.refuse(self.budget, self._held, len(cols), conds)
-        super().add_columns(cols)
+        super().add_columns(cols, unregistered=unregistered)
         self._held += need
 
     def remove(self, profile_id: str) -> Profile:

@@ -25,7 +25,6 @@ without the scan's wait, when one event is repeated).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from siftbus.match.kernel_primitives import (
     _accepts,
@@ -35,6 +34,7 @@ from siftbus.match.kernel_primitives import (
     _rec_at,
     _rec_rank,
 )
+from siftbus.match.numba_load import njit
 from siftbus.match.prefetch_numba import _prefetch_read, _prefetch_write
 
 CHUNK = 256

@@ -15,7 +15,8 @@ module's file: after editing this one, clear ``__pycache__`` of the kernels that
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from siftbus.match.numba_load import njit
 
 _ONE = np.uint64(1)
 

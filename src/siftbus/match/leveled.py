@@ -207,11 +207,13 @@ class LeveledMatcher:
         self._version += 1
         self._count += 1
 
-    def add_columns(self, cols: ProfileColumns) -> None:
+    def add_columns(self, cols: ProfileColumns, *, unregistered: bool = False) -> None:
         """Add every profile of ``cols`` at once (one compile, no per-profile objects).
 
         Raises :class:`DuplicateProfileError` (and adds nothing) when an id repeats in
-        ``cols`` or is already registered.
+        ``cols`` or is already registered. ``unregistered``: the caller knows no id of
+        ``cols`` is registered, so they are not looked up in the levels (one binary
+        search of every id in every level: 0.03 CPU-s for 10 types of 10,000).
         """
         if not len(cols):
             return
@@ -221,7 +223,7 @@ class LeveledMatcher:
         if len(dup):
             pid = str(ids[dup[0]])
             raise DuplicateProfileError(f"profile id {pid!r} is given twice", field=pid)
-        for ts in self._types.values():
+        for ts in () if unregistered else self._types.values():
             for pid in ts.pending:
                 i = int(np.searchsorted(ids, pid))
                 if i < len(ids) and ids[i] == pid:

@@ -12,7 +12,8 @@ module's file: after editing this one, clear ``__pycache__`` of the scanners.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from siftbus.match.numba_load import njit
 
 
 @njit(cache=True, inline="always")

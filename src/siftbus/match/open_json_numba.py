@@ -12,9 +12,9 @@ keyed on each module's own file, so after editing this one clear the ``__pycache
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from siftbus.match.lex_numba import _skip_ws, _string_end
+from siftbus.match.numba_load import njit
 
 MAX_KEYS = 64
 """Most top-level fields of an event line the kernel reads (more: the Python path)."""

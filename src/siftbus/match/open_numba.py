@@ -21,9 +21,9 @@ lazy wildcards run on the candidates' fields only, once per event.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from siftbus.match.lex_numba import _skip_ws, count_lines, line_end
+from siftbus.match.numba_load import njit
 from siftbus.match.open_json_numba import MAX_ELEMENTS, MAX_KEYS, _scan
 
 BLANK, MATCHED, SLOW = 0, 1, 2

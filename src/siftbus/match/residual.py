@@ -54,14 +54,14 @@ class ResidualMixin:
                                         field=profile.id)
         super().add(profile)  # type: ignore[misc]
 
-    def add_columns(self, cols: ProfileColumns) -> None:
+    def add_columns(self, cols: ProfileColumns, *, unregistered: bool = False) -> None:
         side = self._side_list()
-        if len(side):
+        if len(side) and not unregistered:
             taken = [str(i) for i in cols.ids if str(i) in side]
             if taken:
                 raise DuplicateProfileError(f"profile id {taken[0]!r} is already registered",
                                             field=taken[0])
-        super().add_columns(cols)  # type: ignore[misc]
+        super().add_columns(cols, unregistered=unregistered)  # type: ignore[misc]
 
     def remove(self, profile_id: str) -> Any:
         side = self._side_list()

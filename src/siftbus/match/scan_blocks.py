@@ -112,6 +112,8 @@ def string_conditions(data: bytes, srows: np.ndarray,
     one once: :func:`siftbus.match.cells.layout`)."""
     if not len(srows):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object)
+    from siftbus.match.scan_numba import STR_IN, STR_NE  # once here, not per condition
+
     srows = srows[np.lexsort((srows[:, 1], srows[:, 0]))]  # stable: a set keeps its order
     line, attr = srows[:, 0], srows[:, 1]
     heads = np.flatnonzero(np.concatenate([[True], (line[1:] != line[:-1])
@@ -127,8 +129,16 @@ def string_conditions(data: bytes, srows: np.ndarray,
         if con is None:
             if values is None:
                 values = _decoded(data, srows[:, 3], srows[:, 4])
-            con = cache[(op, text)] = _string_constraint(
-                op, values[int(heads[k]):int(ends[k])])
+            vals = values[int(heads[k]):int(ends[k])]
+            # already canonical (StringConstraint.make would change nothing): a set's
+            # values, the one excluded value, or the prefix
+            if op == STR_IN:
+                con = StringConstraint(frozenset(vals))
+            elif op == STR_NE:
+                con = StringConstraint(None, "", frozenset(vals))
+            else:
+                con = StringConstraint(None, vals[0])
+            cache[(op, text)] = con
         made.append(con)
     cons[:] = made
     return line[heads], attr[heads], cons
@@ -144,19 +154,6 @@ def _decoded(data: bytes, start: np.ndarray, end: np.ndarray) -> list[str]:
                                                        strict=True)]
 
 
-def _string_constraint(op: int, values: list[str]) -> StringConstraint:
-    """The constraint of one scanned condition: already canonical
-    (``StringConstraint.make`` would change nothing): the values of a set, the one
-    excluded value, or the prefix."""
-    from siftbus.match.scan_numba import STR_IN, STR_NE
-
-    if op == STR_IN:
-        return StringConstraint(frozenset(values))
-    if op == STR_NE:
-        return StringConstraint(None, "", frozenset(values))
-    return StringConstraint(None, values[0])
-
-
 def add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: np.ndarray,
                ok: np.ndarray, ok_ids: np.ndarray, sub_s: np.ndarray, sub_e: np.ndarray,
                ptype: np.ndarray, rows: np.ndarray,
@@ -165,24 +162,35 @@ def add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: n
     """Columns per event type of one block's profiles (scanned and slow); ``strings``
     is :func:`string_conditions` of the block."""
     has_sub = sub_s[ok] >= 0
+    any_sub = bool(has_sub.any())
     subs = np.full(len(ok), "", dtype=object)
     subs[has_sub] = _spans_to_str(b, sub_s[ok][has_sub], sub_e[ok][has_sub]).tolist()
     slot_in_type = np.full(len(ptype), -1, np.int64)
-    row_type = ptype[rows[:, 0]] if len(rows) else np.zeros(0, np.int32)
+    # the rows and string conditions of valid lines, grouped by type once (stable: in
+    # line order), not selected again from all of them for each type
+    is_ok = np.zeros(len(ptype), bool)
+    is_ok[ok] = True
+    n_types = len(tables.types)
+    rows = rows[is_ok[rows[:, 0]]] if len(rows) else rows
+    row_by, row_at = _by_type(ptype[rows[:, 0]] if len(rows) else np.zeros(0, np.int32),
+                              n_types)
     s_line, s_attr, s_con = strings
-    s_type = ptype[s_line]
+    s_by, s_at = _by_type(np.where(is_ok[s_line], ptype[s_line], n_types), n_types)
     for t, etype in enumerate(tables.types):
         of_t = ptype[ok] == t
         mine = ok[of_t]
         extra = [prof for _, prof in slow if prof.etype.name == etype.name]
         if len(mine):
             slot_in_type[mine] = np.arange(len(mine))
-            rr = rows[(row_type == t) & (slot_in_type[rows[:, 0]] >= 0)]
-            ss = np.flatnonzero((s_type == t) & (slot_in_type[s_line] >= 0))
-            names, codes = np.unique(subs[of_t].astype(str), return_inverse=True)
-            if names[0] != "":
-                names = np.concatenate([[""], names])
-                codes = codes + 1
+            rr = rows[row_by[row_at[t]:row_at[t + 1]]]
+            ss = s_by[s_at[t]:s_at[t + 1]]
+            if any_sub:
+                names, codes = np.unique(subs[of_t].astype(str), return_inverse=True)
+                if names[0] != "":
+                    names = np.concatenate([[""], names])
+                    codes = codes + 1
+            else:  # no profile of the block names a subscriber: no sort of "" strings
+                names, codes = np.array([""]), np.zeros(len(mine), np.int64)
             parts.setdefault(t, []).append(ProfileColumns(
                 etype, ok_ids[of_t], codes.astype(np.int32),
                 tuple(str(x) for x in names), slot_in_type[rr[:, 0]].astype(np.int32),
@@ -198,6 +206,12 @@ def add_parts(parts: dict[int, list[ProfileColumns]], tables: SchemaTables, b: n
                 slow_cols = ProfileColumns.concat([scanned, slow_cols]).take(
                     np.argsort(lines, kind="stable"))
             parts.setdefault(t, []).append(slow_cols)
+
+
+def _by_type(types: np.ndarray, n_types: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions grouped by type (stable), and where each type's start in them."""
+    by = np.argsort(types, kind="stable")
+    return by, np.searchsorted(types[by], np.arange(n_types + 1))
 
 
 __all__ = ["STRING_MATRIX_BYTES", "SchemaTables", "add_parts", "string_conditions"]

@@ -28,7 +28,6 @@ Schema tables (built by :class:`siftbus.match.ingest.SchemaTables`):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 # the byte-level lexing shared with the event scanner, in its own module
 from siftbus.match.lex_numba import (
@@ -43,6 +42,7 @@ from siftbus.match.lex_numba import (
     count_lines,
     line_end,
 )
+from siftbus.match.numba_load import njit
 
 OK, SKIP, SLOW = 0, 1, 2
 """Line status: matched by the scanner, blank or comment, left to the slow path."""
@@ -430,10 +430,19 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                     if j < 0:
                         ok = False
                         break
-                    vs = np.sort(vals[:nv])
+                    if nv > 32:
+                        vals[:nv].sort()
+                    else:  # a few values: by insertion (numba's sort costs more)
+                        for x in range(1, nv):
+                            v = vals[x]
+                            y = x - 1
+                            while y >= 0 and vals[y] > v:
+                                vals[y + 1] = vals[y]
+                                y -= 1
+                            vals[y + 1] = v
                     first = nc
                     for q in range(nv):
-                        v = vs[q]
+                        v = vals[q]
                         if nc > first and v <= s_hi[nc - 1] + 1:
                             if v > s_hi[nc - 1]:
                                 s_hi[nc - 1] = v

@@ -203,16 +203,9 @@ def build(ncell: Sequence[int], hulls: Sequence[tuple[np.ndarray, np.ndarray, np
 
 
 def _bucket_bits(bucket: np.ndarray, idx: np.ndarray, nb: int, words: int) -> np.ndarray:
-    """uint64[nb, words]: bit ``idx[i]`` set in row ``bucket[i]``."""
+    """uint64[nb, words]: bit ``idx[i]`` set in row ``bucket[i]`` (``bitwise_or.at``:
+    2-6x a sort of the keys and a reduce of each run, the form before)."""
     out = np.zeros(nb * words, np.uint64)
     key = bucket * words + (idx >> 6).astype(np.int64)
-    bit = np.left_shift(np.uint64(1), (idx & 63).astype(np.uint64))
-    order = np.argsort(key, kind="stable")
-    key, bit = key[order], bit[order]
-    if len(key):
-        new = np.empty(len(key), bool)
-        new[0] = True
-        np.not_equal(key[1:], key[:-1], out=new[1:])
-        at = np.flatnonzero(new)
-        out[key[at]] = np.bitwise_or.reduceat(bit, at)
+    np.bitwise_or.at(out, key, np.left_shift(np.uint64(1), (idx & 63).astype(np.uint64)))
     return out.reshape(nb, words)

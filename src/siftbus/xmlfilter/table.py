@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable
 from operator import itemgetter
 
 import numpy as np
-from numba import njit
+
+from siftbus.match.numba_load import njit
 
 _EMPTY = np.zeros(0, np.int32)
 
