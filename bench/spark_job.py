@@ -4,6 +4,7 @@ files in the same run, and the job on a standalone cluster of one and of two wor
     python bench/spark_job.py --quick     # 10k profiles, 20k and 100k events, ~10 minutes
     python bench/spark_job.py             # 100k profiles, 100k and 2M events
     python bench/spark_job.py --no-cluster
+    python bench/spark_job.py --no-cluster --baseline-src /tmp/main/src   # in turns with main
 
 Mixed workload (issue 33, after the matching-core issue's): 10 event types with 10 int
 attributes (0..999), a location string ``s0`` and an enum ``s1``; profiles of 2-5 integer
@@ -79,7 +80,8 @@ def write_mixed(directory: Path, n_profiles: int, n_events: int, seed: int = 7) 
 
 
 def sample_tree(cmd: list[str], sample: Callable[[list[Any]], None], *, every: float = 0.1,
-                timeout: float = 3600) -> tuple[float, str, list[float]]:
+                timeout: float = 3600, env: dict[str, str] | None = None
+                ) -> tuple[float, str, list[float]]:
     """Run ``cmd``, calling ``sample`` with its process tree (psutil processes) every
     ``every`` seconds; (wall s, stdout, load averages seen). Raises on a timeout or a
     non-zero exit."""
@@ -88,7 +90,8 @@ def sample_tree(cmd: list[str], sample: Callable[[list[Any]], None], *, every: f
     import psutil
 
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=env)
     root = psutil.Process(proc.pid)
     loads = []
     out_chunks: list[str] = []
@@ -113,8 +116,10 @@ def sample_tree(cmd: list[str], sample: Callable[[list[Any]], None], *, every: f
     return wall, "".join(out_chunks), loads
 
 
-def run_tree(cmd: list[str], timeout: float = 3600) -> tuple[float, float, str, float]:
-    """Run ``cmd``; (wall s, CPU s of its process tree, stdout, median load)."""
+def run_tree(cmd: list[str], timeout: float = 3600, src: Path | None = None
+             ) -> tuple[float, float, str, float]:
+    """Run ``cmd`` (with ``src`` first on its PYTHONPATH when given); (wall s, CPU s of its
+    process tree, stdout, median load)."""
     import psutil
 
     seen: dict[int, float] = {}
@@ -127,7 +132,8 @@ def run_tree(cmd: list[str], timeout: float = 3600) -> tuple[float, float, str, 
             except psutil.Error:
                 pass
 
-    wall, out, loads = sample_tree(cmd, cpu, timeout=timeout)
+    env = None if src is None else {**os.environ, "PYTHONPATH": str(src)}
+    wall, out, loads = sample_tree(cmd, cpu, timeout=timeout, env=env)
     return wall, sum(seen.values()), out, statistics.median(loads or [0.0])
 
 
@@ -137,22 +143,26 @@ def job_seconds(stdout: str) -> float:
     return float(m[1]) if m else float("nan")
 
 
-def measure(data: Path, out: Path, master: str, repeats: int) -> dict[str, Any]:
-    """Medians of ``siftbus match`` and ``siftbus pipeline run`` on one workload."""
+def measure(data: Path, out: Path, master: str, repeats: int,
+            baseline: Path | None = None) -> dict[str, Any]:
+    """Medians of ``siftbus match`` and ``siftbus pipeline run`` on one workload; with
+    ``baseline`` (another checkout's ``src``) also its pipeline, in turns with this one."""
     n = (data / "events.jsonl").read_bytes().count(b"\n")
     common = ["--schema", str(data / "schema.toml"), "--profiles", str(data / "profiles.txt"),
               "--events", str(data / "events.jsonl")]
     rows: dict[str, list[tuple[float, float, float, float]]] = {"match": [], "pipeline": []}
+    pipelines = [("pipeline", None)] + ([("baseline", baseline)] if baseline else [])
     for _ in range(repeats):
         wall, cpu, _, load = run_tree([str(BIN / "siftbus"), "match", *common, "--out",
                                        str(out / "m.jsonl")])
         rows["match"].append((wall, cpu, wall, load))
-        wall, cpu, text, load = run_tree([str(BIN / "siftbus"), "pipeline", "run", *common,
-                                          "--out", str(out / "p"), "--master", master,
-                                          "--no-progress"])
-        rows["pipeline"].append((wall, cpu, job_seconds(text), load))
-        if (out / "p" / "matches.jsonl").read_bytes() != (out / "m.jsonl").read_bytes():
-            raise AssertionError("the pipeline's matches differ from siftbus match's")
+        for name, src in pipelines:
+            wall, cpu, text, load = run_tree([str(BIN / "siftbus"), "pipeline", "run", *common,
+                                              "--out", str(out / "p"), "--master", master,
+                                              "--no-progress"], src=src)
+            rows.setdefault(name, []).append((wall, cpu, job_seconds(text), load))
+            if (out / "p" / "matches.jsonl").read_bytes() != (out / "m.jsonl").read_bytes():
+                raise AssertionError(f"the {name}'s matches differ from siftbus match's")
     res: dict[str, Any] = {"events": n}
     for k, v in rows.items():
         res[k] = {name: statistics.median(x[i] for x in v)
@@ -192,6 +202,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--no-cluster", action="store_true")
+    ap.add_argument("--baseline-src", type=Path, default=None,
+                    help="another checkout's src/ (e.g. main's, from git archive): its "
+                         "pipeline measured in turns with this one")
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "siftbus-bench")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "spark_job.json")
     a = ap.parse_args()
@@ -205,15 +218,18 @@ def main() -> None:
         for n in (small, large):
             data = a.data / f"mixed-{profiles}-{n}"
             write_mixed(data, profiles, n)
-            results["sizes"][n] = measure(data, out, a.master, repeats)
+            results["sizes"][n] = measure(data, out, a.master, repeats, a.baseline_src)
         s, g = results["sizes"][small], results["sizes"][large]
-        for k in ("match", "pipeline"):
+        kinds = ("match", "pipeline") + (("baseline",) if a.baseline_src else ())
+        for k in kinds:
             per_event = (g[k]["cpu"] - s[k]["cpu"]) / (large - small)
             results[k] = {"cpu_per_event_us": per_event * 1e6,
                           "events_per_cpu_s": 1 / per_event if per_event > 0 else float("inf"),
                           "fixed_cpu_s": s[k]["cpu"] - small * per_event}
-        results["ratio"] = results["pipeline"]["events_per_cpu_s"] / results["match"][
-            "events_per_cpu_s"]
+        for k in kinds[1:]:
+            results[f"ratio_{k}"] = results[k]["events_per_cpu_s"] / results["match"][
+                "events_per_cpu_s"]
+        results["ratio"] = results["ratio_pipeline"]
         if not a.no_cluster:
             data = a.data / f"mixed-{profiles}-{large}"
             results["cluster"] = [scale_out(data, out, w, repeats) for w in (1, 2)]
@@ -225,16 +241,17 @@ def main() -> None:
     print("| events | command | wall s | CPU s (tree) | events/CPU-s | load |")
     print("|---:|---|---:|---:|---:|---:|")
     for n, r in results["sizes"].items():
-        for k in ("match", "pipeline"):
+        for k in kinds:
             print(f"| {n:,} | siftbus {k} | {r[k]['wall']:.1f} | {r[k]['cpu']:.1f} | "
                   f"{n / r[k]['cpu']:,.0f} | {r[k]['load']:.1f} |")
     print()
-    for k in ("match", "pipeline"):
+    for k in kinds:
         r = results[k]
         print(f"* {k}: {r['cpu_per_event_us']:.1f} CPU-us per event "
               f"({r['events_per_cpu_s']:,.0f} events/CPU-s), fixed cost {r['fixed_cpu_s']:.1f} "
               "CPU-s")
-    print(f"* pipeline / match, per event: {results['ratio']:.2f} (target >= 0.33)")
+    for k in kinds[1:]:
+        print(f"* {k} / match, per event: {results[f'ratio_{k}']:.2f} (target >= 0.33)")
     if "cluster" in results:
         for c in results["cluster"]:
             print(f"* standalone cluster, {c['workers']} worker(s) of 1 core: job "

@@ -13,7 +13,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from siftbus.model import parse_schema
-from siftbus.spark import fused
+from siftbus.spark import fused, subscriber_files
 from siftbus.spark.fused import TaskPlan, iter_fused
 from siftbus.spark.match_stage import index_available
 from siftbus.spark.subscriptions import ProfileFile, SubscriptionSet
@@ -56,3 +56,21 @@ def test_any_slicing_writes_the_same_outputs(tmp_path: Path,
     monkeypatch.setattr(fused, "NOTE_SLICE", 50)
     sliced = _run(tmp_path / "sliced", events, profiles)
     assert sliced == whole
+
+
+def test_a_file_per_flush_beyond_the_open_writers_writes_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task keeps one open file per subscriber up to ``MAX_OPEN`` subscribers; beyond,
+    it writes a file per subscriber and flush. Both give the same notifications."""
+    [events] = write_event_files(tmp_path / "in", files=1, per_file=3000, seed=5)
+    profiles = tmp_path / "profiles.txt"
+    profiles.write_text(PROFILES_TEXT)
+    monkeypatch.setattr(fused, "FIRST_SLICE", 100)  # slices of about 50 notifications,
+    monkeypatch.setattr(fused, "NOTE_SLICE", 50)  # flushed every 200: many flushes
+    monkeypatch.setattr(fused, "FLUSH_NOTES", 200)
+    kept = _run(tmp_path / "kept", events, profiles)
+    assert all(len(list(d.iterdir())) == 1 for d in (tmp_path / "kept" / "pq").iterdir())
+    monkeypatch.setattr(subscriber_files, "MAX_OPEN", 0)
+    per_flush = _run(tmp_path / "per-flush", events, profiles)
+    assert any(len(list(d.iterdir())) > 1 for d in (tmp_path / "per-flush" / "pq").iterdir())
+    assert per_flush == kept

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from siftbus.model.textio import TEXT_LIMITS, TextLimits
 from siftbus.spark.match_stage import MatchPlan, match_parts
 from siftbus.spark.parse import iter_parsed
+from siftbus.spark.subscriber_files import SubscriberFiles
 
 FUSED_SCHEMA = pa.schema([
     ("kind", pa.string()),
@@ -121,16 +122,6 @@ def _rows(kind: str, size: int, **cols: Any) -> pa.RecordBatch:
         schema=FUSED_SCHEMA)
 
 
-_SPARK_ESCAPED = frozenset([*map(chr, range(1, 32)), '"', "#", "%", "'", "*", "/", ":", "=",
-                            "?", "\\", "\x7f", "{", "[", "]", "^"])
-
-
-def escape_path_name(value: str) -> str:
-    """A partition value as Spark writes it in a directory name (``%XX`` for the
-    characters Spark escapes), so that Spark and pyarrow read it back as written."""
-    return "".join(f"%{ord(c):02X}" if c in _SPARK_ESCAPED else c for c in value)
-
-
 def _quoted(strings: pa.Array) -> pa.Array:
     """Each string as a JSON string literal, as ``json.dumps`` writes it."""
     if len(strings) == 0 or pc.all(pc.string_is_ascii(strings)).as_py():
@@ -148,14 +139,16 @@ class _PartWriter:
         self.plan = plan
         self.task = task
         self.partition = partition
-        self.pending: list[pa.Table] = []
+        # per slice held for Parquet: its good rows, and per notification the row
+        # (int32), the dense profile index and the subscriber code
+        self.pending: list[tuple[pa.RecordBatch, np.ndarray, np.ndarray, np.ndarray]] = []
         self.pending_rows = 0
-        self.chunk = 0
-        self.counts: dict[str, int] = {}
+        self.files: SubscriberFiles | None = None
+        self.tally: np.ndarray | None = None  # notifications per subscriber code
         self.stats: dict[str, list[int]] = {}  # source -> [events, notes, hits]
         self.parts: dict[str, tuple[Any, int, int, str]] = {}  # source -> file, first, n, path
         self.quoted: pa.Array | None = None
-        self.owned: tuple[np.ndarray, list[pa.Array]] | None = None
+        self.owned: tuple[np.ndarray, pa.Array, np.ndarray] | None = None
         self.seen = [0, 0]  # events matched, notifications made
 
     # -- one batch of good events -----------------------------------------------------
@@ -184,7 +177,7 @@ class _PartWriter:
             counts = np.diff(offsets)
             start = np.repeat(at[rows] - offsets[:-1], counts)
             hits[start + np.arange(len(part_hits))] = part_hits
-        parent = np.repeat(np.arange(good.num_rows), per_row)
+        parent = np.repeat(np.arange(good.num_rows, dtype=np.int32), per_row)
         self.seen[0] += good.num_rows
         self.seen[1] += len(hits)
         self._stat(good, per_row)
@@ -192,38 +185,31 @@ class _PartWriter:
             self._lines(good, per_row, hits)
         if not len(hits):
             return None
-        ids, _ = self.plan.derived()
         codes, owners = self.plan.owner_codes()
         owner = codes[hits]
         tally = np.bincount(owner, minlength=len(owners))
-        for name, k in zip(owners.to_pylist(), tally.tolist(), strict=True):
-            if k:
-                self.counts[name] = self.counts.get(name, 0) + k
-        take = pa.array(parent)
-        # Repeated strings travel as dictionary indices: a take moves 4 bytes a row.
-        # Profiles and subscribers stay dense codes until a file is written (_flush).
-        notes = pa.table({
-            "source": good.column("source").dictionary_encode().take(take),
-            "event": good.column("event").take(take),
-            "type": good.column("type").dictionary_encode().take(take),
-            "profile": pa.array(hits),
-            "version": pa.array(np.full(len(hits), self.task.version, np.int64)),
-            "subscriber": pa.array(owner.astype(np.int32, copy=False)),
-        })
+        self.tally = tally if self.tally is None else self.tally + tally
         if self.task.parquet is not None:
-            held = notes
-            if self.task.parquet_text:
-                held = held.append_column("text", good.column("text").take(take))
-            self.pending.append(held)
-            self.pending_rows += held.num_rows
+            # Only integer arrays are held: the notifications' columns are gathered once,
+            # in subscriber order, when they are written (_flush).
+            self.pending.append((good, parent, hits, owner))
+            self.pending_rows += len(hits)
             if self.pending_rows >= FLUSH_NOTES:
                 self._flush()
         if not self.task.deliver:
             return None
-        notes = notes.set_column(3, "profile", pa.DictionaryArray.from_arrays(
-            pa.array(hits), ids)).set_column(5, "subscriber", pa.DictionaryArray.from_arrays(
-                pa.array(owner), owners))
-        return self._deliveries(notes.append_column("parent", take), good)
+        ids, _ = self.plan.derived()
+        take = pa.array(parent)
+        notes = pa.table({
+            "source": good.column("source").take(take),
+            "event": good.column("event").take(take),
+            "type": good.column("type").take(take),
+            "profile": pa.DictionaryArray.from_arrays(pa.array(hits), ids),
+            "subscriber": pa.DictionaryArray.from_arrays(
+                pa.array(owner.astype(np.int32, copy=False)), owners),
+            "parent": take,
+        })
+        return self._deliveries(notes, good)
 
     def _stat(self, good: pa.RecordBatch, per_row: np.ndarray) -> None:
         t = pa.table({"source": good.column("source"), "n": pa.array(per_row),
@@ -296,54 +282,71 @@ class _PartWriter:
     # -- Parquet ---------------------------------------------------------------------
 
     def _flush(self) -> None:
-        """Write the held notifications: one file per subscriber (and chunk), in the
-        directory layout of Spark's ``partitionBy``."""
+        """Write the held notifications: per subscriber, in input order (event, then
+        profile id), in the directory layout of Spark's ``partitionBy``."""
         if not self.pending:
             return
-        import pyarrow.parquet as pq
-
-        notes = pa.concat_tables(self.pending).unify_dictionaries().combine_chunks()
-        self.pending = []
-        self.pending_rows = 0
+        held, self.pending, self.pending_rows = self.pending, [], 0
         _, owners = self.plan.owner_codes()
-        local, members = self._owned()
-        codes = notes.column("subscriber").chunk(0).to_numpy()
+        if self.files is None:
+            self.files = SubscriberFiles(Path(self.task.parquet or "."), owners.to_pylist(),
+                                         self.partition, self.task.batch_id)
+        base = np.cumsum([0] + [g.num_rows for g, _, _, _ in held[:-1]])
+        rows = np.concatenate([p + np.int32(b) for (_, p, _, _), b in zip(held, base,
+                                                                            strict=True)])
+        owner = np.concatenate([o for _, _, _, o in held])
         # a stable sort of small codes is a radix sort: 16-bit keys where they fit
-        order = np.argsort(codes.astype(np.uint16) if len(owners) <= 1 << 16 else codes,
+        order = np.argsort(owner.astype(np.uint16) if len(owners) <= 1 << 16 else owner,
                            kind="stable")
-        profile = notes.column("profile").chunk(0).to_numpy()[order]
-        notes = notes.drop_columns(["subscriber", "profile"]).take(pa.array(order))
-        bounds = np.searchsorted(codes[order], np.arange(len(owners) + 1))
-        level = "" if self.task.batch_id is None else f"/batch={self.task.batch_id}"
-        root = Path(self.task.parquet or ".")
-        for code, name in enumerate(owners.to_pylist()):
+        bounds = np.zeros(len(owners) + 1, np.int64)
+        np.cumsum(np.bincount(owner, minlength=len(owners)), out=bounds[1:])
+        rows = rows[order]
+        local, members, member_at = self._owned()
+        profile = local[np.concatenate([h for _, _, h, _ in held])[order]]
+        goods = [g for g, _, _, _ in held]
+
+        def column(name: str) -> pa.Array:
+            return pa.concat_arrays([g.column(name) for g in goods])
+
+        def coded(name: str) -> pa.DictionaryArray:
+            # Repeated strings gathered as 4-byte codes (a task's events are few next to
+            # its notifications: about 170 per event at 100k profiles).
+            enc = column(name).dictionary_encode()
+            codes = enc.indices.to_numpy(zero_copy_only=False)[rows]
+            return pa.DictionaryArray.from_arrays(pa.array(codes), enc.dictionary)
+
+        cols: dict[str, pa.Array] = {
+            "source": coded("source"),
+            "event": pa.array(column("event").to_numpy(zero_copy_only=False)[rows]),
+            "type": coded("type"),
+            "version": pa.array(np.full(len(rows), self.task.version, np.int64)),
+        }
+        if self.task.parquet_text:
+            cols["text"] = column("text").take(pa.array(rows))
+        notes = pa.table(cols)
+        for code in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
             lo, hi = int(bounds[code]), int(bounds[code + 1])
-            if hi == lo:
-                continue
-            where = root / f"subscriber={escape_path_name(name)}{level}"
-            where.mkdir(parents=True, exist_ok=True)
             # The file's profile dictionary is its subscriber's profiles only: a whole
             # set's ids in every file cost more than the notifications (100k profiles).
-            ids = pa.DictionaryArray.from_arrays(pa.array(local[profile[lo:hi]]),
-                                                 members[code])
-            part = notes.slice(lo, hi - lo)
-            pq.write_table(part.add_column(3, "profile", ids),
-                           where / f"part-{self.partition:05d}-{self.chunk:04d}.parquet")
-        self.chunk += 1
+            at = int(member_at[code])
+            ids = pa.DictionaryArray.from_arrays(
+                pa.array(profile[lo:hi]),
+                members.slice(at, int(member_at[code + 1]) - at))
+            self.files.write(code, notes.slice(lo, hi - lo).add_column(3, "profile", ids))
+        self.files.flushed()
 
-    def _owned(self) -> tuple[np.ndarray, list[pa.Array]]:
-        """Per dense profile index its position among its subscriber's profiles, and per
-        subscriber code the ids of its profiles (made once per task)."""
+    def _owned(self) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+        """Per dense profile index its position among its subscriber's profiles; the ids
+        grouped by subscriber code; where each code's group starts (made once per task)."""
         if self.owned is None:
             ids, _ = self.plan.derived()
             codes, owners = self.plan.owner_codes()
             order = np.argsort(codes, kind="stable")
-            bounds = np.searchsorted(codes[order], np.arange(len(owners) + 1))
+            bounds = np.zeros(len(owners) + 1, np.int64)
+            np.cumsum(np.bincount(codes, minlength=len(owners)), out=bounds[1:])
             local = np.empty(len(codes), np.int32)
             local[order] = np.arange(len(codes)) - np.repeat(bounds[:-1], np.diff(bounds))
-            members = [ids.take(pa.array(order[bounds[c]:bounds[c + 1]]))
-                       for c in range(len(owners))]
-            self.owned = (local, members)
+            self.owned = (local, ids.take(pa.array(order)), bounds)
         return self.owned
 
     # -- the end of the task ---------------------------------------------------------
@@ -351,9 +354,15 @@ class _PartWriter:
     def finish(self) -> Iterator[pa.RecordBatch]:
         """Write what is held and describe the task's output."""
         self._flush()
-        if self.counts:
-            subs = sorted(self.counts)
-            yield _rows("count", len(subs), subscriber=subs, n=[self.counts[s] for s in subs])
+        if self.files is not None:
+            self.files.close()
+        if self.tally is not None and self.tally.any():
+            _, owners = self.plan.owner_codes()
+            some = np.flatnonzero(self.tally)
+            counts = dict(zip(owners.take(pa.array(some)).to_pylist(),
+                              self.tally[some].tolist(), strict=True))
+            subs = sorted(counts)
+            yield _rows("count", len(subs), subscriber=subs, n=[counts[s] for s in subs])
         if self.stats:
             srcs = sorted(self.stats)
             yield _rows("stat", len(srcs), source=srcs,

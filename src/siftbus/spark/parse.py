@@ -94,6 +94,10 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str,
     if scanned is not None:
         sure[scanned.rows] = True
     sure_events: list[int] = []  # event numbers of the sure rows, in order
+    whole = _numbered_at_once(batch, sure, counted)
+    if whole is not None:  # every line a sure event, of one file: numbered as a range
+        assert scanned is not None
+        return _scanned_batch(batch, scanned, whole, layouts)
 
     def number(source: str | None, line: int, before: int) -> int:
         key = (source, before)
@@ -155,7 +159,28 @@ def parse_text_batch(batch: pa.RecordBatch, schema_text: str,
          for c in range(len(PARSED_SCHEMA))], schema=PARSED_SCHEMA)
 
 
-def _scanned_batch(batch: pa.RecordBatch, sc: ScannedTexts, events: list[int],
+def _numbered_at_once(batch: pa.RecordBatch, sure: np.ndarray,
+                      counted: dict[tuple[str | None, int], tuple[int, int]]
+                      ) -> np.ndarray | None:
+    """The event numbers of a batch whose lines are all events the scanner is sure of,
+    of one file and range, in rising line order (the common batch), without a loop over
+    its rows; ``None`` for any other batch (numbered row by row)."""
+    n = batch.num_rows
+    if not n or not sure.all() or "events_before" not in batch.schema.names:
+        return None
+    source, before = batch.column("source"), batch.column("events_before")
+    if source.null_count or len(pc.unique(source)) != 1 or len(pc.unique(before)) != 1:
+        return None
+    lines = batch.column("line").to_numpy(zero_copy_only=False)
+    key = (source[0].as_py(), int(before[0].as_py()))
+    seen, last = counted.get(key, (0, 0))
+    if lines[0] <= last or (n > 1 and not (np.diff(lines) > 0).all()):
+        return None  # out of order: the row loop says which line
+    counted[key] = (seen + n, int(lines[-1]))
+    return np.arange(key[1] + seen, key[1] + seen + n, dtype=np.int64)
+
+
+def _scanned_batch(batch: pa.RecordBatch, sc: ScannedTexts, events: list[int] | np.ndarray,
                    layouts: dict[str, TypeLayout]) -> pa.RecordBatch:
     """The parse stage's rows of the texts the scanner is sure of, built as columns: the
     keys come from the scanner's key matrix, the text and source from the input batch

@@ -257,6 +257,10 @@ class JsonLinesSink:
             return SinkResult(self.name, rows, str(target))
         several = (batch.sources or 0) > 1
         tmp = staged.jsonl / "joined"
+        if not several:
+            _join_files([Path(path) for _, _, _, path in staged.parts], tmp)
+            os.replace(tmp, self.path)
+            return SinkResult(self.name, rows, str(self.path))
         with open(tmp, "wb") as dst:
             for source, _, _, path in staged.parts:  # sorted by source, then first event
                 data = Path(path).read_bytes()
@@ -285,6 +289,36 @@ class JsonLinesSink:
 
     def close(self) -> None:
         return None
+
+
+def _join_files(parts: Sequence[Path], target: Path) -> None:
+    """``parts`` joined into ``target``, moving them: the first is renamed, the others
+    are appended by the kernel (``copy_file_range``), not read into the driver (the
+    match lines of 2M events at 100k profiles are 3.5 GB)."""
+    if not parts:
+        target.write_bytes(b"")
+        return
+    os.replace(parts[0], target)
+    # not "ab": the kernel refuses to copy into a file opened for appending
+    with open(target, "r+b", buffering=0) as dst:
+        dst.seek(0, os.SEEK_END)
+        for part in parts[1:]:
+            with open(part, "rb") as src:
+                size = os.fstat(src.fileno()).st_size
+                copy_range = getattr(os, "copy_file_range", None)
+                done = 0
+                while copy_range is not None and done < size:
+                    try:
+                        n = copy_range(src.fileno(), dst.fileno(), size - done)
+                    except OSError:
+                        break  # not on this filesystem: copy below from where it stopped
+                    if n == 0:
+                        break
+                    done += n
+                src.seek(done)
+                dst.seek(0, os.SEEK_END)
+                shutil.copyfileobj(src, dst, 1 << 20)
+            part.unlink()
 
 
 def _replace_dir(new: Path, target: Path) -> None:
