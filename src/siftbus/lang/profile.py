@@ -19,10 +19,10 @@ line, of a string and of a number, and the number of conditions, each refused wi
 
 from __future__ import annotations
 
+import builtins
 import difflib
-import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from decimal import Decimal
 from functools import cache
 from importlib.resources import files
@@ -35,6 +35,16 @@ from siftbus.errors import InputError, ProfileError, ProfileSyntaxError, Siftbus
 from siftbus.lang.printing import STROPS as STROPS
 from siftbus.lang.printing import format_condition as format_condition
 from siftbus.lang.printing import format_profile as format_profile
+
+# the line's data before the schema, shared with the scanner; importable from here
+from siftbus.lang.profile_scan import ScannedProfile, scan_profile
+from siftbus.lang.profile_text import MAX_GROUP_DEPTH as MAX_GROUP_DEPTH
+from siftbus.lang.profile_text import PROFILE_LIMITS as PROFILE_LIMITS
+from siftbus.lang.profile_text import Bare as Bare
+from siftbus.lang.profile_text import ProfileLimits as ProfileLimits
+from siftbus.lang.profile_text import ProfileText as ProfileText
+from siftbus.lang.profile_text import WrittenCondition as WrittenCondition
+from siftbus.lang.profile_text import split_id as split_id
 from siftbus.model import (
     EventType,
     Extreme,
@@ -48,54 +58,13 @@ from siftbus.model.checks import MAX_DISJUNCTS
 from siftbus.model.domain import AnyDomain, EnumDomain
 from siftbus.model.kinds import BoolDomain
 from siftbus.model.predicate import Operand
-from siftbus.model.profile import predicate_check
+from siftbus.model.profile import Part, condition_part, predicate_check
 from siftbus.model.textio import TEXT_LIMITS, parse_json_line, read_lines, split_lines
 
 # lark is imported when a line is parsed: the compiled scanners read most files without it
 if TYPE_CHECKING:
     from lark import Lark, Token, Tree
     from lark.exceptions import UnexpectedInput
-
-# possessive (++): no backtracking over a long id that is not followed by a colon
-_ID_PREFIX = re.compile(r"\s*+([\w.\-/]++)(?:@([\w.\-/]++))?\s*+:(?!=)")
-
-
-def split_id(text: str) -> tuple[str | None, str, int]:
-    """The ``ID[@SUBSCRIBER]:`` prefix of a profile line (primitive or composite): the id
-    (``None`` without one), the subscriber (``""`` without one) and where the body starts."""
-    m = _ID_PREFIX.match(text)
-    return (m[1], m[2] or "", m.end()) if m else (None, "", 0)
-
-
-@dataclass(frozen=True, slots=True)
-class ProfileLimits:
-    """Limits on one profile line (``docs/profile-language.md``, section "Limits").
-
-    The parser's memory and time grow with the tokens of a line (a few hundred bytes and
-    microseconds per token), so the line length bounds both; the other limits refuse what
-    no real profile needs. Pass ``limits=`` to the parse and load functions to change them.
-    """
-
-    max_line: int = 65536
-    """Longest profile line, in characters."""
-    max_string: int = 16384
-    """Longest string literal, in characters as written (quotes and escapes included)."""
-    max_number: int = 1000
-    """Longest number literal, in characters."""
-    max_conditions: int = 256
-    """Most conditions written in one profile."""
-
-    def __post_init__(self) -> None:
-        for name in ("max_line", "max_string", "max_number", "max_conditions"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"ProfileLimits.{name} must be a positive integer, "
-                                 f"got {value!r}")
-
-
-PROFILE_LIMITS = ProfileLimits()
-"""The default limits."""
-
 
 @cache
 def _parser() -> Lark:
@@ -107,45 +76,18 @@ def _parser() -> Lark:
     return Lark(grammar, parser="lalr", maybe_placeholders=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Bare:
-    """An unquoted word in value position (enum label, MIN or MAX).
-
-    ``virtual`` marks Bittner's ``> MIN`` and ``< MAX``: unless the attribute declares a
-    label of that name, they mean "every value".
-    """
-
-    word: str
-    virtual: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class WrittenCondition:
-    """A condition as written, with where it starts (line and column from 1)."""
-
-    predicate: Predicate
-    line: int
-    column: int
-
-
-@dataclass(frozen=True, slots=True)
-class ProfileText:
-    """A parsed but not yet schema-checked profile line."""
-
-    id: str | None
-    subscriber: str
-    type_name: str
-    type_column: int
-    conditions: tuple[WrittenCondition, ...]
-    form: str  # "native" or "bittner"
-    line: int = 1  # the line of the profile (from 1), for errors found later
-    alternatives: tuple[tuple[WrittenCondition, ...], ...] | None = None
-    """With ``or``: the conditions of each alternative (disjunctive normal form)."""
-
-
 def parse_profile_text(text: str, *, source: str | None = None, line: int = 1,
-                       limits: ProfileLimits = PROFILE_LIMITS) -> ProfileText:
-    """Parse the syntax of one profile line (no schema needed)."""
+                       limits: ProfileLimits = PROFILE_LIMITS, scanner: bool = True
+                       ) -> ProfileText:
+    """Parse the syntax of one profile line (no schema needed).
+
+    The scanner (:mod:`siftbus.lang.profile_scan`) reads the common lines, the grammar
+    the others and every error; ``scanner=False`` asks the grammar alone (the
+    specification: both give the same value)."""
+    if scanner:
+        scanned = scan_profile(text, line=line, limits=limits)
+        if scanned is not None:
+            return scanned.text
     from lark import Token, Tree, UnexpectedInput
 
     if len(text) > limits.max_line:
@@ -210,10 +152,6 @@ def parse_profile_text(text: str, *, source: str | None = None, line: int = 1,
                                  line=line, column=offset + len(body) - len(body.lstrip()) + 1)
     return ProfileText(pid, subscriber, type_name, type_col, tuple(conds),
                        "bittner" if bittner else "native", line, dnf)
-
-
-MAX_GROUP_DEPTH = 16
-"""Deepest nesting of parenthesized groups in a profile."""
 
 
 def _dnf(tree: Tree, condition: Callable[[Tree], WrittenCondition], depth: int, offset: int,
@@ -508,13 +446,61 @@ def _bare(word: str, domain: AnyDomain, attr: str) -> Operand:
 
 def parse_profile(text: str, schema: Schema | EventType, *, id: str | None = None,
                   source: str | None = None, line: int = 1,
-                  limits: ProfileLimits = PROFILE_LIMITS) -> Profile:
+                  limits: ProfileLimits = PROFILE_LIMITS, scanner: bool = True) -> Profile:
     """Parse one profile line (either form) into a normalised :class:`Profile`.
 
     ``id`` overrides (or supplies) the line's id. Errors carry ``line`` and ``column``.
+    ``scanner=False`` reads the line with the grammar alone and builds the profile from
+    its conditions (the specification; the value is the same).
     """
-    return resolve(parse_profile_text(text, source=source, line=line, limits=limits), schema,
-                   id=id, source=source)
+    scanned = scan_profile(text, line=line, limits=limits) if scanner else None
+    if scanned is None:
+        parsed = parse_profile_text(text, source=source, line=line, limits=limits,
+                                    scanner=False)
+        return resolve(parsed, schema, id=id, source=source)
+    fast = _from_parts(scanned, schema, id)
+    return fast if fast is not None else resolve(scanned.text, schema, id=id, source=source)
+
+
+_PARTS_KEPT = 1 << 16
+_parts: dict[int, tuple[EventType, dict[str, Part]]] = {}
+"""id(event type) -> (the type, condition text -> its part of a profile of the type)."""
+
+
+def _from_parts(scanned: ScannedProfile, schema: Schema | EventType, id: str | None
+                ) -> Profile | None:
+    """What :func:`resolve` gives a scanned line without ``or``, each condition checked
+    against the type once per text (``env = "prod"`` in 100,000 rules); ``None`` where
+    :func:`resolve` must say more (``or``, an error)."""
+    parsed = scanned.text
+    pid = id if id is not None else parsed.id
+    if pid is None or parsed.alternatives is not None:
+        return None
+    etype = schema if isinstance(schema, EventType) else schema.get(parsed.type_name)
+    if etype is None or etype.name != parsed.type_name:
+        return None
+    kept = _parts.get(builtins.id(etype))
+    if kept is None or kept[0] is not etype:
+        if len(_parts) >= 64:
+            _parts.clear()
+        kept = _parts[builtins.id(etype)] = (etype, {})
+    known = kept[1]
+    parts = []
+    try:
+        for wc, key in zip(parsed.conditions, scanned.keys, strict=True):
+            part = known.get(key)
+            if part is None:
+                pred = resolve_predicate(wc.predicate, etype)
+                if pred.attr in etype:  # else resolve says so, with a suggestion
+                    predicate_check(pred, etype.attribute(pred.attr))
+                part = condition_part(pred, etype)
+                if len(known) >= _PARTS_KEPT:
+                    known.clear()
+                known[key] = part
+            parts.append(part)
+        return Profile.from_parts(pid, etype, parts, parsed.subscriber)
+    except SiftbusError:
+        return None
 
 
 def iter_profile_lines(text: str | Iterable[tuple[int, str]], schema: Schema, *,

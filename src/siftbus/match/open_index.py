@@ -52,6 +52,8 @@ class Alternative:
     lazy: tuple[int, ...]
     """Conditions evaluated only for candidates (``contains``, ``like``, ``matches``)."""
     access: int = -1
+    number: int = -1
+    """Its key in its access group (numbered per event type)."""
 
 
 @dataclass(slots=True)
@@ -117,7 +119,7 @@ class TypeIndex:
         return (c.where.kind, c.uses)
 
     def add(self, profile: str, items: Sequence[Check | Condition],
-            bounds: list[tuple[int, int]]) -> tuple[int, Alternative]:
+            bounds: list[tuple[int, int]]) -> Alternative:
         conds = self.conds
         ids = self.ids
         eager: list[int] = []
@@ -140,10 +142,10 @@ class TypeIndex:
                 eager.append(cid)
         alt_id = self._next_alt
         self._next_alt += 1
-        alt = Alternative(profile, tuple(eager), tuple(lazy))
+        alt = Alternative(profile, tuple(eager), tuple(lazy), -1, alt_id)
         self._file(alt_id, alt)
         self.n_alts += 1
-        return alt_id, alt
+        return alt
 
     def _file(self, alt_id: int, alt: Alternative) -> None:
         if alt.need:
@@ -169,7 +171,8 @@ class TypeIndex:
                 alt.access = best
                 self.access.setdefault(best, {})[alt_id] = alt
 
-    def remove(self, alt_id: int, alt: Alternative) -> None:
+    def remove(self, alt: Alternative) -> None:
+        alt_id = alt.number
         self.n_alts -= 1
         if alt.need:
             group = self.access[alt.access]
@@ -268,7 +271,9 @@ class OpenIndexMatcher(ReferenceMatcher):
     def __init__(self) -> None:
         super().__init__()
         self._types: dict[str, TypeIndex] = {}
-        self._alts: dict[str, list[tuple[int, Alternative]]] = {}
+        # a profile's one alternative as itself, not in a list: an add leaves one object
+        # for the cyclic collector to track (100,000 adds then start no full collection)
+        self._alts: dict[str, Alternative | tuple[Alternative, ...]] = {}
         self._etypes: dict[str, EventType] = {}
 
     def etype_of(self, name: str) -> EventType | None:
@@ -282,16 +287,18 @@ class OpenIndexMatcher(ReferenceMatcher):
             t = self._types[profile.type_name] = TypeIndex()
             self._etypes[profile.type_name] = profile.etype
         bounds = _bounds(profile.etype)
-        filed = []
-        for checks in alternatives(profile):
-            filed.append(t.add(profile.id, checks, bounds))
-        self._alts[profile.id] = filed
+        if profile.extra is None or len(profile.extra) == 1:
+            self._alts[profile.id] = t.add(profile.id, alternatives(profile)[0], bounds)
+        else:
+            self._alts[profile.id] = tuple(t.add(profile.id, checks, bounds)
+                                           for checks in alternatives(profile))
 
     def remove(self, profile_id: str) -> Profile:
         profile = super().remove(profile_id)
         t = self._types[profile.type_name]
-        for alt_id, alt in self._alts.pop(profile_id):
-            t.remove(alt_id, alt)
+        filed = self._alts.pop(profile_id)
+        for alt in filed if isinstance(filed, tuple) else (filed,):
+            t.remove(alt)
         if not t.n_alts:
             del self._types[profile.type_name]
             del self._etypes[profile.type_name]

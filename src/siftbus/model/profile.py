@@ -75,29 +75,29 @@ class Profile:
         Raises :class:`ProfileError` (with ``field`` naming the attribute) on misuse and
         :class:`UnsatisfiableProfileError` when the conditions exclude every event.
         """
-        if not _valid_id(id):
-            raise ProfileError(f"profile id {id!r} must be letters, digits, '_', '-', '.', '/'")
-        if subscriber and not _valid_id(subscriber):
-            raise ProfileError(f"subscriber {subscriber!r} must be letters, digits, "
-                               "'_', '-', '.', '/'")
+        _check_ids(id, subscriber)
+        return cls._assemble(id, etype, [condition_part(pred, etype) for pred in predicates],
+                             subscriber)
+
+    @classmethod
+    def from_parts(cls, id: str, etype: EventType, parts: Iterable[Part],
+                   subscriber: str = "") -> Profile:
+        """:meth:`build` from the :func:`condition_part` of each predicate, computed once
+        for conditions many profiles share (the profile language's reader keeps them)."""
+        _check_ids(id, subscriber)
+        return cls._assemble(id, etype, parts, subscriber)
+
+    @classmethod
+    def _assemble(cls, id: str, etype: EventType, parts: Iterable[Part],
+                  subscriber: str) -> Profile:
         merged: dict[str, Constraint] = {}
         checks: list[Check] = []
-        for pred in predicates:
-            if pred.attr not in etype:
-                raise ProfileError(f"{etype.name} has no attribute {pred.attr!r} "
-                                   f"(it has {', '.join(etype.names)})", field=pred.attr)
-            attribute = etype.attribute(pred.attr)
-            domain = attribute.domain
-            try:
-                if pred.is_check or attribute.array:
-                    checks.append(predicate_check(pred, attribute))
-                    continue
-                c = pred.constraint(domain)
-            except SiftbusError as exc:
-                exc.field = exc.field or pred.attr
-                raise
-            prev = merged.get(pred.attr)
-            merged[pred.attr] = c if prev is None else _intersect(prev, c)
+        for name, part in parts:
+            if isinstance(part, Check):
+                checks.append(part)
+                continue
+            prev = merged.get(name)
+            merged[name] = part if prev is None else _intersect(prev, part)
         conditions = []
         for attr in etype.attributes:
             got = merged.get(attr.name)
@@ -202,6 +202,35 @@ class Profile:
             out.extend(canonical_predicates(c.attr, self.etype.attribute(c.attr).domain,
                                             c.constraint))
         return out
+
+
+Part = tuple[str, "Constraint | Check"]
+"""What one condition contributes to a profile: its attribute and its constraint, or its
+check (string tests, ``not exists``, array attributes)."""
+
+
+def _check_ids(id: str, subscriber: str) -> None:
+    if not _valid_id(id):
+        raise ProfileError(f"profile id {id!r} must be letters, digits, '_', '-', '.', '/'")
+    if subscriber and not _valid_id(subscriber):
+        raise ProfileError(f"subscriber {subscriber!r} must be letters, digits, "
+                           "'_', '-', '.', '/'")
+
+
+def condition_part(pred: Predicate, etype: EventType) -> Part:
+    """One condition's :data:`Part` of a profile of ``etype``; raises
+    :class:`ProfileError` (``field`` naming the attribute) on misuse or a bad value."""
+    if pred.attr not in etype:
+        raise ProfileError(f"{etype.name} has no attribute {pred.attr!r} "
+                           f"(it has {', '.join(etype.names)})", field=pred.attr)
+    attribute = etype.attribute(pred.attr)
+    try:
+        if pred.is_check or attribute.array:
+            return pred.attr, predicate_check(pred, attribute)
+        return pred.attr, pred.constraint(attribute.domain)
+    except SiftbusError as exc:
+        exc.field = exc.field or pred.attr
+        raise
 
 
 def _holds(c: Constraint, key: object) -> bool:
