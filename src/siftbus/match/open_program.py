@@ -139,7 +139,9 @@ def compile_program(m: OpenIndexMatcher) -> OpenProgram:
     """The kernel's arrays for every compilable type of ``m`` (see the module text)."""
     ids = sorted(p.id for p in m.profiles())
     dense = {pid: i for i, pid in enumerate(ids)}
-    n_alts = {dense[pid]: len(filed) for pid, filed in m._alts.items()}
+    # a profile of one alternative keeps it as itself, not in a tuple (open_index)
+    n_alts = {dense[pid]: len(filed) if isinstance(filed, tuple) else 1
+              for pid, filed in m._alts.items()}
     b = _Builder()
     types: list[int] = []
     fields: list[int] = []
