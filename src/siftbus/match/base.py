@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from siftbus.errors import DuplicateProfileError, UnknownProfileError
+from siftbus.match.gcpause import full_collections_deferred
 from siftbus.model import Event, Profile
 
 if TYPE_CHECKING:  # numpy is imported by the engines that use it, not by this protocol
@@ -141,9 +142,15 @@ class BulkLoading(Protocol):
 
 
 def add_all(matcher: Matcher, profiles: Iterable[Profile]) -> Matcher:
-    """Add every profile; returns the matcher for chaining."""
-    for p in profiles:
-        matcher.add(p)
+    """Add every profile; returns the matcher for chaining.
+
+    No full collection of Python's cyclic collector starts meanwhile: adding many profiles
+    builds only long-lived objects, and each full collection would scan all of them again
+    (100,000 EventBridge-style rules into the open index: 0.84 CPU-s, against 1.6-1.9 in a
+    plain loop that meets one). The collection put off runs at the next full one after."""
+    with full_collections_deferred():
+        for p in profiles:
+            matcher.add(p)
     return matcher
 
 
