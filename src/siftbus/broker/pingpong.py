@@ -237,6 +237,9 @@ class PingPong(HandoffBase):
             super()._on_nack(link, body)
             return
         s, moved = on
+        # its pong anew: the first pong unsubscribed it, and the one from where the
+        # state went reached nobody until the handoff timed out
+        self._sub(self._pong_gid(s.id), "Pong", session=s.id, to=self.host.name)
         self._open[s.id] = (s.epoch, moved)
         self._ping(s.id, s.epoch)
 
