@@ -11,6 +11,7 @@ every handoff: acyclic, rendezvous and ping/pong."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 
 from siftbus.client import Client
 from siftbus.client.session import SessionState
+from siftbus.errors import SiftbusError
 from siftbus.model import Event
 from siftbus.wire.frames import MsgType
 
@@ -161,5 +163,87 @@ async def test_a_claim_whose_client_went_hands_its_rows_to_the_other(
         await asyncio.sleep(0.2)
         assert sorted(got) == list(range(2, 12))
         assert not y.ended.is_set()
+    finally:
+        await close_all(servers, clients)
+
+
+class HeldAcks:
+    """Node ``node`` reads its clients' acknowledgements (SACK) and handoff requests
+    only when told (:meth:`requests`, :meth:`acks`), like a slow link."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.handle = node.handle
+        self.held: dict[bool, list[tuple[str, Any]]] = {True: [], False: []}
+        self.open = {True: False, False: False}
+
+        def gated(link: str, msg: Any) -> None:
+            ack = msg.type is MsgType.SACK
+            if (ack or (msg.type is MsgType.HANDOFF and msg.body.get("k") in (
+                    "move", "req"))) and not self.open[ack]:
+                self.held[ack].append((link, msg))
+                return
+            self.handle(link, msg)
+
+        node.handle = gated
+
+    def let_through(self, ack: bool) -> None:
+        self.open[ack] = True
+        for link, msg in self.held[ack]:
+            with contextlib.suppress(SiftbusError):  # a SACK after its session left
+                self.handle(link, msg)
+        self.held[ack] = []
+
+
+@pytest.mark.parametrize(("handoff", "protocol"), [
+    ("acyclic", "forwarding"), ("rendezvous", "rendezvous")])
+async def test_rows_the_first_claim_delivered_do_not_go_to_the_rival_too(
+        handoff: str, protocol: str) -> None:
+    """The holder answers B1 first and B1's process gets rows 2-3; the claim at B2,
+    told that B1 holds a rival epoch, takes the session in the next round while B1's
+    process's acknowledgement of 2-3 is still on its way. Before, B1 handed 2-3 over as
+    unacknowledged and both processes got them (rows published at B2 reached both in 1
+    run in 7 of ``test_two_processes_from_one_state_leave_the_session_to_one``); now B1
+    waits for its connected process to acknowledge what it was sent, and sends it
+    nothing more meanwhile."""
+    servers = await start_tree(handoff, protocol, names=["B0", "B1", "B2"],
+                               edges=[("B0", "B1"), ("B0", "B2")])
+    clients: list[Client] = []
+    try:
+        got: dict[str, list[int]] = {"x": [], "y": []}
+        state = SessionState("m")
+        first = await Client.connect(port=servers["B0"].port, session=state)
+        await first.subscribe("f: T()")
+        pub = await Client.connect(port=servers["B0"].port)
+        clients.append(pub)
+        await asyncio.sleep(0.2)
+        await pub.publish_batch([Event(T, (1, 1))], ack=True)
+        await wait_for(lambda: state.last == 1, 5)
+        await first.close()
+
+        gate = HeldRequests(servers["B0"].node)
+        slow = HeldAcks(servers["B1"].node)
+        twin = copy.deepcopy(state)
+        x = await Client.connect(port=servers["B1"].port, session=state, reconnect=False)
+        x.unclaimed_callback = lambda n: got["x"].append(n.event.keys[1])
+        clients.append(x)
+        y = await Client.connect(port=servers["B2"].port, session=twin, reconnect=False)
+        y.unclaimed_callback = lambda n: got["y"].append(n.event.keys[1])
+        clients.append(y)
+        await wait_for(lambda: both_claimed(servers, gate, handoff), 5)
+        gate.release("B1")  # B1 has the session; B2's request for it waits at B1
+        await wait_for(lambda: len(slow.held[False]) >= 1, 5)
+        await pub.publish_batch([Event(T, (1, b)) for b in (2, 3)], ack=True)
+        await wait_for(lambda: got["x"] == [2, 3], 5)
+        slow.let_through(ack=False)  # B2 asks while B1's process's SACK is on its way
+        await asyncio.sleep(0.3)
+        slow.let_through(ack=True)
+        await pub.publish_batch([Event(T, (1, b)) for b in (4, 5)], ack=True)
+        await wait_for(lambda: x.ended.is_set() or y.ended.is_set(), 5)
+        await wait_for(lambda: {2, 3, 4, 5} <= set(got["x"] + got["y"]), 5)
+        await asyncio.sleep(0.3)
+        assert x.ended.is_set() and not y.ended.is_set()
+        assert sorted(got["x"] + got["y"]) == [2, 3, 4, 5], got
+        await y.ping()
     finally:
         await close_all(servers, clients)

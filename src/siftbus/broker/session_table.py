@@ -353,7 +353,7 @@ class SessionTable:
 
     def flush(self, s: Session) -> None:
         """Send the connected client what it has not had, within the in-flight window."""
-        if s.link not in self.host.clients:
+        if s.link not in self.host.clients or s.draining:
             return
         blocks = []
         now = self.host.clock()

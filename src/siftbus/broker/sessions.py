@@ -337,6 +337,9 @@ class Session:
         """When an arriving session stops waiting for its state."""
         self.probing = False
         """A moved publisher's probe is out: its requests wait (advertisement mode)."""
+        self.draining = False
+        """Its state waits for the connected client to acknowledge what it was sent
+        before it goes to another broker: nothing more is sent to the client."""
 
     # ---- buffer ---------------------------------------------------------------------------
 
