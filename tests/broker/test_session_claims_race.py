@@ -59,6 +59,22 @@ def both_claimed(servers: dict[str, Any], gate: HeldRequests, handoff: str) -> b
     return len(gate.held) >= 2
 
 
+async def session_left_at_b0(servers: dict[str, Any], clients: list[Client]
+                             ) -> tuple[SessionState, Client]:
+    """A session subscribed at B0 that got row 1 and whose process then left, and a
+    publisher at B0 (kept in ``clients`` to be closed)."""
+    state = SessionState("m")
+    first = await Client.connect(port=servers["B0"].port, session=state)
+    await first.subscribe("f: T()")
+    pub = await Client.connect(port=servers["B0"].port)
+    clients.append(pub)
+    await asyncio.sleep(0.2)
+    await pub.publish_batch([Event(T, (1, 1))], ack=True)
+    await wait_for(lambda: state.last == 1, 5)
+    await first.close()
+    return state, pub
+
+
 @pytest.mark.parametrize(("handoff", "protocol"), [
     ("acyclic", "forwarding"), ("rendezvous", "rendezvous"), ("pingpong", "forwarding")])
 async def test_two_claims_of_one_epoch_leave_the_session_to_one_process(
@@ -71,15 +87,7 @@ async def test_two_claims_of_one_epoch_leave_the_session_to_one_process(
     clients: list[Client] = []
     try:
         got: dict[str, list[int]] = {"x": [], "y": []}
-        state = SessionState("m")
-        first = await Client.connect(port=servers["B0"].port, session=state)
-        await first.subscribe("f: T()")
-        pub = await Client.connect(port=servers["B0"].port)
-        clients.append(pub)
-        await asyncio.sleep(0.2)
-        await pub.publish_batch([Event(T, (1, 1))], ack=True)
-        await wait_for(lambda: state.last == 1, 5)
-        await first.close()
+        state, pub = await session_left_at_b0(servers, clients)
 
         gate = HeldRequests(servers["B0"].node)  # both claims are answered only later
         twin = copy.deepcopy(state)  # a second process with the same state
@@ -211,15 +219,7 @@ async def test_rows_the_first_claim_delivered_do_not_go_to_the_rival_too(
     clients: list[Client] = []
     try:
         got: dict[str, list[int]] = {"x": [], "y": []}
-        state = SessionState("m")
-        first = await Client.connect(port=servers["B0"].port, session=state)
-        await first.subscribe("f: T()")
-        pub = await Client.connect(port=servers["B0"].port)
-        clients.append(pub)
-        await asyncio.sleep(0.2)
-        await pub.publish_batch([Event(T, (1, 1))], ack=True)
-        await wait_for(lambda: state.last == 1, 5)
-        await first.close()
+        state, pub = await session_left_at_b0(servers, clients)
 
         gate = HeldRequests(servers["B0"].node)
         slow = HeldAcks(servers["B1"].node)
