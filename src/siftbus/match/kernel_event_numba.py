@@ -33,6 +33,7 @@ from siftbus.match.kernel_primitives import (
     _pop_lowest,
     _rec_at,
     _rec_rank,
+    sort_run,
 )
 from siftbus.match.numba_load import njit
 from siftbus.match.prefetch_numba import _prefetch_read, _prefetch_write
@@ -46,9 +47,6 @@ AHEAD = 128
 CAND = 2 * CHUNK
 """Members past the pre-checks kept (their records prefetched) before they are checked:
 room for one chunk's whole output when at most ``CAND - CHUNK`` are kept."""
-
-SORT_SMALL = 32
-"""Up to this many matches an event's ranks are sorted by insertion."""
 
 SCRATCH = CHUNK + CAND
 """int64 elements of the scratch array the event step takes (positions of one chunk,
@@ -224,16 +222,7 @@ def _match_one(cells: np.ndarray, cell_base: np.ndarray, set_kind: np.ndarray,
                     rec_off, rec, always, alive, out, 0, scratch, addrs, items)
     if k > out.shape[0]:
         return k
-    if k > SORT_SMALL:
-        out[:k].sort()
-    else:  # insertion sort: a few matches (numba's sort cost ~0.25 µs even for 6)
-        for x in range(1, k):
-            v = out[x]
-            y = x - 1
-            while y >= 0 and out[y] > v:
-                out[y + 1] = out[y]
-                y -= 1
-            out[y + 1] = v
+    sort_run(out, 0, k)
     if addrs.shape[0]:  # the strings: their addresses were asked for as they were found
         for i in range(k):
             _prefetch_write(addrs[out[i]])

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from siftbus.match.kernel_primitives import sort_run
+
 # the byte-level lexing shared with the event scanner, in its own module
 from siftbus.match.lex_numba import (
     _exact,
@@ -430,16 +432,7 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                     if j < 0:
                         ok = False
                         break
-                    if nv > 32:
-                        vals[:nv].sort()
-                    else:  # a few values: by insertion (numba's sort costs more)
-                        for x in range(1, nv):
-                            v = vals[x]
-                            y = x - 1
-                            while y >= 0 and vals[y] > v:
-                                vals[y + 1] = vals[y]
-                                y -= 1
-                            vals[y + 1] = v
+                    sort_run(vals, 0, nv)
                     first = nc
                     for q in range(nv):
                         v = vals[q]
