@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import os
 import random
 import sys
 import time
@@ -102,9 +103,15 @@ async def run(seed: int, pair: str, abort: float, revive: bool = False,
                                   **PAIRS[pair])
     profiles = {"s1": "T()", "s2": "T(a <= 50)", "s3": "T(a >= 0)"}
     at = {"s1": "B3", "s2": "B4", "s3": "B2"}
-    states = {sid: SessionState(sid) for sid in profiles}
+    # session ids of this run only: a client of another run -- a revived one of an
+    # earlier run of ``--revive``, or of another harness process, reconnecting to a
+    # port that one of these brokers now has -- must not take these sessions over
+    run_id = f"{os.getpid()}-{seed}-{pair}"
+    ids = {sid: f"{sid}-{run_id}" for sid in [*profiles, "p"]}
+    states = {sid: SessionState(ids[sid]) for sid in profiles}
     got: dict[str, list[int]] = {sid: [] for sid in profiles}
     clients: dict[str, Client] = {}
+    made: list[Client] = []  # every client, also those replaced: all closed at the end
     sent: list[int] = []
     p: Client | None = None
 
@@ -120,6 +127,7 @@ async def run(seed: int, pair: str, abort: float, revive: bool = False,
             try:
                 c = await Client.connect(port=servers[at[sid]].port, session=states[sid],
                                          reconnect=revive)
+                made.append(c)
                 break
             except RemoteError as exc:
                 if "already connected" not in str(exc):
@@ -144,7 +152,8 @@ async def run(seed: int, pair: str, abort: float, revive: bool = False,
     try:
         for sid in profiles:
             await attach(sid)
-        p = await Client.connect(port=servers["B3"].port, session=SessionState("p"))
+        p = await Client.connect(port=servers["B3"].port, session=SessionState(ids["p"]))
+        made.append(p)
         if adverts:
             await p.advertise("T()")
         await asyncio.sleep(0.5)
@@ -185,13 +194,15 @@ async def run(seed: int, pair: str, abort: float, revive: bool = False,
         for sid, rows in missing.items():
             # with --revive the process that keeps the session may be gone: its rows
             # wait in the session's buffer for the next one (not lost; reported apart)
-            kept = rows & held_rows(servers, sid)
+            kept = rows & held_rows(servers, ids[sid])
             if kept:
                 print(seed, pair, sid, "held for the next process:", sorted(kept), flush=True)
                 rows -= kept
         return {sid: sorted(rows) for sid, rows in missing.items() if rows}
     finally:
-        for c in [*clients.values(), *([p] if p is not None else [])]:
+        # a revived client left running would reconnect to its port after the run,
+        # which a broker of a later run (of any process) may have by then
+        for c in made:
             with contextlib.suppress(Exception):  # a client already gone
                 await c.close()
         await close_all(servers)

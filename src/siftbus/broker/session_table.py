@@ -493,6 +493,10 @@ class SessionTable:
         else:
             old = Seen()
             self.counts["handoffs_failed"] += failed
+            # no copy came (none anywhere, or it could not be had): the session starts
+            # after the client's own ack, as a new one does in _open -- numbered from 1,
+            # its first rows counted as acknowledged and were never sent
+            s.renumber_above(s.acked)
         self.counts["duplicates_dropped"] += s.merge_pending(old)
         s.enforce(self.host.clock())
         s.state = "attached" if s.link in self.host.clients else "away"
