@@ -30,6 +30,21 @@ handoff and ping/pong lost rows too -- both claims subscribed under one tag and 
 loser's teardown withdrew the winner's routes, and ping/pong pinged a holder whose
 client was connected, which never answered. Epochs are unique per broker since
 (``siftbus.broker.overlay``).
+
+Then (2026-11-29, one process per session): "flooding sometimes loses every row of one
+session" (1-2 runs in 140; 5 in 140 with another helper's ``--revive`` runs going) was
+not the brokers' routing but this harness: a ``--revive`` run left its revived clients
+running (only the last client per session was closed), and each kept reconnecting to
+its old port for minutes -- a port a broker of a later run, of this process or another
+one on the machine, may have by then. Its HELLO came with an old state of the same
+session id (traced: epoch 22 and ack 30 at a broker where no client of the run had
+connected; the run's own ``s3`` was then refused there as "already connected" and
+started elsewhere). That exposed a real defect: its locate found no copy, and the new
+session numbered from 1 while counting the client's 30 as acknowledged, so rows 1-30
+were never sent, also to the run's own process, which took that copy over. Fixed in
+``SessionTable.establish`` (a session that starts without a copy numbers after the
+client's ack; ``test_a_state_whose_session_is_held_nowhere_gets_the_rows_after_its_own``).
+The harness now gives each run its own session ids and closes every client it made.
 """
 
 from __future__ import annotations
