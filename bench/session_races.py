@@ -44,7 +44,12 @@ session numbered from 1 while counting the client's 30 as acknowledged, so rows 
 were never sent, also to the run's own process, which took that copy over. Fixed in
 ``SessionTable.establish`` (a session that starts without a copy numbers after the
 client's ack; ``test_a_state_whose_session_is_held_nowhere_gets_the_rows_after_its_own``).
-The harness now gives each run its own session ids and closes every client it made.
+The harness now gives each run its own session ids and closes every client it made,
+and starts the rounds once no broker-to-broker frame is in flight (:func:`quiet`; it
+slept 0.5 s, and at load 7-18 the first batch under advertisements could miss sessions
+whose subscriptions had not reached the publisher's broker yet: seed 1440). Seeds
+200-599, every pair, one process per session: no loss on main's code nor after the
+fix (``docs/mobility.md``, "Loopback against the simulator").
 """
 
 from __future__ import annotations
