@@ -493,10 +493,8 @@ class SessionTable:
         else:
             old = Seen()
             self.counts["handoffs_failed"] += failed
-            # no copy came (none anywhere, or it could not be had): the session starts
-            # after the client's own ack, as a new one does in _open -- numbered from 1,
-            # its first rows counted as acknowledged and were never sent
-            s.renumber_above(s.acked)
+            # no copy came: number after the client's ack, as _open does for a new one
+            s.renumber_above(s.acked)  # (from 1, rows up to the ack were never sent)
         self.counts["duplicates_dropped"] += s.merge_pending(old)
         s.enforce(self.host.clock())
         s.state = "attached" if s.link in self.host.clients else "away"
