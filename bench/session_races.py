@@ -105,6 +105,7 @@ async def run(seed: int, pair: str, abort: float, revive: bool = False,
     states = {sid: SessionState(sid) for sid in profiles}
     got: dict[str, list[int]] = {sid: [] for sid in profiles}
     clients: dict[str, Client] = {}
+    every: list[Client] = []  # with --revive an earlier process lives on: closed too
     sent: list[int] = []
     p: Client | None = None
 
@@ -140,6 +141,7 @@ async def run(seed: int, pair: str, abort: float, revive: bool = False,
             # refused (told SessionMoved); rows reaching it still count
             print(seed, pair, sid, "refused:", str(exc)[:100], flush=True)
         clients[sid] = c
+        every.append(c)
 
     try:
         for sid in profiles:
@@ -191,7 +193,9 @@ async def run(seed: int, pair: str, abort: float, revive: bool = False,
                 rows -= kept
         return {sid: sorted(rows) for sid, rows in missing.items() if rows}
     finally:
-        for c in [*clients.values(), *([p] if p is not None else [])]:
+        # every process of the run, revived ones too: left reconnecting, a revived
+        # client reached a later run's broker on a reused port and took its session
+        for c in [*every, *([p] if p is not None else [])]:
             with contextlib.suppress(Exception):  # a client already gone
                 await c.close()
         await close_all(servers)
