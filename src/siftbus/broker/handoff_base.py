@@ -417,8 +417,7 @@ class HandoffBase(ABC):
         connected is told ``SessionMoved``, and its profiles here follow the session
         (:meth:`after_release`). ``yielding``: a locating claim that met a newer one
         (:mod:`.locate_order`) loses whatever its client does."""
-        if not yielding and self.overlay.rivals(held, s.epoch) \
-                and s.link in self.host.clients:
+        if not yielding and self.overlay.rivals(held, s.epoch) and s.link in self.host.clients:
             s.epoch = self.overlay.next_epoch(max(held, s.epoch))
             self.claim(s)
             self.begin(s, at)
@@ -476,8 +475,7 @@ class HandoffBase(ABC):
             self._candidate(sid, before), locate_order.newer_copy(self, sid, before)), body)
 
     def _on_echo(self, link: str, body: dict[str, Any]) -> None:
-        self._locates.answer(link, get(body, "l", str), (body.get("best"),
-                                                         body.get("newer")))
+        self._locates.answer(link, get(body, "l", str), (body.get("best"), body.get("newer")))
 
     def _located(self, lid: str, st: Wave) -> None:
         s = self.host.sessions.sessions.get(st.key)
