@@ -8,7 +8,9 @@ When B2's claim has taken the state before B1's wave runs, B1 found no copy *old
 its own, took that for "held nowhere" and started an empty session beside B2's: two
 copies of one session, both processes connected, neither told, and B1's process got
 nothing more. Now the older claim sees the newer one and defers to it
-(``siftbus.broker.locate_order``)."""
+(``siftbus.broker.locate_order``). Last, a rival claim refused by the broker whose
+process holds the session must leave that broker the session's profiles (the acyclic
+handoff's ``move``)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from siftbus.model import Event
 from siftbus.wire.frames import MsgType
 
 from .mobility import T, close_all, start_tree, wait_for
-from .test_session_claims_race import session_left_at_b0
+from .test_session_claims_race import HeldRequests, session_left_at_b0
 
 HANDOFFS = [("acyclic", "forwarding"), ("rendezvous", "rendezvous"),
             ("pingpong", "forwarding")]
@@ -155,5 +157,68 @@ async def test_two_claims_locating_at_once_do_not_wait_for_each_other(
         assert sorted(got_x + got_y) == [2, 3]
         assert not (x.ended.is_set() and y.ended.is_set())
         await live.ping()
+    finally:
+        await close_all(servers, clients)
+
+
+class HeldMoves:
+    """Broker ``node`` reads ``move`` messages of an epoch above ``above`` only when
+    :meth:`release` is called (a rival's renumbered claim on a slow link)."""
+
+    def __init__(self, node: Any, above: int) -> None:
+        self.node = node
+        self.held: list[tuple[str, Any]] = []
+        self.handle = node.handle
+
+        def gated(link: str, msg: Any) -> None:
+            if msg.type is MsgType.HANDOFF and msg.body.get("k") == "move" \
+                    and msg.body.get("e", 0) > above:
+                self.held.append((link, msg))
+                return
+            self.handle(link, msg)
+
+        node.handle = gated
+
+    def release(self) -> None:
+        self.node.handle = self.handle
+        for link, msg in self.held:
+            self.handle(link, msg)
+
+
+async def test_a_refused_rival_move_leaves_the_holder_its_profiles() -> None:
+    """Acyclic handoff: x (B1) holds the session, connected; y's rival claim (B2, same
+    round) reaches B1 and is refused, then y claims again in the next round, slowly.
+    Meanwhile a third process z takes the session over from B1 at B0 (a locate finds
+    B1's copy). z must be told the session's profile. Before, B1 applied the refused
+    rival's move to its routes first: the profile left B1 while the session stayed,
+    z was told the session has no profiles (``SessionState.profiles`` emptied, so its
+    next ``move`` named none) and z received nothing while it held the session."""
+    servers = await three_brokers("acyclic", "forwarding")
+    clients: list[Client] = []
+    try:
+        state, pub = await session_left_at_b0(servers, clients)
+        twin = copy.deepcopy(state)
+        n = 3  # brokers: an epoch is round * 3 + rank (B0, B1, B2)
+        e_y = (state.epoch // n + 1) * n + 2
+        gate = HeldRequests(servers["B0"].node)
+        x = await Client.connect(port=servers["B1"].port, session=state, reconnect=False)
+        clients.append(x)
+        y = await Client.connect(port=servers["B2"].port, session=twin, reconnect=False)
+        clients.append(y)
+        await wait_for(lambda: len(gate.held) >= 2, 5)
+        gate.release("B1")  # x gets the session; y is sent on to B1, refused there
+        slow = HeldMoves(servers["B0"].node, above=e_y)  # y's next round waits at B0
+        await wait_for(lambda: state.status.get("state") == "ready", 5)
+        await wait_for(lambda: len(slow.held) >= 1, 5)
+        z_state = copy.deepcopy(state)  # a third process, from x's state
+        z = await Client.connect(port=servers["B0"].port, session=z_state, reconnect=False)
+        clients.append(z)
+        got = rows_of(z)
+        await wait_for(lambda: z_state.status.get("state") == "ready", 5)
+        assert set(z_state.profiles) == {"f"}, z_state.status
+        await pub.publish_batch([Event(T, (1, b)) for b in (2, 3)], ack=True)
+        await wait_for(lambda: got == [2, 3], 5)
+        slow.release()
+        await wait_for(lambda: z.ended.is_set(), 5)  # y's next round takes it over
     finally:
         await close_all(servers, clients)
