@@ -30,6 +30,13 @@ handoff and ping/pong lost rows too -- both claims subscribed under one tag and 
 loser's teardown withdrew the winner's routes, and ping/pong pinged a holder whose
 client was connected, which never answered. Epochs are unique per broker since
 (``siftbus.broker.overlay``).
+
+Then (2026-11-29, ``--revive``, several harness processes at once): most losses were
+ghosts -- a revived client of an earlier run, never closed, reconnected to a later run's
+broker on a reused port (also another process's) and took its session. Every client of
+a run is closed at its end since. What remained: a claim that located its session could
+not see a newer claim of it (``siftbus.broker.locate_order``), and a holder refusing a
+rival's move lost its profiles to it (both fixed, ``docs/mobility.md``).
 """
 
 from __future__ import annotations
