@@ -30,13 +30,6 @@ handoff and ping/pong lost rows too -- both claims subscribed under one tag and 
 loser's teardown withdrew the winner's routes, and ping/pong pinged a holder whose
 client was connected, which never answered. Epochs are unique per broker since
 (``siftbus.broker.overlay``).
-
-Then (2026-11-29, ``--revive``, several harness processes at once): most losses were
-ghosts -- a revived client of an earlier run, never closed, reconnected to a later run's
-broker on a reused port (also another process's) and took its session. Every client of
-a run is closed at its end since. What remained: a claim that located its session could
-not see a newer claim of it (``siftbus.broker.locate_order``), and a holder refusing a
-rival's move lost its profiles to it (both fixed, ``docs/mobility.md``).
 """
 
 from __future__ import annotations
@@ -112,7 +105,6 @@ async def run(seed: int, pair: str, abort: float, revive: bool = False,
     states = {sid: SessionState(sid) for sid in profiles}
     got: dict[str, list[int]] = {sid: [] for sid in profiles}
     clients: dict[str, Client] = {}
-    every: list[Client] = []  # with --revive an earlier process lives on: closed too
     sent: list[int] = []
     p: Client | None = None
 
@@ -148,7 +140,6 @@ async def run(seed: int, pair: str, abort: float, revive: bool = False,
             # refused (told SessionMoved); rows reaching it still count
             print(seed, pair, sid, "refused:", str(exc)[:100], flush=True)
         clients[sid] = c
-        every.append(c)
 
     try:
         for sid in profiles:
@@ -200,9 +191,7 @@ async def run(seed: int, pair: str, abort: float, revive: bool = False,
                 rows -= kept
         return {sid: sorted(rows) for sid, rows in missing.items() if rows}
     finally:
-        # every process of the run, revived ones too: left reconnecting, a revived
-        # client reached a later run's broker on a reused port and took its session
-        for c in [*every, *([p] if p is not None else [])]:
+        for c in [*clients.values(), *([p] if p is not None else [])]:
             with contextlib.suppress(Exception):  # a client already gone
                 await c.close()
         await close_all(servers)
