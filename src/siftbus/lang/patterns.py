@@ -199,17 +199,28 @@ def _constraint_matchers(path: str, domain: AnyDomain, c: object) -> list[object
                 ("int[", "decimal[")):
             rng: list[object] = []
             if lo != domain.min_key:  # the shorter of >= lo and > (lo - 1)
-                rng += _shorter([">=", _number(domain, lo)], [">", _number(domain, lo - 1)])
+                rng += _shorter(domain, [">=", lo], [">", lo - 1])
             if hi != domain.max_key:
-                rng += _shorter(["<=", _number(domain, hi)], ["<", _number(domain, hi + 1)])
+                rng += _shorter(domain, ["<=", hi], ["<", hi + 1])
             out.append({"numeric": rng} if rng else {"exists": True})
         else:
             out.extend(domain.value(k) for k in range(lo, hi + 1))
     return out
 
 
-def _shorter(a: list[object], b: list[object]) -> list[object]:
-    return a if len(repr(a[1])) <= len(repr(b[1])) else b
+def _shorter(domain: AnyDomain, a: list[object], b: list[object]) -> list[object]:
+    """``[op, number]`` of the shorter of two bounds given as ``[op, key]``, only one whose
+    number reads back as its key (a double's key -1 is ``-0.0``, which reads as ``0.0``)."""
+    def number(bound: list[object]) -> list[object]:
+        assert isinstance(bound[1], int)
+        return [bound[0], _number(domain, bound[1])]
+
+    na, nb = number(a), number(b)
+    if domain.key(na[1]) != a[1]:
+        return nb
+    if domain.key(nb[1]) != b[1]:
+        return na
+    return na if len(repr(na[1])) <= len(repr(nb[1])) else nb
 
 
 def _cidr_of(path: str, domain: IpDomain, lo: int, hi: int) -> str:

@@ -287,10 +287,17 @@ def single_predicate(attr: str, domain: AnyDomain, c: Constraint) -> Predicate:
     return Predicate(attr, Op.IN, tuple(domain.value(k) for k in c))
 
 
-def _shorter(a: Predicate, b: Predicate, domain: FloatDomain) -> Predicate:
+def _shorter(a: Predicate, ka: int, b: Predicate, kb: int, domain: FloatDomain) -> Predicate:
+    """The shorter of two bounds meaning the same, ``a`` naming key ``ka``, ``b`` ``kb``;
+    only one whose operand reads back as its key: key -1 (``-0.0``) has no double of its
+    own (``-0.0`` reads as ``0.0``'s key), so ``f < 0`` must not print as ``f <= 0.0``."""
     def size(p: Predicate) -> int:
         return len(domain.literal(domain.key(p.operands[0])))
 
+    if domain.key(a.operands[0]) != ka:
+        return b
+    if domain.key(b.operands[0]) != kb:
+        return a
     return a if size(a) <= size(b) else b
 
 
@@ -332,11 +339,11 @@ def canonical_predicates(attr: str, domain: AnyDomain, c: Constraint) -> list[Pr
         if isinstance(domain, FloatDomain):  # doubles: the shortest bounds, not a range
             out = []
             if lo != lo_dom:
-                out.append(_shorter(Predicate(attr, Op.GE, (val(lo),)),
-                                    Predicate(attr, Op.GT, (val(lo - 1),)), domain))
+                out.append(_shorter(Predicate(attr, Op.GE, (val(lo),)), lo,
+                                    Predicate(attr, Op.GT, (val(lo - 1),)), lo - 1, domain))
             if hi != hi_dom:
-                out.append(_shorter(Predicate(attr, Op.LE, (val(hi),)),
-                                    Predicate(attr, Op.LT, (val(hi + 1),)), domain))
+                out.append(_shorter(Predicate(attr, Op.LE, (val(hi),)), hi,
+                                    Predicate(attr, Op.LT, (val(hi + 1),)), hi + 1, domain))
             return out
         if lo == lo_dom:
             return [Predicate(attr, Op.LT, (val(hi + 1),))] if hi + 1 <= hi_dom else []
