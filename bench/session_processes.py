@@ -83,14 +83,18 @@ def rows_of(path: Path) -> list[tuple[int, int]]:
     return out
 
 
+class PortTaken(RuntimeError):
+    """A broker did not start (its port was taken in the meantime): the run starts again."""
+
+
 class Run:
     """One run's processes, files and bookkeeping (see the module docstring)."""
 
     def __init__(self, seed: int, pair: str, rounds: int, kill: float, work: Path,
-                 mode: str = "cli") -> None:
+                 mode: str = "cli", publishers: int = 1) -> None:
         self.rng = random.Random(seed)
         self.seed, self.pair, self.rounds, self.kill = seed, pair, rounds, kill
-        self.mode = mode
+        self.mode, self.publishers = mode, publishers
         self.work = work
         self.ports = {b: free_port() for b in NAMES}
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -130,15 +134,18 @@ class Run:
     async def network_up(self, cfg: Path) -> None:
         from siftbus.client import Client
 
-        for b in NAMES:
-            self.spawn(["broker", "--config", str(cfg), "--name", b, "-v"],
-                       self.work / f"{b}.log")
+        brokers = {b: self.spawn(["broker", "--config", str(cfg), "--name", b, "-v"],
+                                 self.work / f"{b}.log") for b in NAMES}
         degree = Counter([*PARENT, *PARENT.values()])
         end = time.monotonic() + 90  # start-up is slow on a loaded machine
         for b in NAMES:
             while True:
                 if time.monotonic() > end:
                     raise TimeoutError(f"broker {b} not up with its links in 90 s")
+                gone = [x for x, p in brokers.items() if p.poll() is not None]
+                if gone:  # e.g. its port taken since free_port() (another run's)
+                    raise PortTaken(f"broker {gone[0]} exited: "
+                                    + (self.work / f"{gone[0]}.log").read_text()[-200:])
                 try:
                     c = await Client.connect(port=self.ports[b], timeout=2)
                     try:
@@ -200,10 +207,11 @@ class Run:
         log = self.work / f"{sid}.log"
         p = self.subs[sid]
         how = self.rng.choice(["close", "abort"])
-        self.note(f"{how} {sid} at {self.at[sid]}, reconnect at {to}")
+        again = self.rng.choice(["subscribe", "keep"])
+        self.note(f"{how} {sid} at {self.at[sid]}, reconnect at {to} ({again})")
         mark = log.read_text().count("subscribed ")
         assert p.stdin is not None
-        p.stdin.write(f"{how} {self.ports[to]}\n".encode())
+        p.stdin.write(f"{how} {self.ports[to]} {again}\n".encode())
         p.stdin.flush()
         self.at[sid] = to
         t0 = time.monotonic()
@@ -229,20 +237,19 @@ class Run:
 
         t_type = parse_schema(SCHEMA)["T"]
         await self.network_up(self.config())
-        for sid in PROFILES:
-            await self.start_sub(sid)
-        pub = await Client.connect(port=self.ports["B3"], session=SessionState("p"))
-        pub_at = "B3"
+        await asyncio.gather(*(self.start_sub(sid) for sid in PROFILES))
+        pubs = [await Client.connect(port=self.ports[b], session=SessionState(f"p{i}"))
+                for i, b in enumerate(["B3", "B2", "B4"][:self.publishers])]
+        pub_at = ["B3", "B2", "B4"][:self.publishers]
         try:
             if self.pair == "adv":
-                await pub.advertise("T()")
+                for pub in pubs:
+                    await pub.advertise("T()")
             await asyncio.sleep(0.5)
             for _ in range(self.rounds):
                 sid = self.rng.choice(list(PROFILES))
                 to = self.rng.choice([b for b in NAMES if b != self.at[sid]])
-                p_to = self.rng.choice(NAMES)
                 est = statistics.median(self.starts) if self.starts else 1.5
-                delay = self.rng.random() * 1.2 * est
 
                 async def restart(sid: str = sid, to: str = to) -> None:
                     crash = self.rng.random() < self.kill
@@ -254,34 +261,36 @@ class Run:
                     self.at[sid] = to
                     await self.start_sub(sid)
 
-                async def move_and_publish(p_to: str = p_to, delay: float = delay) -> None:
-                    nonlocal pub_at
+                async def move_and_publish(i: int, p_to: str, delay: float) -> None:
                     await asyncio.sleep(delay)
-                    self.note(f"move p {pub_at} -> {p_to}")
-                    await pub.move("127.0.0.1", self.ports[p_to], timeout=20)
-                    pub_at = p_to
-                    rows = list(range(len(self.sent) + len(self.unsure) + 1,
-                                      len(self.sent) + len(self.unsure) + 1
-                                      + self.rng.randint(2, 8)))
-                    self.note(f"publish at {p_to}: {rows}")
+                    self.note(f"move p{i} {pub_at[i]} -> {p_to}")
+                    await pubs[i].move("127.0.0.1", self.ports[p_to], timeout=20)
+                    pub_at[i] = p_to
+                    first = 100_000 * i + 1 + sum(b // 100_000 == i
+                                                  for b in self.sent + self.unsure)
+                    rows = list(range(first, first + self.rng.randint(2, 8)))
+                    self.note(f"p{i} publish at {p_to}: {rows}")
                     try:
-                        await asyncio.wait_for(pub.publish_batch(
+                        await asyncio.wait_for(pubs[i].publish_batch(
                             [Event(t_type, (self.rng.randint(0, 50), b)) for b in rows],
                             ack=True), 20)
                     except Exception as exc:
                         self.unsure.extend(rows)
-                        self.note(f"publish raised {type(exc).__name__}: {exc}")
+                        self.note(f"p{i} publish raised {type(exc).__name__}: {exc}")
                         return
                     self.sent.extend(rows)
-                    self.note(f"acked {rows}")
+                    self.note(f"p{i} acked {rows}")
 
-                await asyncio.gather(restart(), move_and_publish())
+                await asyncio.gather(restart(), *(
+                    move_and_publish(i, self.rng.choice(NAMES), self.rng.random() * 1.2 * est)
+                    for i in range(len(pubs))))
                 await asyncio.sleep(self.rng.random() * 0.05)
         finally:
-            try:
-                await asyncio.wait_for(pub.close(), 10)
-            except Exception as exc:
-                self.note(f"publisher close: {type(exc).__name__}")
+            for pub in pubs:
+                try:
+                    await asyncio.wait_for(pub.close(), 10)
+                except Exception as exc:
+                    self.note(f"publisher close: {type(exc).__name__}")
         end = time.monotonic() + 15
         want = set(self.sent)
         while time.monotonic() < end and any(
@@ -346,7 +355,8 @@ async def app(sid: str, port: int, out: Path) -> None:
     connections, as an application would (its rows in ``out`` with their ``n``, its
     progress read back from ``out`` when it starts). Each line on stdin, ``close PORT``
     or ``abort PORT`` (a lost network), ends its connection that way and reconnects
-    with the state at PORT."""
+    with the state at PORT; ``... keep`` after it: without subscribing its profile
+    again (the session keeps it)."""
     from siftbus.client import Client
     from siftbus.client.aio import Notification, event_json
     from siftbus.client.session import SessionState
@@ -359,14 +369,16 @@ async def app(sid: str, port: int, out: Path) -> None:
         sink.write(f'{{"n": {n.n}, {event_json(n)[1:]}\n')
         sink.flush()  # in the file before the frame is acknowledged
 
-    async def attach(to: int) -> Client:
+    async def attach(to: int, again: bool = True) -> Client:
         end = time.monotonic() + 60
         while True:
             try:
                 c = await Client.connect(port=to, session=state, reconnect=False)
                 c.unclaimed_callback = show
-                await c.subscribe(f"f: {PROFILES[sid]}", show)
-                print(f"subscribed f at {c.broker} epoch {state.epoch}", flush=True)
+                if again:
+                    await c.subscribe(f"f: {PROFILES[sid]}", show)
+                print(f"subscribed f at {c.broker} epoch {state.epoch}"
+                      f"{'' if again else ' (kept)'}", flush=True)
                 return c
             except RemoteError as exc:  # e.g. a link not up yet: again, as a user would
                 print(f"refused: {exc}", flush=True)
@@ -379,29 +391,36 @@ async def app(sid: str, port: int, out: Path) -> None:
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     while line := (await reader.readline()).decode().split():
-        how, to = line[0], int(line[1])
+        how, to, again = line[0], int(line[1]), line[2:] != ["keep"]
         if how == "abort" and c._conn is not None:
             c._conn.abort()
         await c.close()
         await asyncio.sleep(random.random() * 0.02)
-        c = await attach(to)
+        c = await attach(to, again)
     await c.close()
     sink.close()
 
 
-def one(seed: int, pair: str, rounds: int, kill: float, work: Path,
-        mode: str) -> dict[str, Any]:
+def one(seed: int, pair: str, rounds: int, kill: float, work: Path, mode: str,
+        publishers: int) -> dict[str, Any]:
     """One run in this process (``--one``): its verdict, load and CPU."""
-    run = Run(seed, pair, rounds, kill, work, mode)
     load = os.getloadavg()[0]
     t0 = time.monotonic()
-    try:
-        res = asyncio.run(asyncio.wait_for(run.go(), 240))
-    except BaseException as exc:  # reported as the run's outcome
-        res = {"status": "ERROR", "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-    finally:
-        run.stop_all()
-        (work / "driver.log").write_text("\n".join(run.events) + "\n")
+    for attempt in range(3):
+        run = Run(seed, pair, rounds, kill, work / f"try{attempt}", mode, publishers)
+        run.work.mkdir()
+        try:
+            res = asyncio.run(asyncio.wait_for(run.go(), 240))
+        except PortTaken:
+            continue
+        except BaseException as exc:  # reported as the run's outcome
+            res = {"status": "ERROR", "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        finally:
+            run.stop_all()
+            (run.work / "driver.log").write_text("\n".join(run.events) + "\n")
+        break
+    else:
+        res = {"status": "ERROR", "error": "no free ports in 3 attempts"}
     me, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF,
                                                 resource.RUSAGE_CHILDREN))
     res.update(seed=seed, pair=pair, load=round(load, 1), wall=round(time.monotonic() - t0, 1),
@@ -432,7 +451,7 @@ def launch(seed: int, pair: str, label: str, src: str | None, a: argparse.Namesp
         env["PYTHONPATH"] = str(Path(src).resolve())
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", f"{seed}:{pair}",
            "--rounds", str(a.rounds), "--kill", str(a.kill), "--work", str(work),
-           "--subs", mode]
+           "--subs", mode, "--publishers", str(a.publishers)]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          start_new_session=True)
     LIVE.add(p.pid)
@@ -485,6 +504,8 @@ def main() -> int:
     ap.add_argument("--subs", default="cli", choices=["cli", "app", "both"],
                     help="subscriber processes: siftbus subscribe (cli), a client keeping "
                     "its state across reconnects (app), or alternating per run (both)")
+    ap.add_argument("--publishers", type=int, default=1, choices=[1, 2, 3],
+                    help="session publishers, each moving and publishing every round")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--app", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -492,7 +513,8 @@ def main() -> int:
     a = ap.parse_args()
     if a.one:
         seed, pair = a.one.split(":")
-        print(json.dumps(one(int(seed), pair, a.rounds, a.kill, a.work, a.subs)),
+        print(json.dumps(one(int(seed), pair, a.rounds, a.kill, a.work, a.subs,
+                             a.publishers)),
               flush=True)
         return 0
     if a.app:
