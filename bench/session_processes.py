@@ -95,6 +95,8 @@ class Run:
         self.rng = random.Random(seed)
         self.seed, self.pair, self.rounds, self.kill = seed, pair, rounds, kill
         self.mode, self.publishers = mode, publishers
+        self.tag = f"{pair}{seed}-{os.getpid()}"
+        """In the session ids: a client of another run can never take one of this run's."""
         self.work = work
         self.ports = {b: free_port() for b in NAMES}
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -170,11 +172,13 @@ class Run:
             self.note(f"start {sid} at {b}")
             out = str(self.work / f"{sid}.jsonl")
             if self.mode == "app":
-                p = self.spawn(["--app", sid, "--port", str(self.ports[b]), "--work", out],
+                p = self.spawn(["--app", f"{sid}:{self.tag}", "--port", str(self.ports[b]),
+                                "--work", out],
                                log, script=True)
             else:
                 p = self.spawn(["subscribe", "-b", f"127.0.0.1:{self.ports[b]}",
-                                "--session", sid, "--out", out, f"f: {PROFILES[sid]}"], log)
+                                "--session", f"{sid}-{self.tag}", "--out", out,
+                                f"f: {PROFILES[sid]}"], log)
             self.subs[sid] = p
             await self.subscribed(sid, b, mark, t0, end)
             if self.subs[sid] is p:
@@ -238,7 +242,7 @@ class Run:
         t_type = parse_schema(SCHEMA)["T"]
         await self.network_up(self.config())
         await asyncio.gather(*(self.start_sub(sid) for sid in PROFILES))
-        pubs = [await Client.connect(port=self.ports[b], session=SessionState(f"p{i}"))
+        pubs = [await Client.connect(port=self.ports[b], session=SessionState(f"p{i}-{self.tag}"))
                 for i, b in enumerate(["B3", "B2", "B4"][:self.publishers])]
         pub_at = ["B3", "B2", "B4"][:self.publishers]
         try:
@@ -358,7 +362,8 @@ async def app(sid: str, port: int, out: Path) -> None:
     from siftbus.client.session import SessionState
     from siftbus.errors import RemoteError
 
-    state = SessionState(sid, last=resume_point(out))
+    sid, tag = sid.split(":")
+    state = SessionState(f"{sid}-{tag}", last=resume_point(out))
     sink = out.open("a", encoding="utf-8")
 
     def show(n: Notification) -> None:
