@@ -383,3 +383,42 @@ async def test_a_congested_session_client_loses_no_row() -> None:
         await pub.close()
     finally:
         await srv.close()
+
+
+@pytest.mark.parametrize(("handoff", "protocol", "at"), [
+    ("acyclic", "flooding", "B1"), ("acyclic", "forwarding", "B0"),
+    ("pingpong", "forwarding", "B1"), ("rendezvous", "rendezvous", "B1")])
+async def test_a_state_whose_session_is_held_nowhere_gets_the_rows_after_its_own(
+        handoff: str, protocol: str, at: str) -> None:
+    """A client with its state (rows 1-3 processed, its epoch known) comes back after
+    its session expired everywhere: the locate finds no copy and the session starts
+    anew. Its rows are numbered after the client's 3, and arrive. They were numbered 1,
+    2, ... while the session counted 3 as acknowledged, so the first three rows were
+    never sent (and the client would have dropped them as resent): every row of a
+    session reconnecting with a state of another run reached nobody
+    (``bench/session_races.py``, "flood" losing all of one session's rows)."""
+    servers = await start_tree(handoff, protocol, names=["B0", "B1"],
+                               edges=[("B0", "B1")])
+    clients: list[Client] = []
+    try:
+        state = SessionState("m", limits={"expiry": 0.2})
+        pub = await Client.connect(port=servers["B0"].port)
+        clients.append(pub)
+        c = await Client.connect(port=servers["B0"].port, session=state)
+        await c.subscribe("f: T()")
+        await asyncio.sleep(0.1)
+        await pub.publish_batch([Event(T, (1, b)) for b in (1, 2, 3)], ack=True)
+        await wait_for(lambda: state.last == 3, 5)
+        await c.close()
+        await wait_for(lambda: all("m" not in s.node.sessions.sessions
+                                   for s in servers.values()), 5)  # expired
+        c = await Client.connect(port=servers[at].port, session=state)
+        clients.append(c)
+        await c.subscribe("f: T()")  # the session's profiles went with it
+        await wait_for(lambda: state.status.get("state") == "new", 5)
+        await asyncio.sleep(0.1)
+        await pub.publish_batch([Event(T, (1, b)) for b in (4, 5)], ack=True)
+        await wait_for(lambda: c.subscriptions["f"].queue.qsize() == 2, 5)
+        assert taken(c) == [4, 5] and state.last == 5 and not state.gaps
+    finally:
+        await close_all(servers, clients)

@@ -493,6 +493,8 @@ class SessionTable:
         else:
             old = Seen()
             self.counts["handoffs_failed"] += failed
+            # no copy came: number after the client's ack, as _open does for a new one
+            s.renumber_above(s.acked)  # (from 1, rows up to the ack were never sent)
         self.counts["duplicates_dropped"] += s.merge_pending(old)
         s.enforce(self.host.clock())
         s.state = "attached" if s.link in self.host.clients else "away"
