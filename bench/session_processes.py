@@ -103,6 +103,7 @@ class Run:
         self.subs: dict[str, subprocess.Popen[bytes]] = {}
         self.at = dict(START)
         self.starts: list[float] = []  # seconds from spawn to "subscribed"
+        self.reattaches: list[float] = []  # seconds from "reconnect" to "subscribed"
         self.sent: list[int] = []
         self.unsure: list[int] = []  # rows of a batch whose publish raised
         self.events: list[str] = []
@@ -219,9 +220,11 @@ class Run:
         p.stdin.flush()
         self.at[sid] = to
         t0 = time.monotonic()
+        n = len(self.starts)
         await self.subscribed(sid, to, mark, t0, t0 + 60)
         if self.subs[sid] is None:
             raise RuntimeError(f"{sid} refused at {to}")
+        self.reattaches.append(self.starts.pop(n))
 
     async def stop_sub(self, sid: str, crash: bool) -> None:
         p = self.subs[sid]
@@ -253,11 +256,15 @@ class Run:
             for _ in range(self.rounds):
                 sid = self.rng.choice(list(PROFILES))
                 to = self.rng.choice([b for b in NAMES if b != self.at[sid]])
-                est = statistics.median(self.starts) if self.starts else 1.5
+                crash = self.rng.random() < self.kill
+                inside = self.mode == "app" and not crash  # a reconnect, no new process
+                # the publishers' moves land within the restart, whichever it is
+                took = self.reattaches if inside else self.starts
+                est = statistics.median(took) if took else (0.05 if inside else 1.5)
 
-                async def restart(sid: str = sid, to: str = to) -> None:
-                    crash = self.rng.random() < self.kill
-                    if self.mode == "app" and not crash:
+                async def restart(sid: str = sid, to: str = to, crash: bool = crash,
+                                  inside: bool = inside) -> None:
+                    if inside:
                         await self.reattach(sid, to)
                         return
                     await self.stop_sub(sid, crash)
