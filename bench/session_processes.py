@@ -91,10 +91,10 @@ class Run:
     """One run's processes, files and bookkeeping (see the module docstring)."""
 
     def __init__(self, seed: int, pair: str, rounds: int, kill: float, work: Path,
-                 mode: str = "cli", publishers: int = 1) -> None:
+                 mode: str = "cli", publishers: int = 1, movers: int = 1) -> None:
         self.rng = random.Random(seed)
         self.seed, self.pair, self.rounds, self.kill = seed, pair, rounds, kill
-        self.mode, self.publishers = mode, publishers
+        self.mode, self.publishers, self.movers = mode, publishers, movers
         self.tag = f"{pair}{seed}-{os.getpid()}"
         """In the session ids: a client of another run can never take one of this run's."""
         self.work = work
@@ -254,16 +254,17 @@ class Run:
                     await pub.advertise("T()")
             await asyncio.sleep(0.5)
             for _ in range(self.rounds):
-                sid = self.rng.choice(list(PROFILES))
-                to = self.rng.choice([b for b in NAMES if b != self.at[sid]])
-                crash = self.rng.random() < self.kill
-                inside = self.mode == "app" and not crash  # a reconnect, no new process
-                # the publishers' moves land within the restart, whichever it is
+                moves = []  # (session, to, crash, in-process reconnect)
+                for sid in self.rng.sample(list(PROFILES), self.movers):
+                    to = self.rng.choice([b for b in NAMES if b != self.at[sid]])
+                    crash = self.rng.random() < self.kill
+                    moves.append((sid, to, crash, self.mode == "app" and not crash))
+                # the publishers' moves land within the restarts, whichever they are
+                inside = all(m[3] for m in moves)
                 took = self.reattaches if inside else self.starts
                 est = statistics.median(took) if took else (0.05 if inside else 1.5)
 
-                async def restart(sid: str = sid, to: str = to, crash: bool = crash,
-                                  inside: bool = inside) -> None:
+                async def restart(sid: str, to: str, crash: bool, inside: bool) -> None:
                     if inside:
                         await self.reattach(sid, to)
                         return
@@ -292,7 +293,7 @@ class Run:
                     self.sent.extend(rows)
                     self.note(f"p{i} acked {rows}")
 
-                await asyncio.gather(restart(), *(
+                await asyncio.gather(*(restart(*m) for m in moves), *(
                     move_and_publish(i, self.rng.choice(NAMES), self.rng.random() * 1.2 * est)
                     for i in range(len(pubs))))
                 await asyncio.sleep(self.rng.random() * 0.05)
@@ -410,12 +411,13 @@ async def app(sid: str, port: int, out: Path) -> None:
 
 
 def one(seed: int, pair: str, rounds: int, kill: float, work: Path, mode: str,
-        publishers: int) -> dict[str, Any]:
+        publishers: int, movers: int) -> dict[str, Any]:
     """One run in this process (``--one``): its verdict, load and CPU."""
     load = os.getloadavg()[0]
     t0 = time.monotonic()
     for attempt in range(3):
-        run = Run(seed, pair, rounds, kill, work / f"try{attempt}", mode, publishers)
+        run = Run(seed, pair, rounds, kill, work / f"try{attempt}", mode, publishers,
+                  movers)
         run.work.mkdir()
         try:
             res = asyncio.run(asyncio.wait_for(run.go(), 240))
@@ -459,7 +461,7 @@ def launch(seed: int, pair: str, label: str, src: str | None, a: argparse.Namesp
         env["PYTHONPATH"] = str(Path(src).resolve())
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", f"{seed}:{pair}",
            "--rounds", str(a.rounds), "--kill", str(a.kill), "--work", str(work),
-           "--subs", mode, "--publishers", str(a.publishers)]
+           "--subs", mode, "--publishers", str(a.publishers), "--movers", str(a.movers)]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          start_new_session=True)
     LIVE.add(p.pid)
@@ -514,6 +516,8 @@ def main() -> int:
                     "its state across reconnects (app), or alternating per run (both)")
     ap.add_argument("--publishers", type=int, default=1, choices=[1, 2, 3],
                     help="session publishers, each moving and publishing every round")
+    ap.add_argument("--movers", type=int, default=1, choices=[1, 2, 3],
+                    help="subscribers restarted (or reconnected) at once each round")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--app", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -522,7 +526,7 @@ def main() -> int:
     if a.one:
         seed, pair = a.one.split(":")
         print(json.dumps(one(int(seed), pair, a.rounds, a.kill, a.work, a.subs,
-                             a.publishers)),
+                             a.publishers, a.movers)),
               flush=True)
         return 0
     if a.app:
