@@ -41,6 +41,7 @@ from siftbus.model import Profile, Schema
 from siftbus.wire.frames import Message, MsgType, get
 from siftbus.wire.profiles import decode_profile, encode_profile
 
+from . import locate_order
 from .claims import ClaimCheck, Found, Verdict
 from .duplicates import Seen
 from .overlay import Overlay
@@ -106,8 +107,9 @@ class HandoffBase(ABC):
         self._waiting: dict[str, list[tuple[str, int]]] = {}
         self._parts: dict[str, list[dict[str, Any]]] = {}
         self._locates = EchoWaves(
-            self.send, host.neighbours_up, lambda lid, best: {
-                "k": "echo", "l": lid, "best": best}, _newest, self._located)
+            self.send, host.neighbours_up, lambda lid, v: {
+                "k": "echo", "l": lid, "best": v and v[0], "newer": v and v[1]},
+            locate_order.merge, self._located)
         self._lids = itertools.count(1)
         self._probed: set[str] = set()
         self._kept_adverts: dict[str, list[str]] = {}
@@ -399,7 +401,7 @@ class HandoffBase(ABC):
         if s is not None and s.state == "arriving" and s.epoch == body.get("e"):
             self.finish(s, None)
 
-    def superseded(self, s: Session, held: int, at: str) -> None:
+    def superseded(self, s: Session, held: int, at: str, yielding: bool = False) -> None:
         """Broker ``at`` claims the session arriving here, with epoch ``held`` -- a
         rival of ours (two processes reconnected with the same state: the same round,
         :mod:`.overlay`) or a newer one (ours is stale) -- so the holder had nothing to
@@ -413,8 +415,9 @@ class HandoffBase(ABC):
         to ``at`` and are numbered there (:meth:`SessionTable.fold
         <siftbus.broker.session_table.SessionTable.fold>`), its client if still
         connected is told ``SessionMoved``, and its profiles here follow the session
-        (:meth:`after_release`)."""
-        if self.overlay.rivals(held, s.epoch) and s.link in self.host.clients:
+        (:meth:`after_release`). ``yielding``: a locating claim that met a newer one
+        (:mod:`.locate_order`) loses whatever its client does."""
+        if not yielding and self.overlay.rivals(held, s.epoch) and s.link in self.host.clients:
             s.epoch = self.overlay.next_epoch(max(held, s.epoch))
             self.claim(s)
             self.begin(s, at)
@@ -436,7 +439,7 @@ class HandoffBase(ABC):
     def locate(self, s: Session) -> None:
         """Find the newest holder of ``s`` with an echo wave over the tree."""
         lid = f"{self.host.name}:{next(self._lids)}"
-        self._locates.start(lid, s.id, self._candidate(s.id, s.epoch),
+        self._locates.start(lid, s.id, (self._candidate(s.id, s.epoch), None),
                             {"k": "loc", "l": lid, "s": s.id, "e": s.epoch,
                              "o": self.host.name})
 
@@ -468,17 +471,25 @@ class HandoffBase(ABC):
 
     def _on_locate(self, link: str, body: dict[str, Any]) -> None:
         sid, before = _sid(body), get(body, "e", int)
-        self._locates.visit(link, get(body, "l", str), sid,
-                            lambda parent: self._candidate(sid, before), body)
+        self._locates.visit(link, get(body, "l", str), sid, lambda parent: (
+            self._candidate(sid, before), locate_order.newer_copy(self, sid, before)), body)
 
     def _on_echo(self, link: str, body: dict[str, Any]) -> None:
-        self._locates.answer(link, get(body, "l", str), body.get("best"))
+        self._locates.answer(link, get(body, "l", str), (body.get("best"), body.get("newer")))
 
     def _located(self, lid: str, st: Wave) -> None:
         s = self.host.sessions.sessions.get(st.key)
         if s is None or s.state != "arriving":
             return
-        best = st.value
+        best, newer = st.value
+        act = locate_order.deferral(s, best, newer, self.host.clients)
+        if act is not None and self.overlay.knows(newer[1]):
+            # a newer claim of the session (:mod:`.locate_order`): this older one
+            # yields to it, or its live process takes a copy left without one
+            if act == "yield":
+                self.superseded(s, newer[0], newer[1], yielding=True)
+                return
+            best = newer[:4]
         if best is None:
             s.profiles = s.profiles or {}
             self.host.sessions.establish(s, None, outcome="new")
@@ -564,14 +575,6 @@ def advert_gid(sid: str, epoch: int, aid: str) -> str:
     """The network-wide id of an advertisement of a session client (per attachment, so an
     old one still travelling never clashes with the new one)."""
     return f"{SESSION_PREFIX}{sid}/{epoch}/{aid}"
-
-
-def _newest(best: list[Any] | None, echoed: Any) -> list[Any] | None:
-    """The newer of two candidate holders ``[epoch, broker, tag, profiles]``."""
-    if isinstance(echoed, list) and len(echoed) == 4 and (best is None
-                                                           or echoed[0] > best[0]):
-        return echoed
-    return best
 
 
 def _sid(body: dict[str, Any]) -> str:

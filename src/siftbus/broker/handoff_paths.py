@@ -348,10 +348,16 @@ class AcyclicGraph(HandoffBase):
         locating = s is not None and _locating(s)
         extra: list[tuple[Profile, bool]] = []
         mine = self.views.get(sid, 0) if locating else self.epochs.get(sid, 0)
-        if s is not None and not locating and s.epoch >= epoch and items:
+        if s is not None and not locating and items and (s.epoch >= epoch or (
+                s.state != "arriving" and s.link in self.host.clients
+                and self.overlay.rivals(s.epoch, epoch))):
             # the session's newest attachment is here: its profiles registered by the
             # client stay, whatever a move of no newer epoch says (such a move only
-            # echoes a stale view, seed 68); the sender learns what we give it
+            # echoes a stale view, seed 68); the sender learns what we give it. So do
+            # they against a rival claim, which :meth:`hand_over` refuses while the
+            # process is connected here (the rival claims again in the next round):
+            # taken, the session stayed here without them, and a claim that took it
+            # over from here was told it had no profiles (issue 30 item 2)
             link = s.link
             registered = {e.id for e in routing.table.entries_from(link)}
             ours = [p for p, _ in items if p.id in registered]
