@@ -333,7 +333,7 @@ class Run:
         status = "LOSS" if missing else "DUP" if dups or numbering else "ok"
         return {"status": status, "missing": missing, "dups": dups,
                 "numbering": numbering, "exited": exited, "sent": len(self.sent),
-                "unsure": self.unsure, "start_s": round(statistics.median(self.starts), 2)}
+                "unsure": self.unsure, "start_s": round(statistics.median(self.starts or [0.0]), 2)}
 
     def stop_all(self) -> None:
         """Kill every child (the verdict is taken: nothing of theirs is needed now)."""
