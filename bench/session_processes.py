@@ -20,11 +20,19 @@ subscriber still runs, and every FILE must hold every row exactly once, numbered
 ``DUP``, and the logs of a bad run are kept. Every wait has a timeout; every child is
 killed at the end, also on error (a run is a process group, killed whole on its timeout).
 
-    python bench/session_processes.py --pairs cov,adv --runs 20 --jobs 2
+    python bench/session_processes.py --pairs cov,adv --runs 20 --subs both --jobs 2
     python bench/session_processes.py --code main=/tmp/main/src,now=src --runs 10
+    python bench/session_processes.py --publishers 3 --movers 3 --subs app
 
-``--code LABEL=SRC,...`` runs each run once per code, in turns (children get
-``PYTHONPATH=SRC``); the summary gives runs and losses per pair and code.
+``--subs app`` (or ``both``, alternating per run): each subscriber is instead a
+process keeping its ``SessionState`` across connections (:func:`app`); unless killed it
+closes or aborts its connection and reconnects with the state at another broker,
+subscribing its profile again or not, and the publishers' moves land within that
+reconnect's (short) time. ``--publishers N`` moving session publishers, ``--movers N``
+subscribers restarted at once per round. ``--code LABEL=SRC,...`` runs each run once per
+code, in turns (children get ``PYTHONPATH=SRC``); the summary gives runs and losses per
+pair, kind of subscriber and code. Figures: docs/mobility.md ("The same on real
+processes").
 """
 
 from __future__ import annotations
