@@ -343,3 +343,23 @@ async def test_a_state_whose_broker_lost_the_session_gets_the_rows_after_its_own
         assert got == [100, 101, 102, 103, 104] and state.last == 15
     finally:
         await c.close()
+
+
+async def test_session_processes_scenario_exactly_once(tmp_path: Path) -> None:
+    """One short run of ``bench/session_processes.py`` (issue 30 item 2 on real
+    processes): five ``siftbus broker`` processes under forwarding with advertisements,
+    three ``siftbus subscribe --session`` processes each killed or stopped and started
+    again at another broker while the session publisher moves and publishes a batch
+    with ack: every FILE holds every row once, numbered without gap."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import session_processes
+
+    run = session_processes.Run(seed=3, pair="adv", rounds=3, kill=0.5, work=tmp_path,
+                               mode="app")
+    try:
+        res = await asyncio.wait_for(run.go(), 120)
+    finally:
+        run.stop_all()
+    assert res["sent"] >= 6
+    assert (res["status"], res["missing"], res["dups"], res["numbering"]) == (
+        "ok", {}, {}, {}), "\n".join(run.events)
