@@ -325,28 +325,6 @@ class SubspaceForest:
                         out.extend(n.keys)
                     stack.append(n.kids)
         return out
-        probe = self._probe(top, q)
-        t = Relations(q, general=not self.trust_hulls)
-        stack = [top.roots]
-        while stack:
-            kids = stack.pop()
-            inside, sure, maybe = kids.split_overlap(probe)
-            for n in inside:
-                _collect(n, out)
-            for n in sure:  # overlaps q, not inside: something below may be
-                if n.kids is not None:
-                    stack.append(n.kids)
-            for n in maybe:
-                self.tests += 1
-                if t.inside(n.box):
-                    _collect(n, out)
-                    continue
-                if n.kids is None:
-                    continue
-                self.tests += 1
-                if t.overlaps(n.box):  # else nothing below n can lie inside q
-                    stack.append(n.kids)
-        return out
 
     def containing(self, q: Profile) -> list[int]:
         """Keys of the stored subspaces covering ``q``."""
