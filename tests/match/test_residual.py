@@ -90,8 +90,9 @@ def body(draw: st.DrawFn, tname: str, depth: int = 0) -> str:
 
 
 @st.composite
-def profile(draw: st.DrawFn, pid: str) -> Profile | None:
-    tname = draw(st.sampled_from(["X", "P"]))
+def profile(draw: st.DrawFn, pid: str, tname: str | None = None) -> Profile | None:
+    """A profile of ``tname`` (default: either type)."""
+    tname = tname or draw(st.sampled_from(["X", "P"]))
     text = f"{pid}: {tname}({draw(body(tname))})"
     try:
         return parse_profile(text, SCHEMA)
@@ -100,8 +101,9 @@ def profile(draw: st.DrawFn, pid: str) -> Profile | None:
 
 
 @st.composite
-def event(draw: st.DrawFn) -> Event:
-    tname = draw(st.sampled_from(["X", "P"]))
+def event(draw: st.DrawFn, tname: str | None = None) -> Event:
+    """An event of ``tname`` (default: either type)."""
+    tname = tname or draw(st.sampled_from(["X", "P"]))
     d: dict[str, object] = {"type": tname, "n": draw(st.integers(0, 5)),
                             "s": draw(st.sampled_from(WORDS))}
     if tname == "X":

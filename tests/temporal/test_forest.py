@@ -42,7 +42,7 @@ def columns_from(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     return int(request.param)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_forest_invariants_and_queries_after_random_inserts_and_deletes(
         data: st.DataObject) -> None:
@@ -104,7 +104,8 @@ def test_long_random_sequences(seed: int, columns_from: int) -> None:
 
 # ---- the hull fast path (plain boxes) against the exact-test path and brute force -----
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 75 examples of up to 30 steps, each checked at two thresholds: 150 found nothing more
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_trusting_exact_hulls_changes_no_answer(data: st.DataObject) -> None:
     """The forest that takes the hull test's word for plain boxes answers every query like

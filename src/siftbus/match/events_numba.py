@@ -17,6 +17,7 @@ from siftbus.match.scan_numba import (
     SKIP,
     SLOW,
     _find_attr,
+    _scaled,
 )
 
 
@@ -218,6 +219,7 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                     n_neg[n] = nneg
                     j = ve
                 n += 1
+                # comma or close inlined on purpose (see open_json_numba._scan)
                 j = _skip_ws(b, j, e)
                 if j < e and b[j] == 44:
                     j = _skip_ws(b, j + 1, e)
@@ -306,22 +308,7 @@ def scan_events(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                 if nd + p > MAX_DIGITS:
                     ok = False
                     break
-                key = v
-                for _ in range(p):
-                    key *= 10
-                if nf <= p:
-                    f = frac
-                    for _ in range(p - nf):
-                        f *= 10
-                    key += f
-                else:  # round half away from zero (ROUND_HALF_UP) to p places
-                    f = frac
-                    for _ in range(nf - p - 1):
-                        f //= 10
-                    last = f % 10
-                    key += f // 10
-                    if last >= 5:
-                        key += 1
+                key = _scaled(v, frac, nf, p)
             if neg:
                 key = -key
             if key < lo[a] or key > hi[a]:

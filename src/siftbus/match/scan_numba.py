@@ -67,6 +67,23 @@ _W_MAX = np.frombuffer(b"MAX", np.uint8)
 _W_PROFILE = np.frombuffer(b"PROFILE", np.uint8)
 
 
+@njit(cache=True, inline="always")
+def _scaled(v: int, frac: int, nf: int, p: int) -> int:
+    """The decimal ``v.frac`` (``nf`` fraction digits) as a key of ``p`` places: times
+    ``10**p``, rounded half away from zero (ROUND_HALF_UP) where it has more places."""
+    key = v
+    for _ in range(p):
+        key *= 10
+    f = frac
+    if nf <= p:
+        for _ in range(p - nf):
+            f *= 10
+        return key + f
+    for _ in range(nf - p - 1):
+        f //= 10
+    return key + f // 10 + (1 if f % 10 >= 5 else 0)
+
+
 @njit(cache=True)
 def _value(b: np.ndarray, i: int, e: int, attr: int, names: np.ndarray,
            name_off: np.ndarray, kind: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -112,21 +129,7 @@ def _value(b: np.ndarray, i: int, e: int, attr: int, names: np.ndarray,
         elif k == KIND_DECIMAL:
             if (j - start) + p > MAX_DIGITS:
                 return 0, -1
-            scaled = v
-            for _ in range(p):
-                scaled *= 10
-            if nf <= p:
-                f = frac
-                for _ in range(p - nf):
-                    f *= 10
-                scaled += f
-            else:  # round half away from zero (ROUND_HALF_UP) to p places
-                f = frac
-                for _ in range(nf - p - 1):
-                    f //= 10
-                scaled += f // 10
-                if f % 10 >= 5:
-                    scaled += 1
+            scaled = _scaled(v, frac, nf, p)
             key = -scaled if neg else scaled
         else:
             return 0, -1
@@ -307,20 +310,10 @@ def scan_profiles(b: np.ndarray, names: np.ndarray, name_off: np.ndarray,
                 if c == 33 and j + 1 < e and b[j + 1] == 61:
                     op = _NE
                     j += 2
-                elif c == 60:
-                    if j + 1 < e and b[j + 1] == 61:
-                        op = _LE
-                        j += 2
-                    else:
-                        op = _LT
-                        j += 1
-                elif c == 62:
-                    if j + 1 < e and b[j + 1] == 61:
-                        op = _GE
-                        j += 2
-                    else:
-                        op = _GT
-                        j += 1
+                elif c == 60 or c == 62:  # < <= > >=
+                    eq = j + 1 < e and b[j + 1] == 61
+                    op = (_LE if eq else _LT) if c == 60 else (_GE if eq else _GT)
+                    j += 2 if eq else 1
                 elif c == 61:
                     op = _EQ
                     j += 1

@@ -283,45 +283,22 @@ class SubspaceForest:
 
     def overlapping(self, q: Profile) -> list[int]:
         """Keys of the stored subspaces sharing a point with ``q``."""
-        out: list[int] = []
-        top = self._top(q.etype, False)
-        if top is None:
-            return out
-        probe = self._probe(top, q)
-        t = Relations(q, general=not self.trust_hulls)
-        stack = [top.roots]
-        while stack:
-            kids = stack.pop()
-            inside, sure, maybe = kids.split_overlap(probe)
-            for n in inside:
-                _collect(n, out)
-            for n in sure:
-                out.extend(n.keys)
-                if n.kids is not None:
-                    stack.append(n.kids)
-            for n in maybe:
-                self.tests += 1
-                if n.kids is None:
-                    if t.overlaps(n.box):
-                        out.extend(n.keys)
-                    continue
-                if t.inside(n.box):
-                    _collect(n, out)  # lower bound: the whole subtree lies inside q
-                    continue
-                self.tests += 1
-                if t.overlaps(n.box):
-                    out.extend(n.keys)
-                    stack.append(n.kids)
-        return out
+        return self._query(q, True)
 
     def within(self, q: Profile) -> list[int]:
         """Keys of the stored subspaces ``q`` covers."""
+        return self._query(q, False)
+
+    def _query(self, q: Profile, overlap: bool) -> list[int]:
+        """One traversal for both queries: ``overlap`` keeps every node sharing a point with
+        ``q``, else only those inside it; a subtree inside ``q`` is taken whole either way."""
         out: list[int] = []
         top = self._top(q.etype, False)
         if top is None:
             return out
         probe = self._probe(top, q)
         t = Relations(q, general=not self.trust_hulls)
+        leaf_test = t.overlaps if overlap else t.inside
         stack = [top.roots]
         while stack:
             kids = stack.pop()
@@ -329,17 +306,23 @@ class SubspaceForest:
             for n in inside:
                 _collect(n, out)
             for n in sure:  # overlaps q, not inside: something below may be
+                if overlap:
+                    out.extend(n.keys)
                 if n.kids is not None:
                     stack.append(n.kids)
             for n in maybe:
                 self.tests += 1
-                if t.inside(n.box):
-                    _collect(n, out)
-                    continue
                 if n.kids is None:
+                    if leaf_test(n.box):
+                        out.extend(n.keys)
+                    continue
+                if t.inside(n.box):
+                    _collect(n, out)  # the whole subtree lies inside q
                     continue
                 self.tests += 1
-                if t.overlaps(n.box):  # else nothing below n can lie inside q
+                if t.overlaps(n.box):  # else nothing below n can lie inside or meet q
+                    if overlap:
+                        out.extend(n.keys)
                     stack.append(n.kids)
         return out
 
