@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -473,6 +474,7 @@ async def test_a_busy_composite_leaves_the_broker_answering() -> None:
         reader.cancel()
     assert not node.composites.busy
     assert stats["deferred"] >= 5  # it was busy for many slices
-    # a time slice (20 ms) and one event's evaluation; before slicing 9-15 s at load 3
-    assert max(waits) < 1.0, waits
+    # a time slice (20 ms) and one event's evaluation; before slicing 9-15 s at load 3.
+    # The bound leaves room for a 2-core machine at load 10 (one wait of 1.05 s seen)
+    assert max(waits) < 2.5 and statistics.median(waits) < 0.3, waits
     assert stats["capped"] > 0 and stats["matches"] == got
