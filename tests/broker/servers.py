@@ -106,18 +106,3 @@ async def eventually(pred: Callable[[], Any], timeout: float = 20.0) -> None:
         if time.monotonic() > end:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.02)
-
-
-async def settled(value: Callable[[], int], quiet: float = 0.4, timeout: float = 10.0) -> int:
-    """``value()`` once it has not changed for ``quiet`` seconds (frames still in flight
-    between in-process brokers land within that), at most ``timeout`` seconds."""
-    end = time.monotonic() + timeout
-    last, since = value(), time.monotonic()
-    while time.monotonic() - since < quiet:
-        if time.monotonic() > end:
-            raise AssertionError(f"value still changing after {timeout} s: {last}")
-        await asyncio.sleep(0.02)
-        now = value()
-        if now != last:
-            last, since = now, time.monotonic()
-    return last

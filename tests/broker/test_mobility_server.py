@@ -18,7 +18,7 @@ from siftbus.client.session import SessionState
 from siftbus.model import Event
 
 from .mobility import NAMES, T, close_all, start_tree, wait_for
-from .servers import settled
+from .servers import settle
 
 
 async def test_a_session_resumes_after_a_disconnect_exactly_once() -> None:
@@ -94,8 +94,9 @@ async def test_a_fresh_process_with_only_the_session_id_takes_it_over_elsewhere(
             await pub.publish_batch([Event(T, (1, i))], ack=True)
             await asyncio.sleep(0.02)
         await wait_for(lambda: servers["B3"].node.sessions.sessions["m"].count >= 1)
-        # acked at B2 is not yet buffered at B3: read the count once it stops moving
-        kept = await settled(lambda: servers["B3"].node.sessions.sessions["m"].count)
+        # acked at B2 is not yet buffered at B3: read the count once nothing is in flight
+        await settle(servers, [])
+        kept = servers["B3"].node.sessions.sessions["m"].count
         held = servers["B3"].node.sessions.sessions["m"].epoch
         state = SessionState("m")
         c = await Client.connect(port=servers["B4"].port, session=state)
