@@ -354,16 +354,11 @@ class Run:
 
 def resume_point(out: Path) -> int:
     """The ``n`` of the last complete line of ``out`` (a cut last line removed), as
-    ``siftbus subscribe --out`` reads it."""
-    if not out.exists():
-        return 0
-    data = out.read_bytes()
-    end = data.rfind(b"\n") + 1
-    if end < len(data):
-        with out.open("r+b") as f:
-            f.truncate(end)
-    lines = data[:end].splitlines()
-    return int(json.loads(lines[-1])["n"]) if lines else 0
+    ``siftbus subscribe --out`` reads it: its own function, imported here so that
+    ``--code`` picks whose."""
+    from siftbus.cli.broker import _resume_point
+
+    return _resume_point(out)
 
 
 async def app(sid: str, port: int, out: Path) -> None:

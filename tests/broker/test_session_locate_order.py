@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -102,17 +103,17 @@ async def test_an_older_live_claim_takes_over_a_newer_copy_left_without_its_proc
         await close_all(servers, clients)
 
 
-class HeldLocates:
-    """Broker ``node`` reads locate waves (``loc``) only when :meth:`release` is
-    called, so two claims' waves are both in flight at once."""
+class Held:
+    """Broker ``node`` reads the ``HANDOFF`` messages ``hold(body)`` picks only when
+    :meth:`release` is called (a slow link for them alone)."""
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Any, hold: Callable[[dict[str, Any]], bool]) -> None:
         self.node = node
         self.held: list[tuple[str, Any]] = []
         self.handle = node.handle
 
         def gated(link: str, msg: Any) -> None:
-            if msg.type is MsgType.HANDOFF and msg.body.get("k") == "loc":
+            if msg.type is MsgType.HANDOFF and hold(msg.body):
                 self.held.append((link, msg))
                 return
             self.handle(link, msg)
@@ -123,6 +124,12 @@ class HeldLocates:
         self.node.handle = self.handle
         for link, msg in self.held:
             self.handle(link, msg)
+
+
+def held_locates(node: Any) -> Held:
+    """Locate waves (``loc``) held, so two claims' waves are both in flight at once."""
+    return Held(node, lambda body: body.get("k") == "loc")
+
 
 
 @pytest.mark.parametrize(("handoff", "protocol"), HANDOFFS)
@@ -138,7 +145,7 @@ async def test_two_claims_locating_at_once_do_not_wait_for_each_other(
     try:
         state, pub = await session_left_at_b0(servers, clients)
         twin = copy.deepcopy(state)
-        gate = HeldLocates(servers["B0"].node)
+        gate = held_locates(servers["B0"].node)
         x = await Client.connect(port=servers["B1"].port, session=twin, reconnect=False)
         clients.append(x)
         got_x = rows_of(x)
@@ -161,28 +168,11 @@ async def test_two_claims_locating_at_once_do_not_wait_for_each_other(
         await close_all(servers, clients)
 
 
-class HeldMoves:
-    """Broker ``node`` reads ``move`` messages of an epoch above ``above`` only when
-    :meth:`release` is called (a rival's renumbered claim on a slow link)."""
+def held_moves(node: Any, above: int) -> Held:
+    """``move`` messages of an epoch above ``above`` held (a rival's renumbered claim on
+    a slow link)."""
+    return Held(node, lambda body: body.get("k") == "move" and body.get("e", 0) > above)
 
-    def __init__(self, node: Any, above: int) -> None:
-        self.node = node
-        self.held: list[tuple[str, Any]] = []
-        self.handle = node.handle
-
-        def gated(link: str, msg: Any) -> None:
-            if msg.type is MsgType.HANDOFF and msg.body.get("k") == "move" \
-                    and msg.body.get("e", 0) > above:
-                self.held.append((link, msg))
-                return
-            self.handle(link, msg)
-
-        node.handle = gated
-
-    def release(self) -> None:
-        self.node.handle = self.handle
-        for link, msg in self.held:
-            self.handle(link, msg)
 
 
 async def test_a_refused_rival_move_leaves_the_holder_its_profiles() -> None:
@@ -207,7 +197,7 @@ async def test_a_refused_rival_move_leaves_the_holder_its_profiles() -> None:
         clients.append(y)
         await wait_for(lambda: len(gate.held) >= 2, 5)
         gate.release("B1")  # x gets the session; y is sent on to B1, refused there
-        slow = HeldMoves(servers["B0"].node, above=e_y)  # y's next round waits at B0
+        slow = held_moves(servers["B0"].node, above=e_y)  # y's next round waits at B0
         await wait_for(lambda: state.status.get("state") == "ready", 5)
         await wait_for(lambda: len(slow.held) >= 1, 5)
         z_state = copy.deepcopy(state)  # a third process, from x's state
