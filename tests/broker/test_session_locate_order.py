@@ -212,3 +212,69 @@ async def test_a_refused_rival_move_leaves_the_holder_its_profiles() -> None:
         await wait_for(lambda: z.ended.is_set(), 5)  # y's next round takes it over
     finally:
         await close_all(servers, clients)
+
+
+class HeldMovesFrom:
+    """Broker ``node`` reads ``move`` messages that broker ``origin`` started only
+    when :meth:`release` is called (that claim's request on a slow link)."""
+
+    def __init__(self, node: Any, origin: str) -> None:
+        self.node = node
+        self.held: list[tuple[str, Any]] = []
+        self.handle = node.handle
+
+        def gated(link: str, msg: Any) -> None:
+            if msg.type is MsgType.HANDOFF and msg.body.get("k") == "move" \
+                    and msg.body.get("o") == origin:
+                self.held.append((link, msg))
+                return
+            self.handle(link, msg)
+
+        node.handle = gated
+
+    def release(self) -> None:
+        self.node.handle = self.handle
+        for link, msg in self.held:
+            self.handle(link, msg)
+
+
+async def test_a_claim_whose_located_copy_lost_to_it_locates_the_session_again() -> None:
+    """Acyclic handoff, seed 302 of ``bench/session_races.py --revive``: q's claim at
+    B2 located the state at B0 and its request is slow; p's claim at B1 takes the
+    state from B0 meanwhile; then n reconnects at B0 with q's newer state and its
+    locate finds q's arriving copy, the newest older one, and asks it. q's request
+    reaches B0 late, meets n's newer claim there and q's copy folds into n's -- and
+    answers n's waiting request "not here". n must locate the session again and take
+    it over from p (p is told ``SessionMoved``); rows then reach n only. Before, n
+    started an empty second session (``handoff_failed``) while p kept the real one:
+    two copies lived on, both processes got every row."""
+    servers = await three_brokers("acyclic", "forwarding")
+    clients: list[Client] = []
+    try:
+        state, pub = await session_left_at_b0(servers, clients)
+        p_state = copy.deepcopy(state)
+        slow = HeldMovesFrom(servers["B0"].node, "B2")
+        q = await Client.connect(port=servers["B2"].port, session=state, reconnect=False)
+        clients.append(q)
+        await wait_for(lambda: len(slow.held) >= 1, 5)  # q's request waits at B0
+        p = await Client.connect(port=servers["B1"].port, session=p_state, reconnect=False)
+        clients.append(p)
+        got_p = rows_of(p)
+        await wait_for(lambda: p_state.status.get("state") == "ready", 5)
+        n_state = copy.deepcopy(state)  # q's state, numbered above p's claim
+        n = await Client.connect(port=servers["B0"].port, session=n_state, reconnect=False)
+        clients.append(n)
+        got_n = rows_of(n)
+        b2 = servers["B2"].node.handoff
+        await wait_for(lambda: "m" in b2._waiting, 5)  # n asks q's arriving copy
+        slow.release()
+        await wait_for(lambda: n_state.status.get("state") not in (None, "arriving"), 5)
+        assert n_state.status.get("state") == "ready", n_state.status
+        await wait_for(lambda: p.ended.is_set(), 5)
+        await pub.publish_batch([Event(T, (1, b)) for b in (2, 3)], ack=True)
+        await wait_for(lambda: got_n == [2, 3], 5)
+        await asyncio.sleep(0.2)
+        assert got_n == [2, 3] and got_p == []
+        assert [b for b in servers if "m" in servers[b].node.sessions.sessions] == ["B0"]
+    finally:
+        await close_all(servers, clients)

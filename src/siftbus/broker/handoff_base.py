@@ -12,8 +12,9 @@ it safely can; this base does the rest, with ``HANDOFF`` messages (body ``k``: t
 * ``req`` (``b`` -> ``a``) asks for the state, ``xfer`` (``a`` -> ``b``, in parts of at
   most :data:`PART_BYTES`) carries it (:meth:`SessionTable.release
   <siftbus.broker.session_table.SessionTable.release>`), ``nack`` says it is not there
-  (with where it went, if known); a request for a session that is itself still arriving
-  waits until it is here (moves faster than handoffs chain up);
+  (with where it went, if known; ``folded``: an arriving copy lost to the requester
+  itself, which then locates the session again); a request for a session that is itself
+  still arriving waits until it is here (moves faster than handoffs chain up);
 * ``loc``/``echo``: when the client cannot say where it was (a fresh process that only
   knows its session id), ``b`` floods a locate wave and each broker echoes the newest
   holder in its subtree (2 messages per link);
@@ -189,7 +190,7 @@ class HandoffBase(ABC):
 
     def newest_copy(self, sid: str) -> list[Any] | None:
         """``[epoch, broker, tag, profiles]`` of the newest copy of ``sid`` held here."""
-        return self._candidate(sid, ANY_EPOCH)
+        return locate_order.older_copy(self, sid, ANY_EPOCH)
 
     def move_in(self, s: Session, req: SessionRequest) -> None:
         """A client arrived with a session held elsewhere."""
@@ -282,6 +283,8 @@ class HandoffBase(ABC):
             gone = table.moved.get(sid)
             nack: dict[str, Any] = {"k": "nack", "s": sid, "e": epoch,
                                     "moved": gone[0] if gone and gone[0] != to else None}
+            if gone and gone[:2] == (to, epoch):
+                nack["folded"] = 1  # into the requester itself: see :meth:`_on_nack`
             cur = table.sessions.get(sid)
             if cur is not None and (rival or cur.epoch >= epoch):
                 # claimed here with a newer epoch, or a rival one whose process is
@@ -399,6 +402,12 @@ class HandoffBase(ABC):
             return
         s = self.host.sessions.sessions.get(_sid(body))
         if s is not None and s.state == "arriving" and s.epoch == body.get("e"):
+            if body.get("folded"):
+                # the copy asked was itself arriving and lost to this claim: its rows
+                # came here, the state it waited for is elsewhere (issue 30 item 2,
+                # seed 302: this claim started empty and an older one took the state)
+                self.locate(s)
+                return
             self.finish(s, None)
 
     def superseded(self, s: Session, held: int, at: str, yielding: bool = False) -> None:
@@ -439,24 +448,10 @@ class HandoffBase(ABC):
     def locate(self, s: Session) -> None:
         """Find the newest holder of ``s`` with an echo wave over the tree."""
         lid = f"{self.host.name}:{next(self._lids)}"
-        self._locates.start(lid, s.id, (self._candidate(s.id, s.epoch), None),
+        best = locate_order.older_copy(self, s.id, s.epoch)
+        self._locates.start(lid, s.id, (best, None),
                             {"k": "loc", "l": lid, "s": s.id, "e": s.epoch,
                              "o": self.host.name})
-
-    def _candidate(self, sid: str, before: int) -> list[Any] | None:
-        """``[epoch, broker, tag, profiles]`` if this broker holds a state of ``sid``
-        older than epoch ``before`` (the newest such)."""
-        table = self.host.sessions
-        s = table.sessions.get(sid)
-        if s is None or s.epoch >= before:
-            s = table.outgoing.get(sid)
-        if s is None or s.epoch >= before:
-            return None
-        if s.state == "arriving" and s.profiles is None:
-            # itself still locating, without its profiles: the locator must not take
-            # "none" for an answer (seed 298 of the rendezvous handoff lost them)
-            return [s.epoch, self.host.name, s.tag, None]
-        return [s.epoch, self.host.name, s.tag, self.profiles_of(s)]
 
     def profiles_of(self, s: Session) -> list[Any]:
         """The profiles of a session held here under its client's ids (wire form)."""
@@ -472,7 +467,8 @@ class HandoffBase(ABC):
     def _on_locate(self, link: str, body: dict[str, Any]) -> None:
         sid, before = _sid(body), get(body, "e", int)
         self._locates.visit(link, get(body, "l", str), sid, lambda parent: (
-            self._candidate(sid, before), locate_order.newer_copy(self, sid, before)), body)
+            locate_order.older_copy(self, sid, before),
+            locate_order.newer_copy(self, sid, before)), body)
 
     def _on_echo(self, link: str, body: dict[str, Any]) -> None:
         self._locates.answer(link, get(body, "l", str), (body.get("best"), body.get("newer")))

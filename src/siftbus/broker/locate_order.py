@@ -49,6 +49,22 @@ class Locating(Protocol):
     def profiles_of(self, s: Session) -> list[Any]: ...
 
 
+def older_copy(h: Locating, sid: str, before: int) -> list[Any] | None:
+    """``[epoch, broker, tag, profiles]`` if this broker holds a copy of ``sid`` older
+    than epoch ``before`` (the newest such: ``best``)."""
+    table = h.host.sessions
+    s = table.sessions.get(sid)
+    if s is None or s.epoch >= before:
+        s = table.outgoing.get(sid)
+    if s is None or s.epoch >= before:
+        return None
+    if s.state == "arriving" and s.profiles is None:
+        # itself still locating, without its profiles: the locator must not take
+        # "none" for an answer (seed 298 of the rendezvous handoff lost them)
+        return [s.epoch, h.host.name, s.tag, None]
+    return [s.epoch, h.host.name, s.tag, h.profiles_of(s)]
+
+
 def newer_copy(h: Locating, sid: str, before: int) -> list[Any] | None:
     """This broker's copy of ``sid`` if its epoch is above ``before`` (a ``newer``
     entry, see the module docstring)."""
@@ -95,4 +111,4 @@ def _entry(x: Any, n: int) -> bool:
         and isinstance(x[1], str)
 
 
-__all__ = ["Locating", "deferral", "merge", "newer_copy"]
+__all__ = ["Locating", "deferral", "merge", "newer_copy", "older_copy"]
