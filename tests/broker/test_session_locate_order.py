@@ -214,28 +214,11 @@ async def test_a_refused_rival_move_leaves_the_holder_its_profiles() -> None:
         await close_all(servers, clients)
 
 
-class HeldMovesFrom:
-    """Broker ``node`` reads ``move`` messages that broker ``origin`` started only
-    when :meth:`release` is called (that claim's request on a slow link)."""
+def held_moves_from(node: Any, origin: str) -> Held:
+    """``move`` messages that broker ``origin`` started held (that claim's request on a
+    slow link)."""
+    return Held(node, lambda body: body.get("k") == "move" and body.get("o") == origin)
 
-    def __init__(self, node: Any, origin: str) -> None:
-        self.node = node
-        self.held: list[tuple[str, Any]] = []
-        self.handle = node.handle
-
-        def gated(link: str, msg: Any) -> None:
-            if msg.type is MsgType.HANDOFF and msg.body.get("k") == "move" \
-                    and msg.body.get("o") == origin:
-                self.held.append((link, msg))
-                return
-            self.handle(link, msg)
-
-        node.handle = gated
-
-    def release(self) -> None:
-        self.node.handle = self.handle
-        for link, msg in self.held:
-            self.handle(link, msg)
 
 
 async def test_a_claim_whose_located_copy_lost_to_it_locates_the_session_again() -> None:
@@ -253,7 +236,7 @@ async def test_a_claim_whose_located_copy_lost_to_it_locates_the_session_again()
     try:
         state, pub = await session_left_at_b0(servers, clients)
         p_state = copy.deepcopy(state)
-        slow = HeldMovesFrom(servers["B0"].node, "B2")
+        slow = held_moves_from(servers["B0"].node, "B2")
         q = await Client.connect(port=servers["B2"].port, session=state, reconnect=False)
         clients.append(q)
         await wait_for(lambda: len(slow.held) >= 1, 5)  # q's request waits at B0
