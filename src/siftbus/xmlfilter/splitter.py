@@ -137,6 +137,27 @@ def _is_candidate(exact: set[str], local: set[str]) -> Callable[[str], bool]:
     return is_candidate
 
 
+def _ancestry(parent: Any, is_candidate: Callable[[str], bool]
+              ) -> tuple[list[str], bool, list[Any]]:
+    """Above an element whose parent is ``parent``: the tags, outermost first; whether one
+    of them could be an event root (then the element is kept inside it); and, in that
+    case, those ancestors, innermost first (else none). Both ways of :func:`cut` ask once
+    per parent, which siblings share."""
+    above: list[str] = []
+    ancestors: list[Any] = []
+    keep = False
+    p = parent
+    while p is not None:
+        t = p.tag
+        above.append(t)
+        ancestors.append(p)
+        if not keep:
+            keep = is_candidate(t)
+        p = p.getparent()
+    above.reverse()
+    return above, keep, ancestors if keep else []
+
+
 def _cut_tree(root: Any, tags: list[str], is_candidate: Callable[[str], bool],
               name: str | None) -> Iterator[tuple[Any, list[str]]]:
     """:func:`cut` over a parsed tree: its possible event roots, in end order.
@@ -158,21 +179,8 @@ def _cut_tree(root: Any, tags: list[str], is_candidate: Callable[[str], bool],
             checked = True
         parent = el.getparent()
         if parent is None or parent is not last_parent:
-            above: list[str] = []
-            keep = False
-            ancestors = []
-            p = parent
-            while p is not None:
-                t = p.tag
-                above.append(t)
-                ancestors.append(p)
-                if not keep:
-                    keep = is_candidate(t)
-                p = p.getparent()
-            above.reverse()
-            if not keep:
-                ancestors = []
-            last_parent, last_chain, last_keep = parent, above, keep
+            last_chain, last_keep, ancestors = _ancestry(parent, is_candidate)
+            last_parent = parent
         if waiting:
             if not last_keep:
                 while waiting:
@@ -243,17 +251,8 @@ def cut_stream(
                 checked = True
             parent = el.getparent()
             if parent is None or parent is not last_parent:
-                above: list[str] = []
-                keep = False
-                p = parent
-                while p is not None:
-                    t = p.tag
-                    above.append(t)
-                    if not keep:
-                        keep = is_candidate(t)
-                    p = p.getparent()
-                above.reverse()
-                last_parent, last_chain, last_keep = parent, above, keep
+                last_chain, last_keep, _ = _ancestry(parent, is_candidate)
+                last_parent = parent
             chain = [*last_chain, el.tag]
             keep = last_keep
             yield el, chain
