@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from siftbus.match.kernel_primitives import sort_run
 from siftbus.match.lex_numba import _skip_ws, count_lines, line_end
 from siftbus.match.numba_load import njit
 from siftbus.match.open_json_numba import MAX_ELEMENTS, MAX_KEYS, _scan
@@ -339,13 +340,7 @@ def _event(b: np.ndarray, s: int, e: int, prog: np.ndarray, pb: np.ndarray,
             st[seen + p] = gen
             out[n_out] = p
             n_out += 1
-    for i in range(start + 1, n_out):  # a row is short: insertion sort
-        v = out[i]
-        j = i - 1
-        while j >= start and out[j] > v:
-            out[j + 1] = out[j]
-            j -= 1
-        out[j + 1] = v
+    sort_run(out, start, n_out)
     return n_out
 
 
