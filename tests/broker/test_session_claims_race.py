@@ -75,6 +75,21 @@ async def session_left_at_b0(servers: dict[str, Any], clients: list[Client]
     return state, pub
 
 
+
+async def two_processes(servers: dict[str, Any], state: SessionState, clients: list[Client],
+                        got: dict[str, list[int]]) -> tuple[Client, Client]:
+    """Two processes of one session from the same state: ``x`` at B1 with ``state``, ``y``
+    at B2 with a copy of it (each process has its own); the rows each is sent go to
+    ``got["x"]`` and ``got["y"]``."""
+    twin = copy.deepcopy(state)
+    out = []
+    for name, at, st in (("x", "B1", state), ("y", "B2", twin)):
+        c = await Client.connect(port=servers[at].port, session=st, reconnect=False)
+        c.unclaimed_callback = lambda n, rows=got[name]: rows.append(n.event.keys[1])
+        clients.append(c)
+        out.append(c)
+    return out[0], out[1]
+
 @pytest.mark.parametrize(("handoff", "protocol"), [
     ("acyclic", "forwarding"), ("rendezvous", "rendezvous"), ("pingpong", "forwarding")])
 async def test_two_claims_of_one_epoch_leave_the_session_to_one_process(
@@ -90,13 +105,7 @@ async def test_two_claims_of_one_epoch_leave_the_session_to_one_process(
         state, pub = await session_left_at_b0(servers, clients)
 
         gate = HeldRequests(servers["B0"].node)  # both claims are answered only later
-        twin = copy.deepcopy(state)  # a second process with the same state
-        x = await Client.connect(port=servers["B1"].port, session=state, reconnect=False)
-        x.unclaimed_callback = lambda n: got["x"].append(n.event.keys[1])
-        clients.append(x)
-        y = await Client.connect(port=servers["B2"].port, session=twin, reconnect=False)
-        y.unclaimed_callback = lambda n: got["y"].append(n.event.keys[1])
-        clients.append(y)
+        x, y = await two_processes(servers, state, clients, got)
         await wait_for(lambda: both_claimed(servers, gate, handoff), 5)
         await pub.publish_batch([Event(T, (1, b)) for b in (2, 3)], ack=True)
         gate.release()
@@ -223,13 +232,7 @@ async def test_rows_the_first_claim_delivered_do_not_go_to_the_rival_too(
 
         gate = HeldRequests(servers["B0"].node)
         slow = HeldAcks(servers["B1"].node)
-        twin = copy.deepcopy(state)
-        x = await Client.connect(port=servers["B1"].port, session=state, reconnect=False)
-        x.unclaimed_callback = lambda n: got["x"].append(n.event.keys[1])
-        clients.append(x)
-        y = await Client.connect(port=servers["B2"].port, session=twin, reconnect=False)
-        y.unclaimed_callback = lambda n: got["y"].append(n.event.keys[1])
-        clients.append(y)
+        x, y = await two_processes(servers, state, clients, got)
         await wait_for(lambda: both_claimed(servers, gate, handoff), 5)
         gate.release("B1")  # B1 has the session; B2's request for it waits at B1
         await wait_for(lambda: len(slow.held[False]) >= 1, 5)
